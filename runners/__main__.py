@@ -1,0 +1,29 @@
+"""Entry point: parse the runner contract's arguments, import the framework's package, run one cell."""
+import importlib
+import sys
+
+from runners import FRAMEWORKS, __version__, prepare_environment
+from shared.runner import config_from_args, parser, run
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--version"]:
+        print(f"rosetta runners {__version__}; frameworks: {', '.join(FRAMEWORKS)}; python {sys.version.split()[0]}")
+        return 0
+    cfg = config_from_args(parser(FRAMEWORKS).parse_args(argv))
+    package = prepare_environment(cfg.framework)
+
+    def framework_info():
+        try:
+            family = importlib.import_module(f"runners.{package}")
+        except ImportError as e:
+            raise RuntimeError(f"{cfg.framework} is not installed in {sys.executable} ({e}); build its environment "
+                               f"with `make venv FRAMEWORK={cfg.framework}` or run the cell in its image") from e
+        return family.framework_info()
+
+    return run(cfg, lambda c: importlib.import_module(f"runners.{package}.{c.task}"), framework_info)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""PyTorch 2.14 · cnn · a VGG-style CNN trained on CIFAR-10 with SGD + momentum, eager mode (torch.compile optional)."""
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from runners.pytorch import select_device, set_precision, sync
+from shared import batching, metrics
+from shared.datasets import load_cifar10
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
+SWITCHES = {
+    "cudnn_benchmark": True,   # autotune the fastest conv algorithm for our fixed shapes (seed lesson CNN 3)
+    "channels_last": False,    # NHWC memory format; NCHW is cuDNN's classic layout (lesson 2), NHWC helps tensor cores
+    "compile": False,          # torch.compile the train step; compile time is reported as warm-up
+}
+
+
+# ==== Data ====
+def load_data(cfg, device):
+    """CIFAR-10 as float32 NCHW tensors, moved to the device once (lesson 13: no per-batch host copies)."""
+    p = cfg.params
+    x_train, y_train, x_test, y_test = load_cifar10(cfg.data, p.get("train_samples"), p.get("test_samples"))
+    to = lambda a, dtype: torch.as_tensor(a, dtype=dtype, device=device)
+    return to(x_train, torch.float32), to(y_train, torch.long), to(x_test, torch.float32), to(y_test, torch.long)
+
+
+# ==== Model ====
+class CNN(nn.Module):
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 50, 3, padding="same")
+        self.conv2 = nn.Conv2d(50, 50, 3, padding="same")
+        self.conv3 = nn.Conv2d(50, 100, 3, padding="same")
+        self.conv4 = nn.Conv2d(100, 100, 3, padding="same")
+        self.fc1 = nn.Linear(100 * 8 * 8, 512)
+        self.fc2 = nn.Linear(512, num_classes)
+        for layer in (self.conv1, self.conv2, self.conv3, self.conv4, self.fc1, self.fc2):
+            nn.init.xavier_uniform_(layer.weight)  # Glorot uniform like Keras (lesson 7), zero biases
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x):                                          # x: (N, 3, 32, 32)
+        x = F.relu(self.conv1(x))
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))                 # ReLU after pooling: 4x fewer elements (lesson 10)
+        x = F.dropout(x, 0.25, self.training)                      # (N, 50, 16, 16)
+        x = F.relu(self.conv3(x))
+        x = F.relu(F.max_pool2d(self.conv4(x), 2))
+        x = F.dropout(x, 0.25, self.training)                      # (N, 100, 8, 8)
+        x = F.relu(self.fc1(torch.flatten(x, 1)))                  # flatten C·H·W = 6400, the canonical order
+        x = F.dropout(x, 0.5, self.training)
+        return self.fc2(x)                                         # logits; softmax lives in the loss (lesson 6)
+
+
+def build_model(cfg=None):
+    return CNN()
+
+
+def load_canonical(model, weights):
+    """Canonical weights (conv OIHW, dense (out, in), names conv1..fc2) are PyTorch's own layout and names."""
+    model.load_state_dict({name: torch.from_numpy(np.asarray(w)) for name, w in weights.items()})
+
+
+def predict_logits(model, x):
+    model.eval()
+    with torch.inference_mode():
+        return model(torch.as_tensor(x)).numpy()
+
+
+# ==== Train step ====
+def make_train_step(model, optimizer, autocast, scaler):
+    def train_step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            loss = F.cross_entropy(model(x), y)                    # integer labels, no one-hot (lesson 11)
+        if scaler:                                                 # amp: scale the loss so fp16 gradients don't underflow
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        return loss.detach()                                       # stays on the device: no host sync inside the step
+    return train_step
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size, autocast):
+    model.eval()                                                   # dropout off in evaluation (lesson 4)
+    logits = []
+    with torch.inference_mode(), autocast():
+        for idx in batching.eval_batches(len(x_test), batch_size):
+            logits.append(model(x_test[idx]).float().cpu())
+    model.train()
+    return metrics.accuracy(torch.cat(logits).numpy(), y_test.cpu().numpy())
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    device = select_device(cfg)
+    autocast, scaler = set_precision(cfg.precision, device)
+    torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
+    torch.manual_seed(0)
+    x_train, y_train, x_test, y_test = load_data(cfg, device)
+    memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
+    model = build_model().to(device, memory_format=memory_format)
+    optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])  # plain momentum (lesson 8)
+    train_step = make_train_step(model, optimizer, autocast, scaler)
+    if switches["compile"]:
+        train_step = torch.compile(train_step)
+
+    def epoch_batches(epoch):
+        for idx in batching.train_batches(len(x_train), p["batch_size"], epoch):
+            idx = torch.as_tensor(idx, device=device)
+            yield x_train[idx], y_train[idx]
+
+    model.train()
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, lambda b: train_step(*b), sync(device))
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"], autocast)
+    samples = batching.steps_per_epoch(len(x_train), p["batch_size"]) * p["batch_size"]
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
+                                 parameters=sum(w.numel() for w in model.parameters()), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
+                     "device": str(device)},
+    }

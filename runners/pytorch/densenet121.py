@@ -1,0 +1,171 @@
+"""PyTorch 2.14 · densenet121 · torchvision DenseNet-121 fine-tuned on ChestX-ray14 (14 sigmoid outputs),
+data-parallel over N devices with DistributedDataParallel, one process per device, launched by this runner."""
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+import torchvision
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from runners.pytorch import select_device, set_precision, sync
+from shared import batching, metrics, params
+from shared.datasets import ChestXray
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
+SWITCHES = {
+    "cudnn_benchmark": True,   # fixed 224² crops: autotune convolutions once
+    "channels_last": False,    # NHWC for tensor cores under amp/bf16; NCHW is cuDNN's classic layout
+    "compile": False,          # torch.compile the DDP model (compiles per process; reported as warm-up)
+    "loader_workers": None,    # DataLoader worker processes per device; None = CPUs / devices on GPU, 0 on CPU
+}
+WEIGHTS = torchvision.models.DenseNet121_Weights.IMAGENET1K_V1
+
+
+# ==== Data ====
+class ChestBatches(torch.utils.data.Dataset):
+    """One epoch of one rank's batches: DataLoader workers crop/flip/normalize them (shared.datasets) in parallel."""
+
+    def __init__(self, data, crop, epoch, rank):
+        self.data, self.crop, self.epoch, self.rank = data, crop, epoch, rank
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitems__(self, idx):               # DataLoader passes a whole batch of indices at once
+        rng = np.random.default_rng([params.SEED, self.epoch, self.rank, int(idx[0])])
+        x, y = self.data.batch(np.asarray(idx), self.crop, rng)
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def load_data(cfg):
+    p = cfg.params
+    train = ChestXray(cfg.data, "train", p.get("train_samples"), p["stored_size"])
+    test = ChestXray(cfg.data, "test", p.get("test_samples"), p["stored_size"])
+    return train, test
+
+
+def loader(train, cfg, epoch, rank, world, device, workers):
+    p = cfg.params
+    return torch.utils.data.DataLoader(
+        ChestBatches(train, p["crop_size"], epoch, rank),
+        batch_sampler=list(batching.train_batches(len(train), p["batch_size"], epoch, rank, world)),
+        collate_fn=lambda batch: batch, num_workers=workers, pin_memory=device.type == "cuda")
+
+
+# ==== Model ====
+def build_model(cfg=None):
+    """DenseNet-121 with ImageNet weights when cached (no download while benchmarking), a new 14-way head."""
+    cached = Path(torch.hub.get_dir()) / "checkpoints" / Path(WEIGHTS.url).name
+    model = torchvision.models.densenet121(weights=WEIGHTS if cached.exists() else None)
+    model.classifier = nn.Linear(model.classifier.in_features, params.DENSENET121["num_classes"])
+    return model, ("imagenet" if cached.exists() else "random")
+
+
+# ==== Train step ====
+def make_train_step(model, optimizer, autocast, scaler, device):
+    def train_step(x, y):
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            loss = F.binary_cross_entropy_with_logits(model(x), y)  # sigmoid inside the loss (lesson 6)
+        if scaler:
+            scaler.scale(loss).backward()                           # DDP all-reduces gradients during backward
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        return loss.detach()
+    return train_step
+
+
+# ==== Evaluate ====
+def evaluate(model, test, crop, batch_size, device, autocast):
+    """Mean AUC over the 14 findings on every test image (centre crop, no flip)."""
+    model.eval()
+    scores = []
+    with torch.inference_mode(), autocast():
+        for idx in batching.eval_batches(len(test), batch_size):
+            x, _ = test.batch(idx, crop)
+            scores.append(torch.sigmoid(model(torch.from_numpy(x).to(device)).float()).cpu())
+    model.train()
+    return metrics.mean_auc(torch.cat(scores).numpy(), test.labels)
+
+
+# ==== Main ====
+def worker(rank, world, cfg, port, results):
+    """One process per device. Rank 0 evaluates and reports; all ranks train."""
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    device = select_device(cfg, rank)
+    if world > 1:
+        backend = "nccl" if device.type == "cuda" else "gloo"       # gloo lets the CPU tests exercise the same code
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    if device.type == "cpu":
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    autocast, scaler = set_precision(cfg.precision, device)
+    torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
+    torch.manual_seed(0)                                            # same initial head on every rank
+    train, test = load_data(cfg)
+    model, weights = build_model()
+    memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
+    model = model.to(device, memory_format=memory_format)
+    ddp = DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None) if world > 1 else model
+    optimizer = torch.optim.Adam(ddp.parameters(), lr=p["lr"] * world)  # linear scaling with the global batch
+    train_step = make_train_step(ddp, optimizer, autocast, scaler, device)
+    if switches["compile"]:
+        train_step = torch.compile(train_step)
+    workers = switches["loader_workers"]
+    if workers is None:
+        workers = max(1, (os.cpu_count() or 1) // world) if device.type == "cuda" else 0
+
+    epoch_seconds, warmup, loss = timed_epochs(
+        p["epochs"], lambda epoch: loader(train, cfg, epoch, rank, world, device, workers),
+        lambda batch: train_step(*batch), sync(device))
+
+    if rank == 0:
+        auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], device, autocast)
+        samples = batching.steps_per_epoch(len(train), p["batch_size"], world) * p["batch_size"] * world
+        result = {
+            "metrics": train_metrics(epoch_seconds, samples, auc=auc, auc_classes=classes,
+                                     train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
+                                     devices=world, weights=weights, global_batch=p["batch_size"] * world,
+                                     train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
+                                     epochs=p["epochs"]),
+            "timing": summarize(epoch_seconds, warmup=warmup),
+            "switches": {**switches, "loader_workers": workers, "ddp": world > 1,
+                         "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,
+                         "memory_format": "NHWC" if switches["channels_last"] else "NCHW", "device": str(device)},
+        }
+        if results is not None:
+            results.put(result)
+    else:
+        result = None
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return result
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(cfg):
+    world = max(cfg.gpus, 1)
+    select_device(cfg)                                              # skip early when the GPUs are not there
+    if world == 1:
+        return worker(0, 1, cfg, None, None)
+    results = mp.get_context("spawn").SimpleQueue()
+    mp.spawn(worker, args=(world, cfg, free_port(), results), nprocs=world, join=True)
+    return results.get()

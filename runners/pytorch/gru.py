@@ -1,0 +1,132 @@
+"""PyTorch 2.14 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, Adam; nn.GRU is cuDNN's fused GRU on GPU."""
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from runners.pytorch import select_device, set_precision, sync
+from shared import batching, metrics
+from shared.datasets import load_imdb
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
+SWITCHES = {
+    "cudnn_benchmark": True,   # let cuDNN pick its fastest kernels for the fixed (batch, 150) shape
+    "compile": False,          # torch.compile the train step (the cuDNN GRU itself stays one fused call)
+}
+
+
+# ==== Data ====
+def load_data(cfg, device):
+    """IMDB as int64 token ids (N, maxlen), Keras convention, front-padded; moved to the device once."""
+    p = cfg.params
+    x_train, y_train, x_test, y_test = load_imdb(cfg.data, p["max_features"], p["maxlen"],
+                                                 p.get("train_samples"), p.get("test_samples"))
+    to = lambda a: torch.as_tensor(a, dtype=torch.long, device=device)
+    return to(x_train), to(y_train), to(x_test), to(y_test)
+
+
+# ==== Model ====
+class GRUClassifier(nn.Module):
+    def __init__(self, max_features=30_000, embedding_dim=125, hidden=100, num_classes=2):
+        super().__init__()
+        self.embedding = nn.Embedding(max_features, embedding_dim)
+        # PyTorch's GRU is the cuDNN formulation: gates (r, z, n), reset applied after the recurrent matmul,
+        # separate input and hidden biases — exactly the canonical GRU, so no conversion is needed.
+        self.gru = nn.GRU(embedding_dim, hidden, batch_first=True)
+        self.fc = nn.Linear(hidden, num_classes)
+        # Keras' initializers, so every framework starts from the same distribution.
+        nn.init.uniform_(self.embedding.weight, -0.05, 0.05)
+        nn.init.xavier_uniform_(self.gru.weight_ih_l0)
+        nn.init.orthogonal_(self.gru.weight_hh_l0)
+        nn.init.zeros_(self.gru.bias_ih_l0)
+        nn.init.zeros_(self.gru.bias_hh_l0)
+        nn.init.xavier_uniform_(self.fc.weight)
+        nn.init.zeros_(self.fc.bias)
+
+    def forward(self, x):                      # x: (N, T) token ids
+        out, _ = self.gru(self.embedding(x))   # (N, T, hidden)
+        return self.fc(out[:, -1])             # last time step only (front padding makes it real text)
+
+
+def build_model(cfg=None):
+    return GRUClassifier()
+
+
+CANONICAL_NAMES = {"embedding.weight": "embedding.weight", "gru.weight_ih": "gru.weight_ih_l0",
+                   "gru.weight_hh": "gru.weight_hh_l0", "gru.bias_ih": "gru.bias_ih_l0",
+                   "gru.bias_hh": "gru.bias_hh_l0", "fc.weight": "fc.weight", "fc.bias": "fc.bias"}
+
+
+def load_canonical(model, weights):
+    model.load_state_dict({CANONICAL_NAMES[name]: torch.from_numpy(np.asarray(w)) for name, w in weights.items()})
+
+
+def predict_logits(model, x):
+    model.eval()
+    with torch.inference_mode():
+        return model(torch.as_tensor(x, dtype=torch.long)).numpy()
+
+
+# ==== Train step ====
+def make_train_step(model, optimizer, autocast, scaler):
+    def train_step(x, y):
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            loss = F.cross_entropy(model(x), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        return loss.detach()                   # no .item(): the step never waits for the device
+    return train_step
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size, autocast):
+    model.eval()
+    logits = []
+    with torch.inference_mode(), autocast():
+        for idx in batching.eval_batches(len(x_test), batch_size):
+            logits.append(model(x_test[idx]).float().cpu())
+    model.train()
+    return metrics.accuracy(torch.cat(logits).numpy(), y_test.cpu().numpy())
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    device = select_device(cfg)
+    autocast, scaler = set_precision(cfg.precision, device)
+    torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
+    torch.manual_seed(0)
+    x_train, y_train, x_test, y_test = load_data(cfg, device)
+    model = build_model().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"])
+    train_step = make_train_step(model, optimizer, autocast, scaler)
+    if switches["compile"]:
+        train_step = torch.compile(train_step)
+
+    def epoch_batches(epoch):
+        for idx in batching.train_batches(len(x_train), p["batch_size"], epoch):
+            idx = torch.as_tensor(idx, device=device)
+            yield x_train[idx], y_train[idx]
+
+    model.train()
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, lambda b: train_step(*b), sync(device))
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"], autocast)
+    samples = batching.steps_per_epoch(len(x_train), p["batch_size"]) * p["batch_size"]
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
+                                 parameters=sum(w.numel() for w in model.parameters()), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "cudnn_rnn": device.type == "cuda" and torch.backends.cudnn.enabled,
+                     "device": str(device)},
+    }

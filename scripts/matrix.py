@@ -1,0 +1,256 @@
+"""matrix.yaml → validated spec → cells: a pure expansion with stable order and stable ids (STYLE.md rule 7).
+
+    python -m scripts.matrix [--matrix matrix.yaml] --profile demo     # list the cells a profile would run
+"""
+import argparse
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from shared import params
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = 1
+EXECUTORS = ("local", "compose")
+DATA_KINDS = ("synthetic", "real")
+TOP_KEYS = {"schema", "defaults", "frameworks", "profiles", "exclude"}
+DEFAULT_KEYS = {"repeats", "timeout_minutes"}
+FRAMEWORK_KEYS = {"family", "python", "tasks", "precisions", "variants"}
+VARIANT_KEYS = {"base_image", "requirements", "device"}
+PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
+                "tasks", "precisions", "gpus"}
+CELL_AXES = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale")
+
+
+class MatrixError(Exception):
+    """matrix.yaml is malformed or asks for something unknown; the message names the key and the reason."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    base_image: str
+    requirements: str
+    device: str
+
+
+@dataclass(frozen=True)
+class Framework:
+    id: str
+    family: str
+    python: str
+    tasks: tuple
+    precisions: tuple
+    variants: dict = field(hash=False)
+
+
+@dataclass(frozen=True)
+class Cell:
+    framework: str
+    task: str
+    variant: str
+    precision: str
+    gpus: int
+    device: str
+    data: str
+    scale: str
+
+    @property
+    def id(self):
+        """Stable, filename-safe, unique within a run: also the record's file name (the merge key)."""
+        return f"{self.framework}-{self.task}-{self.variant}-{self.precision}-{self.gpus}{self.device}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: str
+    executor: str
+    repeats: int
+    timeout_s: float
+    cells: tuple
+
+
+@dataclass(frozen=True)
+class Matrix:
+    frameworks: dict
+    profiles: dict
+    exclude: tuple
+    defaults: dict
+
+
+# ---------------------------------------------------------------- loading and validation
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys silently; a matrix with a duplicated framework or profile is an error."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise MatrixError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def check_keys(mapping, allowed, where, required=()):
+    if not isinstance(mapping, dict):
+        raise MatrixError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    unknown = sorted(set(mapping) - set(allowed))
+    if unknown:
+        raise MatrixError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+    missing = [k for k in required if k not in mapping]
+    if missing:
+        raise MatrixError(f"{where}: missing key {missing[0]!r}")
+
+
+def check_list(value, known, where, kind=str):
+    """A list of known values with no repeats (a repeat would run the same cell twice)."""
+    if not isinstance(value, list) or not value:
+        raise MatrixError(f"{where}: expected a non-empty list")
+    for item in value:
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise MatrixError(f"{where}: {item!r} is not a {kind.__name__}")
+        if known is not None and item not in known:
+            raise MatrixError(f"{where}: unknown value {item!r}; known: {', '.join(map(str, known))}")
+        if value.count(item) > 1:
+            raise MatrixError(f"{where}: {item!r} is listed twice, which would duplicate cells")
+    return tuple(value)
+
+
+def check_positive(value, where):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        raise MatrixError(f"{where}: expected a positive number, got {value!r}")
+    return value
+
+
+def parse_framework(fid, spec):
+    where = f"frameworks.{fid}"
+    check_keys(spec, FRAMEWORK_KEYS, where, required=("family", "python", "tasks", "precisions", "variants"))
+    variants = {}
+    check_keys(spec["variants"], spec["variants"] or {}, f"{where}.variants")
+    for name, v in spec["variants"].items():
+        check_keys(v, VARIANT_KEYS, f"{where}.variants.{name}", required=tuple(VARIANT_KEYS))
+        if v["device"] not in params.DEVICES:
+            raise MatrixError(f"{where}.variants.{name}.device: {v['device']!r} is not one of {params.DEVICES}")
+        if not (ROOT / v["requirements"]).exists():
+            raise MatrixError(f"{where}.variants.{name}.requirements: {v['requirements']} does not exist")
+        variants[name] = Variant(name, v["base_image"], v["requirements"], v["device"])
+    if not variants:
+        raise MatrixError(f"{where}.variants: declare at least one variant")
+    return Framework(fid, str(spec["family"]), str(spec["python"]),
+                     check_list(spec["tasks"], params.TASKS, f"{where}.tasks"),
+                     check_list(spec["precisions"], params.PRECISIONS, f"{where}.precisions"), variants)
+
+
+def parse_profile(name, spec, frameworks, defaults):
+    where = f"profiles.{name}"
+    check_keys(spec, PROFILE_KEYS, where, required=("executor", "device", "data", "scale", "frameworks", "tasks",
+                                                     "precisions"))
+    for key, known in (("executor", EXECUTORS), ("device", params.DEVICES), ("data", DATA_KINDS),
+                       ("scale", params.SCALES)):
+        if spec[key] not in known:
+            raise MatrixError(f"{where}.{key}: unknown value {spec[key]!r}; known: {', '.join(known)}")
+    fws = check_list(spec["frameworks"], list(frameworks), f"{where}.frameworks")
+    all_variants = sorted({v for f in fws for v in frameworks[f].variants})
+    profile = dict(spec)
+    profile["frameworks"] = fws
+    profile["variants"] = check_list(spec.get("variants", all_variants), all_variants, f"{where}.variants")
+    profile["tasks"] = check_list(spec["tasks"], params.TASKS, f"{where}.tasks")
+    profile["precisions"] = check_list(spec["precisions"], params.PRECISIONS, f"{where}.precisions")
+    profile["gpus"] = check_list(spec.get("gpus", [1]), None, f"{where}.gpus", kind=int)
+    for g in profile["gpus"]:
+        check_positive(g, f"{where}.gpus")
+    profile["repeats"] = int(check_positive(spec.get("repeats", defaults["repeats"]), f"{where}.repeats"))
+    profile["timeout_minutes"] = check_positive(spec.get("timeout_minutes", defaults["timeout_minutes"]),
+                                                f"{where}.timeout_minutes")
+    return profile
+
+
+def parse(doc):
+    """Validate a loaded matrix document; every problem is a MatrixError naming the key."""
+    check_keys(doc, TOP_KEYS, "matrix.yaml", required=("schema", "frameworks", "profiles"))
+    if doc["schema"] != SCHEMA:
+        raise MatrixError(f"schema: this code reads schema {SCHEMA}, the file says {doc['schema']!r}")
+    defaults = {"repeats": 5, "timeout_minutes": 180, **(doc.get("defaults") or {})}
+    check_keys(defaults, DEFAULT_KEYS, "defaults")
+    check_keys(doc["frameworks"], doc["frameworks"] or {}, "frameworks")
+    frameworks = {fid: parse_framework(fid, spec) for fid, spec in doc["frameworks"].items()}
+    check_keys(doc["profiles"], doc["profiles"] or {}, "profiles")
+    profiles = {name: parse_profile(name, spec, frameworks, defaults) for name, spec in doc["profiles"].items()}
+    exclude = doc.get("exclude") or []
+    if not isinstance(exclude, list):
+        raise MatrixError("exclude: expected a list of {key: value, reason: text} entries")
+    for i, rule in enumerate(exclude):
+        check_keys(rule, set(CELL_AXES) | {"reason"}, f"exclude[{i}]", required=("reason",))
+        if len(rule) < 2:
+            raise MatrixError(f"exclude[{i}]: name at least one of {', '.join(CELL_AXES)} besides the reason")
+    return Matrix(frameworks, profiles, tuple(exclude), defaults)
+
+
+def load(path=ROOT / "matrix.yaml"):
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise MatrixError(f"cannot read {path}: {e}") from e
+    try:
+        doc = yaml.load(text, Loader=UniqueKeyLoader)
+    except yaml.YAMLError as e:
+        raise MatrixError(f"{path} is not valid YAML: {e}") from e
+    try:
+        return parse(doc)
+    except MatrixError as e:
+        raise MatrixError(f"{path}: {e}") from None
+
+
+# ---------------------------------------------------------------- expansion
+
+def excluded(cell, rules):
+    return any(all(getattr(cell, k) == v for k, v in rule.items() if k != "reason") for rule in rules)
+
+
+def expand(matrix, profile_name):
+    """The profile's cells: product of its axes, minus what a framework lacks and what `exclude` names."""
+    if profile_name not in matrix.profiles:
+        raise MatrixError(f"unknown profile {profile_name!r}; defined: {', '.join(matrix.profiles)}")
+    p = matrix.profiles[profile_name]
+    cells = []
+    for fid, task, variant, precision, gpus in itertools.product(p["frameworks"], p["tasks"], p["variants"],
+                                                                 p["precisions"], p["gpus"]):
+        fw = matrix.frameworks[fid]
+        if task not in fw.tasks or precision not in fw.precisions or variant not in fw.variants:
+            continue
+        if fw.variants[variant].device != p["device"]:
+            continue  # a CPU image in a GPU profile (or the reverse) measures nothing useful
+        if task not in params.MULTI_DEVICE_TASKS:
+            gpus = 1  # single-device tasks run once per other axes, whatever the GPU counts
+        cell = Cell(fid, task, variant, precision, gpus, p["device"], p["data"], p["scale"])
+        if not excluded(cell, matrix.exclude) and cell not in cells:
+            cells.append(cell)
+    if not cells:
+        raise MatrixError(f"profiles.{profile_name}: expands to no cell (check its frameworks' tasks, precisions, "
+                          f"variants and device against the frameworks section, and the exclude rules)")
+    return Plan(profile_name, p["executor"], p["repeats"], p["timeout_minutes"] * 60.0, tuple(cells))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m scripts.matrix", description="Validate matrix.yaml, list cells.")
+    ap.add_argument("--matrix", default=ROOT / "matrix.yaml", type=Path)
+    ap.add_argument("--profile", default="demo")
+    args = ap.parse_args(argv)
+    try:
+        plan = expand(load(args.matrix), args.profile)
+    except MatrixError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"profile {plan.profile}: {len(plan.cells)} cells via {plan.executor}")
+    for cell in plan.cells:
+        print(f"  {cell.id}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""Run a profile of the matrix: validate, prepare, launch every cell, record every outcome, resume, report.
+
+    python -m scripts.run --profile demo                 # a new run under results/demo-YYYYmmdd-HHMMSS/
+    python -m scripts.run --profile demo --resume latest # finish the last run: ok/skipped cells are not redone
+
+A run folder holds plan.json, cells/CELL_ID.json (one record per cell: the merge key), logs/CELL_ID.log, and the
+report (results.jsonl, results.csv, results.md, results.png). A cell that crashes or times out is recorded and the
+run goes on; records are only ever written whole (temp file + rename), so a killed run leaves nothing truncated.
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from tqdm import tqdm
+
+from scripts import report
+from scripts.executors import LocalExecutor, RunSettings
+from scripts.matrix import ROOT, MatrixError, expand, load
+from scripts.venvs import EnvError, ensure
+from shared import datasets, params
+from shared.record import RecordError, make_record, read_record, write_atomic, write_record
+
+RESULTS = ROOT / "results"
+DATA = ROOT / "data"
+FINISHED = ("ok", "skipped")  # a resumed run redoes failed and timed-out cells, never these
+LOG_TAIL_LINES = 40
+
+
+class RunError(Exception):
+    """A run that cannot start (bad matrix, missing data, unknown run to resume); says what to do."""
+
+
+def run_dir_for(results, profile, resume):
+    if resume is None:
+        return results / f"{profile}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if resume == "latest":
+        runs = sorted(p for p in results.glob(f"{profile}-*") if (p / "plan.json").exists())
+        if not runs:
+            raise RunError(f"no earlier run of profile {profile!r} under {results} to resume")
+        return runs[-1]
+    path = results / resume
+    if not (path / "plan.json").exists():
+        raise RunError(f"{path} is not a run folder (no plan.json); pass a folder name under {results} or 'latest'")
+    return path
+
+
+def check_data(plan, data_root):
+    """Synthetic data is generated when missing; real data must have been prepared (`make data`) before a run."""
+    needed = {params.task_params(c.task)["dataset"] for c in plan.cells if c.task != "resnet50"}
+    kinds = {c.data for c in plan.cells}
+    for kind in kinds:
+        root = Path(data_root) / kind
+        missing = [d for d in sorted(needed) if not (root / d / "manifest.json").exists()]
+        if missing and kind == "synthetic":
+            datasets.prepare(root, synthetic=True, datasets=missing)
+        elif missing:
+            raise RunError(f"real data not prepared under {root}: {', '.join(missing)}; run `make data` first")
+
+
+def host_record(cell, status, reason, log, run, started_at):
+    """The record of a cell whose runner wrote none (killed, crashed, timed out): the log tail says what happened."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    tail = "\n".join(text.rstrip().splitlines()[-LOG_TAIL_LINES:])
+    return make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=tail, started_at=started_at)
+
+
+def run_cell(executor, cell, run, run_dir):
+    """Launch one cell, wait at most the timeout, and make sure exactly one record of it exists afterwards."""
+    out, log = run_dir / "cells" / f"{cell.id}.json", run_dir / "logs" / f"{cell.id}.log"
+    launched, started_at = time.time(), datetime.now().astimezone().isoformat(timespec="seconds")
+    proc = executor.launch(cell, out, log, run)
+    try:
+        code = proc.wait(timeout=run.timeout_s)
+    except subprocess.TimeoutExpired:
+        executor.stop(proc)
+        record = host_record(cell, "timeout", f"killed after the cell timeout of {run.timeout_s:.0f} s", log, run,
+                             started_at)
+        write_record(out, record)
+        return record
+    fresh = out.exists() and out.stat().st_mtime >= launched - 1
+    if fresh:
+        try:
+            return read_record(out)
+        except RecordError as e:
+            reason = f"the runner's record is unusable: {e}"
+    else:
+        reason = f"the runner exited with code {code} without writing a record (crash or kill)"
+    record = host_record(cell, "failed", reason, log, run, started_at)
+    write_record(out, record)
+    return record
+
+
+def finished(run_dir, cell):
+    path = run_dir / "cells" / f"{cell.id}.json"
+    try:
+        return path.exists() and read_record(path)["status"] in FINISHED
+    except RecordError:
+        return False  # unreadable: run the cell again
+
+
+def describe(record):
+    m = record["metrics"]
+    if record["status"] != "ok":
+        return (record["reason"] or "").splitlines()[0][:120]
+    key = report.TIME_METRIC[record["cell"]["task"]]
+    quality = report.QUALITY_METRIC.get(record["cell"]["task"])
+    text = f"{key}={m.get(key, float('nan')):.3g}"
+    if quality and m.get(quality) is not None:
+        text += f" {quality}={m[quality]:.3f}"
+    return text
+
+
+def execute(plan, executor, run_dir, run):
+    """Run every unfinished cell of `plan`; returns the records of this invocation (cached ones included)."""
+    todo = [c for c in plan.cells if not finished(run_dir, c)]
+    done = len(plan.cells) - len(todo)
+    if done:
+        print(f"resuming {run_dir.name}: {done} of {len(plan.cells)} cells already finished")
+    bar = tqdm(todo, unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo)
+    for i, cell in enumerate(bar, start=done + 1):
+        bar.set_description(cell.id)
+        started = time.time()
+        record = run_cell(executor, cell, run, run_dir)
+        tqdm.write(f"[{i}/{len(plan.cells)}] {cell.id}: {record['status']} in {time.time() - started:.0f} s — "
+                   f"{describe(record)}", file=sys.stdout)
+    bar.close()
+
+
+def make_executor(plan, matrix):
+    if plan.executor == "local":
+        return LocalExecutor({c.framework: ensure(matrix.frameworks[c.framework]) for c in plan.cells})
+    from scripts.compose import ComposeExecutor  # only the container path needs Docker
+    return ComposeExecutor.for_plan(plan, matrix)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m scripts.run", description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="demo")
+    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
+    ap.add_argument("--resume", metavar="RUN|latest", help="continue a run folder instead of starting a new one")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
+    ap.add_argument("--only", help="run only cells whose id contains this text")
+    args = ap.parse_args(argv)
+    try:
+        matrix = load(args.matrix)
+        plan = expand(matrix, args.profile)
+        if args.only:
+            plan = replace(plan, cells=tuple(c for c in plan.cells if args.only in c.id))
+            if not plan.cells:
+                raise RunError(f"--only {args.only!r} matches no cell of profile {args.profile}")
+        run_dir = run_dir_for(args.results, args.profile, args.resume)
+        check_data(plan, args.data_root)
+        executor = make_executor(plan, matrix)
+    except (MatrixError, RunError, EnvError, datasets.DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    run = RunSettings(run_dir.name, plan.repeats, plan.timeout_s, args.data_root.resolve())
+    write_atomic(run_dir / "plan.json", json.dumps({"profile": plan.profile, "executor": plan.executor,
+                                                    "cells": [c.id for c in plan.cells]}, indent=2) + "\n")
+    print(f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor")
+    execute(plan, executor, run_dir, run)
+    outputs = report.write_report(run_dir)
+    print(outputs["markdown"].read_text())
+    print(f"records: {run_dir / 'cells'}  table: {outputs['markdown']}  csv: {outputs['csv']}  plot: {outputs['plot']}")
+    statuses = [read_record(run_dir / "cells" / f"{c.id}.json")["status"] for c in plan.cells]
+    return 1 if any(s in ("failed", "timeout") for s in statuses) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The canonical hyperparameters of the four tasks: the one source of truth for every runner.
+
+Values come from the seed notebooks (DESIGN.md, "The tasks"). Non-Python runners (R, Julia) read the same values from
+`params.json`, which `python -m shared.params` writes and a test keeps in sync.
+"""
+import json
+from pathlib import Path
+
+SEED = 42  # one seed for weights, shuffles and synthetic data
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+DEVICES = ("cpu", "gpu")
+SCALES = ("full", "demo", "tiny")
+TASKS = ("cnn", "gru", "resnet50", "densenet121")
+
+CNN = {
+    "dataset": "cifar10",
+    "num_classes": 10,
+    "input_shape": [3, 32, 32],      # C, H, W; pixels scaled to [0, 1]
+    "epochs": 10,
+    "batch_size": 64,
+    "lr": 0.01,                       # SGD, plain momentum (no unit gain, seed lesson 8)
+    "momentum": 0.9,
+    "parameters": 3_441_592,
+}
+
+GRU = {
+    "dataset": "imdb",
+    "num_classes": 2,
+    "max_features": 30_000,           # vocabulary, Keras index convention (start 1, OOV 2, words from 3)
+    "maxlen": 150,                    # padded and truncated at the front, so the last step is real text
+    "embedding_dim": 125,
+    "hidden": 100,
+    "epochs": 3,
+    "batch_size": 64,
+    "lr": 1e-3,                       # Adam
+    "beta1": 0.9,
+    "beta2": 0.999,
+    "eps": 1e-8,
+    "parameters": 3_818_302,
+}
+
+RESNET50 = {
+    "dataset": "random images",
+    "image_size": 224,
+    "batch_size": 32,
+    "batches": 40,                    # 1,280 images a timed pass
+    "features": 2048,                 # cut after global average pooling
+}
+
+DENSENET121 = {
+    "dataset": "chestxray14",
+    "num_classes": 14,
+    "stored_size": 264,               # images are resized once to 264, then randomly cropped
+    "crop_size": 224,
+    "epochs": 5,
+    "batch_size": 64,                 # per device
+    "lr": 1e-4,                       # Adam, multiplied by the number of devices
+    "split": [0.7, 0.1, 0.2],         # train / valid / test, by patient
+    "imagenet_mean": [0.485, 0.456, 0.406],
+    "imagenet_std": [0.229, 0.224, 0.225],
+}
+
+# How each scale shrinks a task. `None` = the canonical value. Demo runs on two CPU cores in seconds per cell; tiny is
+# for tests. Runners read the merged result through `task_params`.
+SCALE_OVERRIDES = {
+    "full": {},
+    "demo": {
+        "cnn": {"epochs": 1, "train_samples": 1280, "test_samples": 512, "batch_size": 32},
+        "gru": {"epochs": 1, "train_samples": 4096, "test_samples": 1024},
+        "resnet50": {"batches": 2, "image_size": 224},
+        "densenet121": {"epochs": 1, "train_samples": 256, "test_samples": 128, "crop_size": 128, "stored_size": 150},
+    },
+    "tiny": {
+        "cnn": {"epochs": 2, "train_samples": 320, "test_samples": 256, "batch_size": 16},
+        "gru": {"epochs": 2, "train_samples": 640, "test_samples": 256, "maxlen": 40, "batch_size": 16},
+        "resnet50": {"batches": 1, "batch_size": 4, "image_size": 64},
+        "densenet121": {"epochs": 1, "train_samples": 32, "test_samples": 32, "crop_size": 32, "stored_size": 40,
+                        "batch_size": 8},
+    },
+}
+
+TASK_PARAMS = {"cnn": CNN, "gru": GRU, "resnet50": RESNET50, "densenet121": DENSENET121}
+MULTI_DEVICE_TASKS = ("densenet121",)  # the only task that runs data-parallel over several devices
+
+
+def task_params(task, scale="full"):
+    """The hyperparameters of `task` at `scale`: canonical values with that scale's overrides applied."""
+    if task not in TASK_PARAMS:
+        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
+    return {**TASK_PARAMS[task], **SCALE_OVERRIDES[scale].get(task, {})}
+
+
+def as_json():
+    return json.dumps({"seed": SEED, "precisions": PRECISIONS, "tasks": TASK_PARAMS, "scales": SCALE_OVERRIDES},
+                      indent=2, sort_keys=True) + "\n"
+
+
+JSON_PATH = Path(__file__).with_name("params.json")
+
+if __name__ == "__main__":
+    JSON_PATH.write_text(as_json())
+    print(f"wrote {JSON_PATH}")

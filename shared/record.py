@@ -1,0 +1,94 @@
+"""The result record: one JSON object per cell, written atomically, versioned (DESIGN.md, "Result record").
+
+Runners and the host both write records (the host only when a runner could not: a crash, a timeout); nobody edits one.
+"""
+import json
+import os
+import subprocess
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+SCHEMA = 1
+STATUSES = ("ok", "failed", "skipped", "timeout")
+UMASK = os.umask(0o022)
+os.umask(UMASK)
+CELL_KEYS = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale")
+
+
+class Skip(Exception):
+    """Raised by a runner for a combination it cannot run here (a precision the CPU lacks, …): status `skipped`."""
+
+
+class RecordError(Exception):
+    """A record file that cannot be used: unreadable, truncated, or of a schema this code does not know."""
+
+
+def now():
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit(cwd=None):
+    """The commit of the checkout the code runs from, or the ROSETTA_GIT_COMMIT an image was built with."""
+    if os.environ.get("ROSETTA_GIT_COMMIT"):
+        return os.environ["ROSETTA_GIT_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd or Path(__file__).parent,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def make_record(cell, status, *, run_id=None, reason=None, log_tail=None, metrics=None, timing=None, system=None,
+                started_at=None):
+    """A complete record; every key of the schema is present so CSV columns never depend on which cells ran."""
+    assert status in STATUSES, status
+    assert set(cell) == set(CELL_KEYS), sorted(cell)
+    return {
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "cell": dict(cell),
+        "status": status,
+        "reason": reason,
+        "log_tail": log_tail,
+        "metrics": metrics or {},
+        "timing": timing or {},
+        "system": system or {},
+        "started_at": started_at or now(),
+        "finished_at": now(),
+        "git_commit": git_commit(),
+    }
+
+
+def write_atomic(path, text):
+    """Write `text` to `path` so that readers see the old file or the whole new one, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; records and manifests are read by other users/containers
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(path, record):
+    write_atomic(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_record(path):
+    """Load one record; a truncated file or an unknown schema is a RecordError that says what to do."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise RecordError(f"{path}: not a readable result record ({e}); delete it to re-run that cell") from e
+    if record.get("schema") != SCHEMA:
+        raise RecordError(f"{path}: record schema {record.get('schema')!r}, this code reads schema {SCHEMA}; "
+                          "merge it with the version of the project that wrote it, or re-run the cell")
+    return record

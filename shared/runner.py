@@ -1,0 +1,120 @@
+"""The runner contract's command line and its one guarantee: exactly one result record per invocation.
+
+    python -m runners FRAMEWORK TASK --data DIR --out FILE [--precision fp32|tf32|amp|bf16] [--gpus N]
+                      [--device cpu|gpu] [--scale full|demo|tiny] [--variant NAME] [--run-id ID] [--repeats N]
+                      [--switch NAME=VALUE ...]
+
+A task module provides `main(cfg) -> dict(metrics=..., timing=..., switches=...)`; its runner package provides
+`framework_info() -> dict(framework_version=..., cuda=..., cudnn=..., gpus=[...])`. Everything else — the record, the
+failure capture, the exit code — happens here, identically for every framework.
+"""
+import argparse
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared import params
+from shared.datasets import DataError, data_source
+from shared.record import Skip, make_record, now, write_record
+from shared.sysinfo import system_info
+
+LOG_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    framework: str
+    task: str
+    data: Path
+    out: Path
+    precision: str = "fp32"
+    gpus: int = 1
+    device: str = "cpu"
+    scale: str = "full"
+    variant: str = "local"
+    run_id: str = None
+    repeats: int = 5
+    switches: dict = field(default_factory=dict)
+
+    @property
+    def params(self):
+        return params.task_params(self.task, self.scale)
+
+
+def parse_switch(text):
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"--switch takes NAME=VALUE, got {text!r}")
+    lowered = value.lower()
+    return name, {"on": True, "true": True, "off": False, "false": False}.get(lowered, value)
+
+
+def parser(frameworks):
+    p = argparse.ArgumentParser(prog="python -m runners", description="Run one benchmark cell; write one record.")
+    p.add_argument("framework", choices=sorted(frameworks))
+    p.add_argument("task", choices=params.TASKS)
+    p.add_argument("--data", type=Path, required=True, help="data root (holds cifar10/, imdb/, chestxray14/)")
+    p.add_argument("--out", type=Path, required=True, help="result record (JSON) to write")
+    p.add_argument("--precision", choices=params.PRECISIONS, default="fp32")
+    p.add_argument("--gpus", type=int, default=1, help="devices for data-parallel tasks (on CPU: processes)")
+    p.add_argument("--device", choices=params.DEVICES, default="gpu")
+    p.add_argument("--scale", choices=params.SCALES, default="full")
+    p.add_argument("--variant", default="local", help="image variant (CUDA/cuDNN combination) the cell runs in")
+    p.add_argument("--run-id", default=None)
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats where a task repeats (resnet50)")
+    p.add_argument("--switch", type=parse_switch, action="append", default=[], metavar="NAME=VALUE",
+                   help="override one of the task module's performance switches (on/off or a value)")
+    return p
+
+
+def config_from_args(args):
+    return RunConfig(framework=args.framework, task=args.task, data=args.data, out=args.out,
+                     precision=args.precision, gpus=args.gpus, device=args.device, scale=args.scale,
+                     variant=args.variant, run_id=args.run_id, repeats=args.repeats, switches=dict(args.switch))
+
+
+def cell_of(cfg, data):
+    return {"framework": cfg.framework, "task": cfg.task, "variant": cfg.variant, "precision": cfg.precision,
+            "gpus": cfg.gpus, "device": cfg.device, "data": data, "scale": cfg.scale}
+
+
+def tail(text, lines=LOG_TAIL_LINES):
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def run(cfg, load_task, framework_info):
+    """Run `load_task(cfg).main(cfg)` and write its record: ok, skipped (Skip raised) or failed (anything else).
+    Returns the process exit code: 0 for ok and skipped, 1 for failed."""
+    started = now()
+    result, status, reason, log_tail, info = {}, "ok", None, None, {}
+    try:
+        data = data_source(cfg.data, cfg.task)
+    except DataError as e:
+        data = "missing"
+        status, reason = "failed", str(e)
+    if status == "ok":
+        try:
+            info = framework_info()
+            result = load_task(cfg).main(cfg)
+        except Skip as e:
+            status, reason = "skipped", str(e)
+        except Exception as e:  # the cell fails, the record says why; the matrix goes on
+            status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
+    system = system_info({**info, "switches": result.get("switches", {})})
+    record = make_record(cell_of(cfg, data), status, run_id=cfg.run_id, reason=reason, log_tail=log_tail,
+                         metrics=result.get("metrics"), timing=result.get("timing"), system=system,
+                         started_at=started)
+    write_record(cfg.out, record)
+    summary = reason or ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                  for k, v in record["metrics"].items() if not isinstance(v, (list, dict)))
+    print(f"[{cfg.framework} {cfg.task} {cfg.precision}] {status}: {summary}", flush=True)
+    return 1 if status == "failed" else 0
+
+
+def resolve_switches(defaults, cfg):
+    """The module's switch defaults with the command line's overrides; an unknown name is an error, not ignored."""
+    unknown = set(cfg.switches) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown switch(es) {sorted(unknown)} for {cfg.framework} {cfg.task}; "
+                         f"known: {sorted(defaults)}")
+    return {**defaults, **cfg.switches}

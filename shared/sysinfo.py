@@ -1,0 +1,48 @@
+"""System information for the result record: what the host is, and what the framework says it runs on."""
+import os
+import platform
+import shutil
+import subprocess
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def nvidia_driver():
+    """The driver version from nvidia-smi, or None where there is no NVIDIA driver."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.split()
+    return lines[0] if out.returncode == 0 and lines else None
+
+
+def system_info(framework):
+    """Merge host facts with `framework`, the dict a runner reports: framework_version, cuda, cudnn, gpus, switches."""
+    return {
+        "framework_version": None,
+        "cuda": None,
+        "cudnn": None,
+        "gpus": [],
+        "switches": {},
+        **framework,
+        "driver": nvidia_driver(),
+        "python": platform.python_version(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "host": platform.node(),
+        "os": platform.platform(),
+        "image": os.environ.get("ROSETTA_IMAGE"),  # set by the Dockerfile: which image a containerized cell ran in
+    }
