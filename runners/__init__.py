@@ -11,6 +11,11 @@ __version__ = "0.1.0"
 # Ids name the API as well as the library (DESIGN.md): the three Keras ids share one package and pick the backend.
 FRAMEWORKS = {
     "pytorch": ("pytorch", {}),
+    "tensorflow": ("tensorflow", {}),
+    "keras-tf": ("keras", {"KERAS_BACKEND": "tensorflow"}),
+    "keras-jax": ("keras", {"KERAS_BACKEND": "jax"}),
+    "keras-torch": ("keras", {"KERAS_BACKEND": "torch"}),
+    "jax": ("jax", {}),
 }
 
 
