@@ -49,13 +49,15 @@ def kill_group(proc):
 
 @dataclass(frozen=True)
 class LocalExecutor:
-    """A subprocess per cell in the framework's virtual environment (`pythons`: framework id -> interpreter)."""
+    """A subprocess per cell in the framework's virtual environment (`pythons`: framework id -> interpreter), with
+    `root` (the checkout holding runners/ and shared/) as working directory and import path."""
     pythons: dict
+    root: Path = ROOT
 
     def launch(self, cell, out, log, run):
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONPATH": str(self.root), "PYTHONUNBUFFERED": "1"}
         argv = [str(self.pythons[cell.framework]), "-m", "runners", *runner_args(cell, out, run, run.data_root)]
-        return popen(argv, log, env)
+        return popen(argv, log, env, cwd=self.root)
 
     def stop(self, proc):
         kill_group(proc)

@@ -1,0 +1,41 @@
+# Thin targets: each calls one script. The host environment (.venv/host) holds the orchestration and test tools;
+# each framework gets its own environment (.venv/FAMILY) or image, built from docker/FAMILY/requirements*.txt.
+PYTHON_VERSION ?= 3.11
+HOST := .venv/host/bin/python
+PROFILE ?= demo
+FRAMEWORKS ?= pytorch tensorflow keras-tf jax
+RUN ?= latest
+
+.PHONY: demo test test-fast venvs matrix data images report clean
+
+$(HOST): scripts/requirements.txt
+	python$(PYTHON_VERSION) -m venv .venv/host
+	$(HOST) -m pip install --disable-pip-version-check -q -r scripts/requirements.txt
+	touch $(HOST)
+
+demo: $(HOST)                      ## the demo profile: PyTorch & co on the CPU, synthetic data, a few minutes
+	$(HOST) -m scripts.run --profile demo
+
+venvs: $(HOST)                     ## the framework environments the tests use
+	$(HOST) -m scripts.venvs $(FRAMEWORKS)
+
+test: venvs                        ## the whole suite, slow integration tests included (what CI runs)
+	$(HOST) -m pytest
+
+test-fast: $(HOST)                 ## everything but the slow integration tests
+	$(HOST) -m pytest -m "not slow"
+
+matrix: $(HOST)                    ## a profile through containers (default: full), then the merged report
+	$(HOST) -m scripts.run --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE))
+
+data: $(HOST)                      ## the real datasets, downloaded and checked, into data/real
+	$(HOST) -m shared.datasets --root data/real --real
+
+images: $(HOST)                    ## the images a profile needs (PROFILE=full), or FRAMEWORK=… VARIANT=…
+	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT))
+
+report: $(HOST)                    ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
+	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -d results/*-*/ | tail -1),$(RUN))
+
+clean:                             ## environments and results (data stays)
+	rm -rf .venv results/*-*

@@ -1,0 +1,49 @@
+"""Shared fixtures: the project root, the synthetic data, and the framework environments.
+
+Framework tests run in each framework's own virtual environment (.venv/FAMILY, `python -m scripts.venvs ID`). Outside
+CI a missing environment skips its tests with the command that builds it; in CI (CI=true) it fails them.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runners import FRAMEWORKS  # noqa: E402
+from scripts.matrix import load  # noqa: E402
+from scripts.venvs import python_of  # noqa: E402
+from shared import datasets  # noqa: E402
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def framework_python(framework):
+    """The interpreter of `framework`'s environment; skip (or, in CI, fail) where it has not been built."""
+    python = python_of(load().frameworks[framework])
+    if not python.exists():
+        message = f"{python} missing: build it with `python -m scripts.venvs {framework}`"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    return python
+
+
+def run_runner(framework, task, out, *args, data=None, timeout=600):
+    """`python -m runners FRAMEWORK TASK …` in the framework's environment; returns the CompletedProcess."""
+    argv = [str(framework_python(framework)), "-m", "runners", framework, task, "--data", str(data),
+            "--out", str(out), "--device", "cpu", *args]
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.fixture(scope="session")
+def synthetic_data(tmp_path_factory):
+    """The synthetic twins of all three datasets, generated once per test session."""
+    root = tmp_path_factory.mktemp("data") / "synthetic"
+    datasets.prepare(root, synthetic=True)
+    return root
+
+
+ALL_FRAMEWORKS = list(FRAMEWORKS)

@@ -1,0 +1,44 @@
+"""`python -m runners …` as a test double. FAKE_BEHAVIOUR maps tasks to what happens, e.g. "cnn=ok,gru=crash":
+ok     write an ok record through the real harness (shared.runner.run)
+raise  the task raises: the real harness writes a failed record
+crash  the process dies by a signal without writing anything
+hang   sleep until the orchestrator's timeout kills the process
+slow   sleep FAKE_SLOW_SECONDS, then ok (for killing a run mid-cell)
+"""
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the real project, for shared/
+from shared.runner import config_from_args, parser, run  # noqa: E402
+
+
+class Task:
+    def __init__(self, behaviour):
+        self.behaviour = behaviour
+
+    def main(self, cfg):
+        if self.behaviour == "raise":
+            raise RuntimeError("the model diverged (on purpose)")
+        if self.behaviour == "crash":
+            print("about to crash", flush=True)
+            os.abort()
+        if self.behaviour == "hang":
+            print("hanging", flush=True)
+            time.sleep(3600)
+        if self.behaviour == "slow":
+            time.sleep(float(os.environ.get("FAKE_SLOW_SECONDS", "30")))
+        return {"metrics": {"train_seconds": 1.5, "accuracy": 0.9, "seconds_per_1000_images": 2.0,
+                            "train_minutes": 0.1, "auc": 0.7},
+                "timing": {"median": 1.5, "unstable": False}, "switches": {"fake": True}}
+
+
+def main():
+    behaviours = dict(item.split("=") for item in os.environ.get("FAKE_BEHAVIOUR", "").split(",") if item)
+    cfg = config_from_args(parser(["pytorch"]).parse_args(sys.argv[1:]))
+    return run(cfg, lambda c: Task(behaviours.get(c.task, "ok")), lambda: {"framework_version": "fake"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

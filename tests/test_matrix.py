@@ -1,0 +1,125 @@
+"""matrix.yaml validation and expansion: every bad input is one clear MatrixError naming the culprit."""
+import copy
+import re
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from scripts.matrix import MatrixError, expand, load, parse
+
+
+@pytest.fixture
+def doc():
+    return yaml.safe_load((ROOT / "matrix.yaml").read_text())
+
+
+def error_of(doc):
+    with pytest.raises(MatrixError) as e:
+        parse(doc)
+    return str(e.value)
+
+
+def test_the_shipped_matrix_is_valid_and_every_profile_expands():
+    matrix = load()
+    for name in matrix.profiles:
+        assert expand(matrix, name).cells
+
+
+def test_demo_profile_is_pytorch_on_cpu_with_two_precisions():
+    plan = expand(load(), "demo")
+    assert plan.executor == "local"
+    assert {c.device for c in plan.cells} == {"cpu"} and {c.data for c in plan.cells} == {"synthetic"}
+    assert {c.precision for c in plan.cells} == {"fp32", "bf16"}
+    assert {c.task for c in plan.cells} == {"cnn", "gru", "resnet50", "densenet121"}
+
+
+def test_malformed_yaml_names_the_file(tmp_path):
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text("frameworks: [pytorch\nprofiles: {}\n")
+    with pytest.raises(MatrixError, match=r"matrix.yaml is not valid YAML"):
+        load(bad)
+
+
+def test_unknown_top_level_key(doc):
+    doc["profile"] = {}
+    assert re.search(r"matrix.yaml: unknown key 'profile'", error_of(doc))
+
+
+def test_unknown_key_in_a_profile(doc):
+    doc["profiles"]["demo"]["precision"] = ["fp32"]
+    assert "profiles.demo: unknown key 'precision'" in error_of(doc)
+
+
+@pytest.mark.parametrize("axis, value, message", [
+    ("frameworks", ["pytorch", "tensorflw"], "profiles.demo.frameworks: unknown value 'tensorflw'"),
+    ("tasks", ["cnn", "lstm"], "profiles.demo.tasks: unknown value 'lstm'"),
+    ("precisions", ["fp32", "fp8"], "profiles.demo.precisions: unknown value 'fp8'"),
+    ("variants", ["cu999"], "profiles.demo.variants: unknown value 'cu999'"),
+    ("gpus", [0], "profiles.demo.gpus: expected a positive number"),
+    ("executor", "slurm", "profiles.demo.executor: unknown value 'slurm'"),
+])
+def test_unknown_values_are_named(doc, axis, value, message):
+    doc["profiles"]["demo"][axis] = value
+    assert message in error_of(doc)
+
+
+def test_unknown_precision_in_a_framework(doc):
+    doc["frameworks"]["pytorch"]["precisions"] = ["fp32", "int4"]
+    assert "frameworks.pytorch.precisions: unknown value 'int4'" in error_of(doc)
+
+
+def test_missing_requirements_file(doc):
+    doc["frameworks"]["pytorch"]["variants"]["cpu"]["requirements"] = "docker/pytorch/nope.txt"
+    assert "frameworks.pytorch.variants.cpu.requirements: docker/pytorch/nope.txt does not exist" in error_of(doc)
+
+
+def test_repeated_axis_value_is_a_duplicate_cell(doc):
+    doc["profiles"]["demo"]["precisions"] = ["fp32", "bf16", "fp32"]
+    assert "profiles.demo.precisions: 'fp32' is listed twice" in error_of(doc)
+
+
+def test_duplicate_yaml_key_is_an_error(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text().replace("profiles:\n", "profiles:\n  smoke:\n    executor: local\n", 1)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixError, match=r"duplicate key 'smoke' at line \d+"):
+        load(path)
+
+
+def test_empty_expansion_is_an_error(doc):
+    doc["profiles"]["demo"]["device"] = "gpu"  # the demo's only variant is a CPU image
+    with pytest.raises(MatrixError, match="profiles.demo: expands to no cell"):
+        expand(parse(doc), "demo")
+
+
+def test_unknown_profile(doc):
+    with pytest.raises(MatrixError, match="unknown profile 'nope'; defined: demo"):
+        expand(parse(doc), "nope")
+
+
+def test_expansion_is_stable_unique_and_respects_exclusions(doc):
+    doc["profiles"]["full"]["frameworks"] = ["pytorch"]
+    plan = expand(parse(doc), "full")
+    ids = [c.id for c in plan.cells]
+    assert ids == [c.id for c in expand(parse(copy.deepcopy(doc)), "full").cells]  # same order every time
+    assert len(ids) == len(set(ids))
+    assert ids[0] == "pytorch-cnn-cu130-fp32-1gpu"
+    assert not any(c.task == "gru" and c.precision == "tf32" for c in plan.cells)  # the exclude rule
+    assert {c.gpus for c in plan.cells if c.task == "cnn"} == {1}  # single-device tasks are not multiplied
+    assert {c.gpus for c in plan.cells if c.task == "densenet121"} == {1, 2, 4, 8}
+
+
+def test_exclude_rule_needs_a_key_and_a_reason(doc):
+    doc["exclude"] = [{"reason": "nothing named"}]
+    assert "exclude[0]: name at least one of" in error_of(doc)
+    doc["exclude"] = [{"task": "gru"}]
+    assert "exclude[0]: missing key 'reason'" in error_of(doc)
+
+
+def test_matrix_cli_prints_the_error_once_and_exits_2(tmp_path, capsys):
+    from scripts.matrix import main
+    bad = tmp_path / "m.yaml"
+    bad.write_text("schema: 1\nframeworks: {}\nprofiles: {demo: {executor: local}}\nbogus: 1\n")
+    assert main(["--matrix", str(bad)]) == 2
+    assert capsys.readouterr().err.count("error:") == 1

@@ -1,0 +1,85 @@
+"""Failure handling and resume: a crashing or hanging cell is recorded and the others finish; a killed run resumes
+without redoing finished cells; no record is ever left truncated."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from scripts.executors import LocalExecutor, RunSettings
+from scripts.matrix import expand, load
+from scripts.run import execute
+from shared.record import make_record, read_record, write_atomic, write_record
+
+FAKE_ROOT = ROOT / "tests" / "fake"
+
+
+def records(run_dir):
+    return {p.stem: read_record(p) for p in (run_dir / "cells").glob("*.json")}
+
+
+def test_crash_hang_and_error_are_recorded_and_the_rest_finish(tmp_path, monkeypatch, synthetic_data):
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "gru=crash,resnet50=hang,densenet121=raise")
+    plan = expand(load(), "demo")
+    executor = LocalExecutor({c.framework: sys.executable for c in plan.cells}, root=FAKE_ROOT)
+    execute(plan, executor, tmp_path, RunSettings("t", 1, 5.0, synthetic_data.parent))
+    got = records(tmp_path)
+    assert set(got) == {c.id for c in plan.cells}
+    by_task = {r["cell"]["task"]: r for r in got.values()}
+    assert by_task["cnn"]["status"] == "ok"
+    assert by_task["gru"]["status"] == "failed"
+    assert "without writing a record" in by_task["gru"]["reason"] and "about to crash" in by_task["gru"]["log_tail"]
+    assert by_task["resnet50"]["status"] == "timeout" and "hanging" in by_task["resnet50"]["log_tail"]
+    assert by_task["densenet121"]["status"] == "failed"
+    assert "the model diverged" in by_task["densenet121"]["reason"]
+    assert "RuntimeError" in by_task["densenet121"]["log_tail"]
+
+
+def test_a_killed_run_resumes_without_redoing_finished_cells(tmp_path, synthetic_data):
+    run_dir = tmp_path / "demo-run"
+    env = {**os.environ, "FAKE_BEHAVIOUR": "gru=slow", "FAKE_SLOW_SECONDS": "60"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_run.py"), str(run_dir),
+                             str(synthetic_data.parent)], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while len(list((run_dir / "cells").glob("*.json"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)  # the two cnn cells finish, then the first gru cell sleeps
+    os.killpg(proc.pid, signal.SIGKILL)  # kill the run and its cell, mid-cell
+    proc.wait()
+    first = records(run_dir)
+    assert len(first) == 2 and all(r["status"] == "ok" for r in first.values())
+    assert not list((run_dir / "cells").glob(".*.tmp"))  # nothing half-written left behind
+    mtimes = {p.name: p.stat().st_mtime_ns for p in (run_dir / "cells").glob("*.json")}
+
+    subprocess.run([sys.executable, str(ROOT / "tests" / "fake_run.py"), str(run_dir), str(synthetic_data.parent)],
+                   check=True, capture_output=True, env={**os.environ, "FAKE_BEHAVIOUR": ""})
+    second = records(run_dir)
+    assert len(second) == 8 and all(r["status"] == "ok" for r in second.values())
+    assert {p: (run_dir / "cells" / p).stat().st_mtime_ns for p in mtimes} == mtimes  # not redone
+
+
+def test_atomic_write_never_leaves_a_truncated_file(tmp_path, monkeypatch):
+    path = tmp_path / "cell.json"
+    good = make_record({k: "x" for k in ("framework", "task", "variant", "precision", "gpus", "device", "data",
+                                         "scale")}, "ok")
+    write_record(path, good)
+
+    class Boom(Exception):
+        pass
+
+    monkeypatch.setattr("os.fsync", lambda fd: (_ for _ in ()).throw(Boom()))
+    with pytest.raises(Boom):
+        write_atomic(path, json.dumps({"schema": 1, "half": "x" * 10000}))
+    assert read_record(path) == good  # the old record, whole
+    assert [p.name for p in tmp_path.iterdir()] == ["cell.json"]  # no temp file left
+
+
+def test_unknown_schema_says_what_to_do(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"schema": 99}))
+    with pytest.raises(Exception, match="schema 99.*re-run the cell"):
+        read_record(path)

@@ -1,0 +1,53 @@
+"""The house style that readers rely on: the same sections, names and imports in every runner module."""
+import ast
+import re
+
+import pytest
+
+from conftest import ROOT
+from shared import params
+
+SECTIONS = ["Config", "Data", "Model", "Train step", "Evaluate", "Main"]
+NAMES = {"load_data", "build_model", "evaluate", "main"}
+FRAMEWORK_MODULES = {"torch", "torchvision", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax", "mxnet",
+                     "chainer", "cntk", "theano", "lasagne", "caffe2"}
+RUNNER_MODULES = sorted(p for p in (ROOT / "runners").glob("*/*.py") if p.stem in params.TASKS)
+
+
+def imported_modules(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module.split(".")[0]
+
+
+def test_every_family_has_all_four_tasks():
+    for family in {p.parent for p in RUNNER_MODULES}:
+        assert {p.stem for p in family.glob("*.py")} >= set(params.TASKS), family
+
+
+@pytest.mark.parametrize("path", RUNNER_MODULES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_runner_module_skeleton(path):
+    text = path.read_text()
+    tree = ast.parse(text)
+    assert ast.get_docstring(tree), "a header docstring says framework, version, task"
+    found = re.findall(r"^# ==== (.+) ====$", text, flags=re.M)
+    assert found == SECTIONS, f"sections {found}, expected {SECTIONS} in that order"
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    assert NAMES <= defined, f"missing {NAMES - defined}"
+    assert defined & {"train_step", "make_train_step", "extract"}, "a train step (or the timed unit) by its name"
+    assert "SWITCHES" in defined, "performance switches are named in one place at the top"
+    assert text.index("SWITCHES") < text.index("# ==== Data ====")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "runners").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_runners_never_import_the_host_side(path):
+    assert "scripts" not in set(imported_modules(path))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "shared").glob("*.py")), ids=lambda p: p.name)
+def test_shared_is_framework_free(path):
+    assert not set(imported_modules(path)) & FRAMEWORK_MODULES
