@@ -1,7 +1,9 @@
 """Executors launch one cell and can stop it; they share this small protocol and nothing deeper (STYLE.md rule 6).
 
-    launch(cell, out, log, run) -> subprocess.Popen     start the cell; the runner writes its record to `out`
+    launch(cell, out, log, run, devices) -> Popen       start the cell on GPUs `devices` (empty on the CPU); the
+                                                        runner writes its record to `out`
     stop(proc)                                          kill it and everything it started (timeouts)
+    gpu_ids                                             the GPUs cells may be placed on (empty: one cell at a time)
 
 The local executor runs `python -m runners …` in the framework's own virtual environment; the compose executor
 (scripts/compose.py) runs the same command inside the framework's image.
@@ -50,12 +52,16 @@ def kill_group(proc):
 @dataclass(frozen=True)
 class LocalExecutor:
     """A subprocess per cell in the framework's virtual environment (`pythons`: framework id -> interpreter), with
-    `root` (the checkout holding runners/ and shared/) as working directory and import path."""
+    `root` (the checkout holding runners/ and shared/) as working directory and import path. A GPU cell sees only
+    its own devices (CUDA_VISIBLE_DEVICES)."""
     pythons: dict
     root: Path = ROOT
+    gpu_ids: tuple = ()
 
-    def launch(self, cell, out, log, run):
+    def launch(self, cell, out, log, run, devices=()):
         env = {**os.environ, "PYTHONPATH": str(self.root), "PYTHONUNBUFFERED": "1"}
+        if devices:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         argv = [str(self.pythons[cell.framework]), "-m", "runners", *runner_args(cell, out, run, run.data_root)]
         return popen(argv, log, env, cwd=self.root)
 

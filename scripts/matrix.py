@@ -19,7 +19,8 @@ DATA_KINDS = ("synthetic", "real")
 TOP_KEYS = {"schema", "defaults", "frameworks", "profiles", "exclude"}
 DEFAULT_KEYS = {"repeats", "timeout_minutes"}
 FRAMEWORK_KEYS = {"family", "python", "tasks", "precisions", "variants"}
-VARIANT_KEYS = {"base_image", "requirements", "device"}
+VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc"}
+VARIANT_REQUIRED = ("base_image", "requirements", "device")
 PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
                 "tasks", "precisions", "gpus"}
 CELL_AXES = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale")
@@ -35,6 +36,11 @@ class Variant:
     base_image: str
     requirements: str
     device: str
+    python: str = "3.11"   # the base image's python3, which the wheelhouse must match (Debian 12: 3.11)
+    glibc: str = "2.36"    # the base image's C library, likewise (Debian 12: 2.36; Ubuntu 24.04: 2.39)
+
+    def image(self, family):
+        return f"rosetta/{family}:{self.name}"
 
 
 @dataclass(frozen=True)
@@ -133,12 +139,13 @@ def parse_framework(fid, spec):
     variants = {}
     check_keys(spec["variants"], spec["variants"] or {}, f"{where}.variants")
     for name, v in spec["variants"].items():
-        check_keys(v, VARIANT_KEYS, f"{where}.variants.{name}", required=tuple(VARIANT_KEYS))
+        check_keys(v, VARIANT_KEYS, f"{where}.variants.{name}", required=VARIANT_REQUIRED)
         if v["device"] not in params.DEVICES:
             raise MatrixError(f"{where}.variants.{name}.device: {v['device']!r} is not one of {params.DEVICES}")
         if not (ROOT / v["requirements"]).exists():
             raise MatrixError(f"{where}.variants.{name}.requirements: {v['requirements']} does not exist")
-        variants[name] = Variant(name, v["base_image"], v["requirements"], v["device"])
+        variants[name] = Variant(name, v["base_image"], v["requirements"], v["device"],
+                                 str(v.get("python", "3.11")), str(v.get("glibc", "2.36")))
     if not variants:
         raise MatrixError(f"{where}.variants: declare at least one variant")
     return Framework(fid, str(spec["family"]), str(spec["python"]),

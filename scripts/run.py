@@ -11,7 +11,10 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from scripts import report
+from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
 from scripts.executors import LocalExecutor, RunSettings
 from scripts.matrix import ROOT, MatrixError, expand, load
 from scripts.venvs import EnvError, ensure
@@ -69,11 +73,16 @@ def host_record(cell, status, reason, log, run, started_at):
     return make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=tail, started_at=started_at)
 
 
-def run_cell(executor, cell, run, run_dir):
+def run_cell(executor, cell, run, run_dir, devices=()):
     """Launch one cell, wait at most the timeout, and make sure exactly one record of it exists afterwards."""
     out, log = run_dir / "cells" / f"{cell.id}.json", run_dir / "logs" / f"{cell.id}.log"
     launched, started_at = time.time(), datetime.now().astimezone().isoformat(timespec="seconds")
-    proc = executor.launch(cell, out, log, run)
+    if cell.gpus > len(executor.gpu_ids) and executor.gpu_ids:
+        record = host_record(cell, "skipped", f"needs {cell.gpus} GPUs, this host has {len(executor.gpu_ids)}", log,
+                             run, started_at)
+        write_record(out, record)
+        return record
+    proc = executor.launch(cell, out, log, run, devices)
     try:
         code = proc.wait(timeout=run.timeout_s)
     except subprocess.TimeoutExpired:
@@ -115,26 +124,62 @@ def describe(record):
     return text
 
 
+class GpuPool:
+    """Free GPU ids; a cell takes `n` of them or waits, so no two running cells ever share a GPU."""
+
+    def __init__(self, ids):
+        self.free, self.size, self.lock = list(ids), len(ids), threading.Condition()
+
+    @contextmanager
+    def take(self, n):
+        n = min(n, self.size)  # a cell asking for more than the host has is recorded as skipped by run_cell
+        with self.lock:
+            self.lock.wait_for(lambda: len(self.free) >= n)
+            devices, self.free[:n] = tuple(self.free[:n]), []
+        try:
+            yield devices
+        finally:
+            with self.lock:
+                self.free.extend(devices)
+                self.lock.notify_all()
+
+
 def execute(plan, executor, run_dir, run):
-    """Run every unfinished cell of `plan`; returns the records of this invocation (cached ones included)."""
+    """Run every unfinished cell of `plan`: one at a time on the CPU (parallel cells would distort each other's
+    timings); on GPUs, as many at once as there are free GPU sets, largest sets first."""
     todo = [c for c in plan.cells if not finished(run_dir, c)]
     done = len(plan.cells) - len(todo)
     if done:
         print(f"resuming {run_dir.name}: {done} of {len(plan.cells)} cells already finished")
-    bar = tqdm(todo, unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo)
-    for i, cell in enumerate(bar, start=done + 1):
-        bar.set_description(cell.id)
+    pool = GpuPool(executor.gpu_ids)
+    bar = tqdm(total=len(todo), unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo)
+    progress = threading.Lock()
+
+    def one(cell):
         started = time.time()
-        record = run_cell(executor, cell, run, run_dir)
-        tqdm.write(f"[{i}/{len(plan.cells)}] {cell.id}: {record['status']} in {time.time() - started:.0f} s — "
-                   f"{describe(record)}", file=sys.stdout)
+        with pool.take(cell.gpus if executor.gpu_ids else 0) as devices:
+            record = run_cell(executor, cell, run, run_dir, devices)
+        with progress:
+            bar.update()
+            on = f" on GPU {','.join(devices)}" if devices else ""
+            tqdm.write(f"[{done + bar.n}/{len(plan.cells)}] {cell.id}{on}: {record['status']} in "
+                       f"{time.time() - started:.0f} s — {describe(record)}", file=sys.stdout)
+        return record
+
+    if executor.gpu_ids:
+        with ThreadPoolExecutor(max_workers=len(executor.gpu_ids)) as threads:
+            list(threads.map(one, sorted(todo, key=lambda c: -c.gpus)))
+    else:
+        for cell in todo:
+            one(cell)
     bar.close()
 
 
 def make_executor(plan, matrix):
     if plan.executor == "local":
-        return LocalExecutor({c.framework: ensure(matrix.frameworks[c.framework]) for c in plan.cells})
-    from scripts.compose import ComposeExecutor  # only the container path needs Docker
+        gpus = visible_gpus() if any(c.device == "gpu" for c in plan.cells) else ()
+        return LocalExecutor({c.framework: ensure(matrix.frameworks[c.framework]) for c in plan.cells},
+                             gpu_ids=gpus)
     return ComposeExecutor.for_plan(plan, matrix)
 
 
@@ -157,7 +202,7 @@ def main(argv=None):
         run_dir = run_dir_for(args.results, args.profile, args.resume)
         check_data(plan, args.data_root)
         executor = make_executor(plan, matrix)
-    except (MatrixError, RunError, EnvError, datasets.DataError) as e:
+    except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run = RunSettings(run_dir.name, plan.repeats, plan.timeout_s, args.data_root.resolve())

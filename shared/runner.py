@@ -9,6 +9,7 @@ A task module provides `main(cfg) -> dict(metrics=..., timing=..., switches=...)
 failure capture, the exit code — happens here, identically for every framework.
 """
 import argparse
+import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,16 +51,23 @@ def parse_switch(text):
 
 
 def parser(frameworks):
+    """The contract's flags. In a container, compose sets ROSETTA_DATA_DIR, ROSETTA_OUT_DIR, ROSETTA_SCALE,
+    ROSETTA_DEVICE and ROSETTA_VARIANT, so `docker compose run pytorch-cnn` needs no arguments; flags win."""
+    env = os.environ.get
     p = argparse.ArgumentParser(prog="python -m runners", description="Run one benchmark cell; write one record.")
     p.add_argument("framework", choices=sorted(frameworks))
     p.add_argument("task", choices=params.TASKS)
-    p.add_argument("--data", type=Path, required=True, help="data root (holds cifar10/, imdb/, chestxray14/)")
-    p.add_argument("--out", type=Path, required=True, help="result record (JSON) to write")
-    p.add_argument("--precision", choices=params.PRECISIONS, default="fp32")
-    p.add_argument("--gpus", type=int, default=1, help="devices for data-parallel tasks (on CPU: processes)")
-    p.add_argument("--device", choices=params.DEVICES, default="gpu")
-    p.add_argument("--scale", choices=params.SCALES, default="full")
-    p.add_argument("--variant", default="local", help="image variant (CUDA/cuDNN combination) the cell runs in")
+    p.add_argument("--data", type=Path, default=env("ROSETTA_DATA_DIR"), required=not env("ROSETTA_DATA_DIR"),
+                   help="data root (holds cifar10/, imdb/, chestxray14/)")
+    p.add_argument("--out", type=Path, help="result record (JSON) to write; default ROSETTA_OUT_DIR/FRAMEWORK-TASK.json",
+                   required=not env("ROSETTA_OUT_DIR"))
+    p.add_argument("--precision", choices=params.PRECISIONS, default=env("ROSETTA_PRECISION", "fp32"))
+    p.add_argument("--gpus", type=int, default=int(env("ROSETTA_GPUS", "1")),
+                   help="devices for data-parallel tasks (on CPU: processes)")
+    p.add_argument("--device", choices=params.DEVICES, default=env("ROSETTA_DEVICE", "gpu"))
+    p.add_argument("--scale", choices=params.SCALES, default=env("ROSETTA_SCALE", "full"))
+    p.add_argument("--variant", default=env("ROSETTA_VARIANT", "local"),
+                   help="image variant (CUDA/cuDNN combination) the cell runs in")
     p.add_argument("--run-id", default=None)
     p.add_argument("--repeats", type=int, default=5, help="timed repeats where a task repeats (resnet50)")
     p.add_argument("--switch", type=parse_switch, action="append", default=[], metavar="NAME=VALUE",
@@ -68,7 +76,8 @@ def parser(frameworks):
 
 
 def config_from_args(args):
-    return RunConfig(framework=args.framework, task=args.task, data=args.data, out=args.out,
+    out = args.out or Path(os.environ["ROSETTA_OUT_DIR"]) / f"{args.framework}-{args.task}.json"
+    return RunConfig(framework=args.framework, task=args.task, data=args.data, out=out,
                      precision=args.precision, gpus=args.gpus, device=args.device, scale=args.scale,
                      variant=args.variant, run_id=args.run_id, repeats=args.repeats, switches=dict(args.switch))
 

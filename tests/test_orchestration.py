@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 from scripts.executors import LocalExecutor, RunSettings
-from scripts.matrix import expand, load
+from scripts.matrix import Cell, Plan, expand, load
 from scripts.run import execute
 from shared.record import make_record, read_record, write_atomic, write_record
 
@@ -83,3 +83,31 @@ def test_unknown_schema_says_what_to_do(tmp_path):
     path.write_text(json.dumps({"schema": 99}))
     with pytest.raises(Exception, match="schema 99.*re-run the cell"):
         read_record(path)
+
+
+def test_gpu_cells_run_in_parallel_never_sharing_a_gpu(tmp_path, monkeypatch, synthetic_data):
+    """Four fake GPUs: cells of 1, 2 and 4 GPUs overlap in time but never on the same GPU; 8 GPUs is skipped."""
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "densenet121=slow,cnn=slow")
+    monkeypatch.setenv("FAKE_SLOW_SECONDS", "2")
+    cells = [Cell("pytorch", task, "cu130", "fp32", gpus, "gpu", "synthetic", "tiny")
+             for task, gpus in [("cnn", 1), ("densenet121", 1), ("densenet121", 2), ("densenet121", 4),
+                                ("densenet121", 8)]]
+    cells += [Cell("pytorch", "cnn", "cu130", p, 1, "gpu", "synthetic", "tiny") for p in ("tf32", "amp", "bf16")]
+    plan = Plan("gpu", "local", 1, 60.0, tuple(cells))
+    executor = LocalExecutor({"pytorch": sys.executable}, root=FAKE_ROOT, gpu_ids=("0", "1", "2", "3"))
+    execute(plan, executor, tmp_path, RunSettings("t", 1, 60.0, synthetic_data.parent))
+    got = list(records(tmp_path).values())
+    assert len(got) == len(cells)
+    skipped = [r for r in got if r["status"] == "skipped"]
+    assert [r["cell"]["gpus"] for r in skipped] == [8] and "this host has 4" in skipped[0]["reason"]
+    ran = [r for r in got if r["status"] == "ok"]
+    spans = [(r["metrics"]["started"], r["metrics"]["ended"], set(r["metrics"]["visible_gpus"].split(",")))
+             for r in ran]
+    assert all(len(gpus) == r["cell"]["gpus"] for (_, _, gpus), r in zip(spans, ran))
+    overlapping = 0
+    for i, (s1, e1, g1) in enumerate(spans):
+        for s2, e2, g2 in spans[i + 1:]:
+            if s1 < e2 and s2 < e1:
+                overlapping += 1
+                assert not g1 & g2, "two running cells shared a GPU"
+    assert overlapping > 0, "cells on separate GPUs should run at the same time"

@@ -27,10 +27,12 @@ class Task:
         if self.behaviour == "hang":
             print("hanging", flush=True)
             time.sleep(3600)
+        started = time.time()
         if self.behaviour == "slow":
             time.sleep(float(os.environ.get("FAKE_SLOW_SECONDS", "30")))
         return {"metrics": {"train_seconds": 1.5, "accuracy": 0.9, "seconds_per_1000_images": 2.0,
-                            "train_minutes": 0.1, "auc": 0.7},
+                            "train_minutes": 0.1, "auc": 0.7, "started": started, "ended": time.time(),
+                            "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")},
                 "timing": {"median": 1.5, "unstable": False}, "switches": {"fake": True}}
 
 

@@ -1,0 +1,151 @@
+"""The container path: compose.yaml agrees with matrix.yaml, GPU reservations are right (read from `compose config`),
+preflight errors say what to do, and — where a Docker engine runs (always in CI) — cells run in the images."""
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import IN_CI, ROOT
+from scripts import compose
+from scripts.compose import ComposeExecutor, ExecutorError
+from scripts.executors import RunSettings
+from scripts.matrix import Cell, expand, load
+from scripts.run import execute
+from shared.record import read_record
+
+COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
+BENCHMARK_SERVICES = {name: s for name, s in COMPOSE["services"].items() if name != "data"}
+
+
+def test_compose_services_and_matrix_agree_both_ways():
+    matrix = load()
+    declared = {f"{fid}-{task}" for fid, fw in matrix.frameworks.items() for task in fw.tasks}
+    assert set(BENCHMARK_SERVICES) == declared
+    for name, service in BENCHMARK_SERVICES.items():
+        framework, task = service["command"]
+        assert name == f"{framework}-{task}"
+        family = matrix.frameworks[framework].family
+        assert service["image"] == f"rosetta/{family}:${{ROSETTA_VARIANT:-cpu}}"
+
+
+def test_benchmark_services_are_offline_with_read_only_data():
+    for service in BENCHMARK_SERVICES.values():
+        assert service["network_mode"] == "none"
+        assert "${ROSETTA_DATA:-./data}:/data:ro" in service["volumes"]
+        assert "${ROSETTA_RESULTS:-./results}:/results" in service["volumes"]
+    gpu = yaml.safe_load((ROOT / "compose.gpu.yaml").read_text())
+    assert set(gpu["services"]) == set(BENCHMARK_SERVICES)
+
+
+def compose_command():
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if IN_CI:
+        pytest.fail("CI must have Docker Compose (.ci/docker-setup.sh installs it)")
+    pytest.skip("no Docker Compose here")
+
+
+def test_gpu_host_selects_the_cuda_image_and_reserves_the_cells_gpus():
+    env = {**os.environ, "ROSETTA_VARIANT": "cu130", "ROSETTA_GPU_IDS": "2,3", "ROSETTA_DEVICE": "gpu"}
+    out = subprocess.run([*compose_command(), "-f", "compose.yaml", "-f", "compose.gpu.yaml", "config"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, check=True).stdout
+    service = yaml.safe_load(out)["services"]["pytorch-densenet121"]
+    assert service["image"] == "rosetta/pytorch:cu130"
+    device = service["deploy"]["resources"]["reservations"]["devices"][0]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"] and device["device_ids"] == ["2,3"]
+    assert service["environment"]["ROSETTA_DEVICE"] == "gpu" and service["network_mode"] == "none"
+
+
+def test_cell_command_translates_paths_and_gpus(tmp_path):
+    executor = ComposeExecutor(("docker", "compose"), "docker", ("compose.yaml", "compose.gpu.yaml"), ("0", "1"))
+    cell = Cell("pytorch", "densenet121", "cu130", "bf16", 2, "gpu", "real", "full")
+    out = tmp_path / "results" / "full-1" / "cells" / f"{cell.id}.json"
+    argv, env = executor.command(cell, out, RunSettings("full-1", 5, 60.0, tmp_path / "data"), ("0", "1"))
+    assert argv[argv.index("run"):argv.index("run") + 5] == ["run", "--rm", "--name",
+                                                              "rosetta-full-1-" + cell.id, "pytorch-densenet121"]
+    args = argv[argv.index("pytorch-densenet121") + 1:]
+    assert args[:2] == ["pytorch", "densenet121"]
+    assert args[args.index("--out") + 1] == f"/results/full-1/cells/{cell.id}.json"
+    assert args[args.index("--data") + 1] == "/data/real" and args[args.index("--gpus") + 1] == "2"
+    assert env["ROSETTA_GPU_IDS"] == "0,1" and env["ROSETTA_VARIANT"] == "cu130"
+    assert env["ROSETTA_RESULTS"] == str(tmp_path / "results") and env["ROSETTA_DATA"] == str(tmp_path / "data")
+
+
+def test_no_engine_is_a_clear_error_before_launching(tmp_path, monkeypatch):
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("ROSETTA_DOCKER", str(fake))
+    with pytest.raises(ExecutorError, match="no Docker engine answers.*start it"):
+        ComposeExecutor.for_plan(expand(load(), "containers"), load())
+
+
+def test_missing_image_and_missing_nvidia_runtime_are_named(monkeypatch):
+    monkeypatch.setattr(compose, "docker_cli", lambda: "docker")
+    monkeypatch.setattr(compose, "check_engine", lambda docker: {"Runtimes": {"runc": {}}})
+    monkeypatch.setattr(compose, "compose_cli", lambda docker: ("docker-compose",))
+    matrix = load()
+    plan = expand(matrix, "full")
+    monkeypatch.setattr(compose, "missing_images", lambda docker, images: [i for i in images if "cu126" in i])
+    with pytest.raises(ExecutorError, match=r"rosetta/pytorch:cu126.*make images FRAMEWORK=pytorch VARIANT=cu126"):
+        ComposeExecutor.for_plan(plan, matrix)
+    monkeypatch.setattr(compose, "missing_images", lambda docker, images: [])
+    with pytest.raises(ExecutorError, match="no NVIDIA runtime: install the NVIDIA Container Toolkit"):
+        ComposeExecutor.for_plan(plan, matrix)
+    monkeypatch.setattr(compose, "check_engine", lambda docker: {"Runtimes": {"nvidia": {}}})
+    monkeypatch.setattr(compose, "visible_gpus", lambda: ())
+    with pytest.raises(ExecutorError, match="no GPU visible"):
+        ComposeExecutor.for_plan(plan, matrix)
+
+
+# ---------------------------------------------------------------- with an engine (CI always has one)
+
+@pytest.fixture(scope="module")
+def engine():
+    try:
+        docker = compose.docker_cli()
+        compose.check_engine(docker)
+        missing = compose.missing_images(docker, compose.images_of(expand(load(), "containers"), load()))
+    except ExecutorError as e:
+        if IN_CI:
+            pytest.fail(f"CI must run the container tests: {e}")
+        pytest.skip(str(e))
+    if missing:
+        message = f"images missing: {missing}; `make images PROFILE=containers`"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    return docker
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
+           "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
+    proc = subprocess.run([*compose.compose_cli(engine), "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    record = read_record(results / "compose" / "pytorch-cnn.json")
+    assert record["status"] == "ok" and record["cell"]["scale"] == "tiny" and record["cell"]["data"] == "synthetic"
+    assert record["system"]["image"] == "rosetta/pytorch:cpu"
+    assert (results / "compose" / "pytorch-cnn.json").stat().st_uid == os.getuid()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_container_profile_through_the_compose_executor(engine, synthetic_data, tmp_path):
+    matrix = load()
+    plan = expand(matrix, "containers")
+    run_dir = tmp_path / "containers-1"
+    execute(plan, ComposeExecutor.for_plan(plan, matrix), run_dir,
+            RunSettings(run_dir.name, 1, 900.0, synthetic_data.parent))
+    records = [read_record(run_dir / "cells" / f"{c.id}.json") for c in plan.cells]
+    assert [r["status"] for r in records] == ["ok"] * len(plan.cells), [r["reason"] for r in records]
+    assert {r["system"]["image"] for r in records} == {f"rosetta/{matrix.frameworks[c.framework].family}:cpu"
+                                                      for c in plan.cells}
+    assert all(r["run_id"] == run_dir.name for r in records)
