@@ -6,7 +6,7 @@ PROFILE ?= demo
 FRAMEWORKS ?= pytorch tensorflow keras-tf jax
 RUN ?= latest
 
-.PHONY: demo test test-fast venvs matrix data images report clean
+.PHONY: demo test test-fast venvs matrix data images report verify clean
 
 $(HOST): scripts/requirements.txt
 	python$(PYTHON_VERSION) -m venv .venv/host
@@ -36,6 +36,9 @@ images: $(HOST)                    ## the images a profile needs (PROFILE=full),
 
 report: $(HOST)                    ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
 	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -d results/*-*/ | tail -1),$(RUN))
+
+verify: $(HOST)                    ## run the demo profile and compare with results/reference/cpu-2core (REFERENCE=…)
+	$(HOST) -m scripts.verify $(if $(REFERENCE),--reference $(REFERENCE))
 
 clean:                             ## environments and results (data stays)
 	rm -rf .venv results/*-*

@@ -54,3 +54,17 @@ def test_empty_or_unreadable_runs_are_clear_errors(tmp_path):
     (tmp_path / "cells" / "x.json").write_text(json.dumps({"schema": 0}))
     with pytest.raises(report.ReportError, match="schema 0"):
         report.write_report(tmp_path)
+
+
+def test_verify_gives_ratios_and_verdicts(tmp_path, capsys):
+    from scripts import verify
+    reference = write_run(tmp_path / "ref", [record(), record(task="gru", train_seconds=10.0, accuracy=0.9),
+                                             record(task="resnet50", seconds_per_1000_images=50.0)])
+    measured = write_run(tmp_path / "run", [record(train_seconds=13.0, accuracy=0.92),
+                                            record(task="gru", train_seconds=30.0, accuracy=0.9)])
+    assert verify.main(["--reference", str(reference), "--run", str(measured)]) == 1
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines()[3:]}
+    assert "ok" in lines["pytorch-cnn-fp32-a"] and "1.05" in lines["pytorch-cnn-fp32-a"]
+    assert "slower" in lines["pytorch-gru-fp32-a"] and "3" in lines["pytorch-gru-fp32-a"]
+    assert "missing" in lines["pytorch-resnet50-fp32-a"]
