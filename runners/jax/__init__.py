@@ -1,0 +1,141 @@
+"""JAX runners (jax 0.10, Flax NNX 0.12, optax 0.2): devices, precision and provenance shared by the four task modules.
+
+Every task trains with Flax's "functional training loop": `nnx.split` the model and optimizer into a static graph
+definition and a pytree of arrays once, then call a plain `jax.jit` step that merges, updates and splits again. That
+is the loop the Flax docs recommend for speed (guides/performance: `nnx.jit` walks the object graph in Python on every
+call; `jax.jit` over split state does that only while tracing).
+"""
+import argparse
+import os
+import sys
+
+
+# XLA reads its flags once, when JAX first initializes a backend, so the stand-in devices of a data-parallel cell on the
+# CPU (`--device cpu --gpus N`, DESIGN.md: "on CPU: processes") must be requested before `import jax`. runners/__main__.py
+# imports this package (through framework_info) before any task module and before anything touches JAX, so this is
+# the one place that can do it without the generic runner knowing about XLA. We read just these two options from the
+# runner's command line: parse_known_args ignores everything else and never fails (the test probe's argv has neither
+# option, so nothing changes there). JAX_PLATFORMS=cpu keeps a `--device cpu` cell off a GPU that happens to be
+# visible. Values a user already set in the environment win.
+def _prepare_xla(argv):
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--device")
+    options.add_argument("--gpus", type=int, default=1)
+    args, _ = options.parse_known_args(argv)
+    if args.device != "cpu":
+        return
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if args.gpus > 1 and "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={args.gpus}".strip()
+
+
+if "jax" not in sys.modules:  # too late once JAX is imported; select_devices then skips with the reason
+    _prepare_xla(sys.argv[1:])
+
+import flax  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import jaxlib  # noqa: E402
+import optax  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from shared.record import Skip  # noqa: E402
+
+
+def _cuda_versions():
+    """(cuda, cudnn) of the loaded CUDA plugin, or (None, None). JAX exposes them only through a private module (the
+    one `jax.print_environment_info` uses), hence the guard."""
+    try:
+        from jax._src.lib import cuda_versions
+        return str(cuda_versions.cuda_runtime_get_version()), str(cuda_versions.cudnn_get_version())
+    except Exception:  # noqa: BLE001 — provenance only: a missing or renamed private API must not fail the cell
+        return None, None
+
+
+def framework_info():
+    gpu = jax.default_backend() == "gpu"
+    cuda, cudnn = _cuda_versions() if gpu else (None, None)
+    return {
+        "framework_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "flax_version": flax.__version__,
+        "optax_version": optax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "cuda": cuda,
+        "cudnn": cudnn,
+        "gpus": [d.device_kind for d in jax.devices()] if gpu else [],
+    }
+
+
+def select_devices(cfg, count=1):
+    """The first `count` devices of the cell's platform; skipped where JAX sees fewer."""
+    platform = "cpu" if cfg.device == "cpu" else "gpu"
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError as e:
+        raise Skip(f"no {platform} backend visible to JAX ({e})") from e
+    if len(devices) < count:
+        hint = (" (start the runner with `--device cpu --gpus N`, or set XLA_FLAGS="
+                f"--xla_force_host_platform_device_count={count} before JAX is imported)") if platform == "cpu" else ""
+        raise Skip(f"{count} {platform} device(s) asked for, {len(devices)} visible to JAX{hint}")
+    return devices[:count]
+
+
+def set_precision(precision, device):
+    """Set matmul/conv precision and return (compute dtype, loss scale) for `precision`.
+
+    Parameters stay float32 in every mode; Flax layers take the compute dtype (`dtype=`) and cast inputs and kernels to
+    it, which is Flax's form of mixed precision. fp32 asks for "highest" explicitly, because XLA on NVIDIA GPUs may use
+    TF32 for float32 matmuls and convolutions by default; tf32 asks for "tensorfloat32". amp is float16 compute with a
+    dynamic loss scale (below), like torch.amp's GradScaler; bf16 needs no scaling (same exponent range as float32).
+    """
+    gpu = device.platform == "gpu"
+    if precision in ("tf32", "amp") and not gpu:
+        raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
+    if precision == "tf32" and float(getattr(device, "compute_capability", "0")) < 8:
+        raise Skip("tf32 needs an Ampere or newer GPU (compute capability 8.0+)")
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if precision == "tf32" else "highest")
+    dtype = {"amp": jnp.float16, "bf16": jnp.bfloat16}.get(precision, jnp.float32)
+    return dtype, (DynamicLossScale() if precision == "amp" else LossScale())
+
+
+class LossScale(nnx.Module):
+    """No loss scaling (fp32, tf32, bf16): plain value-and-grad, so every train step has the same shape."""
+
+    def value_and_grad(self, loss_fn, model):
+        return nnx.value_and_grad(loss_fn)(model)
+
+    def wrap(self, tx):
+        return tx
+
+
+class DynamicLossScale(LossScale):
+    """float16 loss scaling for amp (optax has none built in): scale the loss so small gradients survive float16,
+    unscale the gradients; on overflow halve the scale and skip the update (optax.apply_if_finite), after `period`
+    finite steps double it. The defaults are torch.amp.GradScaler's (2**16, 2000), so both frameworks scale alike."""
+
+    def __init__(self, scale=2.0 ** 16, period=2000):
+        self.scale = nnx.Variable(jnp.float32(scale))
+        self.good_steps = nnx.Variable(jnp.int32(0))
+        self.period = period
+
+    def value_and_grad(self, loss_fn, model):
+        scale = self.scale[...]
+        scaled, grads = nnx.value_and_grad(lambda m: loss_fn(m) * scale)(model)
+        grads = jax.tree.map(lambda g: g / scale, grads)
+        finite = jnp.all(jnp.asarray([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
+        good = jnp.where(finite, self.good_steps[...] + 1, 0)
+        grow = good >= self.period
+        self.scale[...] = jnp.where(finite, jnp.where(grow, scale * 2, scale), scale / 2)
+        self.good_steps[...] = jnp.where(grow, 0, good)
+        return scaled / scale, grads
+
+    def wrap(self, tx):
+        return optax.apply_if_finite(tx, max_consecutive_errors=1_000_000)  # skip, never give up: the scale recovers
+
+
+def count_parameters(model):
+    """Trainable parameters (nnx.Param), like PyTorch's parameters(): BatchNorm running statistics are not counted."""
+    return sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))

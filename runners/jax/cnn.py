@@ -1,0 +1,144 @@
+"""JAX 0.10 + Flax NNX 0.12 · cnn · a VGG-style CNN trained on CIFAR-10 with optax SGD + momentum, one XLA-compiled
+train step (jax.jit over nnx.split state)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from runners.jax import count_parameters, select_devices, set_precision
+from shared import batching, metrics
+from shared.datasets import load_cifar10
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
+SWITCHES = {
+    "jit": True,      # compile the whole train step (forward, backward, update) into one XLA program; off = op by op
+    "donate": True,   # donate the old parameter/optimizer buffers to the step, so XLA updates them in place
+}
+# Layout: NHWC inside the model (XLA's and Flax's native conv layout); the shared batches are NCHW and are transposed
+# by the model's first op, which XLA folds into the first convolution.
+
+
+# ==== Data ====
+def load_data(cfg, device):
+    """CIFAR-10 as float32 NCHW arrays, moved to the device once (lesson 13: no per-batch host copies)."""
+    p = cfg.params
+    x_train, y_train, x_test, y_test = load_cifar10(cfg.data, p.get("train_samples"), p.get("test_samples"))
+    return tuple(jax.device_put(a, device) for a in (x_train, y_train, x_test, y_test))
+
+
+# ==== Model ====
+glorot, zeros = nnx.initializers.glorot_uniform(), nnx.initializers.zeros  # like Keras (lesson 7)
+
+
+class CNN(nnx.Module):
+    def __init__(self, num_classes=10, dtype=jnp.float32, *, rngs):
+        conv = lambda cin, cout: nnx.Conv(cin, cout, (3, 3), padding="SAME", kernel_init=glorot, bias_init=zeros,
+                                          dtype=dtype, rngs=rngs)
+        self.conv1, self.conv2 = conv(3, 50), conv(50, 50)
+        self.conv3, self.conv4 = conv(50, 100), conv(100, 100)
+        self.fc1 = nnx.Linear(100 * 8 * 8, 512, kernel_init=glorot, bias_init=zeros, dtype=dtype, rngs=rngs)
+        self.fc2 = nnx.Linear(512, num_classes, kernel_init=glorot, bias_init=zeros, dtype=dtype, rngs=rngs)
+        self.drop1, self.drop2 = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.25, rngs=rngs)
+        self.drop3 = nnx.Dropout(0.5, rngs=rngs)
+
+    def __call__(self, x):                                         # x: (N, 3, 32, 32), the shared NCHW layout
+        x = x.transpose(0, 2, 3, 1)                                # -> NHWC
+        x = nnx.relu(self.conv1(x))
+        x = nnx.relu(nnx.max_pool(self.conv2(x), (2, 2), (2, 2)))  # ReLU after pooling: 4x fewer elements (lesson 10)
+        x = self.drop1(x)                                          # (N, 16, 16, 50)
+        x = nnx.relu(self.conv3(x))
+        x = nnx.relu(nnx.max_pool(self.conv4(x), (2, 2), (2, 2)))
+        x = self.drop2(x)                                          # (N, 8, 8, 100)
+        x = x.transpose(0, 3, 1, 2).reshape(len(x), -1)            # flatten C·H·W = 6400, the canonical order
+        x = self.drop3(nnx.relu(self.fc1(x)))
+        return self.fc2(x)                                         # logits; softmax lives in the loss (lesson 6)
+
+
+def build_model(cfg=None, dtype=jnp.float32, seed=0):
+    return CNN(dtype=dtype, rngs=nnx.Rngs(params=seed, dropout=seed + 1))
+
+
+def load_canonical(model, weights):
+    """Canonical conv kernels are OIHW and dense weights (out, in); Flax keeps HWIO and (in, out)."""
+    for name in ("conv1", "conv2", "conv3", "conv4", "fc1", "fc2"):
+        layer, w = getattr(model, name), np.asarray(weights[f"{name}.weight"])
+        layer.kernel[...] = jnp.asarray(w.transpose(2, 3, 1, 0) if w.ndim == 4 else w.T)
+        layer.bias[...] = jnp.asarray(weights[f"{name}.bias"])
+
+
+@nnx.jit
+def forward(model, x):
+    return model(x)
+
+
+def predict_logits(model, x):
+    return np.asarray(forward(nnx.view(model, deterministic=True), jnp.asarray(x)), np.float32)
+
+
+# ==== Train step ====
+def make_train_step(graphdef, switches):
+    """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
+    def train_step(state, x, y):
+        model, optimizer, loss_scale = nnx.merge(graphdef, state)
+
+        def loss_fn(model):                                        # integer labels, no one-hot (lesson 11)
+            logits = model(x).astype(jnp.float32)
+            return optax.losses.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        loss, grads = loss_scale.value_and_grad(loss_fn, model)
+        optimizer.update(model, grads)
+        return nnx.state((model, optimizer, loss_scale)), loss     # loss stays on the device: no host sync
+    if not switches["jit"]:
+        return train_step
+    return jax.jit(train_step, donate_argnums=0 if switches["donate"] else ())
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size):
+    model = nnx.view(model, deterministic=True)                    # dropout off in evaluation (lesson 4)
+    logits = [forward(model, x_test[idx]) for idx in batching.eval_batches(len(x_test), batch_size)]
+    return metrics.accuracy(np.concatenate([np.asarray(l, np.float32) for l in logits]), np.asarray(y_test))
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    device, = select_devices(cfg)
+    dtype, loss_scale = set_precision(cfg.precision, device)
+    x_train, y_train, x_test, y_test = load_data(cfg, device)
+    model = build_model(dtype=dtype)
+    tx = loss_scale.wrap(optax.sgd(p["lr"], momentum=p["momentum"]))  # plain momentum, like PyTorch (lesson 8)
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    graphdef, state = nnx.split((model, optimizer, loss_scale))
+    # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
+    # to two different programs, so an uncommitted initial state would compile the step twice.
+    state = jax.device_put(state, device)
+    train_step = make_train_step(graphdef, switches)
+
+    def epoch_batches(epoch):
+        for idx in batching.train_batches(len(x_train), p["batch_size"], epoch):
+            yield x_train[idx], y_train[idx]
+
+    def step(batch):
+        nonlocal state
+        state, loss = train_step(state, *batch)
+        return loss
+
+    # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, step, lambda: jax.block_until_ready(state))
+    nnx.update((model, optimizer, loss_scale), state)
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"])
+    samples = batching.steps_per_epoch(len(x_train), p["batch_size"]) * p["batch_size"]
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
+                                 parameters=count_parameters(model), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "memory_format": "NHWC", "compute_dtype": jnp.dtype(dtype).name,
+                     "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},
+    }

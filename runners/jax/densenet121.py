@@ -1,0 +1,182 @@
+"""JAX 0.10 + Flax NNX 0.12 · densenet121 · DenseNet-121 written in NNX with a new 14-way sigmoid head, trained on
+ChestX-ray14, data-parallel over N devices in one process: the batch is sharded over a device mesh, parameters are
+replicated, and XLA inserts the gradient all-reduce (jax.sharding's global-view SPMD, no per-device code)."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from runners.jax import count_parameters, select_devices, set_precision
+from shared import batching, metrics, params
+from shared.datasets import ChestXray
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
+SWITCHES = {
+    "jit": True,      # compile forward, backward, all-reduce and Adam update into one XLA program per step
+    "donate": True,   # donate the old parameter/optimizer buffers so XLA updates them in place
+}
+# Layout: NHWC inside the model; the shared NCHW batches are transposed by the model's first op. Weights: Flax has no
+# model zoo and this machine reaches no model hub, so the network starts from random weights (record field `weights`).
+# BatchNorm statistics: under jit over a sharded batch, BatchNorm's mean and variance are computed over the *global*
+# batch (XLA all-reduces them), i.e. synchronized BatchNorm; PyTorch's DDP normalizes each device's slice on its own.
+
+
+# ==== Data ====
+def load_data(cfg):
+    p = cfg.params
+    train = ChestXray(cfg.data, "train", p.get("train_samples"), p["stored_size"])
+    test = ChestXray(cfg.data, "test", p.get("test_samples"), p["stored_size"])
+    return train, test
+
+
+def global_batches(train, cfg, epoch, world):
+    """One epoch of global batches on the host: each is the `world` per-device slices side by side, every slice cropped
+    and flipped with the same seeds as PyTorch's rank of that number, so both frameworks see identical pixels."""
+    p = cfg.params
+    per_rank = [batching.train_batches(len(train), p["batch_size"], epoch, rank, world) for rank in range(world)]
+    for slices in zip(*per_rank):
+        parts = [train.batch(idx, p["crop_size"], np.random.default_rng([params.SEED, epoch, rank, int(idx[0])]))
+                 for rank, idx in enumerate(slices)]
+        yield np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts])
+
+
+# ==== Model ====
+class DenseLayer(nnx.Module):
+    """BN-ReLU-conv1×1 (bn_size × growth) → BN-ReLU-conv3×3 (growth); its output is concatenated to its input."""
+
+    def __init__(self, cin, growth, bn_size, conv, norm):
+        self.bn1, self.conv1 = norm(cin), conv(cin, bn_size * growth, 1)
+        self.bn2, self.conv2 = norm(bn_size * growth), conv(bn_size * growth, growth, 3)
+
+    def __call__(self, x):
+        y = self.conv1(nnx.relu(self.bn1(x)))
+        y = self.conv2(nnx.relu(self.bn2(y)))
+        return jnp.concatenate([x, y], axis=-1)                                # channels grow by `growth`
+
+
+class Transition(nnx.Module):
+    """BN-ReLU-conv1×1 halving the channels (compression 0.5), then 2×2 average pooling."""
+
+    def __init__(self, cin, cout, conv, norm):
+        self.bn, self.conv = norm(cin), conv(cin, cout, 1)
+
+    def __call__(self, x):
+        return nnx.avg_pool(self.conv(nnx.relu(self.bn(x))), (2, 2), (2, 2))
+
+
+class DenseNet121(nnx.Module):
+    def __init__(self, num_classes=14, growth=32, blocks=(6, 12, 24, 16), bn_size=4, dtype=jnp.float32, *, rngs):
+        # torchvision's initialization: He normal convolutions, BatchNorm scale 1 / bias 0, zero classifier bias.
+        he = nnx.initializers.variance_scaling(2.0, "fan_in", "normal")             # kaiming_normal_, untruncated
+        conv = lambda cin, cout, k, stride=1: nnx.Conv(cin, cout, (k, k), stride, padding=k // 2, use_bias=False,
+                                                       kernel_init=he, dtype=dtype, rngs=rngs)
+        # Training mode (batch statistics); PyTorch's momentum 0.1 is Flax's running-average decay 0.9.
+        norm = lambda c: nnx.BatchNorm(c, momentum=0.9, epsilon=1e-5, dtype=dtype, rngs=rngs)
+        self.stem_conv, self.stem_bn = conv(3, 64, 7, 2), norm(64)
+        layers, c = [], 64
+        for i, depth in enumerate(blocks):
+            for _ in range(depth):
+                layers.append(DenseLayer(c, growth, bn_size, conv, norm))
+                c += growth
+            if i < len(blocks) - 1:
+                layers.append(Transition(c, c // 2, conv, norm))
+                c //= 2
+        self.features = nnx.Sequential(*layers)
+        self.final_bn = norm(c)                                                  # c = 1024
+        self.classifier = nnx.Linear(c, num_classes, bias_init=nnx.initializers.zeros, dtype=dtype, rngs=rngs)
+
+    def __call__(self, x):                                                      # x: (N, 3, H, W)
+        x = x.transpose(0, 2, 3, 1)                                             # -> NHWC
+        x = nnx.relu(self.stem_bn(self.stem_conv(x)))                           # (N, H/2, W/2, 64)
+        x = nnx.max_pool(x, (3, 3), (2, 2), padding=((1, 1), (1, 1)))           # (N, H/4, W/4, 64)
+        x = nnx.relu(self.final_bn(self.features(x)))                           # (N, H/32, W/32, 1024)
+        return self.classifier(x.mean(axis=(1, 2)))                             # 14 logits; sigmoid in the loss
+
+
+def build_model(cfg=None, dtype=jnp.float32, seed=0):
+    return DenseNet121(num_classes=params.DENSENET121["num_classes"], dtype=dtype, rngs=nnx.Rngs(seed)), "random"
+
+
+# ==== Train step ====
+def make_train_step(graphdef, switches, batch_sharding, replicated):
+    """A pure function (state, x, y) -> (state, loss). The shardings say where things live: the batch is split over
+    the mesh's `data` axis, state is replicated; XLA turns the gradient's sum over the batch into an all-reduce."""
+    def train_step(state, x, y):
+        model, optimizer, loss_scale = nnx.merge(graphdef, state)
+
+        def loss_fn(model):
+            logits = model(x).astype(jnp.float32)
+            return optax.losses.sigmoid_binary_cross_entropy(logits, y).mean()  # sigmoid inside the loss (lesson 6)
+
+        loss, grads = loss_scale.value_and_grad(loss_fn, model)
+        optimizer.update(model, grads)
+        return nnx.state((model, optimizer, loss_scale)), loss
+    if not switches["jit"]:
+        return train_step
+    return jax.jit(train_step, in_shardings=(replicated, batch_sharding, batch_sharding),
+                   out_shardings=(replicated, replicated), donate_argnums=0 if switches["donate"] else ())
+
+
+# ==== Evaluate ====
+def evaluate(model, test, crop, batch_size, batch_sharding):
+    """Mean AUC over the 14 findings on every test image (centre crop, no flip); the last batch is padded to a
+    multiple of the device count so that it shards, and the padding is dropped again."""
+    model = nnx.view(model, use_running_average=True)                           # BatchNorm: running statistics
+    forward = nnx.jit(lambda model, x: jax.nn.sigmoid(model(x).astype(jnp.float32)))
+    world, scores = batch_sharding.mesh.size, []
+    for idx in batching.eval_batches(len(test), batch_size * world):
+        x, _ = test.batch(idx, crop)
+        x = np.concatenate([x, np.zeros((-len(x) % world, *x.shape[1:]), x.dtype)])
+        scores.append(np.asarray(forward(model, jax.device_put(x, batch_sharding)))[:len(idx)])
+    return metrics.mean_auc(np.concatenate(scores), test.labels)
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    world = max(cfg.gpus, 1)
+    devices = select_devices(cfg, world)
+    dtype, loss_scale = set_precision(cfg.precision, devices[0])
+    mesh = Mesh(np.asarray(devices), ("data",))                                 # a 1-D mesh: pure data parallelism
+    batch_sharding = NamedSharding(mesh, PartitionSpec("data"))                 # batch axis split over devices
+    replicated = NamedSharding(mesh, PartitionSpec())                           # a full copy on every device
+    train, test = load_data(cfg)
+    model, weights = build_model(dtype=dtype)
+    tx = loss_scale.wrap(optax.adam(p["lr"] * world))                           # linear scaling with the global batch
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    graphdef, state = nnx.split((model, optimizer, loss_scale))
+    state = jax.device_put(state, replicated)
+    train_step = make_train_step(graphdef, switches, batch_sharding, replicated)
+
+    def epoch_batches(epoch):
+        # The host prepares batch i+1 while the devices still run step i: JAX dispatches steps asynchronously.
+        for x, y in global_batches(train, cfg, epoch, world):
+            yield jax.device_put((x, y), batch_sharding)                        # each device receives its own slice
+
+    def step(batch):
+        nonlocal state
+        state, loss = train_step(state, *batch)
+        return loss
+
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, step, lambda: jax.block_until_ready(state))
+    nnx.update((model, optimizer, loss_scale), state)
+
+    auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], batch_sharding)
+    samples = batching.steps_per_epoch(len(train), p["batch_size"], world) * p["batch_size"] * world
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, auc=auc, auc_classes=classes,
+                                 train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
+                                 devices=world, weights=weights, global_batch=p["batch_size"] * world,
+                                 parameters=count_parameters(model), train_samples=len(train),
+                                 test_samples=len(test), crop_size=p["crop_size"], epochs=p["epochs"]),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "data_parallel": "jax.sharding (mesh axis 'data')", "devices": world,
+                     "device_list": [str(d) for d in devices], "memory_format": "NHWC",
+                     "compute_dtype": jnp.dtype(dtype).name, "batchnorm": "synchronized over the global batch",
+                     "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(devices[0])},
+    }

@@ -1,0 +1,165 @@
+"""JAX 0.10 + Flax NNX 0.12 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, optax Adam; the GRU is a small
+NNX module in the cuDNN formulation, its time loop a jax.lax.scan inside one XLA-compiled train step."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from runners.jax import count_parameters, select_devices, set_precision
+from shared import batching, metrics
+from shared.datasets import load_imdb
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
+SWITCHES = {
+    "jit": True,        # compile the whole train step, time loop included, into one XLA program
+    "donate": True,     # donate the old parameter/optimizer buffers so XLA updates them in place
+    "scan_unroll": 1,   # time steps per lax.scan iteration: unrolling trades compile time for loop overhead
+}
+# JAX has no fused cuDNN GRU (jax.experimental.rnn wraps cuDNN's LSTM only): XLA compiles the scan itself.
+
+
+# ==== Data ====
+def load_data(cfg, device):
+    """IMDB as int32 token ids (N, maxlen), Keras convention, front-padded; moved to the device once."""
+    p = cfg.params
+    x_train, y_train, x_test, y_test = load_imdb(cfg.data, p["max_features"], p["maxlen"],
+                                                 p.get("train_samples"), p.get("test_samples"))
+    return tuple(jax.device_put(np.asarray(a, np.int32), device) for a in (x_train, y_train, x_test, y_test))
+
+
+# ==== Model ====
+class GRU(nnx.Module):
+    """GRU in the cuDNN formulation (= PyTorch's nn.GRU = the canonical GRU): gates (r, z, n), separate input and
+    hidden biases, reset gate applied after the recurrent matmul: n = tanh(W_n x + b_in + r * (U_n h + b_hn)).
+    flax.nnx.GRUCell also resets after the matmul but has no hidden bias (300 parameters fewer, a different function
+    whenever b_hn != 0), so it cannot load canonical weights; hence this module."""
+
+    def __init__(self, in_features, hidden, dtype=jnp.float32, *, rngs):
+        self.hidden, self.dtype = hidden, dtype
+        self.kernel_ih = nnx.Param(nnx.initializers.glorot_uniform()(rngs.params(), (in_features, 3 * hidden)))
+        self.kernel_hh = nnx.Param(nnx.initializers.orthogonal()(rngs.params(), (hidden, 3 * hidden)))
+        self.bias_ih = nnx.Param(jnp.zeros(3 * hidden))
+        self.bias_hh = nnx.Param(jnp.zeros(3 * hidden))
+
+    def __call__(self, x, unroll=1):                            # x: (N, T, E) -> last hidden state (N, H)
+        H, dt = self.hidden, self.dtype
+        # The input projection of all time steps is one big matmul, outside the sequential loop (as cuDNN does).
+        gi = x.astype(dt) @ self.kernel_ih[...].astype(dt) + self.bias_ih[...].astype(dt)    # (N, T, 3H)
+        U, b_hh = self.kernel_hh[...].astype(dt), self.bias_hh[...].astype(dt)
+
+        def step(h, gi_t):                                      # h: (N, H), gi_t: (N, 3H)
+            gh = h @ U + b_hh
+            r = jax.nn.sigmoid(gi_t[:, :H] + gh[:, :H])
+            z = jax.nn.sigmoid(gi_t[:, H:2 * H] + gh[:, H:2 * H])
+            n = jnp.tanh(gi_t[:, 2 * H:] + r * gh[:, 2 * H:])
+            return (1 - z) * n + z * h, None
+
+        h0 = jnp.zeros((x.shape[0], H), dt)
+        h, _ = jax.lax.scan(step, h0, gi.swapaxes(0, 1), unroll=unroll)   # scan over time: (T, N, 3H)
+        return h
+
+
+class GRUClassifier(nnx.Module):
+    def __init__(self, max_features=30_000, embedding_dim=125, hidden=100, num_classes=2, dtype=jnp.float32,
+                 unroll=1, *, rngs):
+        # Keras' initializers, so every framework starts from the same distribution.
+        uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -0.05, 0.05)
+        self.embedding = nnx.Embed(max_features, embedding_dim, embedding_init=uniform, dtype=dtype, rngs=rngs)
+        self.gru = GRU(embedding_dim, hidden, dtype, rngs=rngs)
+        self.fc = nnx.Linear(hidden, num_classes, kernel_init=nnx.initializers.glorot_uniform(),
+                             bias_init=nnx.initializers.zeros, dtype=dtype, rngs=rngs)
+        self.unroll = unroll
+
+    def __call__(self, x):                                      # x: (N, T) token ids
+        return self.fc(self.gru(self.embedding(x), self.unroll))  # last time step only (front padding: real text)
+
+
+def build_model(cfg=None, dtype=jnp.float32, unroll=1, seed=0):
+    return GRUClassifier(dtype=dtype, unroll=unroll, rngs=nnx.Rngs(seed))
+
+
+def load_canonical(model, weights):
+    """Canonical matrices are (out, in) with gate rows (r, z, n); ours are (in, out) with gate columns (r, z, n)."""
+    w = {name: jnp.asarray(np.asarray(v)) for name, v in weights.items()}
+    model.embedding.embedding[...] = w["embedding.weight"]
+    model.gru.kernel_ih[...], model.gru.kernel_hh[...] = w["gru.weight_ih"].T, w["gru.weight_hh"].T
+    model.gru.bias_ih[...], model.gru.bias_hh[...] = w["gru.bias_ih"], w["gru.bias_hh"]
+    model.fc.kernel[...], model.fc.bias[...] = w["fc.weight"].T, w["fc.bias"]
+
+
+@nnx.jit
+def forward(model, x):
+    return model(x)
+
+
+def predict_logits(model, x):
+    return np.asarray(forward(model, jnp.asarray(x, jnp.int32)), np.float32)
+
+
+# ==== Train step ====
+def make_train_step(graphdef, switches):
+    """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
+    def train_step(state, x, y):
+        model, optimizer, loss_scale = nnx.merge(graphdef, state)
+
+        def loss_fn(model):
+            logits = model(x).astype(jnp.float32)
+            return optax.losses.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        loss, grads = loss_scale.value_and_grad(loss_fn, model)
+        optimizer.update(model, grads)
+        return nnx.state((model, optimizer, loss_scale)), loss     # no float(loss): the step never waits
+    if not switches["jit"]:
+        return train_step
+    return jax.jit(train_step, donate_argnums=0 if switches["donate"] else ())
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size):
+    # No dropout or batch norm in this model: training and inference compute the same function.
+    logits = [forward(model, x_test[idx]) for idx in batching.eval_batches(len(x_test), batch_size)]
+    return metrics.accuracy(np.concatenate([np.asarray(l, np.float32) for l in logits]), np.asarray(y_test))
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    device, = select_devices(cfg)
+    dtype, loss_scale = set_precision(cfg.precision, device)
+    x_train, y_train, x_test, y_test = load_data(cfg, device)
+    model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
+    tx = loss_scale.wrap(optax.adam(p["lr"], b1=p["beta1"], b2=p["beta2"], eps=p["eps"]))
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    graphdef, state = nnx.split((model, optimizer, loss_scale))
+    # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
+    # to two different programs, so an uncommitted initial state would compile the step twice.
+    state = jax.device_put(state, device)
+    train_step = make_train_step(graphdef, switches)
+
+    def epoch_batches(epoch):
+        for idx in batching.train_batches(len(x_train), p["batch_size"], epoch):
+            yield x_train[idx], y_train[idx]
+
+    def step(batch):
+        nonlocal state
+        state, loss = train_step(state, *batch)
+        return loss
+
+    # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, step, lambda: jax.block_until_ready(state))
+    nnx.update((model, optimizer, loss_scale), state)
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"])
+    samples = batching.steps_per_epoch(len(x_train), p["batch_size"]) * p["batch_size"]
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
+                                 parameters=count_parameters(model), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "cudnn_rnn": False, "compute_dtype": jnp.dtype(dtype).name,
+                     "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},
+    }
