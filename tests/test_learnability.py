@@ -19,6 +19,10 @@ def test_runner_learns(framework, task, synthetic_data, tmp_path):
     assert record["metrics"]["parameters"] > 3_000_000
 
 
+# Documented gaps: (framework, task, gpus) -> text the skip reason must contain.
+KNOWN_SKIPS = {("keras-torch", "densenet121", 2): "keras.distribution"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task, gpus", [("resnet50", 1), ("densenet121", 2)])
 @pytest.mark.parametrize("framework", ALL_FRAMEWORKS)
@@ -28,6 +32,9 @@ def test_feature_and_multi_device_tasks_run(framework, task, gpus, synthetic_dat
     proc = run_runner(framework, task, out, "--scale", "tiny", "--gpus", str(gpus), "--repeats", "2",
                       data=synthetic_data)
     record = json.loads(out.read_text())
+    if (framework, task, gpus) in KNOWN_SKIPS:
+        assert record["status"] == "skipped" and KNOWN_SKIPS[framework, task, gpus] in record["reason"], record
+        return
     assert proc.returncode == 0 and record["status"] == "ok", (record["reason"], record["log_tail"], proc.stdout)
     m = record["metrics"]
     if task == "resnet50":

@@ -1,0 +1,152 @@
+"""Keras 3 runners (keras 3.15; backends TensorFlow 2.21, JAX 0.10, PyTorch 2.13/2.14): one package for three
+framework ids. `runners.prepare_environment` sets KERAS_BACKEND before this import; the task modules are written
+once against the Keras API and only the precision, device and data-parallel plumbing below asks which backend runs.
+"""
+import time
+
+import keras
+import numpy as np
+
+from shared import batching
+from shared.record import Skip
+
+BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
+
+
+def _backend_info():
+    """(version, cuda, cudnn, gpu names) of the backend library, without initializing its devices: densenet121
+    still has to create N logical CPU devices on TF and JAX, which is only possible before that."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+        build = tf.sysconfig.get_build_info()
+        gpus = tf.config.list_physical_devices("GPU")  # physical devices only: the runtime stays unconfigured
+        names = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+        return tf.__version__, build.get("cuda_version"), build.get("cudnn_version"), names
+    if BACKEND == "jax":
+        import jax
+        from jax._src.lib import cuda_versions  # None unless a CUDA plugin is installed
+        if cuda_versions is None:
+            return jax.__version__, None, None, []
+        return (jax.__version__, str(cuda_versions.cuda_runtime_get_version()), str(cuda_versions.cudnn_get_version()),
+                [d.device_kind for d in jax.devices("gpu")])
+    import torch
+    cuda = torch.cuda.is_available()
+    return (torch.__version__, torch.version.cuda if cuda else None,
+            torch.backends.cudnn.version() if cuda else None,
+            [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [])
+
+
+def framework_info():
+    version, cuda, cudnn, gpus = _backend_info()
+    return {"framework_version": f"keras {keras.__version__} / {BACKEND} {version}", "keras_version": keras.__version__,
+            "backend": BACKEND, "backend_version": version, "cuda": cuda, "cudnn": cudnn, "gpus": gpus}
+
+
+def gpu_count():
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+        return len(tf.config.list_physical_devices("GPU"))
+    if BACKEND == "jax":
+        import jax
+        return len([d for d in jax.devices() if d.platform == "gpu"])
+    import torch
+    return torch.cuda.device_count()
+
+
+def check_device(cfg):
+    """Skip a GPU cell where the backend sees too few GPUs (the CPU is always there)."""
+    if cfg.device == "gpu" and gpu_count() < max(cfg.gpus, 1):
+        raise Skip(f"{cfg.gpus} GPU(s) asked for, {gpu_count()} visible to Keras' {BACKEND} backend")
+
+
+def set_precision(precision, device):
+    """Set Keras' global dtype policy (and the backend's TF32 switch); returns the policy name.
+
+    fp32 turns TF32 off explicitly (TF and JAX allow it on Ampere by default); tf32 turns it on; amp is
+    "mixed_float16" — `compile()` then wraps the optimizer in a LossScaleOptimizer itself (auto_scale_loss=True);
+    bf16 is "mixed_bfloat16", which needs no loss scaling. Mixed policies keep variables in float32.
+    """
+    gpu = device == "gpu"
+    if precision in ("tf32", "amp") and not gpu:
+        raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
+    tf32 = precision == "tf32"
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    elif BACKEND == "jax":
+        import jax
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest")
+    else:
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    policy = {"amp": "mixed_float16", "bf16": "mixed_bfloat16"}.get(precision, "float32")
+    keras.mixed_precision.set_global_policy(policy)
+    return policy
+
+
+def data_format_of(switches, cfg):
+    """The image layout from the `channels_first` switch; None picks NCHW where the kernels are NCHW (cuDNN, lesson 2;
+    PyTorch's CPU kernels, which Keras' torch backend otherwise feeds by copying NHWC tensors around every conv and
+    pool) and NHWC elsewhere (oneDNN and XLA CPU kernels)."""
+    channels_first = switches["channels_first"]
+    if channels_first is None:
+        channels_first = cfg.device == "gpu" or BACKEND == "torch"
+    return "channels_first" if channels_first else "channels_last"
+
+
+def nchw_to(x, data_format):
+    """The shared batches are NCHW; Keras' channels_last layers want NHWC (a host-side transpose)."""
+    return x if data_format == "channels_first" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+class EpochBatches(keras.utils.PyDataset):
+    """`fit`'s input: each epoch's batches in the shared seeded order (shared.batching), so every framework sees the
+    same data (seed lesson 1: framework-side shuffling changed the accuracy); fit(..., shuffle=False) keeps the order.
+    `make_batch(idx, epoch, rank)` returns numpy (x, y). The epoch number comes from fit itself through `callback`:
+    Keras also calls the PyDataset's own on_epoch_* hooks around its input-signature peeks, so counting them drifts.
+    With `world` data-parallel replicas one item is a whole global batch, the ranks' slices concatenated in rank
+    order, which Keras splits back across the devices (each replica gets the slice a PyTorch DDP rank would)."""
+
+    def __init__(self, n, batch_size, make_batch, world=1, **kwargs):
+        super().__init__(**kwargs)
+        self.n, self.batch_size, self.make_batch, self.world = n, batch_size, make_batch, world
+        self.set_epoch(0)
+        self.callback = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: self.set_epoch(epoch))
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+        self.batches = list(zip(*(batching.train_batches(self.n, self.batch_size, epoch, rank, self.world)
+                                  for rank in range(self.world))))
+
+    def __len__(self):
+        return batching.steps_per_epoch(self.n, self.batch_size, self.world)
+
+    def __getitem__(self, i):
+        parts = [self.make_batch(idx, self.epoch, rank) for rank, idx in enumerate(self.batches[i])]
+        return tuple(np.concatenate(column) for column in zip(*parts)) if self.world > 1 else parts[0]
+
+
+class EpochTimer(keras.callbacks.Callback):
+    """The training clock inside `model.fit`: one interval per epoch, the first batch (trace/compile) also timed apart
+    as the warm-up, as shared.timing.timed_epochs does. Reading the loss is the barrier: it is computed by the same
+    compiled step as the weight update, so a float means the step has finished on the device."""
+
+    def __init__(self):
+        super().__init__()
+        self.epoch_seconds, self.warmup = [], None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.warmup is None:
+            float(logs["loss"])
+            self.warmup = time.perf_counter() - self.start
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.final_loss = float(logs["loss"])
+        self.epoch_seconds.append(time.perf_counter() - self.start)
+
+
+def count_parameters(model):
+    return int(model.count_params())

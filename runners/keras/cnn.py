@@ -1,0 +1,114 @@
+"""Keras 3.15 (TF / JAX / PyTorch backend) · cnn · a VGG-style CNN trained on CIFAR-10 with SGD + momentum via
+`model.fit`."""
+import keras
+import numpy as np
+from keras import layers
+
+from runners.keras import EpochBatches, data_format_of, EpochTimer, check_device, nchw_to, set_precision
+from shared import metrics
+from shared.datasets import load_cifar10
+from shared.runner import resolve_switches
+from shared.timing import summarize, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
+SWITCHES = {
+    "channels_first": None,    # NCHW; None = on a GPU (cuDNN's classic layout, lesson 2) and on the torch backend
+                               # (its CPU kernels are NCHW: Keras copies NHWC tensors around every conv and pool),
+                               # else NHWC (oneDNN/XLA CPU kernels)
+    "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU only, torch never
+    "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
+}
+
+
+# ==== Data ====
+def load_data(cfg, data_format):
+    """CIFAR-10 as float32 arrays in the model's layout (the shared files are NCHW), int32 labels."""
+    p = cfg.params
+    x_train, y_train, x_test, y_test = load_cifar10(cfg.data, p.get("train_samples"), p.get("test_samples"))
+    return nchw_to(x_train, data_format), y_train.astype(np.int32), nchw_to(x_test, data_format), y_test.astype(np.int32)
+
+
+# ==== Model ====
+def build_model(cfg=None, data_format="channels_first"):
+    """Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases."""
+    fmt = {"data_format": data_format}
+    shape = (3, 32, 32) if data_format == "channels_first" else (32, 32, 3)
+    return keras.Sequential([
+        keras.Input(shape),
+        layers.Conv2D(50, 3, padding="same", activation="relu", name="conv1", **fmt),
+        layers.Conv2D(50, 3, padding="same", name="conv2", **fmt),
+        layers.MaxPooling2D(2, **fmt),                    # Keras' pool stride defaults to the pool size (lesson 11)
+        layers.Activation("relu"),                        # ReLU after pooling: 4x fewer elements (lesson 10)
+        layers.Dropout(0.25),                             # (N, 50, 16, 16) or (N, 16, 16, 50)
+        layers.Conv2D(100, 3, padding="same", activation="relu", name="conv3", **fmt),
+        layers.Conv2D(100, 3, padding="same", name="conv4", **fmt),
+        layers.MaxPooling2D(2, **fmt),
+        layers.Activation("relu"),
+        layers.Dropout(0.25),
+        layers.Flatten(**fmt),                            # 6400, always in H·W·C order (Keras transposes NCHW first)
+        layers.Dense(512, activation="relu", name="fc1"),
+        layers.Dropout(0.5),
+        layers.Dense(10, name="fc2", dtype="float32"),    # logits; float32 under mixed precision (Keras guide)
+    ], name="cnn")
+
+
+def load_canonical(model, weights):
+    """Canonical → Keras: conv OIHW → HWIO, dense (out, in) → (in, out), and fc1's inputs reordered from the
+    canonical C·H·W flatten to Keras' H·W·C."""
+    w = {name: np.asarray(a) for name, a in weights.items()}
+    for conv in ("conv1", "conv2", "conv3", "conv4"):
+        model.get_layer(conv).set_weights([w[f"{conv}.weight"].transpose(2, 3, 1, 0), w[f"{conv}.bias"]])
+    fc1 = w["fc1.weight"].reshape(512, 100, 8, 8).transpose(2, 3, 1, 0).reshape(6400, 512)  # (C,H,W) → (H,W,C) rows
+    model.get_layer("fc1").set_weights([fc1, w["fc1.bias"]])
+    model.get_layer("fc2").set_weights([w["fc2.weight"].T, w["fc2.bias"]])
+
+
+def predict_logits(model, x):
+    """Logits in inference mode (dropout off) for NCHW input `x`."""
+    x = nchw_to(np.asarray(x, np.float32), model.get_layer("conv1").data_format)
+    return keras.ops.convert_to_numpy(model(x, training=False))
+
+
+# ==== Train step ====
+# Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
+# whole of what a Keras user writes for it.
+def train_step(model, batches, cfg, switches, timer):
+    p = cfg.params
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=p["lr"], momentum=p["momentum"]),  # plain momentum (lesson 8)
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),  # integer labels, softmax inside (6, 11)
+        jit_compile=switches["jit_compile"], steps_per_execution=switches["steps_per_execution"])
+    model.fit(batches, epochs=p["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size):
+    """predict() runs in inference mode (dropout off, lesson 4) over every test sample, the last partial batch too."""
+    logits = model.predict(x_test, batch_size=batch_size, verbose=0)
+    return metrics.accuracy(np.asarray(logits, np.float32), y_test)
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    check_device(cfg)
+    policy = set_precision(cfg.precision, cfg.device)
+    data_format = data_format_of(switches, cfg)
+    keras.utils.set_random_seed(0)
+    x_train, y_train, x_test, y_test = load_data(cfg, data_format)
+    model = build_model(data_format=data_format)
+    batches = EpochBatches(len(x_train), p["batch_size"], lambda idx, epoch, rank: (x_train[idx], y_train[idx]))
+    timer = EpochTimer()
+    train_step(model, batches, cfg, switches, timer)
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"])
+    samples = len(batches) * p["batch_size"]
+    return {
+        "metrics": train_metrics(timer.epoch_seconds, samples, accuracy=accuracy, final_loss=timer.final_loss,
+                                 parameters=model.count_params(), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "switches": {**switches, "data_format": data_format, "dtype_policy": policy,
+                     "jit_compile_resolved": model.jit_compile, "backend": keras.backend.backend()},
+    }

@@ -1,0 +1,160 @@
+"""Keras 3.15 (TF / JAX / PyTorch backend) · densenet121 · keras.applications.DenseNet121 fine-tuned on
+ChestX-ray14 (14 sigmoid outputs) with `model.fit`, data-parallel over N devices: the Keras distribution API
+(DataParallel) on JAX, tf.distribute.MirroredStrategy on TF; one device only on torch (see `data_parallel`)."""
+import contextlib
+import os
+
+import keras
+import numpy as np
+from keras import layers
+
+from runners.keras import BACKEND, EpochBatches, EpochTimer, check_device, nchw_to, set_precision
+from runners.keras.resnet50 import cached_weights
+from shared import batching, metrics, params
+from shared.datasets import ChestXray
+from shared.record import Skip
+from shared.runner import resolve_switches
+from shared.timing import summarize, train_metrics
+
+# ==== Config ====
+# Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
+# Layout: keras.applications.DenseNet121 refuses channels_first on every backend (its concatenations assume NHWC),
+# so this task runs channels_last and transposes the shared NCHW batches on the host.
+SWITCHES = {
+    "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU without
+                               # tf.distribute only, torch never
+    "loader_workers": None,    # PyDataset worker threads (crop/flip/normalize); None = CPUs on a GPU, 1 on the CPU
+}
+WEIGHTS_FILE = "densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5"  # what keras.applications would download
+DATA_FORMAT = "channels_last"
+
+
+# ==== Data ====
+def load_data(cfg):
+    p = cfg.params
+    train = ChestXray(cfg.data, "train", p.get("train_samples"), p["stored_size"])
+    test = ChestXray(cfg.data, "test", p.get("test_samples"), p["stored_size"])
+    return train, test
+
+
+def train_batches(train, cfg, world, workers):
+    """Augmented global batches in the shared order; each rank's slice gets the random crop/flip stream a PyTorch
+    DDP rank gets (seeded by epoch, rank and first index), so the two runners train on the same pixels."""
+    crop = cfg.params["crop_size"]
+
+    def make_batch(idx, epoch, rank):
+        x, y = train.batch(idx, crop, np.random.default_rng([params.SEED, epoch, rank, int(idx[0])]))
+        return nchw_to(x, DATA_FORMAT), y
+
+    return EpochBatches(len(train), cfg.params["batch_size"], make_batch, world, workers=workers)
+
+
+class TestBatches(keras.utils.PyDataset):
+    """Every test image once, in order, centre-cropped. The last batch may be smaller; it is padded with copies of
+    its last image up to a multiple of the device count, because a data-parallel predict (JAX) splits every batch
+    evenly over the devices. `evaluate` drops the padded rows."""
+
+    def __init__(self, test, crop, batch_size, world):
+        super().__init__()
+        self.test, self.crop, self.world = test, crop, world
+        self.batches = list(batching.eval_batches(len(test), batch_size))
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, i):
+        x = self.test.batch(self.batches[i], self.crop)[0]
+        x = np.concatenate([x, np.repeat(x[-1:], -len(x) % self.world, axis=0)])
+        return nchw_to(x, DATA_FORMAT)
+
+
+# ==== Model ====
+def data_parallel(cfg, world):
+    """The scope to build and compile the model in, after setting up `world` devices. Must run before the backend
+    initializes its devices: on the CPU, TF and JAX are asked for `world` logical CPU devices, so the same code path
+    runs in the CPU tests."""
+    if world == 1:
+        return contextlib.nullcontext(), "none"
+    if BACKEND == "jax":
+        import jax
+        if cfg.device == "cpu":
+            jax.config.update("jax_num_cpu_devices", world)    # only before the first jax.devices(), as here
+        devices = keras.distribution.list_devices(cfg.device)
+        if len(devices) < world:
+            raise Skip(f"{world} devices asked for, JAX has {len(devices)} {cfg.device} device(s) (CPU devices can "
+                       "only be split before JAX initializes)")
+        # Replicates the variables and splits every global batch along axis 0 over the devices.
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:world]))
+        return contextlib.nullcontext(), "keras.distribution.DataParallel"
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+        if cfg.device == "cpu":
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            try:
+                tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * world)
+            except RuntimeError as e:                          # TF's runtime already initialized its devices
+                raise Skip(f"cannot split the CPU into {world} logical devices: {e}") from e
+        kind = "CPU" if cfg.device == "cpu" else "GPU"
+        devices = [d.name for d in tf.config.list_logical_devices(kind)][:world]
+        # Variables are mirrored on every device; gradients are all-reduced (NCCL on GPUs) before the update.
+        return tf.distribute.MirroredStrategy(devices).scope(), "tf.distribute.MirroredStrategy"
+    raise Skip("data-parallel fit is not available on Keras' torch backend: keras.distribution is implemented for "
+               "JAX (and TF) only and the torch trainer has no tf.distribute counterpart; torch DDP means a "
+               "hand-written loop instead of model.fit, which the pytorch runner already covers")
+
+
+def build_model(cfg=None, crop=224, num_classes=14):
+    """DenseNet-121 with ImageNet weights when cached (no download while benchmarking), a new 14-way head (logits)."""
+    weights = cached_weights(WEIGHTS_FILE)
+    base = keras.applications.DenseNet121(include_top=False, weights=weights, input_shape=(crop, crop, 3),
+                                          pooling="avg")
+    logits = layers.Dense(num_classes, dtype="float32", name="findings")(base.output)  # float32 under mixed precision
+    return keras.Model(base.input, logits, name="densenet121_chestxray"), ("imagenet" if weights else "random")
+
+
+# ==== Train step ====
+# Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step (and, under a
+# distribution or strategy, the gradient all-reduce). This function is the whole of what a Keras user writes for it.
+def train_step(model, batches, cfg, switches, timer, world):
+    p = cfg.params
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=p["lr"] * world),  # linear scaling with the batch
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True),  # sigmoid inside the loss (lesson 6)
+                  jit_compile=switches["jit_compile"])
+    model.fit(batches, epochs=p["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
+
+
+# ==== Evaluate ====
+def evaluate(model, test, crop, batch_size, world):
+    """Mean AUC over the 14 findings on every test image (centre crop, no flip)."""
+    logits = np.asarray(model.predict(TestBatches(test, crop, batch_size, world), verbose=0), np.float32)[:len(test)]
+    return metrics.mean_auc(1 / (1 + np.exp(-logits)), test.labels)
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    world = max(cfg.gpus, 1)
+    scope, parallel = data_parallel(cfg, world)               # first: before anything touches the devices
+    check_device(cfg)
+    policy = set_precision(cfg.precision, cfg.device)
+    keras.utils.set_random_seed(0)
+    workers = switches["loader_workers"] or ((os.cpu_count() or 1) if cfg.device == "gpu" else 1)
+    train, test = load_data(cfg)
+    batches = train_batches(train, cfg, world, workers)
+    timer = EpochTimer()
+    with scope:
+        model, weights = build_model(crop=p["crop_size"], num_classes=p["num_classes"])
+        train_step(model, batches, cfg, switches, timer, world)
+
+    auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"] * world, world)
+    samples = len(batches) * p["batch_size"] * world
+    return {
+        "metrics": train_metrics(timer.epoch_seconds, samples, auc=auc, auc_classes=classes,
+                                 train_minutes=sum(timer.epoch_seconds) / 60, final_loss=timer.final_loss,
+                                 devices=world, weights=weights, global_batch=p["batch_size"] * world,
+                                 train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
+                                 epochs=p["epochs"]),
+        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "switches": {**switches, "loader_workers": workers, "data_parallel": parallel, "data_format": DATA_FORMAT,
+                     "dtype_policy": policy, "jit_compile_resolved": model.jit_compile, "backend": BACKEND},
+    }

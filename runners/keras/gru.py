@@ -1,0 +1,109 @@
+"""Keras 3.15 (TF / JAX / PyTorch backend) · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, Adam, via
+`model.fit`; layers.GRU runs cuDNN's fused GRU on a GPU under TF and torch (JAX: a compiled lax.scan)."""
+import keras
+import numpy as np
+from keras import layers
+
+from runners.keras import EpochBatches, EpochTimer, check_device, set_precision
+from shared import metrics
+from shared.datasets import load_imdb
+from shared.runner import resolve_switches
+from shared.timing import summarize, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
+SWITCHES = {
+    "use_cudnn": "auto",       # layers.GRU's fused cuDNN kernel where the backend has one and the GRU allows it
+    "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU only, torch never
+    "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
+}
+
+
+# ==== Data ====
+def load_data(cfg):
+    """IMDB as int32 token ids (N, maxlen), Keras convention, front-padded."""
+    p = cfg.params
+    x_train, y_train, x_test, y_test = load_imdb(cfg.data, p["max_features"], p["maxlen"],
+                                                 p.get("train_samples"), p.get("test_samples"))
+    return x_train.astype(np.int32), y_train.astype(np.int32), x_test.astype(np.int32), y_test.astype(np.int32)
+
+
+# ==== Model ====
+def build_model(cfg=None, use_cudnn="auto", max_features=30_000, embedding_dim=125, hidden=100, num_classes=2):
+    """Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels,
+    orthogonal recurrent kernel, zero biases). reset_after=True, tanh/sigmoid, no recurrent dropout and unroll=False
+    are the conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after=True is also the canonical GRU."""
+    return keras.Sequential([
+        keras.Input((None,), dtype="int32"),
+        layers.Embedding(max_features, embedding_dim, name="embedding"),
+        layers.GRU(hidden, activation="tanh", recurrent_activation="sigmoid", reset_after=True,
+                   recurrent_dropout=0.0, unroll=False, use_cudnn=use_cudnn, name="gru"),  # last output only
+        layers.Dense(num_classes, name="fc", dtype="float32"),  # logits; float32 under mixed precision (Keras guide)
+    ], name="gru_classifier")
+
+
+def zrn(w):
+    """Canonical gate blocks (r, z, n) stacked along axis 0 → Keras' order (z, r, h)."""
+    r, z, n = np.split(w, 3, axis=0)
+    return np.concatenate([z, r, n], axis=0)
+
+
+def load_canonical(model, weights):
+    """Canonical → Keras: dense (out, in) → (in, out); GRU kernels transposed to (in, 3·units) in gate order (z, r, h);
+    the input and hidden biases become the rows of Keras' (2, 3·units) bias (reset_after=True)."""
+    w = {name: np.asarray(a) for name, a in weights.items()}
+    model.get_layer("embedding").set_weights([w["embedding.weight"]])
+    model.get_layer("gru").set_weights([zrn(w["gru.weight_ih"]).T, zrn(w["gru.weight_hh"]).T,
+                                        np.stack([zrn(w["gru.bias_ih"]), zrn(w["gru.bias_hh"])])])
+    model.get_layer("fc").set_weights([w["fc.weight"].T, w["fc.bias"]])
+
+
+def predict_logits(model, x):
+    return keras.ops.convert_to_numpy(model(np.asarray(x, np.int32), training=False))
+
+
+# ==== Train step ====
+# Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
+# whole of what a Keras user writes for it.
+def train_step(model, batches, cfg, switches, timer):
+    p = cfg.params
+    model.compile(
+        # Keras' Adam default epsilon is 1e-7; the canonical value is 1e-8.
+        optimizer=keras.optimizers.Adam(learning_rate=p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
+                                        epsilon=p["eps"]),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=switches["jit_compile"], steps_per_execution=switches["steps_per_execution"])
+    model.fit(batches, epochs=p["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size):
+    """predict() runs in inference mode over every test sample, the last partial batch too."""
+    logits = model.predict(x_test, batch_size=batch_size, verbose=0)
+    return metrics.accuracy(np.asarray(logits, np.float32), y_test)
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    check_device(cfg)
+    policy = set_precision(cfg.precision, cfg.device)
+    keras.utils.set_random_seed(0)
+    x_train, y_train, x_test, y_test = load_data(cfg)
+    model = build_model(use_cudnn=switches["use_cudnn"], max_features=p["max_features"],
+                        embedding_dim=p["embedding_dim"], hidden=p["hidden"], num_classes=p["num_classes"])
+    batches = EpochBatches(len(x_train), p["batch_size"], lambda idx, epoch, rank: (x_train[idx], y_train[idx]))
+    timer = EpochTimer()
+    train_step(model, batches, cfg, switches, timer)
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"])
+    samples = len(batches) * p["batch_size"]
+    return {
+        "metrics": train_metrics(timer.epoch_seconds, samples, accuracy=accuracy, final_loss=timer.final_loss,
+                                 parameters=model.count_params(), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "switches": {**switches, "cudnn_rnn": cfg.device == "gpu" and keras.backend.backend() != "jax",
+                     "dtype_policy": policy, "jit_compile_resolved": model.jit_compile,
+                     "backend": keras.backend.backend()},
+    }
