@@ -26,7 +26,7 @@ def test_the_shipped_matrix_is_valid_and_every_profile_expands():
         assert expand(matrix, name).cells
 
 
-def test_demo_profile_is_pytorch_on_cpu_with_two_precisions():
+def test_demo_profile_runs_on_the_cpu_with_two_precisions():
     plan = expand(load(), "demo")
     assert plan.executor == "local"
     assert {c.device for c in plan.cells} == {"cpu"} and {c.data for c in plan.cells} == {"synthetic"}

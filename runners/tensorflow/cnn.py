@@ -1,0 +1,155 @@
+"""TensorFlow 2.21 · cnn · a VGG-style CNN trained on CIFAR-10 with SGD + momentum: a tf.Module of tf.nn ops,
+a tf.data pipeline and a tf.function/GradientTape train step (optionally XLA-compiled)."""
+import numpy as np
+import tensorflow as tf
+
+from runners.tensorflow import (auto, batch_dataset, count_parameters, epoch_iterator, host_tensors, optimizer_for,
+                                scaled, select_devices, set_precision, sync, train_batches)
+from shared import batching, metrics
+from shared.datasets import load_cifar10
+from shared.record import Skip
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
+SWITCHES = {
+    "xla": None,               # jit_compile the train step, fusing elementwise ops; None = GPU only (no gain on 2 CPUs)
+    "channels_first": None,    # None = NCHW on GPU (cuDNN's classic layout, lesson 2), NHWC on CPU (its only pool grad)
+}
+LAYERS = {  # conv kernels HWIO (TF's filter layout in both data formats), dense (in, out)
+    "conv1": (3, 3, 3, 50), "conv2": (3, 3, 50, 50), "conv3": (3, 3, 50, 100), "conv4": (3, 3, 100, 100),
+    "fc1": (6400, 512), "fc2": (512, 10),
+}
+
+
+# ==== Data ====
+def load_data(cfg, data_format):
+    """CIFAR-10 as host tensors, converted once to the model's layout (the files are NCHW)."""
+    p = cfg.params
+    x_train, y_train, x_test, y_test = load_cifar10(cfg.data, p.get("train_samples"), p.get("test_samples"))
+    if data_format == "NHWC":
+        x_train, x_test = (np.ascontiguousarray(x.transpose(0, 2, 3, 1)) for x in (x_train, x_test))
+    return host_tensors(x_train, y_train, x_test, y_test)
+
+
+# ==== Model ====
+def glorot_uniform(shape):
+    """Keras' default kernel initializer (lesson 7): U(±sqrt(6 / (fan_in + fan_out))), fans include the 3×3 window."""
+    window = int(np.prod(shape[:-2]))
+    limit = np.sqrt(6.0 / (window * (shape[-2] + shape[-1])))
+    return tf.random.uniform(shape, -limit, limit)
+
+
+class CNN(tf.Module):
+    def __init__(self, data_format="NHWC"):
+        super().__init__(name="cnn")
+        self.data_format = data_format
+        # Variables stay float32; under amp/bf16 they are cast to the policy's compute dtype in the forward pass,
+        # which is what a Keras layer does under a mixed-precision policy.
+        self.dtype = tf.keras.mixed_precision.global_policy().compute_dtype
+        self.kernels = {name: tf.Variable(glorot_uniform(shape), name=name + "_kernel")
+                        for name, shape in LAYERS.items()}
+        self.biases = {name: tf.Variable(tf.zeros(shape[-1]), name=name + "_bias") for name, shape in LAYERS.items()}
+
+    def conv(self, x, name):
+        x = tf.nn.conv2d(x, tf.cast(self.kernels[name], self.dtype), 1, "SAME", data_format=self.data_format)
+        return tf.nn.bias_add(x, tf.cast(self.biases[name], self.dtype), data_format=self.data_format)
+
+    def pool(self, x):
+        return tf.nn.max_pool2d(x, 2, 2, "VALID", data_format=self.data_format)
+
+    def dense(self, x, name):
+        return tf.matmul(x, tf.cast(self.kernels[name], self.dtype)) + tf.cast(self.biases[name], self.dtype)
+
+    def __call__(self, x, training=False):                          # x: (N, 32, 32, 3) NHWC or (N, 3, 32, 32) NCHW
+        dropout = tf.nn.dropout if training else (lambda x, rate: x)  # off in evaluation (lesson 4)
+        x = tf.nn.relu(self.conv(tf.cast(x, self.dtype), "conv1"))
+        x = tf.nn.relu(self.pool(self.conv(x, "conv2")))            # ReLU after pooling: 4x fewer elements (lesson 10)
+        x = dropout(x, 0.25)                                        # (N, 16, 16, 50)
+        x = tf.nn.relu(self.conv(x, "conv3"))
+        x = tf.nn.relu(self.pool(self.conv(x, "conv4")))
+        x = dropout(x, 0.25)                                        # (N, 8, 8, 100)
+        if self.data_format == "NHWC":
+            x = tf.transpose(x, [0, 3, 1, 2])                       # flatten C·H·W, the canonical fc1 row order
+        x = tf.nn.relu(self.dense(tf.reshape(x, [-1, 6400]), "fc1"))
+        x = dropout(x, 0.5)
+        return tf.cast(self.dense(x, "fc2"), tf.float32)            # float32 logits; softmax is in the loss (lesson 6)
+
+
+def build_model(data_format="NHWC"):
+    return CNN(data_format)
+
+
+def load_canonical(model, weights):
+    """Canonical conv OIHW -> TF's HWIO; canonical dense (out, in) -> (in, out)."""
+    for name in LAYERS:
+        w = np.asarray(weights[name + ".weight"])
+        model.kernels[name].assign(w.transpose(2, 3, 1, 0) if w.ndim == 4 else w.T)
+        model.biases[name].assign(weights[name + ".bias"])
+
+
+def predict_logits(model, x):
+    """x: canonical NCHW float32."""
+    x = tf.constant(x, tf.float32)
+    return model(tf.transpose(x, [0, 2, 3, 1]) if model.data_format == "NHWC" else x, training=False).numpy()
+
+
+# ==== Train step ====
+def make_train_step(model, optimizer, jit_compile):
+    @tf.function(jit_compile=jit_compile)                           # one graph per shape: no Python per step
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            # Integer labels, no one-hot (lesson 11).
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+        grads = tape.gradient(scaled(optimizer, loss), model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)           # amp: unscales, skips the step on inf/nan
+        return loss                                                 # a device tensor: no host sync inside the step
+    return train_step
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size):
+    predict = tf.function(lambda x: model(x, training=False))      # dropout off in evaluation (lesson 4)
+    logits = [predict(x).numpy() for x, in batch_dataset((x_test,), batching.eval_batches(len(x_test), batch_size))]
+    return metrics.accuracy(np.concatenate(logits), y_test.numpy())
+
+
+# ==== Main ====
+def data_format(switches, on_gpu):
+    first = auto(switches["channels_first"], on_gpu)
+    if first and not on_gpu:
+        raise Skip("channels_first on the CPU: TensorFlow's CPU MaxPoolGrad kernel supports NHWC only")
+    return "NCHW" if first else "NHWC"
+
+
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    device = select_devices(cfg)[0]
+    on_gpu = cfg.device == "gpu"
+    set_precision(cfg.precision, on_gpu)
+    fmt = data_format(switches, on_gpu)
+    tf.keras.utils.set_random_seed(0)                               # Python, NumPy and TF seeds: weights, dropout
+    x_train, y_train, x_test, y_test = load_data(cfg, fmt)
+    model = build_model(fmt)
+    optimizer = optimizer_for(tf.keras.optimizers.SGD(p["lr"], momentum=p["momentum"]), cfg.precision,
+                              model.trainable_variables)  # lesson 8
+    train_step = make_train_step(model, optimizer, auto(switches["xla"], on_gpu))
+
+    steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
+    dataset = batch_dataset((x_train, y_train), train_batches(len(x_train), p["batch_size"], p["epochs"]), device)
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), lambda b: train_step(*b),
+                                               sync)
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"])
+    samples = steps * p["batch_size"]
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
+                                 parameters=count_parameters(model), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "xla": auto(switches["xla"], on_gpu), "memory_format": fmt, "device": device,
+                     "policy": tf.keras.mixed_precision.global_policy().name,
+                     "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled()},
+    }

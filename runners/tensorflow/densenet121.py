@@ -1,0 +1,135 @@
+"""TensorFlow 2.21 · densenet121 · tf.keras.applications DenseNet-121 fine-tuned on ChestX-ray14 (14 sigmoid
+outputs), data-parallel over N devices with tf.distribute.MirroredStrategy in one process (N logical CPUs on a CPU)."""
+import numpy as np
+import tensorflow as tf
+
+from runners.tensorflow import cached_weights, epoch_iterator, optimizer_for, scaled, select_devices, set_precision, sync
+from shared import batching, metrics, params
+from shared.datasets import ChestXray
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
+# No channels_first switch: Keras 3's DenseNet refuses channels_first on every backend, so the pipeline feeds NHWC
+# (on a GPU, Grappler's layout optimizer may still run the convolutions in NCHW internally).
+SWITCHES = {
+    "xla": False,              # jit_compile each replica's step; off: not yet measured on GPUs against plain graphs
+    "parallel_batches": None,  # global batches augmented in parallel by tf.data; None = tf.data.AUTOTUNE
+}
+WEIGHTS_FILE = "densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5"
+
+
+# ==== Data ====
+def load_data(cfg):
+    p = cfg.params
+    train = ChestXray(cfg.data, "train", p.get("train_samples"), p["stored_size"])
+    test = ChestXray(cfg.data, "test", p.get("test_samples"), p["stored_size"])
+    return train, test
+
+
+def train_dataset(train, crop, batch_size, world, epochs, parallel):
+    """Every epoch's global batches (batch_size × world) in the shared order; the strategy later cuts each into the
+    replicas' slices in order, so replica r trains on exactly rank r's batch of shared.batching (as PyTorch's DDP rank
+    r does), randomly cropped and flipped with that rank's seed."""
+    steps = [(epoch, ranks) for epoch in range(epochs)
+             for ranks in zip(*(batching.train_batches(len(train), batch_size, epoch, r, world) for r in range(world)))]
+
+    def load(step):                                                 # NumPy, run by tf.data's threads
+        epoch, ranks = steps[step]
+        xs, ys = zip(*(train.batch(idx, crop, np.random.default_rng([params.SEED, epoch, r, int(idx[0])]))
+                       for r, idx in enumerate(ranks)))
+        x = np.concatenate(xs).transpose(0, 2, 3, 1)                # NCHW files -> NHWC, the only layout DenseNet takes
+        return np.ascontiguousarray(x), np.concatenate(ys).astype(np.float32)
+
+    shapes = ([batch_size * world, crop, crop, 3], [batch_size * world, params.DENSENET121["num_classes"]])
+    def load_tf(step):
+        return [tf.ensure_shape(t, s) for t, s in zip(tf.numpy_function(load, [step], (tf.float32,) * 2), shapes)]
+
+    ds = tf.data.Dataset.range(len(steps)).map(load_tf, num_parallel_calls=parallel)  # deterministic: keeps order
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+# ==== Model ====
+def build_model(cfg=None):
+    """DenseNet-121 with ImageNet weights when cached (no download while benchmarking), a new 14-way head whose
+    logits stay float32 under mixed precision. Keras 3's DenseNet is channels_last only."""
+    tf.keras.backend.set_image_data_format("channels_last")
+    weights = cached_weights(WEIGHTS_FILE)
+    base = tf.keras.applications.DenseNet121(include_top=False, pooling="avg", weights=weights,
+                                             input_shape=(None, None, 3))
+    head = tf.keras.layers.Dense(params.DENSENET121["num_classes"], dtype="float32")
+    return tf.keras.Sequential([base, head]), weights or "random"
+
+
+# ==== Train step ====
+def make_train_step(model, optimizer, strategy, global_batch, jit_compile):
+    @tf.function(jit_compile=jit_compile)
+    def replica_step(x, y):                                         # runs once per device on its slice of the batch
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            per_example = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(y, logits), axis=1)  # lesson 6
+            # Sum / global batch: the replicas' gradients, summed by the all-reduce, give the global mean's gradient.
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        grads = tape.gradient(scaled(optimizer, loss), model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)           # all-reduces the gradients across replicas
+        return loss
+
+    @tf.function
+    def train_step(batch):
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=batch), axis=None)
+    return train_step
+
+
+# ==== Evaluate ====
+def evaluate(model, test, crop, batch_size):
+    """Mean AUC over the 14 findings on every test image (centre crop, no flip), on the first device."""
+    predict = tf.function(lambda x: tf.sigmoid(model(x, training=False)))
+    scores = []
+    for idx in batching.eval_batches(len(test), batch_size):
+        x, _ = test.batch(idx, crop)
+        scores.append(predict(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).numpy())
+    return metrics.mean_auc(np.concatenate(scores), test.labels)
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    world = max(cfg.gpus, 1)
+    devices = select_devices(cfg, world)                            # before anything starts TF's runtime
+    on_gpu = cfg.device == "gpu"
+    set_precision(cfg.precision, on_gpu)
+    # One process drives every device. NCCL all-reduces between GPUs; logical CPUs have no NCCL, so gradients are
+    # summed on one device instead.
+    cross_device_ops = None if on_gpu else tf.distribute.ReductionToOneDevice()
+    strategy = (tf.distribute.MirroredStrategy(devices, cross_device_ops=cross_device_ops) if world > 1
+                else tf.distribute.OneDeviceStrategy(devices[0]))
+    tf.keras.utils.set_random_seed(0)
+    train, test = load_data(cfg)
+    with strategy.scope():                                          # variables mirrored on every device
+        model, weights = build_model()
+        optimizer = optimizer_for(tf.keras.optimizers.Adam(p["lr"] * world), cfg.precision,
+                                  model.trainable_variables)  # linear lr scaling
+    train_step = make_train_step(model, optimizer, strategy, p["batch_size"] * world, switches["xla"])
+    parallel = switches["parallel_batches"] or tf.data.AUTOTUNE
+
+    steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
+    dataset = train_dataset(train, p["crop_size"], p["batch_size"], world, p["epochs"], parallel)
+    batches = strategy.experimental_distribute_dataset(dataset)    # splits each global batch across the replicas
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(batches, steps), train_step, sync)
+
+    auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"])
+    samples = steps * p["batch_size"] * world
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, auc=auc, auc_classes=classes,
+                                 train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
+                                 devices=strategy.num_replicas_in_sync, weights=weights,
+                                 global_batch=p["batch_size"] * world, train_samples=len(train),
+                                 test_samples=len(test), crop_size=p["crop_size"], epochs=p["epochs"]),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "strategy": type(strategy).__name__, "devices": list(strategy.extended.worker_devices),
+                     "cross_device_ops": (type(cross_device_ops).__name__ if cross_device_ops else "NcclAllReduce")
+                     if world > 1 else None,
+                     "memory_format": "NHWC", "policy": tf.keras.mixed_precision.global_policy().name,
+                     "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled()},
+    }

@@ -1,0 +1,112 @@
+"""TensorFlow 2.21 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment with Adam, in a tf.function/GradientTape
+loop; the recurrence is tf.keras.layers.GRU, which runs cuDNN's fused GRU kernel on a GPU."""
+import numpy as np
+import tensorflow as tf
+
+from runners.tensorflow import (batch_dataset, count_parameters, epoch_iterator, host_tensors, optimizer_for, scaled,
+                                select_devices, set_precision, sync, train_batches)
+from shared import batching, metrics, params
+from shared.datasets import load_imdb
+from shared.runner import resolve_switches
+from shared.timing import summarize, timed_epochs, train_metrics
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
+SWITCHES = {
+    "xla": False,              # off: XLA has no kernel for the fused cuDNN RNN op (CudnnRNNV3), the GRU's fast path
+}
+
+
+# ==== Data ====
+def load_data(cfg):
+    """IMDB as int32 token ids (N, maxlen), Keras convention, front-padded; host tensors for tf.data."""
+    p = cfg.params
+    return host_tensors(*load_imdb(cfg.data, p["max_features"], p["maxlen"],
+                                   p.get("train_samples"), p.get("test_samples")))
+
+
+# ==== Model ====
+def build_model(cfg=None):
+    """TF 2 ships its RNN layers through Keras only; the layer is used as a plain callable inside our own loop.
+
+    tf.keras.layers.GRU is the cuDNN formulation (reset_after=True: reset gate after the recurrent matmul, separate
+    input and recurrent biases) and dispatches to the fused CudnnRNNV3 kernel when a GPU is visible and its arguments
+    are cuDNN's (tanh, sigmoid, no recurrent dropout, not unrolled, no mask); on the CPU it runs a tf.while_loop.
+    Keras' default initializers are the canonical ones: embedding U(±0.05), Glorot kernels, orthogonal recurrent.
+    """
+    p = params.GRU
+    return tf.keras.Sequential([
+        tf.keras.Input(shape=(None,), dtype="int32"),                   # (N, T) token ids
+        tf.keras.layers.Embedding(p["max_features"], p["embedding_dim"]),
+        tf.keras.layers.GRU(p["hidden"]),                               # last output only: (N, hidden)
+        tf.keras.layers.Dense(p["num_classes"], dtype="float32"),       # float32 logits under mixed precision
+    ])
+
+
+def keras_gates(w):
+    """Canonical gate blocks (r, z, n) stacked on axis 0 -> Keras' order (z, r, h)."""
+    r, z, n = np.split(np.asarray(w), 3, axis=0)
+    return np.concatenate([z, r, n], axis=0)
+
+
+def load_canonical(model, weights):
+    """Keras keeps kernels as (in, 3·units), gates (z, r, h), and both biases in one (2, 3·units) array."""
+    embedding, gru, fc = model.layers
+    embedding.set_weights([weights["embedding.weight"]])
+    gru.set_weights([keras_gates(weights["gru.weight_ih"]).T, keras_gates(weights["gru.weight_hh"]).T,
+                     np.stack([keras_gates(weights["gru.bias_ih"]), keras_gates(weights["gru.bias_hh"])])])
+    fc.set_weights([np.asarray(weights["fc.weight"]).T, weights["fc.bias"]])
+
+
+def predict_logits(model, x):
+    return model(tf.constant(x, tf.int32), training=False).numpy()
+
+
+# ==== Train step ====
+def make_train_step(model, optimizer, jit_compile):
+    @tf.function(jit_compile=jit_compile)
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+        grads = tape.gradient(scaled(optimizer, loss), model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)   # the embedding's gradient is sparse (IndexedSlices)
+        return loss                                         # no .numpy(): the step never waits for the device
+    return train_step
+
+
+# ==== Evaluate ====
+def evaluate(model, x_test, y_test, batch_size):
+    predict = tf.function(lambda x: model(x, training=False))
+    logits = [predict(x).numpy() for x, in batch_dataset((x_test,), batching.eval_batches(len(x_test), batch_size))]
+    return metrics.accuracy(np.concatenate(logits), y_test.numpy())
+
+
+# ==== Main ====
+def main(cfg):
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    device = select_devices(cfg)[0]
+    set_precision(cfg.precision, cfg.device == "gpu")
+    tf.keras.utils.set_random_seed(0)
+    x_train, y_train, x_test, y_test = load_data(cfg)
+    model = build_model()
+    optimizer = optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
+                                                       epsilon=p["eps"]), cfg.precision, model.trainable_variables)
+    train_step = make_train_step(model, optimizer, switches["xla"])
+
+    steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
+    dataset = batch_dataset((x_train, y_train), train_batches(len(x_train), p["batch_size"], p["epochs"]), device)
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), lambda b: train_step(*b),
+                                               sync)
+
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"])
+    samples = steps * p["batch_size"]
+    return {
+        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
+                                 parameters=count_parameters(model), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "timing": summarize(epoch_seconds, warmup=warmup),
+        "switches": {**switches, "cudnn_rnn": bool(tf.config.list_logical_devices("GPU")), "device": device,
+                     "policy": tf.keras.mixed_precision.global_policy().name,
+                     "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled()},
+    }
