@@ -11,7 +11,8 @@ import pytest
 
 from conftest import ROOT
 from scripts.executors import LocalExecutor, RunSettings
-from scripts.matrix import Cell, Plan, expand, load
+from fake_run import pytorch_demo
+from scripts.matrix import Cell, Plan
 from scripts.run import execute
 from shared.record import make_record, read_record, write_atomic, write_record
 
@@ -24,7 +25,7 @@ def records(run_dir):
 
 def test_crash_hang_and_error_are_recorded_and_the_rest_finish(tmp_path, monkeypatch, synthetic_data):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "gru=crash,resnet50=hang,densenet121=raise")
-    plan = expand(load(), "demo")
+    plan = pytorch_demo()
     executor = LocalExecutor({c.framework: sys.executable for c in plan.cells}, root=FAKE_ROOT)
     execute(plan, executor, tmp_path, RunSettings("t", 1, 5.0, synthetic_data.parent))
     got = records(tmp_path)
