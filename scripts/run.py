@@ -66,42 +66,34 @@ def check_data(plan, data_root):
             raise RunError(f"real data not prepared under {root}: {', '.join(missing)}; run `make data` first")
 
 
-def host_record(cell, status, reason, log, run, started_at):
-    """The record of a cell whose runner wrote none (killed, crashed, timed out): the log tail says what happened."""
-    text = log.read_text(errors="replace") if log.exists() else ""
-    tail = "\n".join(text.rstrip().splitlines()[-LOG_TAIL_LINES:])
-    return make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=tail, started_at=started_at)
-
-
 def run_cell(executor, cell, run, run_dir, devices=()):
-    """Launch one cell, wait at most the timeout, and make sure exactly one record of it exists afterwards."""
+    """Launch one cell, wait at most the timeout, and make sure exactly one record of it exists afterwards. Where the
+    runner wrote none (crash, kill, timeout, too few GPUs) the host writes it, with the log tail saying what happened."""
     out, log = run_dir / "cells" / f"{cell.id}.json", run_dir / "logs" / f"{cell.id}.log"
     launched, started_at = time.time(), datetime.now().astimezone().isoformat(timespec="seconds")
-    if cell.gpus > len(executor.gpu_ids) and executor.gpu_ids:
-        record = host_record(cell, "skipped", f"needs {cell.gpus} GPUs, this host has {len(executor.gpu_ids)}", log,
-                             run, started_at)
+
+    def host_record(status, reason):
+        text = log.read_text(errors="replace") if log.exists() else ""
+        tail = "\n".join(text.rstrip().splitlines()[-LOG_TAIL_LINES:])
+        record = make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=tail,
+                             started_at=started_at)
         write_record(out, record)
         return record
+
+    if executor.gpu_ids and cell.gpus > len(executor.gpu_ids):
+        return host_record("skipped", f"needs {cell.gpus} GPUs, this host has {len(executor.gpu_ids)}")
     proc = executor.launch(cell, out, log, run, devices)
     try:
         code = proc.wait(timeout=run.timeout_s)
     except subprocess.TimeoutExpired:
         executor.stop(proc)
-        record = host_record(cell, "timeout", f"killed after the cell timeout of {run.timeout_s:.0f} s", log, run,
-                             started_at)
-        write_record(out, record)
-        return record
-    fresh = out.exists() and out.stat().st_mtime >= launched - 1
-    if fresh:
-        try:
-            return read_record(out)
-        except RecordError as e:
-            reason = f"the runner's record is unusable: {e}"
-    else:
-        reason = f"the runner exited with code {code} without writing a record (crash or kill)"
-    record = host_record(cell, "failed", reason, log, run, started_at)
-    write_record(out, record)
-    return record
+        return host_record("timeout", f"killed after the cell timeout of {run.timeout_s:.0f} s")
+    if not (out.exists() and out.stat().st_mtime >= launched - 1):
+        return host_record("failed", f"the runner exited with code {code} without writing a record (crash or kill)")
+    try:
+        return read_record(out)
+    except RecordError as e:
+        return host_record("failed", f"the runner's record is unusable: {e}")
 
 
 def finished(run_dir, cell):
