@@ -3,8 +3,9 @@
     python -m scripts.report results/demo-20261202-153000 [more run folders …] [--out DIR]
 
 Tables: one per task, rows = framework, columns = variant · precision · devices, each cell the time with its quality
-metric beside it. Marks flag, never hide: † unstable timing (spread over 10 %), ‡ records from different machines in
-one column. Records are read, never edited; results from different machines are never averaged.
+metric beside it. Marks flag, never hide: † unstable timing (spread over 10 %), * the first step (compile, trace,
+autotune) took over half of the training time — short runs measure start-up more than training — and ‡ records from
+different machines in one column. Records are read, never edited; results from different machines are never averaged.
 """
 import argparse
 import json
@@ -63,6 +64,9 @@ def cell_text(row, task):
     text = f"{value:.3g}"
     if row.get("timing.unstable") is True:
         text += "†"
+    train_seconds = row.get("metrics.train_seconds")
+    if pd.notna(row.get("timing.warmup")) and pd.notna(train_seconds) and row["timing.warmup"] > train_seconds / 2:
+        text += "*"
     quality = QUALITY_METRIC.get(task)
     if quality and pd.notna(row.get(f"metrics.{quality}")):
         q = row[f"metrics.{quality}"]
@@ -89,7 +93,8 @@ def markdown(frame):
             parts.append(f"### {TITLES[task]} — {unit}\n\n"
                          + tabulate(task_table(frame, task), headers="keys", tablefmt="pipe") + "\n")
     machines = ", ".join(sorted(frame["machine"].unique()))
-    parts.append(f"† timing spread over 10 % · ‡ records from different machines in one column · machines: {machines}\n")
+    parts.append(f"† timing spread over 10 % · * first step (compile/trace/autotune) over half the training time · "
+                 f"‡ records from different machines in one column · machines: {machines}\n")
     return "\n".join(parts)
 
 

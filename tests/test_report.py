@@ -8,11 +8,12 @@ from scripts import report
 from shared.record import make_record, write_record
 
 
-def record(framework="pytorch", task="cnn", precision="fp32", status="ok", host="a", unstable=False, **metrics):
+def record(framework="pytorch", task="cnn", precision="fp32", status="ok", host="a", unstable=False, warmup=0.1,
+           **metrics):
     cell = {"framework": framework, "task": task, "variant": "cpu", "precision": precision, "gpus": 1,
             "device": "cpu", "data": "synthetic", "scale": "demo"}
     r = make_record(cell, status, metrics=metrics or {"train_seconds": 12.34, "accuracy": 0.912},
-                    timing={"unstable": unstable}, system={"host": host, "gpus": []},
+                    timing={"unstable": unstable, "warmup": warmup}, system={"host": host, "gpus": []},
                     reason=None if status == "ok" else "why")
     return r
 
@@ -29,14 +30,16 @@ def test_report_tables_csv_jsonl_and_plot(tmp_path):
         record(), record(precision="bf16", unstable=True, train_seconds=8.0, accuracy=0.9),
         record(framework="tensorflow", status="skipped"),
         record(task="resnet50", seconds_per_1000_images=50.0),
-        record(task="densenet121", train_minutes=0.5, auc=0.71),
+        record(task="densenet121", train_minutes=0.5, auc=0.71, train_seconds=30.0),
+        record(framework="jax", task="densenet121", train_minutes=1.0, auc=0.7, train_seconds=60.0, warmup=50.0),
     ])
     paths = report.write_report(run)
     md = paths["markdown"].read_text()
     assert "| pytorch" in md and "| tensorflow" in md
     assert "12.3 (91.2%)" in md and "8† (90.0%)" in md and "SKIPPED" in md and "0.5 (AUC 0.710)" in md
-    assert len(pd.read_csv(paths["csv"])) == 5
-    assert len(paths["jsonl"].read_text().splitlines()) == 5
+    assert "1* (AUC 0.700)" in md  # 50 s of 60 s was the first step: flagged
+    assert len(pd.read_csv(paths["csv"])) == 6
+    assert len(paths["jsonl"].read_text().splitlines()) == 6
     assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
 
 
