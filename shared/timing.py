@@ -80,3 +80,10 @@ def train_metrics(epoch_seconds, samples_per_epoch, **extra):
     train_seconds = float(sum(epoch_seconds))
     return {"train_seconds": train_seconds, "epoch_seconds": [float(s) for s in epoch_seconds],
             "samples_per_second": samples_per_epoch * len(epoch_seconds) / train_seconds, **extra}
+
+
+def extraction_metrics(timing, images, batch_size, image_size, **extra):
+    """The `metrics` block of feature extraction: the median pass over `images` images, per 1,000 images (the seed's
+    unit) and per second, plus what the task adds (weights, …)."""
+    return {"seconds_per_1000_images": timing["median"] / images * 1000, "samples_per_second": images / timing["median"],
+            "images": images, "image_size": image_size, "batch_size": batch_size, **extra}

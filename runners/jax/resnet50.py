@@ -9,7 +9,7 @@ from runners.jax import count_parameters, select_devices, set_precision
 from shared import batching
 from shared.datasets import random_images
 from shared.runner import resolve_switches
-from shared.timing import repeat
+from shared.timing import extraction_metrics, repeat
 
 # ==== Config ====
 # Image size, batch size and batch count come from shared/params.py (1,280 images of 224² in batches of 32 at full scale).
@@ -113,10 +113,8 @@ def main(cfg):
                     repeats=cfg.repeats, warmup=1)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": {"seconds_per_1000_images": timing["median"] / len(images) * 1000,
-                    "samples_per_second": len(images) / timing["median"], "images": len(images),
-                    "image_size": p["image_size"], "batch_size": p["batch_size"], "weights": weights,
-                    "feature_mean": feature_mean, "parameters": count_parameters(model)},
+        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=weights,
+                                      feature_mean=feature_mean, parameters=count_parameters(model)),
         "timing": timing,
         "switches": {**switches, "memory_format": "NHWC", "compute_dtype": jnp.dtype(dtype).name,
                      "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},
