@@ -28,11 +28,11 @@ from scripts.matrix import ROOT, MatrixError, expand, load
 from scripts.venvs import EnvError, ensure
 from shared import datasets, params
 from shared.record import RecordError, make_record, read_record, write_atomic, write_record
+from shared.runner import tail
 
 RESULTS = ROOT / "results"
 DATA = ROOT / "data"
 FINISHED = ("ok", "skipped")  # a resumed run redoes failed and timed-out cells, never these
-LOG_TAIL_LINES = 40
 
 
 class RunError(Exception):
@@ -73,9 +73,8 @@ def run_cell(executor, cell, run, run_dir, devices=()):
     launched, started_at = time.time(), datetime.now().astimezone().isoformat(timespec="seconds")
 
     def host_record(status, reason):
-        text = log.read_text(errors="replace") if log.exists() else ""
-        tail = "\n".join(text.rstrip().splitlines()[-LOG_TAIL_LINES:])
-        record = make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=tail,
+        log_tail = tail(log.read_text(errors="replace")) if log.exists() else ""
+        record = make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=log_tail,
                              started_at=started_at)
         write_record(out, record)
         return record
