@@ -35,7 +35,7 @@ images: $(HOST)                    ## the images a profile needs (PROFILE=full),
 	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT))
 
 report: $(HOST)                    ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
-	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -d results/*-*/ | tail -1),$(RUN))
+	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN))
 
 verify: $(HOST)                    ## run the demo profile and compare with results/reference/cpu-2core (REFERENCE=…)
 	$(HOST) -m scripts.verify $(if $(REFERENCE),--reference $(REFERENCE))
