@@ -79,6 +79,14 @@ SCALE_OVERRIDES = {
     },
 }
 
+# What is inside the training clock, the same in every framework (DESIGN.md, "Runner contract"): the data set sits in
+# host memory and each step's batch is gathered there in the shared order and copied to the device inside the clock
+# (overlapped where the framework can: pinned memory, prefetching). That is the seed's setup (lesson 1: NumPy arrays
+# in memory, one shuffle per epoch, a batch generator) and what any real input pipeline does. Frameworks that can also
+# keep the whole set on the device offer `data_placement=device` as a switch; the record says which ran.
+DATA_PLACEMENT = "host"
+DATA_PLACEMENTS = ("host", "device")
+
 TASK_PARAMS = {"cnn": CNN, "gru": GRU, "resnet50": RESNET50, "densenet121": DENSENET121}
 MULTI_DEVICE_TASKS = ("densenet121",)  # the only task that runs data-parallel over several devices
 

@@ -20,6 +20,17 @@ class Skip(Exception):
     """Raised by a runner for a combination it cannot run here (a precision the CPU lacks, …): status `skipped`."""
 
 
+class GpuMissing(RuntimeError):
+    """A cell asked for more GPUs than the framework can see: a broken install or launch, never an unsupported
+    combination, so the status is `failed` (and `--resume` retries it), with what was visible and where to look."""
+
+    def __init__(self, asked, visible, seen_by):
+        super().__init__(
+            f"{asked} GPU(s) asked for, {visible} visible to {seen_by}. Check the NVIDIA driver (`nvidia-smi` lists "
+            "the GPUs), CUDA_VISIBLE_DEVICES, that the framework's CUDA build is installed (not a CPU-only wheel), "
+            "and in a container the NVIDIA Container Toolkit (`docker run --rm --gpus all IMAGE nvidia-smi`)")
+
+
 class RecordError(Exception):
     """A record file that cannot be used: unreadable, truncated, or of a schema this code does not know."""
 

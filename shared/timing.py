@@ -75,10 +75,24 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier):
     return epoch_seconds, warmup, out
 
 
-def train_metrics(epoch_seconds, samples_per_epoch, **extra):
-    """The `metrics` block of a training task: seconds, throughput, and whatever the task adds (accuracy, auc, …)."""
+def steady_state_seconds(epoch_seconds, warmup=None, steps=None):
+    """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median epoch after
+    the first, times the number of epochs; with one epoch, the epoch minus its first step, scaled back up to `steps`
+    steps. None where neither can be known (one epoch and no separately timed first step)."""
+    if len(epoch_seconds) > 1:
+        return float(statistics.median(epoch_seconds[1:]) * len(epoch_seconds))
+    if warmup is not None and steps and steps > 1:
+        return float((epoch_seconds[0] - warmup) * steps / (steps - 1))
+    return None
+
+
+def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, **extra):
+    """The `metrics` block of a training task: the time a user waits (`train_seconds`, compile and first step
+    included), the steady-state time beside it, throughput, and whatever the task adds (accuracy, auc, …)."""
     train_seconds = float(sum(epoch_seconds))
     return {"train_seconds": train_seconds, "epoch_seconds": [float(s) for s in epoch_seconds],
+            "steady_state_seconds": steady_state_seconds(epoch_seconds, warmup, steps),
+            "warmup_seconds": warmup,
             "samples_per_second": samples_per_epoch * len(epoch_seconds) / train_seconds, **extra}
 
 
