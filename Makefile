@@ -6,15 +6,15 @@ PROFILE ?= demo
 FRAMEWORKS ?= pytorch tensorflow keras-tf jax
 RUN ?= latest
 
-.PHONY: demo test test-fast venvs matrix data images report verify clean
+.PHONY: demo test test-fast venvs matrix data weights images report verify clean
 
 $(HOST): scripts/requirements.txt
 	python$(PYTHON_VERSION) -m venv .venv/host
 	$(HOST) -m pip install --disable-pip-version-check -q -r scripts/requirements.txt
 	touch $(HOST)
 
-demo: $(HOST)                      ## the demo profile: PyTorch & co on the CPU, synthetic data, a few minutes
-	$(HOST) -m scripts.run --profile demo
+demo: $(HOST)                      ## the demo profile: six systems on the CPU, synthetic data (PROFILE=demo-full: bf16 too)
+	$(HOST) -m scripts.run --profile $(PROFILE)
 
 venvs: $(HOST)                     ## the framework environments the tests use
 	$(HOST) -m scripts.venvs $(FRAMEWORKS)
@@ -28,8 +28,12 @@ test-fast: $(HOST)                 ## everything but the slow integration tests
 matrix: $(HOST)                    ## a profile through containers (default: full), then the merged report
 	$(HOST) -m scripts.run --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE))
 
-data: $(HOST)                      ## the real datasets, downloaded and checked, into data/real
+data: $(HOST)                      ## the real datasets and the ImageNet weights, downloaded and checked, into data/real
 	$(HOST) -m shared.datasets --root data/real --real
+	$(HOST) -m shared.weights --root data/real
+
+weights: $(HOST)                   ## only the ImageNet weights (ResNet-50, DenseNet-121), in the canonical layout
+	$(HOST) -m shared.weights --root data/real
 
 images: $(HOST)                    ## the images a profile needs (PROFILE=full), or FRAMEWORK=… VARIANT=…
 	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT))

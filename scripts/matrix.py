@@ -90,11 +90,14 @@ class Matrix:
 # ---------------------------------------------------------------- loading and validation
 
 class UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys silently; a matrix with a duplicated framework or profile is an error."""
+    """PyYAML keeps the last of two equal keys silently; a matrix with a duplicated framework or profile is an error.
+    A merge key (`<<: *demo`) is not a duplicate: the keys written beside it override the merged ones, as YAML says."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise MatrixError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")

@@ -2,21 +2,26 @@
 
     python -m scripts.report results/demo-20261202-153000 [more run folders …] [--out DIR]
 
-Tables: one per task, rows = framework, columns = variant · precision · devices, each cell the time with its quality
-metric beside it. Marks flag, never hide: † unstable timing (spread over 10 %), * the first step (compile, trace,
-autotune) took over half of the training time — short runs measure start-up more than training — and ‡ records from
-different machines in one column. Records are read, never edited; results from different machines are never averaged.
+Tables: one per task, rows = framework, columns = variant · precision · devices. Above each table, in words: the data,
+the scale, the weights, where the data sat during the clock, the machine and the software. Each cell holds the time
+(training tasks: the time a user waits, compile and first step included, then the steady-state time) with the quality
+metric beside it, and footnote numbers for the formulation differences its runner declares. Marks flag, never hide:
+† unstable timing (spread over 10 %), * the first step (compile, trace, autotune) took over half of the training
+time — short runs measure start-up more than training — and ‡ records from different machines in one column. Records
+are read, never edited; results from different machines are never averaged.
 """
 import argparse
 import json
 import sys
 from pathlib import Path
+from textwrap import shorten
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 from shared.record import RecordError, read_record  # noqa: E402
@@ -26,8 +31,20 @@ TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seco
 TIME_LABEL = {"train_seconds": "training time, s", "seconds_per_1000_images": "s per 1,000 images",
               "train_minutes": "training time, min"}
 QUALITY_METRIC = {"cnn": "accuracy", "gru": "accuracy", "densenet121": "auc"}
+QUALITY_LABEL = {"accuracy": "test accuracy", "auc": "mean AUC over 14 classes"}
+TRAINING_TASKS = ("cnn", "gru", "densenet121")
+WEIGHT_TASKS = ("resnet50", "densenet121")
 TITLES = {"cnn": "CNN (VGG-style) on CIFAR-10", "gru": "GRU on IMDB", "resnet50": "ResNet-50 feature extraction",
           "densenet121": "DenseNet-121 on ChestX-ray14"}
+WEIGHTS = {"imagenet": "ImageNet (torchvision's, in the canonical layout)",
+           "random": "random canonical weights (`make weights` fetches the ImageNet ones)"}
+PLACEMENT = {"host": "host memory, each batch copied to the device inside the clock",
+             "device": "the whole set on the device before the clock starts"}
+PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:orange", "amp": "tab:green", "bf16": "tab:red"}
+STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
+MARKS = ("† timing spread over 10 % · * first step (compile/trace/autotune) over half the training time · "
+         "‡ records from different machines in one column · [n] see the note under the table (a formulation difference "
+         "from the canonical definition, or why a cell did not run)")
 
 
 class ReportError(Exception):
@@ -47,72 +64,256 @@ def load_records(run_dirs):
     return records
 
 
-def to_frame(records):
-    """One row per record, nested keys flattened (cell.task, metrics.accuracy, system.host, …)."""
-    frame = pd.json_normalize(records, sep=".")
-    frame["column"] = (frame["cell.variant"] + " · " + frame["cell.precision"] + " · "
-                       + frame["cell.gpus"].astype(str) + "×" + frame["cell.device"])
-    frame["machine"] = frame["system.host"].fillna("?") + "/" + frame["system.gpus"].astype(str)
-    return frame
+# ---------------------------------------------------------------- one row per record, in display units
+
+def known(value):
+    """False for a missing field: None, NaN, or absent (a list or a string is known)."""
+    return not (value is None or (isinstance(value, float) and pd.isna(value)))
 
 
-def cell_text(row, task):
-    """'12.3 s (acc 97.1 %)' for an ok record, the status in capitals otherwise; † marks an unstable timing."""
-    if row["status"] != "ok":
-        return row["status"].upper()
-    value = row.get(f"metrics.{TIME_METRIC[task]}")
-    text = f"{value:.3g}"
-    if row.get("timing.unstable") is True:
-        text += "†"
-    train_seconds = row.get("metrics.train_seconds")
-    if pd.notna(row.get("timing.warmup")) and pd.notna(train_seconds) and row["timing.warmup"] > train_seconds / 2:
-        text += "*"
-    quality = QUALITY_METRIC.get(task)
-    if quality and pd.notna(row.get(f"metrics.{quality}")):
-        q = row[f"metrics.{quality}"]
-        text += f" ({q:.1%})" if quality == "accuracy" else f" (AUC {q:.3f})"
+def first_line(text):
+    return (str(text).strip().splitlines() or [""])[0]
+
+
+def plain(value):
+    """A version as it was written: pandas turns integer columns with gaps into floats (91300 -> 91300.0)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def machine_of(row):
+    """The machine in words, e.g. 'AMD EPYC 9B14, 2 cores, no GPU (host vm)'; None for host-written records (crash,
+    timeout), which carry no system information. GPU models, not counts: a cell sees only the GPUs it was given."""
+    if not known(row.get("system.host")):
+        return None
+    gpus = row.get("system.gpus") if isinstance(row.get("system.gpus"), list) else []
+    text = row.get("system.cpu") or "unknown CPU"
+    if known(row.get("system.cpu_count")):
+        text += f", {int(row['system.cpu_count'])} cores"
+    if gpus:
+        driver = row.get("system.driver")
+        text += ", " + " + ".join(sorted(set(gpus))) + (f", driver {driver}" if known(driver) else "")
+    else:
+        text += ", no GPU"
+    return f"{text} (host {row['system.host']})"
+
+
+def software_of(row):
+    """'pytorch: 2.14.1 (cu130 image: CUDA 13.0, cuDNN 91002)', or None where the runner reported no versions."""
+    version = row.get("system.framework_version")
+    if not known(version):
+        return None
+    text = f"{row['cell.framework']}: {version}"
+    if known(row.get("system.cuda")):
+        cuda, cudnn = plain(row["system.cuda"]), plain(row.get("system.cudnn"))
+        text += f" ({row['cell.variant']} image: CUDA {cuda}, cuDNN {cudnn})"
     return text
 
 
-def task_table(frame, task):
+def times_of(row):
+    """(time as waited, steady-state time, (low, high) spread of the steady-state or extraction time or None), in
+    the task's display unit: minutes for DenseNet-121, else as recorded."""
+    task, get = row["cell.task"], lambda key: row.get(f"metrics.{key}")
+    unit = 60.0 if task == "densenet121" else 1.0
+    if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' min and max, same scale
+        value, low, median, high = get("seconds_per_1000_images"), *(row.get(f"timing.{k}")
+                                                                      for k in ("min", "median", "max"))
+        if not all(map(known, (value, low, median, high))) or median <= 0:
+            return value, None, None
+        return value, None, (value * low / median, value * high / median)
+    user = get("train_seconds") / unit if known(get("train_seconds")) else get(TIME_METRIC[task])
+    steady = get("steady_state_seconds") / unit if known(get("steady_state_seconds")) else None
+    later = get("epoch_seconds")[1:] if isinstance(get("epoch_seconds"), list) else []
+    if steady is None or len(later) < 2:
+        return user, steady, None
+    epochs = len(later) + 1  # steady state = median later epoch × epochs: its whisker scales min and max the same
+    return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
+
+
+def to_frame(records):
+    """One row per record, nested keys flattened (cell.task, metrics.accuracy, system.host, …), plus the display
+    columns the tables and the plot share."""
+    frame = pd.json_normalize(records, sep=".")
+    frame["column"] = (frame["cell.variant"] + " · " + frame["cell.precision"] + " · "
+                       + frame["cell.gpus"].astype(str) + "×" + frame["cell.device"])
+    rows = frame.to_dict("records")
+    frame["machine"] = [machine_of(r) for r in rows]
+    frame["software"] = [software_of(r) for r in rows]
+    frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index,
+                                                       dtype=object)
+    return frame
+
+
+# ---------------------------------------------------------------- tables
+
+def cell_text(row, task, footnotes):
+    """'12.3* / 10.1 (91.2%) [1]' for an ok training cell (as waited, marks, steady state, quality, differences);
+    'SKIPPED [2]' otherwise, the reason in the footnote. `footnotes` maps each text to its number and grows."""
+    if row["status"] != "ok":
+        reason = first_line(row["reason"]) if known(row.get("reason")) else None
+        return row["status"].upper() + (f" [{footnotes.setdefault(reason, len(footnotes) + 1)}]" if reason else "")
+    if not known(row["time"]):
+        return "ok, no time recorded"
+    text = f"{row['time']:.3g}"
+    if row.get("timing.unstable") is True:
+        text += "†"
+    warmup = row.get("metrics.warmup_seconds") if known(row.get("metrics.warmup_seconds")) else row.get("timing.warmup")
+    train_seconds = row.get("metrics.train_seconds")
+    if known(warmup) and known(train_seconds) and warmup > train_seconds / 2:
+        text += "*"
+    if known(row.get("steady")):
+        text += f" / {row['steady']:.3g}"
+    quality = QUALITY_METRIC.get(task)
+    if quality and known(row.get(f"metrics.{quality}")):
+        q = row[f"metrics.{quality}"]
+        text += f" ({q:.1%})" if quality == "accuracy" else f" (AUC {q:.3f})"
+    differences = row.get("metrics.differences")
+    if isinstance(differences, list) and differences:
+        numbers = [footnotes.setdefault(d, len(footnotes) + 1) for d in differences]
+        text += " [" + ",".join(map(str, sorted(numbers))) + "]"
+    return text
+
+
+def task_table(frame, task, footnotes=None):
     """The seed-shaped table of one task: framework × column, with ‡ on columns whose records span machines."""
-    rows = frame[frame["cell.task"] == task]
-    table = rows.assign(text=[cell_text(r, task) for r in rows.to_dict("records")]).pivot_table(
-        index="cell.framework", columns="column", values="text", aggfunc=" / ".join)
+    footnotes = {} if footnotes is None else footnotes
+    order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
+    rows = frame[frame["cell.task"] == task].assign(_p=lambda f: f["cell.precision"].map(order)).sort_values(
+        ["cell.variant", "_p", "cell.gpus", "cell.framework"])  # columns fp32 → bf16, as the seed's tables read
+    columns = list(dict.fromkeys(rows["column"]))
+    rows = rows.sort_values(["cell.framework"], kind="stable")  # notes numbered in the order the table is read
+    table = rows.assign(text=[cell_text(r, task, footnotes) for r in rows.to_dict("records")]).pivot_table(
+        index="cell.framework", columns="column", values="text", aggfunc="; ".join)[columns]
     mixed = rows.groupby("column")["machine"].nunique()
     table.columns = [f"{c} ‡" if mixed[c] > 1 else c for c in table.columns]
     table.index.name = "framework"
     return table.fillna("—")
 
 
+def in_words(rows, key, words=lambda v: str(v)):
+    """One value of `key` over the rows in words; several: each with the frameworks that have it, never averaged."""
+    present = rows[rows[key].map(known)] if key in rows else rows.iloc[:0]
+    if present.empty:
+        return "not recorded"
+    by_value = present.groupby(key)["cell.framework"].agg(lambda f: ", ".join(sorted(set(f))))
+    if len(by_value) == 1:
+        return words(by_value.index[0])
+    return "; ".join(f"{words(v)} ({fws})" for v, fws in by_value.items())
+
+
+def measured(frame, task):
+    """The lines above a table that say what was measured, where and with what."""
+    rows = frame[frame["cell.task"] == task]
+    ran = rows[rows["status"] == "ok"]
+    lines = [f"- data: {in_words(rows, 'cell.data')}, scale {in_words(rows, 'cell.scale')} · data placement: "
+             f"{in_words(ran, 'metrics.data_placement', lambda v: PLACEMENT.get(v, v))}"]
+    if task in WEIGHT_TASKS:
+        lines.append(f"- weights: {in_words(ran, 'metrics.weights', lambda v: WEIGHTS.get(v, v))}")
+    machines = sorted(rows["machine"].dropna().unique())
+    lines.append(f"- machine{'s' if len(machines) > 1 else ''}: {'; '.join(machines) or 'not recorded'}")
+    software = sorted(rows["software"].dropna().unique())
+    lines.append(f"- software: {' · '.join(software) or 'not recorded'}")
+    return "\n".join(lines)
+
+
+def heading(task):
+    unit = TIME_LABEL[TIME_METRIC[task]]
+    if task in TRAINING_TASKS:
+        unit += ": as waited (compile and first step included) / steady state"
+    else:
+        unit += ", median of the timed passes after an untimed warm-up pass"
+    quality = QUALITY_METRIC.get(task)
+    return f"### {TITLES[task]} — {unit}" + (f" ({QUALITY_LABEL[quality]})" if quality else "")
+
+
 def markdown(frame):
     parts = []
     for task in TIME_METRIC:
         if (frame["cell.task"] == task).any():
-            unit = TIME_LABEL[TIME_METRIC[task]]
-            parts.append(f"### {TITLES[task]} — {unit}\n\n"
-                         + tabulate(task_table(frame, task), headers="keys", tablefmt="pipe") + "\n")
-    machines = ", ".join(sorted(frame["machine"].unique()))
-    parts.append(f"† timing spread over 10 % · * first step (compile/trace/autotune) over half the training time · "
-                 f"‡ records from different machines in one column · machines: {machines}\n")
+            footnotes = {}
+            table = tabulate(task_table(frame, task, footnotes), headers="keys", tablefmt="pipe", disable_numparse=True)
+            notes = "".join(f"\n[{n}] {text}" for text, n in footnotes.items())
+            parts.append(f"{heading(task)}\n\n{measured(frame, task)}\n\n{table}\n{notes}\n")
+    parts.append(MARKS + "\n")
     return "\n".join(parts)
 
 
+# ---------------------------------------------------------------- plot
+
+def bar_rows(rows):
+    """The plot's rows of one task in a stable order (framework, variant, devices, then precision from fp32 to bf16),
+    labelled 'framework · precision', with variant and devices where the task has more than one of them."""
+    order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
+    rows = rows.assign(_p=rows["cell.precision"].map(order)).sort_values(
+        ["cell.framework", "cell.variant", "cell.gpus", "_p"])
+    where = rows["cell.variant"] + " · " + rows["cell.gpus"].astype(str) + "×" + rows["cell.device"]
+    labels = rows["cell.framework"] + (" · " + where if where.nunique() > 1 else "") + " · " + rows["cell.precision"]
+    return rows, list(labels)
+
+
+def draw_bar(ax, y, value, spread, colour, height, hatched=False):
+    """One bar with its min–max whisker (where known) and its value written past both."""
+    ax.barh(y, value, height=height, color="white" if hatched else colour, edgecolor=colour,
+            hatch="////" if hatched else None)
+    end = value
+    if known(spread):
+        ax.errorbar(value, y, xerr=[[value - spread[0]], [spread[1] - value]], fmt="none", ecolor="black",
+                    capsize=2, linewidth=0.8)
+        end = max(value, spread[1])
+    ax.text(end, y, f" {value:.3g}", va="center", fontsize=7)
+
+
+def draw_task(ax, rows, task):
+    """Bars coloured by precision: the time as waited, and for training tasks the steady-state time hatched beside it;
+    whiskers span min–max where the value is a statistic over repeats or epochs; a cell that did not run keeps its
+    slot, outlined and hatched, with its status and reason."""
+    rows, labels = bar_rows(rows)
+    values = [v for v in rows["time"] if known(v)] + [x[1] for x in rows["spread"] if known(x)]
+    largest = max(values + [1e-9])
+    for y, row in enumerate(rows.to_dict("records")):
+        colour = PRECISION_COLOURS.get(row["cell.precision"], "gray")
+        if row["status"] != "ok" or not known(row["time"]):
+            status_colour = STATUS_COLOURS.get(row["status"], "gray")
+            reason = shorten(first_line(row["reason"]), 90, placeholder=" …") if known(row.get("reason")) else ""
+            ax.barh(y, largest, height=0.8, color="none", edgecolor=status_colour, hatch="//", alpha=0.35)
+            ax.text(largest * 0.01, y, f"{row['status'].upper()}  {reason}", va="center", fontsize=7,
+                    color=status_colour)
+        elif task in TRAINING_TASKS and known(row["steady"]):
+            draw_bar(ax, y - 0.2, row["time"], None, colour, 0.38)
+            draw_bar(ax, y + 0.2, row["steady"], row["spread"], colour, 0.38, hatched=True)
+        else:
+            draw_bar(ax, y, row["time"], row["spread"], colour, 0.7)
+    ax.set_yticks(range(len(rows)), labels)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, largest * 1.15)
+
+
 def plot(frame, path):
-    """One panel per task: the time metric of every ok cell, lower is better."""
-    ok = frame[frame["status"] == "ok"]
-    tasks = [t for t in TIME_METRIC if (ok["cell.task"] == t).any()]
-    fig, axes = plt.subplots(len(tasks) or 1, 1, figsize=(8, 1.2 + 2.2 * max(len(tasks), 1)), squeeze=False)
+    """One panel per task, one row per cell, lower is better; the legend says what colours and hatching mean."""
+    tasks = [t for t in TIME_METRIC if (frame["cell.task"] == t).any()]
+    sizes = [max((frame["cell.task"] == t).sum(), 1) for t in tasks] or [1]
+    fig, axes = plt.subplots(len(sizes), 1, figsize=(9, 1.4 + sum(0.9 + 0.32 * n for n in sizes)), squeeze=False,
+                             gridspec_kw={"height_ratios": [0.9 + 0.32 * n for n in sizes]})
     for ax, task in zip(axes[:, 0], tasks):
-        rows = ok[ok["cell.task"] == task].sort_values(["cell.framework", "column"])
-        labels = rows["cell.framework"] + "  " + rows["column"]
-        ax.barh(labels, rows[f"metrics.{TIME_METRIC[task]}"], color="tab:blue")
-        ax.invert_yaxis()
-        ax.set_title(TITLES[task], fontsize=10)
-        ax.set_xlabel(TIME_LABEL[TIME_METRIC[task]] + " (lower is better)", fontsize=8)
-        ax.tick_params(labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        rows = frame[frame["cell.task"] == task]
+        draw_task(ax, rows, task)
+        what = f"{in_words(rows, 'cell.data')} data, {in_words(rows, 'cell.scale')} scale"
+        if task in WEIGHT_TASKS:
+            what += f", {in_words(rows[rows['status'] == 'ok'], 'metrics.weights')} weights"
+        if rows["cell.gpus"].nunique() == 1 and rows["cell.gpus"].iloc[0] > 1:  # else the row labels say it
+            what += f", data-parallel over {rows['cell.gpus'].iloc[0]}×{rows['cell.device'].iloc[0]}"
+        ax.set_title(f"{TITLES[task]} ({what})", fontsize=9, loc="left")
+        ax.set_xlabel(TIME_LABEL[TIME_METRIC[task]] + " — lower is better", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+    precisions = [p for p in PRECISION_COLOURS if (frame["cell.precision"] == p).any()]
+    handles = [Patch(color=PRECISION_COLOURS[p], label=p) for p in precisions]
+    handles += [Patch(facecolor="gray", label="as waited (compile included)"),
+                Patch(facecolor="white", edgecolor="gray", hatch="////", label="steady state (training tasks)")]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)
+    fig.text(0.01, 0.003, "whiskers: min–max over the timed passes (ResNet-50) or over the epochs after the first "
+             "(steady state); hatched outline: a cell that did not run, with its status", fontsize=6.5, color="dimgray")
+    fig.tight_layout(rect=(0, 0.012, 1, 1 - 0.35 / fig.get_figheight()))
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
@@ -120,11 +321,12 @@ def write_report(*run_dirs, out=None):
     """Merge `run_dirs` into `out` (default: the first run folder); returns the paths written."""
     out = Path(out or run_dirs[0])
     records = load_records(run_dirs)
+    out.mkdir(parents=True, exist_ok=True)
     frame = to_frame(records)
     paths = {"jsonl": out / "results.jsonl", "csv": out / "results.csv", "markdown": out / "results.md",
              "plot": out / "results.png"}
     paths["jsonl"].write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    frame.drop(columns=["log_tail"]).to_csv(paths["csv"], index=False)
+    frame.drop(columns=["log_tail", "time", "steady", "spread"]).to_csv(paths["csv"], index=False)  # records only
     paths["markdown"].write_text(markdown(frame))
     plot(frame, paths["plot"])
     return paths

@@ -9,6 +9,7 @@ run goes on; records are only ever written whole (temp file + rename), so a kill
 """
 import argparse
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -39,11 +40,18 @@ class RunError(Exception):
     """A run that cannot start (bad matrix, missing data, unknown run to resume); says what to do."""
 
 
+def runs_of(results, profile):
+    """The run folders of `profile`, oldest first: PROFILE-YYYYmmdd-HHMMSS with a plan. The date must follow the
+    name, so that `demo` never picks up a `demo-full` run."""
+    return sorted(p for p in Path(results).glob(f"{profile}-*")
+                  if re.fullmatch(rf"{re.escape(profile)}-\d{{8}}-\d{{6}}", p.name) and (p / "plan.json").exists())
+
+
 def run_dir_for(results, profile, resume):
     if resume is None:
         return results / f"{profile}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if resume == "latest":
-        runs = sorted(p for p in results.glob(f"{profile}-*") if (p / "plan.json").exists())
+        runs = runs_of(results, profile)
         if not runs:
             raise RunError(f"no earlier run of profile {profile!r} under {results} to resume")
         return runs[-1]

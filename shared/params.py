@@ -55,6 +55,9 @@ DENSENET121 = {
     "epochs": 5,
     "batch_size": 64,                 # per device
     "lr": 1e-4,                       # Adam, multiplied by the number of devices
+    "beta1": 0.9,
+    "beta2": 0.999,
+    "eps": 1e-8,                      # DESIGN's ε in every framework (Keras' default would be 1e-7)
     "split": [0.7, 0.1, 0.2],         # train / valid / test, by patient
     "imagenet_mean": [0.485, 0.456, 0.406],
     "imagenet_std": [0.229, 0.224, 0.225],

@@ -50,6 +50,27 @@ def parse_switch(text):
     return name, {"on": True, "true": True, "off": False, "false": False}.get(lowered, value)
 
 
+def at_least_one(text):
+    """A count of devices or repeats: an integer of 1 or more (`--gpus 0` would silently train on one device)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def one_of(known):
+    """A choice that is also checked when it comes from the environment: argparse checks `choices` only on the
+    command line, but passes a string default through `type`."""
+    def check(text):
+        if text not in known:
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(known)})")
+        return text
+    return check
+
+
 def parser(frameworks):
     """The contract's flags. In a container, compose sets ROSETTA_DATA_DIR, ROSETTA_OUT_DIR, ROSETTA_SCALE,
     ROSETTA_DEVICE and ROSETTA_VARIANT, so `docker compose run pytorch-cnn` needs no arguments; flags win."""
@@ -61,15 +82,17 @@ def parser(frameworks):
                    help="data root (holds cifar10/, imdb/, chestxray14/)")
     p.add_argument("--out", type=Path, help="result record (JSON) to write; default ROSETTA_OUT_DIR/FRAMEWORK-TASK.json",
                    required=not env("ROSETTA_OUT_DIR"))
-    p.add_argument("--precision", choices=params.PRECISIONS, default=env("ROSETTA_PRECISION", "fp32"))
-    p.add_argument("--gpus", type=int, default=int(env("ROSETTA_GPUS", "1")),
-                   help="devices for data-parallel tasks (on CPU: processes)")
-    p.add_argument("--device", choices=params.DEVICES, default=env("ROSETTA_DEVICE", "gpu"))
-    p.add_argument("--scale", choices=params.SCALES, default=env("ROSETTA_SCALE", "full"))
+    p.add_argument("--precision", type=one_of(params.PRECISIONS), choices=params.PRECISIONS,
+                   default=env("ROSETTA_PRECISION", "fp32"))
+    p.add_argument("--gpus", type=at_least_one, default=env("ROSETTA_GPUS", "1"),
+                   help="devices for data-parallel tasks (on CPU: processes), 1 or more")
+    p.add_argument("--device", type=one_of(params.DEVICES), choices=params.DEVICES,
+                   default=env("ROSETTA_DEVICE", "gpu"))
+    p.add_argument("--scale", type=one_of(params.SCALES), choices=params.SCALES, default=env("ROSETTA_SCALE", "full"))
     p.add_argument("--variant", default=env("ROSETTA_VARIANT", "local"),
                    help="image variant (CUDA/cuDNN combination) the cell runs in")
     p.add_argument("--run-id", default=None)
-    p.add_argument("--repeats", type=int, default=5, help="timed repeats where a task repeats (resnet50)")
+    p.add_argument("--repeats", type=at_least_one, default=5, help="timed repeats where a task repeats (resnet50)")
     p.add_argument("--switch", type=parse_switch, action="append", default=[], metavar="NAME=VALUE",
                    help="override one of the task module's performance switches (on/off or a value)")
     return p

@@ -1,11 +1,14 @@
 """Data: checksum-verified resumable downloads, the Keras IMDB convention, the patient split, the shared order."""
 import hashlib
 import io
+import json
+import shutil
+import types
 
 import numpy as np
 import pytest
 
-from shared import batching, datasets, params
+from shared import batching, datasets, params, runner
 
 
 class FakeResponse(io.BytesIO):
@@ -126,3 +129,151 @@ def test_evaluation_covers_every_sample():
 
 def test_params_json_is_in_sync():
     assert params.JSON_PATH.read_text() == params.as_json(), "run `python -m shared.params`"
+
+
+# ---------------------------------------------------------------- damaged files: which file, which dataset, the fix
+
+LOADERS = {
+    "cifar10": lambda root: datasets.load_cifar10(root),
+    "imdb": lambda root: datasets.load_imdb(root, 30_000, 40),
+    "chestxray14": lambda root: datasets.ChestXray(root, "train", stored_size=40),
+}
+FILES = [("cifar10", "cifar-10-batches-py/data_batch_3"), ("cifar10", "cifar-10-batches-py/test_batch"),
+         ("imdb", "imdb.npz"), ("chestxray14", "prepared/images.npy"), ("chestxray14", "prepared/labels.npy"),
+         ("chestxray14", "prepared/split.npy")]
+
+
+@pytest.fixture(scope="module")
+def small_twins(tmp_path_factory):
+    """Small synthetic twins of the three datasets, generated once; tests damage their own copies."""
+    root = tmp_path_factory.mktemp("small") / "data"
+    datasets.make_cifar10_synthetic(root, train=50, test=10)
+    datasets.make_imdb_synthetic(root, train=20, test=10)
+    datasets.make_chestxray_synthetic(root, n=20, size=64)
+    return root
+
+
+@pytest.fixture
+def twins(small_twins, tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(small_twins, root)
+    return root
+
+
+def assert_names_file_and_fix(error, root, dataset, path, source="synthetic"):
+    message = str(error.value)
+    assert message.startswith(f"{dataset}: ") and str(path) in message, message
+    assert f"python -m shared.datasets --root {root} --{source} --datasets {dataset} --force" in message, message
+
+
+def forget_sizes(root, dataset):
+    """A manifest written before sizes were recorded: damage is then found by parsing, not by the size check."""
+    manifest = root / dataset / "manifest.json"
+    manifest.write_text(json.dumps({k: v for k, v in json.loads(manifest.read_text()).items() if k != "files"}))
+
+
+@pytest.mark.parametrize("dataset, name", FILES)
+@pytest.mark.parametrize("damage", ["truncated", "truncated, no recorded size", "overwritten", "missing"])
+def test_a_damaged_file_names_dataset_file_and_fix(twins, dataset, name, damage):
+    path = twins / dataset / name
+    data = path.read_bytes()
+    if damage == "missing":
+        path.unlink()
+    elif damage == "overwritten":  # same size, so only reading it can tell
+        path.write_bytes(bytes(np.random.default_rng(0).integers(0, 256, len(data), np.uint8)))
+    else:
+        path.write_bytes(data[:len(data) // 2])
+        if damage == "truncated, no recorded size":
+            forget_sizes(twins, dataset)
+    with pytest.raises(datasets.DataError) as error:
+        LOADERS[dataset](twins)
+    assert_names_file_and_fix(error, twins, dataset, path)
+    assert ("missing" if damage == "missing" else "damaged") in str(error.value)
+
+
+def test_the_advised_command_rebuilds_the_dataset(twins):
+    path = twins / "cifar10" / "cifar-10-batches-py" / "data_batch_1"
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(datasets.DataError) as error:
+        datasets.load_cifar10(twins)
+    command = str(error.value).split("`")[1].split()
+    assert command[:3] == ["python", "-m", "shared.datasets"]
+    assert datasets.main(command[3:]) == 0
+    assert datasets.load_cifar10(twins)[0].shape == (5120, 3, 32, 32)
+
+
+def rewrite(root, dataset, name, save):
+    """Replace a file with a well-formed one of the wrong shape, and record its size as the manifest would."""
+    path = root / dataset / name
+    save(path)
+    manifest = root / dataset / "manifest.json"
+    content = json.loads(manifest.read_text())
+    content["files"][name] = path.stat().st_size
+    manifest.write_text(json.dumps(content))
+    return path
+
+
+WRONG_SHAPES = [
+    ("cifar10", "cifar-10-batches-py/data_batch_2", "expected uint8\\[N, 3072\\]",
+     lambda p: datasets.pickle_to(p, {b"data": np.zeros((10, 32, 32, 3), np.uint8), b"labels": [0] * 10})),
+    ("cifar10", "cifar-10-batches-py/test_batch", "labels outside 0..9",
+     lambda p: datasets.pickle_to(p, {b"data": np.zeros((2, 3072), np.uint8), b"labels": [3, 10]})),
+    ("cifar10", "cifar-10-batches-py/test_batch", "KeyError",
+     lambda p: datasets.pickle_to(p, {b"images": np.zeros((2, 3072), np.uint8)})),
+    ("imdb", "imdb.npz", "KeyError", lambda p: np.savez(open(p, "wb"), x_train=np.zeros(3))),
+    ("imdb", "imdb.npz", "of 0/1",
+     lambda p: np.savez(open(p, "wb"), x_train=np.zeros((2, 5)), y_train=np.zeros(2), x_test=np.zeros(1),
+                        y_test=np.array([2]))),
+    ("chestxray14", "prepared/images.npy", "expected uint8\\[N, S, S\\]",
+     lambda p: np.save(p, np.zeros((20, 264, 200), np.uint8))),
+    ("chestxray14", "prepared/labels.npy", "expected \\[20, 14\\]",
+     lambda p: np.save(p, np.zeros((19, 14), np.float32))),
+    ("chestxray14", "prepared/split.npy", "of 0/1/2", lambda p: np.save(p, np.full(20, 3, np.int8))),
+]
+
+
+@pytest.mark.parametrize("dataset, name, problem, save", WRONG_SHAPES)
+def test_a_wrong_shaped_file_names_dataset_file_and_fix(twins, dataset, name, problem, save):
+    path = rewrite(twins, dataset, name, save)
+    with pytest.raises(datasets.DataError, match=problem) as error:
+        LOADERS[dataset](twins)
+    assert_names_file_and_fix(error, twins, dataset, path)
+
+
+@pytest.mark.parametrize("dataset", list(LOADERS))
+def test_a_damaged_manifest_names_both_fixes(twins, dataset):
+    path = twins / dataset / "manifest.json"
+    path.write_text(path.read_text()[:20])
+    with pytest.raises(datasets.DataError) as error:
+        LOADERS[dataset](twins)
+    assert_names_file_and_fix(error, twins, dataset, path, "real")
+    assert_names_file_and_fix(error, twins, dataset, path, "synthetic")
+
+
+def test_real_data_advises_the_real_rebuild(twins):
+    manifest = twins / "imdb" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"synthetic"', '"real"'))
+    (twins / "imdb" / "imdb.npz").write_bytes(b"PK\x03\x04 truncated")
+    forget_sizes(twins, "imdb")
+    with pytest.raises(datasets.DataError) as error:
+        datasets.load_imdb(twins, 30_000, 40)
+    assert_names_file_and_fix(error, twins, "imdb", twins / "imdb" / "imdb.npz", "real")
+
+
+def test_force_refetches_a_real_download_that_fails_its_checksum(tmp_path):
+    (tmp_path / "f.bin").write_bytes(b"tampered")
+    datasets.download("http://x/f", tmp_path / "f.bin", "sha256", SHA, opener=opener_serving(PAYLOAD),
+                      replace_corrupt=True)
+    assert (tmp_path / "f.bin").read_bytes() == PAYLOAD
+
+
+def test_a_damaged_file_found_by_a_runner_ends_failed_with_the_fix(twins, tmp_path):
+    """shared.runner turns the DataError a task's load_data raises into a failed record that says what to do."""
+    (twins / "cifar10" / "cifar-10-batches-py" / "test_batch").write_bytes(b"\x80\x02}q\x00")
+    cfg = runner.RunConfig(framework="pytorch", task="cnn", data=twins, out=tmp_path / "r.json", scale="tiny")
+    task = types.SimpleNamespace(main=lambda cfg: datasets.load_cifar10(cfg.data))
+    assert runner.run(cfg, lambda cfg: task, lambda: {}) == 1
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["status"] == "failed" and record["cell"]["data"] == "synthetic"
+    assert record["reason"].startswith("DataError: cifar10: ") and "test_batch" in record["reason"]
+    assert "--synthetic --datasets cifar10 --force" in record["reason"]

@@ -1,25 +1,52 @@
-"""Same canonical weights -> same logits in every framework as in the NumPy reference; parameter counts match."""
+"""Same canonical weights -> same outputs in every framework as in the NumPy reference; parameter counts match.
+
+cnn and gru compare logits at a fixed tolerance. ResNet-50 (pooled features) and DenseNet-121 (logits) run 53 and
+121 layers whose float32 rounding accumulates, and random canonical weights let ResNet's features grow to the
+thousands, so they compare at a tolerance relative to the output's scale: |out - expected| <= 1e-4 * max|expected|.
+Measured by hand (64×64, batch 2): the float32 reference and torchvision's float32 forward pass each differ from a
+float64 run by < 1e-6 of that scale, so 1e-4 leaves ~100× room for other kernels' summation orders, while the
+mistakes this test exists to catch move the output by 70× to 3000× more (test_reference_has_teeth below).
+"""
 import subprocess
 
 import numpy as np
 import pytest
 
 from conftest import ALL_FRAMEWORKS, ROOT, framework_python
-from reference import cnn_forward, gru_forward
+from reference import cnn_forward, densenet121_forward, gru_forward, resnet50_forward
 from shared import canonical, params
 
+TASKS = ["cnn", "gru", "resnet50", "densenet121"]
 # Frameworks whose layer computes a documented variant of the canonical function (DESIGN.md, "Equivalence").
 GRU_VARIANT = {}  # framework id -> {"reset_after": False} where a GRU applies the reset gate before the matmul
+SCALE_TOLERANCE = 1e-4  # resnet50, densenet121: atol as a fraction of max |expected| (see the module docstring)
+# Parameter counts read off torchvision 0.29 by hand (resnet50 with fc removed; densenet121(num_classes=14)); they
+# pin canonical.SHAPES to the published architectures.
+TORCHVISION_PARAMETERS = {"resnet50": 23_508_032, "densenet121": 6_968_206}
 
 
 def inputs(task):
     rng = np.random.default_rng(7)
     if task == "cnn":
         return rng.random((5, 3, 32, 32), dtype=np.float32)
-    return rng.integers(0, params.GRU["max_features"], (5, 23)).astype(np.int32)
+    if task == "gru":
+        return rng.integers(0, params.GRU["max_features"], (5, 23)).astype(np.int32)
+    return rng.standard_normal((2, 3, 64, 64), dtype=np.float32)   # ImageNet-normalized range; 64×64 keeps it fast
 
 
-@pytest.mark.parametrize("task", ["cnn", "gru"])
+def reference(framework, task, weights, x):
+    if task == "cnn":
+        return cnn_forward(weights, x)
+    if task == "gru":
+        return gru_forward(weights, x, **GRU_VARIANT.get(framework, {}))
+    return (resnet50_forward if task == "resnet50" else densenet121_forward)(weights, x)
+
+
+def expected_parameters(task):
+    return params.TASK_PARAMS[task].get("parameters", TORCHVISION_PARAMETERS.get(task))
+
+
+@pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("framework", ALL_FRAMEWORKS)
 def test_same_weights_same_logits(framework, task, tmp_path):
     python = framework_python(framework)
@@ -30,13 +57,39 @@ def test_same_weights_same_logits(framework, task, tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = np.load(tmp_path / "out.npz")
-    expected = cnn_forward(weights, x) if task == "cnn" else gru_forward(weights, x, **GRU_VARIANT.get(framework, {}))
+    expected = reference(framework, task, weights, x)
     assert out["logits"].shape == expected.shape
-    np.testing.assert_allclose(out["logits"], expected, rtol=1e-4, atol=1e-4)
-    assert int(out["parameters"]) == params.TASK_PARAMS[task]["parameters"] == canonical.count(task)
+    if task in ("cnn", "gru"):
+        np.testing.assert_allclose(out["logits"], expected, rtol=1e-4, atol=1e-4)
+    else:
+        np.testing.assert_allclose(out["logits"], expected, rtol=0,
+                                   atol=SCALE_TOLERANCE * float(np.abs(expected).max()))
+    assert int(out["parameters"]) == expected_parameters(task) == canonical.count(task)
+
+
+@pytest.mark.parametrize("task", ["resnet50", "densenet121"])
+def test_canonical_layout_is_torchvision(task):
+    """The canonical shapes add up to torchvision's parameter counts (BatchNorm statistics excluded)."""
+    assert canonical.count(task) == TORCHVISION_PARAMETERS[task]
+    assert sum(canonical.is_statistic(name) for name in canonical.SHAPES[task]) == \
+        2 * sum(name.endswith(".running_var") for name in canonical.SHAPES[task])
 
 
 def test_reference_distinguishes_gru_variants():
     """The check has teeth: the two GRU formulations give clearly different logits for the same weights."""
     weights, x = canonical.random_weights("gru"), inputs("gru")
     assert np.abs(gru_forward(weights, x) - gru_forward(weights, x, reset_after=False)).max() > 1e-2
+
+
+@pytest.mark.parametrize("task, variant", [
+    ("resnet50", {"v1": True}),            # the stride on the first 1×1 conv (ResNet v1, Keras' ResNet50)
+    ("resnet50", {"tf_same": True}),       # TensorFlow "same" padding on strided convs instead of symmetric zeros
+    ("resnet50", {"eps": 1e-3}),           # Keras' default BatchNorm ε instead of 1e-5
+    ("densenet121", {"eps": 1e-3}),
+])
+def test_reference_has_teeth(task, variant):
+    """Each mistake a port is likely to make moves the output far beyond the equivalence tolerance."""
+    weights, x = canonical.random_weights(task), inputs(task)
+    forward = resnet50_forward if task == "resnet50" else densenet121_forward
+    expected = forward(weights, x)
+    assert np.abs(forward(weights, x, **variant) - expected).max() > 10 * SCALE_TOLERANCE * np.abs(expected).max()

@@ -1,9 +1,29 @@
-"""Each runner learns the learnable synthetic data: catches broken loops, dropout left on, wrong label handling."""
+"""Each runner learns the learnable synthetic data, and the test has teeth: the twins are hard enough that the seed's
+classic mistakes fail it (the mutation check in the note of issue 7 confirmed each for every framework):
+
+- dropout left on in evaluation (seed lesson 4): the CIFAR twin's test images blend their class's pattern with
+  another's, so margins are small and evaluation-time dropout costs accuracy (5-32 points; see below for the one
+  framework where it costs too little at tiny scale);
+- labels shuffled against images: nothing generalises, accuracy falls to chance (.08 for cnn, .53-.59 for gru);
+- the GRU reading the padded end (go_backwards, a reversed scan, a flipped sequence): only the last words of each
+  synthetic review carry its sentiment, so the wrong end is noise (.46-.55).
+
+Thresholds are set from measurements at tiny scale, with margin (see the constants).
+"""
 import json
 
 import pytest
 
 from conftest import ALL_FRAMEWORKS, run_runner
+
+# Measured at tiny scale (issue 7's mutation check). Correct runners: cnn 1.00 (jax .98), gru .99-1.00. Mutated: cnn
+# with dropout on in evaluation .68 (jax), .88-.92 (pytorch, keras-*), .97 (tensorflow: its trained net shrugs the
+# noise off, so this check misses it there); labels shuffled .08; gru shuffled .53-.59, reading backwards .46-.55.
+MIN_ACCURACY = {"cnn": 0.95, "gru": 0.9}
+# DenseNet-121 at tiny scale trains 2-4 steps from the shared seeded init; the twin's co-occurring findings are learnt
+# that fast: mean AUC measured .65-.71 in every framework (one device and two), where chance is .5 (± .03 over 32
+# test images and 14 labels).
+MIN_AUC = 0.6
 
 
 @pytest.mark.slow
@@ -14,7 +34,7 @@ def test_runner_learns(framework, task, synthetic_data, tmp_path):
     proc = run_runner(framework, task, out, "--scale", "tiny", data=synthetic_data)
     record = json.loads(out.read_text())
     assert proc.returncode == 0 and record["status"] == "ok", (record["reason"], record["log_tail"], proc.stdout)
-    assert record["metrics"]["accuracy"] >= 0.9, record["metrics"]
+    assert record["metrics"]["accuracy"] >= MIN_ACCURACY[task], record["metrics"]
     assert record["cell"]["data"] == "synthetic"
     assert record["metrics"]["parameters"] > 3_000_000
 
@@ -27,17 +47,21 @@ KNOWN_SKIPS = {("keras-torch", "densenet121", 2): "keras.distribution"}
 @pytest.mark.parametrize("task, gpus", [("resnet50", 1), ("densenet121", 2)])
 @pytest.mark.parametrize("framework", ALL_FRAMEWORKS)
 def test_feature_and_multi_device_tasks_run(framework, task, gpus, synthetic_data, tmp_path):
-    """ResNet-50 extraction and data-parallel DenseNet-121 (N CPU processes/devices) finish with sane numbers."""
+    """ResNet-50 extraction, and DenseNet-121 data-parallel over N CPU processes/devices learning the twin (a
+    framework without data-parallel training shows its skip, then learns on one device)."""
     out = tmp_path / "record.json"
     proc = run_runner(framework, task, out, "--scale", "tiny", "--gpus", str(gpus), "--repeats", "2",
                       data=synthetic_data)
     record = json.loads(out.read_text())
     if (framework, task, gpus) in KNOWN_SKIPS:
         assert record["status"] == "skipped" and KNOWN_SKIPS[framework, task, gpus] in record["reason"], record
-        return
+        gpus = 1
+        proc = run_runner(framework, task, out, "--scale", "tiny", "--gpus", "1", data=synthetic_data)
+        record = json.loads(out.read_text())
     assert proc.returncode == 0 and record["status"] == "ok", (record["reason"], record["log_tail"], proc.stdout)
     m = record["metrics"]
     if task == "resnet50":
         assert m["seconds_per_1000_images"] > 0 and record["timing"]["repeats"] == 2
     else:
-        assert m["devices"] == gpus and 0 <= m["auc"] <= 1 and m["train_minutes"] > 0
+        assert m["devices"] == gpus and m["train_minutes"] > 0
+        assert m["auc"] >= MIN_AUC, m

@@ -26,12 +26,44 @@ def test_the_shipped_matrix_is_valid_and_every_profile_expands():
         assert expand(matrix, name).cells
 
 
-def test_demo_profile_runs_on_the_cpu_with_two_precisions():
-    plan = expand(load(), "demo")
+def test_demo_profile_is_small_fp32_with_one_multi_device_densenet_per_system():
+    matrix = load()
+    plan = expand(matrix, "demo")
     assert plan.executor == "local"
     assert {c.device for c in plan.cells} == {"cpu"} and {c.data for c in plan.cells} == {"synthetic"}
-    assert {c.precision for c in plan.cells} == {"fp32", "bf16"}
-    assert {c.task for c in plan.cells} == {"cnn", "gru", "resnet50", "densenet121"}
+    assert {c.precision for c in plan.cells} == {"fp32"}
+    assert {c.framework for c in plan.cells} == set(matrix.frameworks)  # all six systems
+    for fid in matrix.frameworks:
+        mine = [c for c in plan.cells if c.framework == fid]
+        assert sorted(c.task for c in mine) == sorted(["cnn", "gru", "resnet50", "densenet121"])
+        assert [c.gpus for c in mine if c.task == "densenet121"] == [2]  # data-parallel over two CPU processes
+    assert len(plan.cells) == 24
+
+
+def test_demo_full_adds_the_bf16_column_to_the_demo():
+    matrix = load()
+    demo, full = expand(matrix, "demo").cells, expand(matrix, "demo-full").cells
+    assert set(demo) < set(full) and {c.precision for c in full} == {"fp32", "bf16"}
+    assert {c for c in full if c.precision == "fp32"} == set(demo)
+    assert {(c.framework, c.task, c.gpus) for c in full if c.precision == "bf16"} == {(c.framework, c.task, c.gpus)
+                                                                                     for c in demo}
+
+
+def test_full_profile_covers_every_framework_on_gpus():
+    matrix = load()
+    plan = expand(matrix, "full")
+    assert {c.framework for c in plan.cells} == set(matrix.frameworks)  # the seed's cross-framework tables
+    assert {c.device for c in plan.cells} == {"gpu"} and {c.data for c in plan.cells} == {"real"}
+    assert {c.variant for c in plan.cells if c.framework == "pytorch"} == {"cu130", "cu126"}
+    assert {c.gpus for c in plan.cells if c.task == "densenet121"} == {1, 2, 4, 8}
+
+
+def test_a_merged_profile_is_validated_like_any_other(tmp_path):
+    text = (ROOT / "matrix.yaml").read_text().replace("    <<: *demo\n", "    <<: *demo\n    precison: [fp32]\n", 1)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixError, match="profiles.demo-full: unknown key 'precison'"):
+        load(path)
 
 
 def test_malformed_yaml_names_the_file(tmp_path):
@@ -100,6 +132,7 @@ def test_unknown_profile(doc):
 
 def test_expansion_is_stable_unique_and_respects_exclusions(doc):
     doc["profiles"]["full"]["frameworks"] = ["pytorch"]
+    doc["profiles"]["full"]["variants"] = ["cu130", "cu126"]  # `cuda` names no PyTorch image: an error otherwise
     plan = expand(parse(doc), "full")
     ids = [c.id for c in plan.cells]
     assert ids == [c.id for c in expand(parse(copy.deepcopy(doc)), "full").cells]  # same order every time

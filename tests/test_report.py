@@ -1,34 +1,49 @@
-"""The merged report: a row per framework, a column per variant·precision·devices, marks that flag problems."""
+"""The merged report and `verify`: tables that say what was measured, marks that flag problems, a plot that shows
+every cell, and a verification whose verdict and exit code a person (or CI) can act on. Fabricated records only."""
 import json
+import re
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgba
 
-from scripts import report
-from shared.record import make_record, write_record
+from scripts import report, verify
+from shared.record import make_record, write_atomic, write_record
+
+CPU = {"host": "a", "cpu": "AMD EPYC 9B14", "cpu_count": 2, "gpus": [], "driver": None, "cuda": None, "cudnn": None,
+       "framework_version": "2.14.1"}
 
 
 def record(framework="pytorch", task="cnn", precision="fp32", status="ok", host="a", unstable=False, warmup=0.1,
-           **metrics):
-    cell = {"framework": framework, "task": task, "variant": "cpu", "precision": precision, "gpus": 1,
+           gpus=1, system=None, reason=None, **metrics):
+    cell = {"framework": framework, "task": task, "variant": "cpu", "precision": precision, "gpus": gpus,
             "device": "cpu", "data": "synthetic", "scale": "demo"}
-    r = make_record(cell, status, metrics=metrics or {"train_seconds": 12.34, "accuracy": 0.912},
-                    timing={"unstable": unstable, "warmup": warmup}, system={"host": host, "gpus": []},
-                    reason=None if status == "ok" else "why")
-    return r
+    return make_record(cell, status, metrics=metrics or {"train_seconds": 12.34, "accuracy": 0.912},
+                       timing={"unstable": unstable, "warmup": warmup},
+                       system={**CPU, "host": host, **(system or {})} if system != {} else {},
+                       reason=reason if reason or status == "ok" else "why")
 
 
-def write_run(folder, records):
+def cell_id(r):
+    c = r["cell"]
+    return f"{c['framework']}-{c['task']}-{c['precision']}-{r['system'].get('host', 'x')}"
+
+
+def write_run(folder, records, plan=None):
     for r in records:
-        c = r["cell"]
-        write_record(folder / "cells" / f"{c['framework']}-{c['task']}-{c['precision']}-{r['system']['host']}.json", r)
+        write_record(folder / "cells" / f"{cell_id(r)}.json", r)
+    if plan is not None:
+        write_atomic(folder / "plan.json", json.dumps({"profile": "demo", "cells": plan}))
     return folder
 
+
+# ---------------------------------------------------------------- report
 
 def test_report_tables_csv_jsonl_and_plot(tmp_path):
     run = write_run(tmp_path / "run", [
         record(), record(precision="bf16", unstable=True, train_seconds=8.0, accuracy=0.9),
-        record(framework="tensorflow", status="skipped"),
+        record(framework="tensorflow", status="skipped", reason="bf16 needs avx512_bf16"),
         record(task="resnet50", seconds_per_1000_images=50.0),
         record(task="densenet121", train_minutes=0.5, auc=0.71, train_seconds=30.0),
         record(framework="jax", task="densenet121", train_minutes=1.0, auc=0.7, train_seconds=60.0, warmup=50.0),
@@ -36,18 +51,106 @@ def test_report_tables_csv_jsonl_and_plot(tmp_path):
     paths = report.write_report(run)
     md = paths["markdown"].read_text()
     assert "| pytorch" in md and "| tensorflow" in md
-    assert "12.3 (91.2%)" in md and "8† (90.0%)" in md and "SKIPPED" in md and "0.5 (AUC 0.710)" in md
+    assert "12.3 (91.2%)" in md and "8† (90.0%)" in md and "0.5 (AUC 0.710)" in md
     assert "1* (AUC 0.700)" in md  # 50 s of 60 s was the first step: flagged
+    assert "SKIPPED [1]" in md and "[1] bf16 needs avx512_bf16" in md  # the reason, not just the word
     assert len(pd.read_csv(paths["csv"])) == 6
     assert len(paths["jsonl"].read_text().splitlines()) == 6
     assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
 
 
+def test_each_table_says_what_was_measured_and_where(tmp_path):
+    gpu = {"host": "g1", "cpu": "Intel Xeon Platinum 8480+", "cpu_count": 224, "driver": "580.65",
+           "gpus": ["NVIDIA H200", "NVIDIA H200"], "cuda": "13.0", "cudnn": 91300, "framework_version": "2.14.1"}
+    run = write_run(tmp_path / "run", [
+        record(task="resnet50", seconds_per_1000_images=5.0, weights="imagenet", data_placement="host", system=gpu),
+        record(framework="jax", task="resnet50", seconds_per_1000_images=6.0, weights="random",
+               data_placement="host", system={**gpu, "framework_version": "0.8.1", "cuda": "12.8", "cudnn": 90800}),
+        record(task="cnn", train_seconds=10.0, accuracy=0.8, data_placement="device"),
+    ])
+    md = report.write_report(run)["markdown"].read_text()
+    resnet = md[md.index("### ResNet-50"):]
+    assert "data: synthetic, scale demo" in resnet
+    assert "data placement: host memory, each batch copied to the device inside the clock" in resnet
+    assert "weights: ImageNet (torchvision's, in the canonical layout) (pytorch); random canonical" in resnet
+    assert "machine: Intel Xeon Platinum 8480+, 224 cores, NVIDIA H200, driver 580.65 (host g1)" in resnet
+    assert "pytorch: 2.14.1 (cpu image: CUDA 13.0, cuDNN 91300)" in resnet  # per framework and image
+    assert "jax: 0.8.1 (cpu image: CUDA 12.8, cuDNN 90800)" in resnet
+    cnn = md[md.index("### CNN"):md.index("### ResNet-50")]
+    assert "machine: AMD EPYC 9B14, 2 cores, no GPU (host a)" in cnn
+    assert "data placement: the whole set on the device before the clock starts" in cnn
+    assert "weights" not in cnn and "vm/[]" not in md
+
+
+def test_training_tasks_show_the_steady_state_time_beside_the_time_waited(tmp_path):
+    run = write_run(tmp_path / "run", [
+        record(train_seconds=12.34, steady_state_seconds=9.8, warmup_seconds=2.0, accuracy=0.912),
+        record(framework="jax", train_seconds=70.0, steady_state_seconds=8.0, warmup_seconds=60.0, accuracy=0.9),
+        record(task="densenet121", train_seconds=120.0, train_minutes=2.0, steady_state_seconds=90.0, auc=0.8),
+    ])
+    md = report.write_report(run)["markdown"].read_text()
+    assert "as waited (compile and first step included) / steady state" in md
+    assert "12.3 / 9.8 (91.2%)" in md
+    assert "70* / 8 (90.0%)" in md  # a 60 s compile is flagged and no longer hides the 8 s of training
+    assert "2 / 1.5 (AUC 0.800)" in md  # DenseNet-121 in minutes, both times
+
+
+def test_formulation_differences_are_numbered_footnotes(tmp_path):
+    eps_hat = "Adam ε added before bias correction (Keras' epsilon-hat form)"
+    run = write_run(tmp_path / "run", [
+        record(task="gru", framework="keras-tf", train_seconds=5.0, accuracy=0.9, differences=[eps_hat]),
+        record(task="gru", framework="keras-jax", train_seconds=6.0, accuracy=0.9,
+               differences=["GRU bias layout", eps_hat]),
+        record(task="gru", train_seconds=4.0, accuracy=0.9, differences=[]),
+    ])
+    md = report.write_report(run)["markdown"].read_text()
+    assert "6 (90.0%) [1,2]" in md and "5 (90.0%) [2]" in md  # numbered in the order the rows are read
+    assert re.search(r"\| 4 \(90\.0%\) +\|", md)  # no difference, no note
+    assert "[1] GRU bias layout" in md and f"[2] {eps_hat}" in md
+
+
 def test_columns_mixing_machines_are_flagged(tmp_path):
     a = write_run(tmp_path / "a", [record(host="a")])
     b = write_run(tmp_path / "b", [record(host="b", train_seconds=20.0, accuracy=0.9)])
-    md = report.write_report(a, b, out=tmp_path)["markdown"].read_text()
-    assert "cpu · fp32 · 1×cpu ‡" in md and "12.3 (91.2%) / 20 (90.0%)" in md  # both shown, never averaged
+    md = report.write_report(a, b, out=tmp_path / "merged")["markdown"].read_text()
+    assert "cpu · fp32 · 1×cpu ‡" in md and "12.3 (91.2%); 20 (90.0%)" in md  # both shown, never averaged
+    assert "machines: AMD EPYC 9B14, 2 cores, no GPU (host a); AMD EPYC 9B14, 2 cores, no GPU (host b)" in md
+
+
+def test_a_crashed_cell_without_system_information_is_not_another_machine(tmp_path):
+    run = write_run(tmp_path / "run", [record(), record(precision="bf16", status="timeout", system={},
+                                                        reason="killed after the cell timeout of 900 s")])
+    md = report.write_report(run)["markdown"].read_text()
+    assert "‡" not in md.split("†")[0] and "TIMEOUT [1]" in md and "[1] killed after the cell timeout" in md
+
+
+def test_plot_colours_by_precision_and_keeps_a_slot_for_cells_that_did_not_run():
+    frame = report.to_frame([
+        record(train_seconds=12.0, steady_state_seconds=9.0, accuracy=0.9),
+        record(precision="bf16", train_seconds=8.0, steady_state_seconds=6.0, accuracy=0.9),
+        record(framework="jax", status="failed", reason="RuntimeError: boom"),
+        record(framework="tensorflow", status="skipped", reason="no bf16 on this CPU", precision="bf16"),
+    ])
+    fig, ax = plt.subplots()
+    report.draw_task(ax, frame, "cnn")
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["jax · fp32", "pytorch · fp32", "pytorch · bf16", "tensorflow · bf16"]
+    texts = [t.get_text() for t in ax.texts]
+    assert "FAILED  RuntimeError: boom" in texts and "SKIPPED  no bf16 on this CPU" in texts
+    filled = [p.get_facecolor() for p in ax.patches if p.get_width() > 0 and p.get_facecolor()[3] == 1]
+    assert to_rgba("tab:blue") in filled and to_rgba("tab:red") in filled
+    hatched = [p for p in ax.patches if p.get_hatch() == "////"]
+    assert sorted(p.get_width() for p in hatched) == [6.0, 9.0]  # the steady-state bars beside the waited ones
+    plt.close(fig)
+
+
+def test_plot_whiskers_span_the_spread_of_the_timed_passes():
+    r = record(task="resnet50", seconds_per_1000_images=50.0)
+    r["timing"].update({"min": 1.6, "median": 2.0, "max": 2.4})
+    time, steady, spread = report.times_of(report.to_frame([r]).to_dict("records")[0])
+    assert (time, steady) == (50.0, None) and spread == pytest.approx((40.0, 60.0))
+    train = record(train_seconds=40.0, epoch_seconds=[16.0, 7.0, 8.0, 9.0], steady_state_seconds=32.0)
+    assert report.times_of(report.to_frame([train]).to_dict("records")[0])[2] == pytest.approx((28.0, 36.0))
 
 
 def test_empty_or_unreadable_runs_are_clear_errors(tmp_path):
@@ -59,15 +162,128 @@ def test_empty_or_unreadable_runs_are_clear_errors(tmp_path):
         report.write_report(tmp_path)
 
 
-def test_verify_gives_ratios_and_verdicts(tmp_path, capsys):
-    from scripts import verify
-    reference = write_run(tmp_path / "ref", [record(), record(task="gru", train_seconds=10.0, accuracy=0.9),
-                                             record(task="resnet50", seconds_per_1000_images=50.0)])
-    measured = write_run(tmp_path / "run", [record(train_seconds=13.0, accuracy=0.92),
-                                            record(task="gru", train_seconds=30.0, accuracy=0.9)])
-    assert verify.main(["--reference", str(reference), "--run", str(measured)]) == 1
+# ---------------------------------------------------------------- verify
+
+def verify_main(reference, run, capsys, *extra):
+    code = verify.main(["--reference", str(reference), "--run", str(run), *extra])
     out = capsys.readouterr().out
-    lines = {line.split()[0]: line for line in out.splitlines()[3:]}
-    assert "ok" in lines["pytorch-cnn-fp32-a"] and "1.05" in lines["pytorch-cnn-fp32-a"]
-    assert "slower" in lines["pytorch-gru-fp32-a"] and "3" in lines["pytorch-gru-fp32-a"]
-    assert "missing" in lines["pytorch-resnet50-fp32-a"]
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("pytorch", "jax", "tensorflow"))}
+    return code, rows, out.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def reference(tmp_path):
+    return write_run(tmp_path / "ref", [
+        record(),
+        record(task="gru", train_seconds=10.0, accuracy=0.9),
+        record(task="resnet50", seconds_per_1000_images=50.0),
+        record(task="densenet121", train_minutes=1.0, train_seconds=60.0, auc=0.8),
+        record(framework="jax", task="densenet121", status="skipped", reason="no data-parallel fit"),
+    ])
+
+
+def all_cells(reference):
+    return sorted(p.stem for p in (reference / "cells").glob("*.json"))
+
+
+def test_verify_passes_when_every_cell_is_as_expected(reference, tmp_path, capsys):
+    run = write_run(tmp_path / "run", [
+        record(train_seconds=13.0, accuracy=0.92),
+        record(task="gru", train_seconds=9.0, accuracy=0.89),
+        record(task="resnet50", seconds_per_1000_images=55.0),
+        record(task="densenet121", train_minutes=1.2, train_seconds=72.0, auc=0.79),
+        record(framework="jax", task="densenet121", status="skipped", reason="no data-parallel fit"),
+    ], plan=all_cells(reference))
+    code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 0
+    assert "ok" in rows["pytorch-cnn-fp32-a"] and "1.05" in rows["pytorch-cnn-fp32-a"]
+    assert "skipped as in the reference" in rows["jax-densenet121-fp32-a"]
+    assert verdict == "OK: 5 cells as expected — time within ×1.5 of the reference, accuracy/AUC within ±0.05 of it"
+
+
+def test_verify_slower_cells_fail_with_a_count(reference, tmp_path, capsys):
+    run = write_run(tmp_path / "run", [
+        record(train_seconds=13.0, accuracy=0.92),
+        record(task="gru", train_seconds=30.0, accuracy=0.9),
+        record(task="resnet50", seconds_per_1000_images=90.0),
+        record(task="densenet121", train_minutes=1.0, train_seconds=60.0, auc=0.8),
+        record(framework="jax", task="densenet121", status="skipped", reason="no data-parallel fit"),
+    ], plan=all_cells(reference))
+    code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 1
+    assert "slower" in rows["pytorch-gru-fp32-a"] and "3" in rows["pytorch-gru-fp32-a"]
+    assert verdict.startswith("FAIL: 2 of 5 cells slower than the reference beyond ×1.5; accuracy/AUC as expected")
+    # a looser tolerance, for a noisy shared machine, accepts the same run
+    assert verify_main(reference, run, capsys, "--time-tolerance", "3.5")[0] == 0
+
+
+def test_verify_quality_off_fails_even_when_fast(reference, tmp_path, capsys):
+    run = write_run(tmp_path / "run", [
+        record(train_seconds=6.0, accuracy=0.5),  # twice as fast, and wrong: a broken install, not a fast one
+        record(task="gru", train_seconds=10.0, accuracy=0.9),
+        record(task="resnet50", seconds_per_1000_images=50.0),
+        record(task="densenet121", train_minutes=1.0, train_seconds=60.0, auc=0.8),
+        record(framework="jax", task="densenet121", status="skipped", reason="no data-parallel fit"),
+    ], plan=all_cells(reference))
+    code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 1 and "accuracy 0.500, expected 0.912" in rows["pytorch-cnn-fp32-a"]
+    assert verdict.startswith("FAIL: 1 of 5 cells with accuracy/AUC off the reference by more than ±0.05")
+    assert "1 faster" in verdict
+
+
+def test_verify_failed_missing_and_unexpectedly_skipped_cells_fail(reference, tmp_path, capsys):
+    run = write_run(tmp_path / "run", [
+        record(status="failed", reason="RuntimeError: boom"),
+        record(task="gru", status="skipped", reason="no bf16 here"),
+        record(task="densenet121", train_minutes=1.0, train_seconds=60.0, auc=0.8),
+        record(framework="jax", task="densenet121", status="failed", reason="GpuMissing"),
+    ], plan=all_cells(reference))  # resnet50 was planned and never written
+    code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 1
+    assert "failed: RuntimeError: boom" in rows["pytorch-cnn-fp32-a"]
+    assert "skipped, the reference ran it" in rows["pytorch-gru-fp32-a"]
+    assert "missing" in rows["pytorch-resnet50-fp32-a"] and "failed" in rows["jax-densenet121-fp32-a"]
+    assert verdict.startswith("FAIL: 2 of 5 cells failed or timed out (see each log under logs/); 1 missing (no "
+                              "record); 1 skipped where the reference ran; accuracy/AUC as expected")
+
+
+def test_verify_cells_outside_the_run_or_the_reference_are_named_not_failed(reference, tmp_path, capsys):
+    run = write_run(tmp_path / "run", [
+        record(train_seconds=12.0, accuracy=0.91),
+        record(precision="bf16", train_seconds=9.0, accuracy=0.9),  # a cell the reference never ran
+    ], plan=["pytorch-cnn-fp32-a", "pytorch-cnn-bf16-a"])
+    code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 0
+    assert "no reference" in rows["pytorch-cnn-bf16-a"]
+    assert "pytorch-gru-fp32-a" not in rows  # not in this run's profile: not listed cell by cell
+    assert verdict == ("OK: 1 cell as expected — time within ×1.5 of the reference, accuracy/AUC within ±0.05 of it; "
+                       "1 cell not compared (no reference record); 4 reference cells not in this run's plan")
+
+
+def test_verify_with_nothing_in_common_fails(reference, tmp_path, capsys):
+    run = write_run(tmp_path / "run", [record(framework="tensorflow")], plan=["tensorflow-cnn-fp32-a"])
+    code, _, verdict = verify_main(reference, run, capsys)
+    assert code == 1 and verdict.startswith("FAIL: nothing compared")
+
+
+def test_verify_without_a_plan_expects_every_reference_cell(reference, tmp_path, capsys):
+    run = write_run(tmp_path / "run", [record(train_seconds=12.0, accuracy=0.91)])  # e.g. a merged folder
+    code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 1 and "missing" in rows["pytorch-gru-fp32-a"] and "4 missing (no record)" in verdict
+
+
+def test_verify_usage_errors_exit_2(reference, tmp_path, capsys):
+    assert verify.main(["--reference", str(tmp_path / "nope"), "--run", str(tmp_path)]) == 2
+    assert "no reference records" in capsys.readouterr().err
+    assert verify.main(["--reference", str(reference), "--run", str(tmp_path / "typo")]) == 2
+    assert "is not a run folder (no cells/)" in capsys.readouterr().err
+
+
+def test_verify_a_record_without_its_time_is_off_and_a_failed_reference_judges_nothing(tmp_path, capsys):
+    reference = write_run(tmp_path / "ref", [record(), record(task="gru", status="failed", reason="boom")])
+    run = write_run(tmp_path / "run", [record(accuracy=0.912), record(task="gru", train_seconds=5.0, accuracy=0.9)],
+                    plan=["pytorch-cnn-fp32-a", "pytorch-gru-fp32-a"])
+    code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 1 and "no train_seconds in the record" in rows["pytorch-cnn-fp32-a"]
+    assert "not compared: the reference cell is failed" in rows["pytorch-gru-fp32-a"]
+    assert verdict.startswith("FAIL: 1 ok but without a time") and "1 cell not compared" in verdict

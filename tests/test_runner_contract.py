@@ -4,6 +4,8 @@ import json
 import pytest
 
 from conftest import run_runner
+from runners import FRAMEWORKS
+from shared.runner import parser
 
 
 def test_missing_data_is_a_failed_record_that_says_what_to_do(tmp_path):
@@ -23,11 +25,60 @@ def test_gpu_only_precisions_skip_on_cpu(precision, synthetic_data, tmp_path):
     assert record["system"]["framework_version"]
 
 
-def test_gpu_device_without_gpu_skips(synthetic_data, tmp_path):
+def test_gpu_device_without_gpu_fails_with_a_hint(synthetic_data, tmp_path):
+    """A missing GPU is a broken install or launch, never an unsupported cell: `failed`, so `--resume` retries it."""
     out = tmp_path / "r.json"
     proc = run_runner("pytorch", "gru", out, "--scale", "tiny", "--device", "gpu", data=synthetic_data)
     record = json.loads(out.read_text())
-    assert proc.returncode == 0 and record["status"] == "skipped" and "GPU" in record["reason"]
+    assert proc.returncode == 1 and record["status"] == "failed", record["reason"]
+    assert "0 visible" in record["reason"] and "nvidia-smi" in record["reason"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpus", "0"], "argument --gpus: must be 1 or more, got 0"),
+    (["--gpus", "-2"], "argument --gpus: must be 1 or more, got -2"),
+    (["--gpus", "two"], "argument --gpus: expected a whole number of 1 or more, got 'two'"),
+    (["--repeats", "0"], "argument --repeats: must be 1 or more, got 0"),
+    (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
+    (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+    (["--scale", "huge"], "argument --scale: invalid choice: 'huge'"),
+    (["--switch", "compile"], "argument --switch: --switch takes NAME=VALUE, got 'compile'"),
+])
+def test_bad_arguments_are_refused_before_anything_runs(argv, message, tmp_path, capsys):
+    """Usage errors stop at argparse (exit 2, one line naming the flag): no framework import, no training, no record."""
+    with pytest.raises(SystemExit) as exit_:
+        parser(FRAMEWORKS).parse_args(["pytorch", "cnn", "--data", str(tmp_path), "--out", str(tmp_path / "r.json"),
+                                       *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_unknown_framework_and_task_list_the_choices(tmp_path, capsys):
+    for argv, message in ((["pytroch", "cnn"], "argument framework: invalid choice: 'pytroch' (choose from 'jax'"),
+                          (["pytorch", "lstm"], "argument task: invalid choice: 'lstm' (choose from 'cnn'")):
+        with pytest.raises(SystemExit):
+            parser(FRAMEWORKS).parse_args([*argv, "--data", str(tmp_path), "--out", str(tmp_path / "r.json")])
+        assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("ROSETTA_GPUS", "0", "argument --gpus: must be 1 or more, got 0"),
+    ("ROSETTA_PRECISION", "fp8", "argument --precision: invalid choice: 'fp8' (choose from fp32, tf32, amp, bf16)"),
+    ("ROSETTA_DEVICE", "tpu", "argument --device: invalid choice: 'tpu'"),
+    ("ROSETTA_SCALE", "huge", "argument --scale: invalid choice: 'huge'"),
+])
+def test_defaults_from_the_environment_are_checked_like_flags(variable, value, message, monkeypatch, tmp_path,
+                                                              capsys):
+    monkeypatch.setenv(variable, value)  # compose and hand-run containers set these instead of flags
+    with pytest.raises(SystemExit):
+        parser(FRAMEWORKS).parse_args(["pytorch", "cnn", "--data", str(tmp_path), "--out", str(tmp_path / "r.json")])
+    assert message in capsys.readouterr().err
+
+
+def test_defaults_from_the_environment_are_used(monkeypatch, tmp_path):
+    monkeypatch.setenv("ROSETTA_GPUS", "4")
+    args = parser(FRAMEWORKS).parse_args(["pytorch", "cnn", "--data", str(tmp_path), "--out", str(tmp_path / "r")])
+    assert args.gpus == 4 and args.repeats == 5
 
 
 def test_unknown_switch_fails_naming_it(synthetic_data, tmp_path):
@@ -47,4 +98,5 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     assert record["status"] == "ok", record["log_tail"]
     assert record["timing"]["repeats"] == 3 and len(record["timing"]["values"]) == 3
     assert record["system"]["switches"]["channels_last"] is True and record["metrics"]["weights"] == "random"
+    assert record["metrics"]["data_placement"] == "host" and record["metrics"]["differences"] == []  # report fields
     assert {"python", "cpu", "framework_version", "cuda", "cudnn", "driver", "gpus", "host"} <= set(record["system"])

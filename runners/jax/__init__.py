@@ -30,17 +30,18 @@ def _prepare_xla(argv):
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={args.gpus}".strip()
 
 
-if "jax" not in sys.modules:  # too late once JAX is imported; select_devices then skips with the reason
+if "jax" not in sys.modules:  # too late once JAX is imported; select_devices then fails with the reason
     _prepare_xla(sys.argv[1:])
 
 import flax  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import jaxlib  # noqa: E402
+import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from shared.record import Skip  # noqa: E402
+from shared.record import GpuMissing, Skip  # noqa: E402
 
 
 def _cuda_versions():
@@ -70,16 +71,21 @@ def framework_info():
 
 
 def select_devices(cfg, count=1):
-    """The first `count` devices of the cell's platform; skipped where JAX sees fewer."""
-    platform = "cpu" if cfg.device == "cpu" else "gpu"
+    """The first `count` devices of the cell's platform. Fewer than asked is a broken install or launch (status
+    failed, so `--resume` retries it), never an unsupported combination."""
+    if cfg.device == "cpu":
+        devices = jax.devices("cpu")
+        if len(devices) < count:
+            raise RuntimeError(f"{count} CPU devices asked for, {len(devices)} visible to JAX: XLA_FLAGS="
+                               f"--xla_force_host_platform_device_count={count} must be set before JAX is imported "
+                               "(`python -m runners` does it for `--device cpu --gpus N`)")
+        return devices[:count]
     try:
-        devices = jax.devices(platform)
-    except RuntimeError as e:
-        raise Skip(f"no {platform} backend visible to JAX ({e})") from e
+        devices = jax.devices("gpu")
+    except RuntimeError:  # no GPU backend at all: a CPU-only jaxlib, or the CUDA plugin found no driver
+        devices = []
     if len(devices) < count:
-        hint = (" (start the runner with `--device cpu --gpus N`, or set XLA_FLAGS="
-                f"--xla_force_host_platform_device_count={count} before JAX is imported)") if platform == "cpu" else ""
-        raise Skip(f"{count} {platform} device(s) asked for, {len(devices)} visible to JAX{hint}")
+        raise GpuMissing(count, len(devices), f"JAX {jax.__version__} (backends: {jax.default_backend()})")
     return devices[:count]
 
 
@@ -94,8 +100,11 @@ def set_precision(precision, device):
     gpu = device.platform == "gpu"
     if precision in ("tf32", "amp") and not gpu:
         raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
-    if precision == "tf32" and float(getattr(device, "compute_capability", "0")) < 8:
-        raise Skip("tf32 needs an Ampere or newer GPU (compute capability 8.0+)")
+    # XLA would run bf16 on a pre-Ampere GPU too, emulated through float32: not what a bf16 column promises.
+    capability = getattr(device, "compute_capability", "0") if gpu else None
+    if precision in ("tf32", "bf16") and gpu and float(capability) < 8:
+        raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); "
+                   f"{device.device_kind} is {capability}")
     jax.config.update("jax_default_matmul_precision", "tensorfloat32" if precision == "tf32" else "highest")
     dtype = {"amp": jnp.float16, "bf16": jnp.bfloat16}.get(precision, jnp.float32)
     return dtype, (DynamicLossScale() if precision == "amp" else LossScale())
@@ -139,3 +148,32 @@ class DynamicLossScale(LossScale):
 def count_parameters(model):
     """Trainable parameters (nnx.Param), like PyTorch's parameters(): BatchNorm running statistics are not counted."""
     return sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
+# torchvision's parameter names -> NNX's, for the BatchNorm and the conv/dense layers of load_torchvision_names.
+BATCHNORM_NAMES = {"weight": "scale", "bias": "bias", "running_mean": "mean", "running_var": "var"}
+LAYER_NAMES = {"weight": "kernel", "bias": "bias"}
+
+
+def load_torchvision_names(model, weights):
+    """Load canonical weights (torchvision's state_dict names and layouts) into an NNX model whose attribute paths
+    are torchvision's module names: `layer1.0.downsample.1.running_var` is `model.layer1[0].downsample[1].var`.
+    Layouts change on the way: conv kernels OIHW -> HWIO, dense (out, in) -> (in, out). Strict like PyTorch's
+    load_state_dict: a name the model lacks, a wrong shape, or a parameter left unloaded is an error."""
+    loaded = set()
+    for name, w in weights.items():
+        *path, leaf = name.split(".")
+        module = model
+        for part in path:                                       # a number indexes an nnx.List, as in nn.Sequential
+            module = module[int(part)] if part.isdigit() else getattr(module, part)
+        variable = getattr(module, (BATCHNORM_NAMES if isinstance(module, nnx.BatchNorm) else LAYER_NAMES)[leaf])
+        w = np.asarray(w)
+        w = w.transpose(2, 3, 1, 0) if w.ndim == 4 else w.T if w.ndim == 2 else w
+        if variable.shape != w.shape:
+            raise ValueError(f"{name}: canonical shape {np.shape(weights[name])}, model has {variable.shape}")
+        variable[...] = jnp.asarray(w)
+        loaded.add(id(variable))
+    missing = [".".join(map(str, path)) for path, node in nnx.iter_graph(model)
+               if isinstance(node, (nnx.Param, nnx.BatchStat)) and id(node) not in loaded]
+    if missing:
+        raise ValueError(f"canonical weights lack {len(missing)} of the model's variables, e.g. {missing[:3]}")

@@ -7,7 +7,7 @@ import optax
 from flax import nnx
 
 from runners.jax import count_parameters, select_devices, set_precision
-from shared import batching, metrics
+from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import summarize, timed_epochs, train_metrics
@@ -17,17 +17,32 @@ from shared.timing import summarize, timed_epochs, train_metrics
 SWITCHES = {
     "jit": True,      # compile the whole train step (forward, backward, update) into one XLA program; off = op by op
     "donate": True,   # donate the old parameter/optimizer buffers to the step, so XLA updates them in place
+    "data_placement": params.DATA_PLACEMENT,  # host: device_put each batch inside the clock (the rule for every
+                                              # framework); device: the whole set on the device before the clock
 }
 # Layout: NHWC inside the model (XLA's and Flax's native conv layout); the shared batches are NCHW and are transposed
 # by the model's first op, which XLA folds into the first convolution.
 
 
 # ==== Data ====
-def load_data(cfg, device):
-    """CIFAR-10 as float32 NCHW arrays, moved to the device once (lesson 13: no per-batch host copies)."""
+def load_data(cfg, device, placement):
+    """CIFAR-10 as float32 NCHW arrays and int labels, the training set in host memory (NumPy) or on `device`
+    (`placement`). The test set stays on the host: evaluation is outside the clock and copies its batches."""
     p = cfg.params
     x_train, y_train, x_test, y_test = load_cifar10(cfg.data, p.get("train_samples"), p.get("test_samples"))
-    return tuple(jax.device_put(a, device) for a in (x_train, y_train, x_test, y_test))
+    if placement not in params.DATA_PLACEMENTS:
+        raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
+    if placement == "device":
+        x_train, y_train = jax.device_put((x_train, y_train), device)
+    return x_train, y_train, x_test, y_test
+
+
+def train_batches(x_train, y_train, batch_size, epoch, device):
+    """One epoch of (x, y) on `device` in the shared order. Each batch is gathered where the data lives (NumPy on the
+    host, an XLA gather on the device) and put on the device; device_put is asynchronous, so the copy overlaps the
+    steps still queued, and it is a no-op for a batch already there."""
+    for idx in batching.train_batches(len(x_train), batch_size, epoch):
+        yield jax.device_put((x_train[idx], y_train[idx]), device)
 
 
 # ==== Model ====
@@ -109,7 +124,7 @@ def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     device, = select_devices(cfg)
     dtype, loss_scale = set_precision(cfg.precision, device)
-    x_train, y_train, x_test, y_test = load_data(cfg, device)
+    x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype)
     tx = loss_scale.wrap(optax.sgd(p["lr"], momentum=p["momentum"]))  # plain momentum, like PyTorch (lesson 8)
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
@@ -119,25 +134,24 @@ def main(cfg):
     state = jax.device_put(state, device)
     train_step = make_train_step(graphdef, switches)
 
-    def epoch_batches(epoch):
-        for idx in batching.train_batches(len(x_train), p["batch_size"], epoch):
-            yield x_train[idx], y_train[idx]
-
     def step(batch):
         nonlocal state
         state, loss = train_step(state, *batch)
         return loss
 
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, step, lambda: jax.block_until_ready(state))
+    epoch_seconds, warmup, loss = timed_epochs(
+        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
+        lambda: jax.block_until_ready(state))
     nnx.update((model, optimizer, loss_scale), state)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
-    samples = batching.steps_per_epoch(len(x_train), p["batch_size"]) * p["batch_size"]
+    steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
-                                 parameters=count_parameters(model), epochs=p["epochs"],
-                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
+                                 data_placement=switches["data_placement"], differences=[]),
         "timing": summarize(epoch_seconds, warmup=warmup),
         "switches": {**switches, "memory_format": "NHWC", "compute_dtype": jnp.dtype(dtype).name,
                      "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},

@@ -1,6 +1,8 @@
 """JAX 0.10 + Flax NNX 0.12 · densenet121 · DenseNet-121 written in NNX with a new 14-way sigmoid head, trained on
 ChestX-ray14, data-parallel over N devices in one process: the batch is sharded over a device mesh, parameters are
 replicated, and XLA inserts the gradient all-reduce (jax.sharding's global-view SPMD, no per-device code)."""
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,8 +10,8 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from runners.jax import count_parameters, select_devices, set_precision
-from shared import batching, metrics, params
+from runners.jax import count_parameters, load_torchvision_names, select_devices, set_precision
+from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
 from shared.timing import summarize, timed_epochs, train_metrics
@@ -21,9 +23,21 @@ SWITCHES = {
     "donate": True,   # donate the old parameter/optimizer buffers so XLA updates them in place
 }
 # Layout: NHWC inside the model; the shared NCHW batches are transposed by the model's first op. Weights: Flax has no
-# model zoo and this machine reaches no model hub, so the network starts from random weights (record field `weights`).
-# BatchNorm statistics: under jit over a sharded batch, BatchNorm's mean and variance are computed over the *global*
-# batch (XLA all-reduces them), i.e. synchronized BatchNorm; PyTorch's DDP normalizes each device's slice on its own.
+# model zoo, so the network is written here with torchvision's module names and loads the canonical weights (ImageNet
+# from the `weights` step with the shared seeded head, else the shared seeded init; record field `weights`).
+# Data placement is "host" by the nature of the task: each global batch is cropped in host memory and device_put inside
+# the clock (asynchronously, while the devices still run the previous step).
+# Formulation differences from torchvision's DenseNet-121 (recorded in `differences`):
+# - under jit over a sharded batch, BatchNorm's mean and variance are computed over the *global* batch (XLA all-reduces
+#   them), i.e. synchronized BatchNorm; PyTorch's DDP normalizes each device's slice on its own;
+# - Flax updates BatchNorm's running variance with the biased batch variance, PyTorch with the unbiased one (a factor
+#   n / (n - 1), n = batch × height × width: negligible at 224², visible in the tiny scale's 1×1 last block).
+DIFFERENCES = {
+    "sync_bn": "BatchNorm statistics synchronized over devices (global-batch BN under jit); PyTorch DDP normalizes "
+               "per device",
+    "biased_var": "BatchNorm running variance updated with the biased batch variance (Flax); torchvision uses the "
+                  "unbiased one",
+}
 
 
 # ==== Data ====
@@ -46,16 +60,19 @@ def global_batches(train, cfg, epoch, world):
 
 
 # ==== Model ====
+# Module and attribute names are torchvision's (features.conv0, features.denseblock1.denselayer1.norm1, …,
+# classifier), so that canonical weights load by name; nnx.Dict plays the part of torchvision's named nn.Sequential.
+# torchvision's paddings too: explicit and symmetric (XLA's "SAME" would pad 7×7/2 asymmetrically).
 class DenseLayer(nnx.Module):
     """BN-ReLU-conv1×1 (bn_size × growth) → BN-ReLU-conv3×3 (growth); its output is concatenated to its input."""
 
     def __init__(self, cin, growth, bn_size, conv, norm):
-        self.bn1, self.conv1 = norm(cin), conv(cin, bn_size * growth, 1)
-        self.bn2, self.conv2 = norm(bn_size * growth), conv(bn_size * growth, growth, 3)
+        self.norm1, self.conv1 = norm(cin), conv(cin, bn_size * growth, 1)
+        self.norm2, self.conv2 = norm(bn_size * growth), conv(bn_size * growth, growth, 3)
 
     def __call__(self, x):
-        y = self.conv1(nnx.relu(self.bn1(x)))
-        y = self.conv2(nnx.relu(self.bn2(y)))
+        y = self.conv1(nnx.relu(self.norm1(x)))
+        y = self.conv2(nnx.relu(self.norm2(y)))
         return jnp.concatenate([x, y], axis=-1)                                # channels grow by `growth`
 
 
@@ -63,43 +80,66 @@ class Transition(nnx.Module):
     """BN-ReLU-conv1×1 halving the channels (compression 0.5), then 2×2 average pooling."""
 
     def __init__(self, cin, cout, conv, norm):
-        self.bn, self.conv = norm(cin), conv(cin, cout, 1)
+        self.norm, self.conv = norm(cin), conv(cin, cout, 1)
 
     def __call__(self, x):
-        return nnx.avg_pool(self.conv(nnx.relu(self.bn(x))), (2, 2), (2, 2))
+        return nnx.avg_pool(self.conv(nnx.relu(self.norm(x))), (2, 2), (2, 2))
 
 
 class DenseNet121(nnx.Module):
     def __init__(self, num_classes=14, growth=32, blocks=(6, 12, 24, 16), bn_size=4, dtype=jnp.float32, *, rngs):
-        # torchvision's initialization: He normal convolutions, BatchNorm scale 1 / bias 0, zero classifier bias.
-        he = nnx.initializers.variance_scaling(2.0, "fan_in", "normal")             # kaiming_normal_, untruncated
+        # The initializers only fill the arrays until the canonical weights are loaded.
         conv = lambda cin, cout, k, stride=1: nnx.Conv(cin, cout, (k, k), stride, padding=k // 2, use_bias=False,
-                                                       kernel_init=he, dtype=dtype, rngs=rngs)
-        # Training mode (batch statistics); PyTorch's momentum 0.1 is Flax's running-average decay 0.9.
+                                                       dtype=dtype, rngs=rngs)
+        # Training mode (batch statistics) until nnx.view switches it; PyTorch's momentum 0.1 is Flax's decay 0.9.
         norm = lambda c: nnx.BatchNorm(c, momentum=0.9, epsilon=1e-5, dtype=dtype, rngs=rngs)
-        self.stem_conv, self.stem_bn = conv(3, 64, 7, 2), norm(64)
-        layers, c = [], 64
-        for i, depth in enumerate(blocks):
-            for _ in range(depth):
-                layers.append(DenseLayer(c, growth, bn_size, conv, norm))
-                c += growth
-            if i < len(blocks) - 1:
-                layers.append(Transition(c, c // 2, conv, norm))
+        self.features = nnx.Dict(conv0=conv(3, 64, 7, 2), norm0=norm(64))
+        c = 64
+        for b, depth in enumerate(blocks, start=1):
+            self.features[f"denseblock{b}"] = nnx.List(
+                [DenseLayer(c + i * growth, growth, bn_size, conv, norm) for i in range(depth)])
+            c += depth * growth
+            if b < len(blocks):
+                self.features[f"transition{b}"] = Transition(c, c // 2, conv, norm)
                 c //= 2
-        self.features = nnx.Sequential(*layers)
-        self.final_bn = norm(c)                                                  # c = 1024
-        self.classifier = nnx.Linear(c, num_classes, bias_init=nnx.initializers.zeros, dtype=dtype, rngs=rngs)
+        self.features["norm5"] = norm(c)                                        # c = 1024
+        self.classifier = nnx.Linear(c, num_classes, dtype=dtype, rngs=rngs)
+        self.blocks = len(blocks)
 
     def __call__(self, x):                                                      # x: (N, 3, H, W)
+        f = self.features
         x = x.transpose(0, 2, 3, 1)                                             # -> NHWC
-        x = nnx.relu(self.stem_bn(self.stem_conv(x)))                           # (N, H/2, W/2, 64)
+        x = nnx.relu(f.norm0(f.conv0(x)))                                       # (N, H/2, W/2, 64)
         x = nnx.max_pool(x, (3, 3), (2, 2), padding=((1, 1), (1, 1)))           # (N, H/4, W/4, 64)
-        x = nnx.relu(self.final_bn(self.features(x)))                           # (N, H/32, W/32, 1024)
+        for b in range(1, self.blocks + 1):
+            for layer in f[f"denseblock{b}"]:
+                x = layer(x)
+            if b < self.blocks:
+                x = f[f"transition{b}"](x)                                      # halves channels and resolution
+        x = nnx.relu(f.norm5(x))                                                # (N, H/32, W/32, 1024)
         return self.classifier(x.mean(axis=(1, 2)))                             # 14 logits; sigmoid in the loss
 
 
 def build_model(cfg=None, dtype=jnp.float32, seed=0):
-    return DenseNet121(num_classes=params.DENSENET121["num_classes"], dtype=dtype, rngs=nnx.Rngs(seed)), "random"
+    return DenseNet121(num_classes=params.DENSENET121["num_classes"], dtype=dtype, rngs=nnx.Rngs(seed))
+
+
+def load_canonical(model, weights):
+    """Canonical names are torchvision's, and so are our attribute paths, except that a dense block is an nnx.List
+    (NNX sorts attributes by name when it rebuilds a module under jit, which would run `denselayer10` before
+    `denselayer2`): torchvision's `denselayer7` is entry 6. Kernels go OIHW -> HWIO on the way."""
+    renumber = lambda name: re.sub(r"denselayer(\d+)", lambda m: str(int(m[1]) - 1), name)
+    load_torchvision_names(model, {renumber(name): w for name, w in weights.items()})
+
+
+@nnx.jit
+def forward(model, x):
+    return model(x)
+
+
+def predict_logits(model, x):
+    """14 logits per image in inference mode: BatchNorm uses its running statistics."""
+    return np.asarray(forward(nnx.view(model, use_running_average=True), jnp.asarray(x)), np.float32)
 
 
 # ==== Train step ====
@@ -146,7 +186,9 @@ def main(cfg):
     batch_sharding = NamedSharding(mesh, PartitionSpec("data"))                 # batch axis split over devices
     replicated = NamedSharding(mesh, PartitionSpec())                           # a full copy on every device
     train, test = load_data(cfg)
-    model, weights = build_model(dtype=dtype)
+    model = build_model(dtype=dtype)
+    weights, source = canonical.load(cfg.data, "densenet121")   # the same start in every framework
+    load_canonical(model, weights)
     tx = loss_scale.wrap(optax.adam(p["lr"] * world))                           # linear scaling with the global batch
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
     graphdef, state = nnx.split((model, optimizer, loss_scale))
@@ -167,13 +209,15 @@ def main(cfg):
     nnx.update((model, optimizer, loss_scale), state)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], batch_sharding)
-    samples = batching.steps_per_epoch(len(train), p["batch_size"], world) * p["batch_size"] * world
+    steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
+    differences = [DIFFERENCES["biased_var"]] + ([DIFFERENCES["sync_bn"]] if world > 1 else [])
     return {
-        "metrics": train_metrics(epoch_seconds, samples, auc=auc, auc_classes=classes,
-                                 train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
-                                 devices=world, weights=weights, global_batch=p["batch_size"] * world,
-                                 parameters=count_parameters(model), train_samples=len(train),
-                                 test_samples=len(test), crop_size=p["crop_size"], epochs=p["epochs"]),
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
+                                 auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
+                                 final_loss=float(loss), devices=world, weights=source,
+                                 global_batch=p["batch_size"] * world, parameters=count_parameters(model),
+                                 train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
+                                 epochs=p["epochs"], data_placement="host", differences=differences),
         "timing": summarize(epoch_seconds, warmup=warmup),
         "switches": {**switches, "data_parallel": "jax.sharding (mesh axis 'data')", "devices": world,
                      "device_list": [str(d) for d in devices], "memory_format": "NHWC",

@@ -7,7 +7,7 @@ import optax
 from flax import nnx
 
 from runners.jax import count_parameters, select_devices, set_precision
-from shared import batching, metrics
+from shared import batching, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import summarize, timed_epochs, train_metrics
@@ -18,17 +18,33 @@ SWITCHES = {
     "jit": True,        # compile the whole train step, time loop included, into one XLA program
     "donate": True,     # donate the old parameter/optimizer buffers so XLA updates them in place
     "scan_unroll": 1,   # time steps per lax.scan iteration: unrolling trades compile time for loop overhead
+    "data_placement": params.DATA_PLACEMENT,  # host: device_put each batch inside the clock (the rule for every
+                                              # framework); device: the whole set on the device before the clock
 }
 # JAX has no fused cuDNN GRU (jax.experimental.rnn wraps cuDNN's LSTM only): XLA compiles the scan itself.
 
 
 # ==== Data ====
-def load_data(cfg, device):
-    """IMDB as int32 token ids (N, maxlen), Keras convention, front-padded; moved to the device once."""
+def load_data(cfg, device, placement):
+    """IMDB as int32 token ids (N, maxlen), Keras convention, front-padded; the training set in host memory (NumPy)
+    or on `device` (`placement`). The test set stays on the host: evaluation is outside the clock and copies its
+    batches."""
     p = cfg.params
-    x_train, y_train, x_test, y_test = load_imdb(cfg.data, p["max_features"], p["maxlen"],
-                                                 p.get("train_samples"), p.get("test_samples"))
-    return tuple(jax.device_put(np.asarray(a, np.int32), device) for a in (x_train, y_train, x_test, y_test))
+    x_train, y_train, x_test, y_test = (np.asarray(a, np.int32) for a in load_imdb(
+        cfg.data, p["max_features"], p["maxlen"], p.get("train_samples"), p.get("test_samples")))
+    if placement not in params.DATA_PLACEMENTS:
+        raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
+    if placement == "device":
+        x_train, y_train = jax.device_put((x_train, y_train), device)
+    return x_train, y_train, x_test, y_test
+
+
+def train_batches(x_train, y_train, batch_size, epoch, device):
+    """One epoch of (x, y) on `device` in the shared order. Each batch is gathered where the data lives (NumPy on the
+    host, an XLA gather on the device) and put on the device; device_put is asynchronous, so the copy overlaps the
+    steps still queued, and it is a no-op for a batch already there."""
+    for idx in batching.train_batches(len(x_train), batch_size, epoch):
+        yield jax.device_put((x_train[idx], y_train[idx]), device)
 
 
 # ==== Model ====
@@ -130,7 +146,7 @@ def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     device, = select_devices(cfg)
     dtype, loss_scale = set_precision(cfg.precision, device)
-    x_train, y_train, x_test, y_test = load_data(cfg, device)
+    x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
     tx = loss_scale.wrap(optax.adam(p["lr"], b1=p["beta1"], b2=p["beta2"], eps=p["eps"]))
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
@@ -140,25 +156,24 @@ def main(cfg):
     state = jax.device_put(state, device)
     train_step = make_train_step(graphdef, switches)
 
-    def epoch_batches(epoch):
-        for idx in batching.train_batches(len(x_train), p["batch_size"], epoch):
-            yield x_train[idx], y_train[idx]
-
     def step(batch):
         nonlocal state
         state, loss = train_step(state, *batch)
         return loss
 
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, step, lambda: jax.block_until_ready(state))
+    epoch_seconds, warmup, loss = timed_epochs(
+        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
+        lambda: jax.block_until_ready(state))
     nnx.update((model, optimizer, loss_scale), state)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
-    samples = batching.steps_per_epoch(len(x_train), p["batch_size"]) * p["batch_size"]
+    steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
-                                 parameters=count_parameters(model), epochs=p["epochs"],
-                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
+                                 data_placement=switches["data_placement"], differences=[]),
         "timing": summarize(epoch_seconds, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": False, "compute_dtype": jnp.dtype(dtype).name,
                      "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from runners.jax import count_parameters, select_devices, set_precision
-from shared import batching
+from runners.jax import count_parameters, load_torchvision_names, select_devices, set_precision
+from shared import batching, canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
@@ -17,8 +17,10 @@ SWITCHES = {
     "jit": True,   # compile the forward pass into one XLA program (the warm-up pass absorbs the compile time)
 }
 # Layout: NHWC inside the model (XLA's preferred layout for cuDNN convolutions on tensor cores); the shared images are
-# NCHW and the model's first op transposes them. Weights: Flax has no model zoo and this machine reaches no model hub,
-# so the network is randomly initialized (record field `weights`); the timing does not depend on the values.
+# NCHW and the model's first op transposes them. Weights: Flax has no model zoo, so the network is written here with
+# torchvision's module names and loads the canonical weights (ImageNet from the `weights` step, else the shared seeded
+# init; record field `weights`). Data placement is "host" by the nature of the task: every timed pass copies each batch
+# in and its features back out, as a feature extractor in production would.
 
 
 # ==== Data ====
@@ -29,6 +31,8 @@ def load_data(cfg):
 
 
 # ==== Model ====
+# Module and attribute names are torchvision's (conv1, bn1, layer1…layer4, downsample), so that canonical weights load
+# by name; torchvision's paddings too: explicit and symmetric (XLA's "SAME" would pad 7×7/2 and 3×3/2 asymmetrically).
 class Bottleneck(nnx.Module):
     """1×1 reduce → 3×3 (stride here: ResNet v1.5, as torchvision) → 1×1 expand ×4, plus the (projected) shortcut."""
 
@@ -36,42 +40,63 @@ class Bottleneck(nnx.Module):
         self.conv1, self.bn1 = conv(cin, width, 1), norm(width)
         self.conv2, self.bn2 = conv(width, width, 3, stride), norm(width)
         self.conv3, self.bn3 = conv(width, width * 4, 1), norm(width * 4)
-        self.project = nnx.Sequential(conv(cin, width * 4, 1, stride), norm(width * 4)) if stride != 1 or cin != width * 4 else None
+        projects = stride != 1 or cin != width * 4
+        self.downsample = nnx.List([conv(cin, width * 4, 1, stride), norm(width * 4)]) if projects else None
 
     def __call__(self, x):
         y = nnx.relu(self.bn1(self.conv1(x)))
         y = nnx.relu(self.bn2(self.conv2(y)))
         y = self.bn3(self.conv3(y))
-        shortcut = x if self.project is None else self.project(x)
-        return nnx.relu(y + shortcut)
+        if self.downsample is None:
+            return nnx.relu(y + x)
+        conv, bn = self.downsample
+        return nnx.relu(y + bn(conv(x)))
 
 
 class ResNet50(nnx.Module):
     def __init__(self, dtype=jnp.float32, *, rngs):
-        # He initialization (fan_out, as torchvision); BatchNorm in inference mode with PyTorch's epsilon.
-        he = nnx.initializers.variance_scaling(2.0, "fan_out", "normal")
+        # BatchNorm in inference mode (running statistics) with PyTorch's epsilon; the initializers only fill the
+        # arrays until main loads the canonical weights.
         conv = lambda cin, cout, k, stride=1: nnx.Conv(cin, cout, (k, k), stride, padding=k // 2, use_bias=False,
-                                                       kernel_init=he, dtype=dtype, rngs=rngs)
+                                                       dtype=dtype, rngs=rngs)
         norm = lambda c: nnx.BatchNorm(c, use_running_average=True, epsilon=1e-5, dtype=dtype, rngs=rngs)
-        self.stem_conv, self.stem_bn = conv(3, 64, 7, 2), norm(64)
-        blocks, cin = [], 64
+        self.conv1, self.bn1 = conv(3, 64, 7, 2), norm(64)
+        stages, cin = [], 64
         for width, depth, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            blocks = []
             for i in range(depth):
                 blocks.append(Bottleneck(cin, width, stride if i == 0 else 1, conv, norm))
                 cin = width * 4
-        self.blocks = nnx.List(blocks)
+            stages.append(nnx.List(blocks))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
 
     def __call__(self, x):                                                      # x: (N, 3, H, W)
         x = x.transpose(0, 2, 3, 1)                                             # -> NHWC
-        x = nnx.relu(self.stem_bn(self.stem_conv(x)))                           # (N, H/2, W/2, 64)
+        x = nnx.relu(self.bn1(self.conv1(x)))                                   # (N, H/2, W/2, 64)
         x = nnx.max_pool(x, (3, 3), (2, 2), padding=((1, 1), (1, 1)))           # (N, H/4, W/4, 64)
-        for block in self.blocks:
-            x = block(x)                                                        # ... (N, H/32, W/32, 2048)
+        for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
+            for block in stage:
+                x = block(x)                                                    # ... (N, H/32, W/32, 2048)
         return x.mean(axis=(1, 2))                                              # global average pool: (N, 2048)
 
 
 def build_model(cfg=None, dtype=jnp.float32, seed=0):
-    return ResNet50(dtype=dtype, rngs=nnx.Rngs(seed)), "random"
+    return ResNet50(dtype=dtype, rngs=nnx.Rngs(seed))
+
+
+def load_canonical(model, weights):
+    """Canonical names are torchvision's, and so are our attribute paths; kernels go OIHW -> HWIO on the way."""
+    load_torchvision_names(model, weights)
+
+
+@nnx.jit
+def forward(model, x):
+    return model(x)
+
+
+def predict_logits(model, x):
+    """Pooled features (N, 2048); this model's BatchNorm always uses its running statistics."""
+    return np.asarray(forward(model, jnp.asarray(x)), np.float32)
 
 
 # ==== Train step ====
@@ -100,21 +125,24 @@ def main(cfg):
     device, = select_devices(cfg)
     dtype, _ = set_precision(cfg.precision, device)
     images = load_data(cfg)
-    model, weights = build_model(dtype=dtype)
+    model = build_model(dtype=dtype)
+    weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
+    load_canonical(model, weights)
     graphdef, state = nnx.split(model)
     state = jax.device_put(state, device)
 
-    def forward(state, x):
+    def apply(state, x):
         return nnx.merge(graphdef, state)(x)
-    forward = jax.jit(forward) if switches["jit"] else forward
+    apply = jax.jit(apply) if switches["jit"] else apply
 
     features = []
-    timing = repeat(lambda: features.append(extract(lambda x: forward(state, x), images, p["batch_size"], device)),
+    timing = repeat(lambda: features.append(extract(lambda x: apply(state, x), images, p["batch_size"], device)),
                     repeats=cfg.repeats, warmup=1)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=weights,
-                                      feature_mean=feature_mean, parameters=count_parameters(model)),
+        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
+                                      feature_mean=feature_mean, parameters=count_parameters(model),
+                                      data_placement="host", differences=[]),
         "timing": timing,
         "switches": {**switches, "memory_format": "NHWC", "compute_dtype": jnp.dtype(dtype).name,
                      "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},

@@ -8,9 +8,13 @@ import keras
 import numpy as np
 
 from shared import batching
-from shared.record import Skip
+from shared.record import GpuMissing, Skip
 
 BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
+# Keras' Adam (also TF's: tf.keras.optimizers.Adam) updates w -= lr·√(1−β₂ᵗ)/(1−β₁ᵗ) · m / (√v + ε): ε is added before
+# the bias correction (Kingma & Ba's "epsilon hat"), where PyTorch and optax add it to √v̂ after it. The same ε = 1e-8
+# is thus ε/√(1−β₂ᵗ) in PyTorch's terms: 32× larger at step 1, the same once β₂ᵗ → 0. A record names it.
+ADAM_EPSILON_HAT = "Adam ε added before bias correction (Keras' epsilon-hat form; PyTorch/optax add it after)"
 
 
 def _backend_info():
@@ -54,9 +58,22 @@ def gpu_count():
 
 
 def check_device(cfg):
-    """Skip a GPU cell where the backend sees too few GPUs (the CPU is always there)."""
+    """Fail a GPU cell where the backend sees too few GPUs (a broken install, never an unsupported combination)."""
     if cfg.device == "gpu" and gpu_count() < max(cfg.gpus, 1):
-        raise Skip(f"{cfg.gpus} GPU(s) asked for, {gpu_count()} visible to Keras' {BACKEND} backend")
+        raise GpuMissing(cfg.gpus, gpu_count(), f"Keras' {BACKEND} backend")
+
+
+def compute_capability():
+    """(major, minor) of the first GPU, as the backend reports it."""
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+        return tuple(tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
+                     .get("compute_capability", (0, 0)))
+    if BACKEND == "jax":
+        import jax
+        return tuple(int(v) for v in jax.devices("gpu")[0].compute_capability.split("."))
+    import torch
+    return torch.cuda.get_device_capability(0)
 
 
 def set_precision(precision, device):
@@ -69,6 +86,9 @@ def set_precision(precision, device):
     gpu = device == "gpu"
     if precision in ("tf32", "amp") and not gpu:
         raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
+    if precision in ("tf32", "bf16") and gpu and compute_capability() < (8, 0):  # else Keras runs it as fp32
+        raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+), this one is "
+                   f"{'.'.join(map(str, compute_capability()))}")
     tf32 = precision == "tf32"
     if BACKEND == "tensorflow":
         import tensorflow as tf
@@ -127,26 +147,39 @@ class EpochBatches(keras.utils.PyDataset):
 
 
 class EpochTimer(keras.callbacks.Callback):
-    """The training clock inside `model.fit`: one interval per epoch, the first batch (trace/compile) also timed apart
-    as the warm-up, as shared.timing.timed_epochs does. Reading the loss is the barrier: it is computed by the same
-    compiled step as the weight update, so a float means the step has finished on the device."""
+    """The training clock inside `model.fit`: one interval per epoch, and the end of the first step (trace/compile) as
+    the warm-up, as shared.timing.timed_epochs does, without adding work to `fit`.
+
+    Epoch edges are barriers already: Keras waits for its asynchronous batch hooks and converts the epoch's logs to
+    Python floats before `on_epoch_end`. Per-batch hooks would make Keras call every batch hook synchronously, pulling
+    each step's loss to the host on the main thread; `async_safe` keeps Keras' own asynchronous dispatch instead
+    (keras/src/callbacks/callback_list.py), where a worker thread receives each step's logs once the step has run, so
+    the first call ends the warm-up and the others return at once. (On TF, Keras runs batch hooks synchronously for
+    every user, since its TF backend is not marked thread-safe; the timer adds nothing to that either.)"""
+    async_safe = True
 
     def __init__(self):
         super().__init__()
         self.epoch_seconds, self.warmup = [], None
 
+    def on_train_begin(self, logs=None):
+        # Read here, not in the batch hook: on JAX, `self.model` syncs the model's variables with the training state,
+        # which from a worker thread would race the main thread's next step (it donates those buffers).
+        self.steps_per_execution = self.model.steps_per_execution
+
     def on_epoch_begin(self, epoch, logs=None):
         self.start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.warmup is None:
-            float(logs["loss"])
+        # `batch` is the last step of a compiled call: the first call ends below steps_per_execution.
+        if not self.epoch_seconds and batch < self.steps_per_execution:
             self.warmup = time.perf_counter() - self.start
 
     def on_epoch_end(self, epoch, logs=None):
-        self.final_loss = float(logs["loss"])
         self.epoch_seconds.append(time.perf_counter() - self.start)
+        self.final_loss = logs["loss"]
 
 
 def count_parameters(model):
-    return int(model.count_params())
+    """Trainable parameters only: BatchNorm's moving statistics are weights to Keras, not parameters."""
+    return sum(int(np.prod(v.shape)) for v in model.trainable_weights)

@@ -1,16 +1,16 @@
-"""Keras 3.15 (TF / JAX / PyTorch backend) · densenet121 · keras.applications.DenseNet121 fine-tuned on
-ChestX-ray14 (14 sigmoid outputs) with `model.fit`, data-parallel over N devices: the Keras distribution API
-(DataParallel) on JAX, tf.distribute.MirroredStrategy on TF; one device only on torch (see `data_parallel`)."""
+"""Keras 3.15 (TF / JAX / PyTorch backend) · densenet121 · keras.applications.DenseNet121 (with torchvision's
+BatchNorm, runners/keras/networks.py) fine-tuned on ChestX-ray14 (14 sigmoid outputs) with `model.fit`, data-parallel
+over N devices: the Keras distribution API (DataParallel) on JAX, tf.distribute.MirroredStrategy on TF; one device only on torch (see `data_parallel`)."""
 import contextlib
 import os
 
 import keras
 import numpy as np
-from keras import layers
 
-from runners.keras import BACKEND, EpochBatches, EpochTimer, check_device, nchw_to, set_precision
-from runners.keras.resnet50 import cached_weights
-from shared import batching, metrics, params
+from runners.keras import (ADAM_EPSILON_HAT, BACKEND, EpochBatches, EpochTimer, check_device, count_parameters,
+                           nchw_to, set_precision)
+from runners.keras.networks import densenet121, load_canonical, predict_logits  # noqa: F401 (equivalence interface)
+from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
@@ -25,8 +25,25 @@ SWITCHES = {
                                # tf.distribute only, torch never
     "loader_workers": None,    # PyDataset worker threads (crop/flip/normalize); None = CPUs on a GPU, 1 on the CPU
 }
-WEIGHTS_FILE = "densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5"  # what keras.applications would download
 DATA_FORMAT = "channels_last"
+# Weights: the canonical ones (ImageNet from the `weights` step with the shared seeded head, else the shared seeded
+# init; record field `weights`), not Keras' own ImageNet files, so every framework starts from the same numbers.
+# Data placement is "host" (the only choice with `fit` on a PyDataset): each global batch is cropped in host memory and
+# copied to the device inside the clock.
+# Formulation differences from torchvision's DenseNet-121 and PyTorch's Adam (recorded in `differences`):
+# - Adam adds ε before the bias correction (runners.keras.ADAM_EPSILON_HAT);
+# - Keras updates BatchNorm's moving variance with the biased batch variance, PyTorch with the unbiased one (a factor
+#   n / (n - 1), n = batch × height × width: negligible at 224², visible in the tiny scale's 1×1 last block);
+# - on JAX over several devices, BatchNorm's batch statistics are those of the global batch (the jitted step reduces
+#   over the sharded batch axis), i.e. synchronized BatchNorm; PyTorch's DDP and TF's MirroredStrategy normalize each
+#   device's slice on its own.
+DIFFERENCES = {
+    "adam": ADAM_EPSILON_HAT,
+    "biased_var": "BatchNorm moving variance updated with the biased batch variance (Keras); torchvision uses the "
+                  "unbiased one",
+    "sync_bn": "BatchNorm statistics synchronized over devices (global-batch BN under jit); PyTorch DDP normalizes "
+               "per device",
+}
 
 
 # ==== Data ====
@@ -75,41 +92,35 @@ def data_parallel(cfg, world):
     runs in the CPU tests."""
     if world == 1:
         return contextlib.nullcontext(), "none"
+    if BACKEND == "torch":
+        raise Skip("data-parallel fit is not available on Keras' torch backend: keras.distribution is implemented for "
+                   "JAX (and TF) only and the torch trainer has no tf.distribute counterpart; torch DDP means a "
+                   "hand-written loop instead of model.fit, which the pytorch runner already covers")
+    check_device(cfg)                                          # GPU cells only: it leaves the CPU devices unset
     if BACKEND == "jax":
         import jax
         if cfg.device == "cpu":
             jax.config.update("jax_num_cpu_devices", world)    # only before the first jax.devices(), as here
         devices = keras.distribution.list_devices(cfg.device)
-        if len(devices) < world:
-            raise Skip(f"{world} devices asked for, JAX has {len(devices)} {cfg.device} device(s) (CPU devices can "
-                       "only be split before JAX initializes)")
+        if len(devices) < world:                               # a bug here, not an unsupported combination
+            raise RuntimeError(f"{world} CPU devices asked for, JAX made {len(devices)}: CPU devices can only be "
+                               "split before JAX initializes")
         # Replicates the variables and splits every global batch along axis 0 over the devices.
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:world]))
         return contextlib.nullcontext(), "keras.distribution.DataParallel"
-    if BACKEND == "tensorflow":
-        import tensorflow as tf
-        if cfg.device == "cpu":
-            cpu = tf.config.list_physical_devices("CPU")[0]
-            try:
-                tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * world)
-            except RuntimeError as e:                          # TF's runtime already initialized its devices
-                raise Skip(f"cannot split the CPU into {world} logical devices: {e}") from e
-        kind = "CPU" if cfg.device == "cpu" else "GPU"
-        devices = [d.name for d in tf.config.list_logical_devices(kind)][:world]
-        # Variables are mirrored on every device; gradients are all-reduced (NCCL on GPUs) before the update.
-        return tf.distribute.MirroredStrategy(devices).scope(), "tf.distribute.MirroredStrategy"
-    raise Skip("data-parallel fit is not available on Keras' torch backend: keras.distribution is implemented for "
-               "JAX (and TF) only and the torch trainer has no tf.distribute counterpart; torch DDP means a "
-               "hand-written loop instead of model.fit, which the pytorch runner already covers")
+    import tensorflow as tf
+    if cfg.device == "cpu":                                    # only before TF's runtime starts, as here
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * world)
+    devices = [d.name for d in tf.config.list_logical_devices("CPU" if cfg.device == "cpu" else "GPU")][:world]
+    # Variables are mirrored on every device; gradients are all-reduced (NCCL on GPUs) before the update.
+    return tf.distribute.MirroredStrategy(devices).scope(), "tf.distribute.MirroredStrategy"
 
 
-def build_model(cfg=None, crop=224, num_classes=14):
-    """DenseNet-121 with ImageNet weights when cached (no download while benchmarking), a new 14-way head (logits)."""
-    weights = cached_weights(WEIGHTS_FILE)
-    base = keras.applications.DenseNet121(include_top=False, weights=weights, input_shape=(crop, crop, 3),
-                                          pooling="avg")
-    logits = layers.Dense(num_classes, dtype="float32", name="findings")(base.output)  # float32 under mixed precision
-    return keras.Model(base.input, logits, name="densenet121_chestxray"), ("imagenet" if weights else "random")
+def build_model(cfg=None, num_classes=14):
+    """The zoo's DenseNet-121 with torchvision's BatchNorm ε and momentum and a new head of logits, for images of any
+    size; main loads the canonical weights into it."""
+    return densenet121(num_classes)
 
 
 # ==== Train step ====
@@ -117,7 +128,8 @@ def build_model(cfg=None, crop=224, num_classes=14):
 # distribution or strategy, the gradient all-reduce). This function is the whole of what a Keras user writes for it.
 def train_step(model, batches, cfg, switches, timer, world):
     p = cfg.params
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=p["lr"] * world),  # linear scaling with the batch
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=p["lr"] * world,  # linear scaling with the batch
+                                                  beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
                   loss=keras.losses.BinaryCrossentropy(from_logits=True),  # sigmoid inside the loss (lesson 6)
                   jit_compile=switches["jit_compile"])
     model.fit(batches, epochs=p["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
@@ -143,18 +155,24 @@ def main(cfg):
     batches = train_batches(train, cfg, world, workers)
     timer = EpochTimer()
     with scope:
-        model, weights = build_model(crop=p["crop_size"], num_classes=p["num_classes"])
+        model = build_model(num_classes=p["num_classes"])
+        weights, source = canonical.load(cfg.data, "densenet121")  # ImageNet + seeded head, else the seeded init
+        load_canonical(model, weights)
         train_step(model, batches, cfg, switches, timer, world)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"] * world, world)
     samples = len(batches) * p["batch_size"] * world
+    differences = [DIFFERENCES["adam"], DIFFERENCES["biased_var"]] + (
+        [DIFFERENCES["sync_bn"]] if BACKEND == "jax" and world > 1 else [])
     return {
-        "metrics": train_metrics(timer.epoch_seconds, samples, auc=auc, auc_classes=classes,
-                                 train_minutes=sum(timer.epoch_seconds) / 60, final_loss=timer.final_loss,
-                                 devices=world, weights=weights, global_batch=p["batch_size"] * world,
+        "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches), auc=auc,
+                                 auc_classes=classes, train_minutes=sum(timer.epoch_seconds) / 60,
+                                 final_loss=timer.final_loss, devices=world, weights=source,
+                                 parameters=count_parameters(model), global_batch=p["batch_size"] * world,
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                 epochs=p["epochs"]),
+                                 epochs=p["epochs"], data_placement="host", differences=differences),
         "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
         "switches": {**switches, "loader_workers": workers, "data_parallel": parallel, "data_format": DATA_FORMAT,
-                     "dtype_policy": policy, "jit_compile_resolved": model.jit_compile, "backend": BACKEND},
+                     "dtype_policy": policy, "jit_compile_resolved": model.jit_compile, "backend": BACKEND,
+                     "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},
     }

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras import EpochBatches, EpochTimer, check_device, set_precision
+from runners.keras import ADAM_EPSILON_HAT, EpochBatches, EpochTimer, check_device, count_parameters, set_precision
 from shared import metrics
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -17,6 +17,9 @@ SWITCHES = {
     "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU only, torch never
     "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
 }
+# Adam: ε = 1e-8 as everywhere, but Keras adds it before the bias correction (runners.keras.ADAM_EPSILON_HAT; recorded
+# in `differences`). Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in
+# host memory in the shared order and copied to the device inside the clock.
 
 
 # ==== Data ====
@@ -99,11 +102,13 @@ def main(cfg):
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = len(batches) * p["batch_size"]
     return {
-        "metrics": train_metrics(timer.epoch_seconds, samples, accuracy=accuracy, final_loss=timer.final_loss,
-                                 parameters=model.count_params(), epochs=p["epochs"],
-                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
+                                 accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
+                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
+                                 data_placement="host", differences=[ADAM_EPSILON_HAT]),
         "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
         "switches": {**switches, "cudnn_rnn": cfg.device == "gpu" and keras.backend.backend() != "jax",
                      "dtype_policy": policy, "jit_compile_resolved": model.jit_compile,
-                     "backend": keras.backend.backend()},
+                     "backend": keras.backend.backend(),
+                     "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},
     }

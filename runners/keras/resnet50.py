@@ -1,12 +1,12 @@
-"""Keras 3.15 (TF / JAX / PyTorch backend) · resnet50 · keras.applications.ResNet50 cut after global average
-pooling (include_top=False, pooling="avg"): timed feature extraction with `model.predict`."""
-import os
-from pathlib import Path
-
+"""Keras 3.15 (TF / JAX / PyTorch backend) · resnet50 · ResNet-50 v1.5 (torchvision's definition, written in Keras'
+functional idiom in runners/keras/networks.py) cut after global average pooling: timed feature extraction with
+`model.predict`."""
 import keras
 import numpy as np
 
-from runners.keras import check_device, data_format_of, nchw_to, set_precision
+from runners.keras import check_device, count_parameters, data_format_of, nchw_to, set_precision
+from runners.keras.networks import load_canonical, predict_logits, resnet50  # noqa: F401 (the equivalence interface)
+from shared import canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
@@ -18,7 +18,10 @@ SWITCHES = {
                                # (Keras copies NHWC tensors to NCHW around every torch conv), else NHWC
     "jit_compile": "auto",     # XLA-compile predict; Keras' "auto": JAX always, TF on GPU only, torch never
 }
-WEIGHTS_FILE = "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5"  # what keras.applications would download
+# Not keras.applications.ResNet50: that is ResNet v1 (stride on the first 1×1 conv, conv biases), another network.
+# Weights: the canonical ones (ImageNet from the `weights` step, else the shared seeded init; record field `weights`).
+# Data placement is "host" (the only choice with `predict`): the images sit in host memory and every timed pass copies
+# each batch in and its features back out, as a feature extractor in production would.
 
 
 # ==== Data ====
@@ -29,19 +32,9 @@ def load_data(cfg, data_format):
 
 
 # ==== Model ====
-def cached_weights(filename):
-    """The ImageNet weights file if it is already in Keras' cache (~/.keras/models); never download while
-    benchmarking."""
-    path = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras")) / "models" / filename
-    return str(path) if path.exists() else None
-
-
-def build_model(cfg=None, image_size=224, data_format="channels_last"):
-    weights = cached_weights(WEIGHTS_FILE)
-    keras.config.set_image_data_format(data_format)   # keras.applications read the layout from the global config
-    shape = (3, image_size, image_size) if data_format == "channels_first" else (image_size, image_size, 3)
-    model = keras.applications.ResNet50(include_top=False, weights=weights, input_shape=shape, pooling="avg")
-    return model, ("imagenet" if weights else "random")
+def build_model(cfg=None, data_format="channels_last"):
+    """ResNet-50 v1.5 for images of any size; main loads the canonical weights into it."""
+    return resnet50(data_format)
 
 
 # ==== Train step ====
@@ -67,7 +60,9 @@ def main(cfg):
     data_format = data_format_of(switches, cfg)
     keras.utils.set_random_seed(0)
     images = load_data(cfg, data_format)
-    model, weights = build_model(image_size=p["image_size"], data_format=data_format)
+    model = build_model(data_format=data_format)
+    weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
+    load_canonical(model, weights)
     model.compile(jit_compile=switches["jit_compile"])  # predict() reads jit_compile from compile()
 
     features = []
@@ -75,8 +70,9 @@ def main(cfg):
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats, warmup=1)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=weights,
-                                      feature_mean=feature_mean),
+        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
+                                      feature_mean=feature_mean, parameters=count_parameters(model),
+                                      data_placement="host", differences=[]),
         "timing": timing,
         "switches": {**switches, "data_format": data_format, "dtype_policy": policy,
                      "jit_compile_resolved": model.jit_compile, "backend": keras.backend.backend()},

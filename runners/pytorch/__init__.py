@@ -1,9 +1,10 @@
 """PyTorch runners (torch 2.14, torchvision 0.29): device, precision and provenance shared by the four task modules."""
 import contextlib
 
+import numpy as np
 import torch
 
-from shared.record import Skip
+from shared.record import GpuMissing, Skip
 
 
 def framework_info():
@@ -17,11 +18,12 @@ def framework_info():
 
 
 def select_device(cfg, rank=0):
-    """`cuda:rank` for a GPU cell (skipped where no GPU is visible), else the CPU."""
+    """`cuda:rank` for a GPU cell, else the CPU. Too few visible GPUs is a broken install or launch (status failed,
+    so `--resume` retries it), never an unsupported combination."""
     if cfg.device == "cpu":
         return torch.device("cpu")
     if torch.cuda.device_count() < max(cfg.gpus, 1):
-        raise Skip(f"{cfg.gpus} GPU(s) asked for, {torch.cuda.device_count()} visible to PyTorch")
+        raise GpuMissing(max(cfg.gpus, 1), torch.cuda.device_count(), f"PyTorch {torch.__version__}")
     return torch.device("cuda", rank)
 
 
@@ -39,10 +41,12 @@ def set_precision(precision, device):
     gpu = device.type == "cuda"
     if precision in ("tf32", "amp") and not gpu:
         raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
-    if precision == "tf32" and torch.cuda.get_device_capability(device)[0] < 8:
-        raise Skip("tf32 needs an Ampere or newer GPU (compute capability 8.0+)")
-    if precision == "bf16" and gpu and not torch.cuda.is_bf16_supported():
-        raise Skip("this GPU has no bf16 support")
+    # Ask for the compute capability, not torch.cuda.is_bf16_supported(): that also says yes where bf16 is only
+    # emulated (pre-Ampere GPUs), which would time an emulation under the bf16 label.
+    capability = torch.cuda.get_device_capability(device) if gpu else None
+    if precision in ("tf32", "bf16") and gpu and capability < (8, 0):
+        raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); "
+                   f"{torch.cuda.get_device_name(device)} is {capability[0]}.{capability[1]}")
     tf32 = precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -57,4 +61,13 @@ def set_precision(precision, device):
 
 
 def count_parameters(model):
-    return sum(p.numel() for p in model.parameters())
+    """Trainable parameters; BatchNorm running statistics are buffers, not parameters, so they are not counted."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def load_state(model, weights):
+    """Load canonical weights whose names are the model's own state_dict names (all four tasks' canonical layouts are
+    PyTorch's). BatchNorm's `num_batches_tracked` step counters are bookkeeping, not part of the layout: they keep the
+    model's values, so loading stays strict (a missing or unexpected name is an error)."""
+    counters = {name: t for name, t in model.state_dict().items() if name.endswith("num_batches_tracked")}
+    model.load_state_dict({**counters, **{name: torch.tensor(np.asarray(w)) for name, w in weights.items()}})

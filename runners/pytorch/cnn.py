@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import select_device, set_precision, sync
-from shared import batching, metrics
+from runners.pytorch import count_parameters, select_device, set_precision, sync
+from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import summarize, timed_epochs, train_metrics
@@ -16,16 +16,34 @@ SWITCHES = {
     "cudnn_benchmark": True,   # autotune the fastest conv algorithm for our fixed shapes (seed lesson CNN 3)
     "channels_last": False,    # NHWC memory format; NCHW is cuDNN's classic layout (lesson 2), NHWC helps tensor cores
     "compile": False,          # torch.compile the train step; compile time is reported as warm-up
+    "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
+                                              # device: the whole set on the device before the clock (lesson 13)
 }
 
 
 # ==== Data ====
-def load_data(cfg, device):
-    """CIFAR-10 as float32 NCHW tensors, moved to the device once (lesson 13: no per-batch host copies)."""
+def load_data(cfg, device, placement):
+    """CIFAR-10 as float32 NCHW tensors and int64 labels, training set in host memory or on `device` (`placement`).
+    The test set stays on the host: evaluation is outside the clock and copies its batches."""
     p = cfg.params
     x_train, y_train, x_test, y_test = load_cifar10(cfg.data, p.get("train_samples"), p.get("test_samples"))
-    to = lambda a, dtype: torch.as_tensor(a, dtype=dtype, device=device)
-    return to(x_train, torch.float32), to(y_train, torch.long), to(x_test, torch.float32), to(y_test, torch.long)
+    if placement not in params.DATA_PLACEMENTS:
+        raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
+    train_device = device if placement == "device" else "cpu"
+    x_train, y_train = torch.as_tensor(x_train, device=train_device), torch.as_tensor(y_train, device=train_device)
+    return x_train, y_train.long(), torch.as_tensor(x_test), torch.as_tensor(y_test).long()
+
+
+def train_batches(x_train, y_train, batch_size, epoch, device):
+    """One epoch of (x, y) on `device` in the shared order. Each batch is gathered where the data lives; from host
+    memory it is page-locked and copied asynchronously, so the copy overlaps the previous step's kernels."""
+    pin = x_train.device.type == "cpu" and device.type == "cuda"
+    for idx in batching.train_batches(len(x_train), batch_size, epoch):
+        idx = torch.from_numpy(idx).to(x_train.device)
+        x, y = x_train[idx], y_train[idx]
+        if pin:
+            x, y = x.pin_memory(), y.pin_memory()
+        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)   # no-op where they already are
 
 
 # ==== Model ====
@@ -87,14 +105,14 @@ def make_train_step(model, optimizer, autocast, scaler):
 
 
 # ==== Evaluate ====
-def evaluate(model, x_test, y_test, batch_size, autocast):
+def evaluate(model, x_test, y_test, batch_size, device, autocast):
     model.eval()                                                   # dropout off in evaluation (lesson 4)
     logits = []
     with torch.inference_mode(), autocast():
         for idx in batching.eval_batches(len(x_test), batch_size):
-            logits.append(model(x_test[idx]).float().cpu())
+            logits.append(model(x_test[idx].to(device)).float().cpu())
     model.train()
-    return metrics.accuracy(torch.cat(logits).numpy(), y_test.cpu().numpy())
+    return metrics.accuracy(torch.cat(logits).numpy(), y_test.numpy())
 
 
 # ==== Main ====
@@ -104,7 +122,7 @@ def main(cfg):
     autocast, scaler = set_precision(cfg.precision, device)
     torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
     torch.manual_seed(0)
-    x_train, y_train, x_test, y_test = load_data(cfg, device)
+    x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = build_model().to(device, memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])  # plain momentum (lesson 8)
@@ -112,20 +130,18 @@ def main(cfg):
     if switches["compile"]:
         train_step = torch.compile(train_step)
 
-    def epoch_batches(epoch):
-        for idx in batching.train_batches(len(x_train), p["batch_size"], epoch):
-            idx = torch.as_tensor(idx, device=device)
-            yield x_train[idx], y_train[idx]
-
     model.train()
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, lambda b: train_step(*b), sync(device))
+    epoch_seconds, warmup, loss = timed_epochs(
+        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
+        lambda batch: train_step(*batch), sync(device))
 
-    accuracy = evaluate(model, x_test, y_test, p["batch_size"], autocast)
-    samples = batching.steps_per_epoch(len(x_train), p["batch_size"]) * p["batch_size"]
+    accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
+    steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
-                                 parameters=sum(w.numel() for w in model.parameters()), epochs=p["epochs"],
-                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
+                                 data_placement=switches["data_placement"], differences=[]),
         "timing": summarize(epoch_seconds, warmup=warmup),
         "switches": {**switches, "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
                      "device": str(device)},

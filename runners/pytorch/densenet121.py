@@ -2,7 +2,6 @@
 data-parallel over N devices with DistributedDataParallel, one process per device, launched by this runner."""
 import os
 import socket
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -10,11 +9,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 import torchvision
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from runners.pytorch import select_device, set_precision, sync
-from shared import batching, metrics, params
+from runners.pytorch import count_parameters, load_state, select_device, set_precision, sync
+from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
 from shared.timing import summarize, timed_epochs, train_metrics
@@ -27,7 +25,8 @@ SWITCHES = {
     "compile": False,          # torch.compile the DDP model (compiles per process; reported as warm-up)
     "loader_workers": None,    # DataLoader worker processes per device; None = CPUs / devices on GPU, 0 on CPU
 }
-WEIGHTS = torchvision.models.DenseNet121_Weights.IMAGENET1K_V1
+# Data placement is "host" by the nature of the task (and shared.params.DATA_PLACEMENT): ChestX-ray14 does not fit on a
+# device, so DataLoader workers crop each batch in host memory and it is copied (pinned, asynchronous) inside the clock.
 
 
 # ==== Data ====
@@ -63,11 +62,21 @@ def loader(train, cfg, epoch, rank, world, device, workers):
 
 # ==== Model ====
 def build_model(cfg=None):
-    """DenseNet-121 with ImageNet weights when cached (no download while benchmarking), a new 14-way head."""
-    cached = Path(torch.hub.get_dir()) / "checkpoints" / Path(WEIGHTS.url).name
-    model = torchvision.models.densenet121(weights=WEIGHTS if cached.exists() else None)
-    model.classifier = nn.Linear(model.classifier.in_features, params.DENSENET121["num_classes"])
-    return model, ("imagenet" if cached.exists() else "random")
+    """torchvision's DenseNet-121 with a new 14-way head. Its initialization does not matter: the workers load the
+    canonical weights (ImageNet with the shared seeded head, or the shared seeded init throughout)."""
+    return torchvision.models.densenet121(weights=None, num_classes=params.DENSENET121["num_classes"])
+
+
+def load_canonical(model, weights):
+    """The canonical DenseNet-121 names are torchvision's state_dict names."""
+    load_state(model, weights)
+
+
+def predict_logits(model, x):
+    """14 logits per image in inference mode: BatchNorm uses its running statistics."""
+    model.eval()
+    with torch.inference_mode():
+        return model(torch.as_tensor(x)).numpy()
 
 
 # ==== Train step ====
@@ -113,9 +122,11 @@ def worker(rank, world, cfg, port, results):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     autocast, scaler = set_precision(cfg.precision, device)
     torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
-    torch.manual_seed(0)                                            # same initial head on every rank
+    torch.manual_seed(0)
     train, test = load_data(cfg)
-    model, weights = build_model()
+    model = build_model()
+    weights, source = canonical.load(cfg.data, "densenet121")      # the same start in every framework and on every rank
+    load_canonical(model, weights)
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = model.to(device, memory_format=memory_format)
     ddp = DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None) if world > 1 else model
@@ -133,13 +144,14 @@ def worker(rank, world, cfg, port, results):
 
     if rank == 0:
         auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], device, autocast)
-        samples = batching.steps_per_epoch(len(train), p["batch_size"], world) * p["batch_size"] * world
+        steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
         result = {
-            "metrics": train_metrics(epoch_seconds, samples, auc=auc, auc_classes=classes,
-                                     train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
-                                     devices=world, weights=weights, global_batch=p["batch_size"] * world,
+            "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
+                                     auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
+                                     final_loss=float(loss), devices=world, weights=source,
+                                     global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                      train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                     epochs=p["epochs"]),
+                                     epochs=p["epochs"], data_placement="host", differences=[]),
             "timing": summarize(epoch_seconds, warmup=warmup),
             "switches": {**switches, "loader_workers": workers, "ddp": world > 1,
                          "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,
@@ -163,7 +175,7 @@ def free_port():
 
 def main(cfg):
     world = max(cfg.gpus, 1)
-    select_device(cfg)                                              # skip early when the GPUs are not there
+    select_device(cfg)                                              # fail early when the GPUs are not there
     if world == 1:
         return worker(0, 1, cfg, None, None)
     results = mp.get_context("spawn").SimpleQueue()

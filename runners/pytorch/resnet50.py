@@ -1,12 +1,10 @@
-"""PyTorch 2.14 · resnet50 · torchvision ResNet-50 cut after global average pooling: timed feature extraction."""
-from pathlib import Path
-
+"""PyTorch 2.14 · resnet50 · torchvision ResNet-50 v1.5 cut after global average pooling: timed feature extraction."""
 import torch
 import torchvision
 from torch import nn
 
-from runners.pytorch import select_device, set_precision, sync
-from shared import batching
+from runners.pytorch import count_parameters, load_state, select_device, set_precision, sync
+from shared import batching, canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
@@ -19,7 +17,8 @@ SWITCHES = {
     "compile": False,          # torch.compile the model; the warm-up pass absorbs the compile time
     "pinned_memory": True,     # page-locked host buffers make the host→device copy asynchronous and faster
 }
-WEIGHTS = torchvision.models.ResNet50_Weights.IMAGENET1K_V2
+# Data placement is "host" by the nature of the task (and shared.params.DATA_PLACEMENT): the images sit in host memory
+# and every timed pass copies each batch in and its features back out, as a feature extractor in production would.
 
 
 # ==== Data ====
@@ -32,12 +31,23 @@ def load_data(cfg):
 
 # ==== Model ====
 def build_model(cfg=None):
-    """ImageNet weights when they are in torch's hub cache (no download while benchmarking), else random; the
-    classifier is replaced by the identity so the output is the 2048-d pooled feature."""
-    cached = Path(torch.hub.get_dir()) / "checkpoints" / Path(WEIGHTS.url).name
-    model = torchvision.models.resnet50(weights=WEIGHTS if cached.exists() else None)
+    """torchvision's ResNet-50 with the classifier replaced by the identity: the output is the 2048-d pooled feature.
+    Its initialization does not matter: main loads the canonical weights (ImageNet or the shared seeded init)."""
+    model = torchvision.models.resnet50(weights=None)
     model.fc = nn.Identity()
-    return model, ("imagenet" if cached.exists() else "random")
+    return model
+
+
+def load_canonical(model, weights):
+    """The canonical ResNet-50 names are torchvision's state_dict names (without `fc`, which is the identity here)."""
+    load_state(model, weights)
+
+
+def predict_logits(model, x):
+    """Pooled features (N, 2048) in inference mode: BatchNorm uses its running statistics."""
+    model.eval()
+    with torch.inference_mode():
+        return model(torch.as_tensor(x)).numpy()
 
 
 # ==== Train step ====
@@ -67,7 +77,9 @@ def main(cfg):
     torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
     torch.manual_seed(0)
     images = load_data(cfg)
-    model, weights = build_model()
+    model = build_model()
+    weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
+    load_canonical(model, weights)
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = model.to(device, memory_format=memory_format).eval()
     if switches["compile"]:
@@ -78,8 +90,9 @@ def main(cfg):
                     repeats=cfg.repeats, warmup=1, barrier=sync(device))
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=weights,
-                                      feature_mean=feature_mean),
+        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
+                                      feature_mean=feature_mean, parameters=count_parameters(model),
+                                      data_placement="host", differences=[]),
         "timing": timing,
         "switches": {**switches, "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
                      "device": str(device)},

@@ -7,15 +7,14 @@ policies); Keras `fit` is the `keras-tf` runner's idiom, not this one's.
 """
 import itertools
 import os
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ INFO/WARNING lines would crowd the record's log_tail
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from shared import batching  # noqa: E402
-from shared.record import Skip  # noqa: E402
+from shared import batching, params  # noqa: E402
+from shared.record import GpuMissing, Skip  # noqa: E402
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp": "mixed_float16", "bf16": "mixed_bfloat16"}
 
@@ -46,21 +45,14 @@ def select_devices(cfg, count=1):
             tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
         return [d.name for d in tf.config.list_logical_devices("CPU")][:count]
     gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) < count:
-        raise Skip(f"{count} GPU(s) asked for, {len(gpus)} visible to TensorFlow")
+    if len(gpus) < count:                              # a broken install or launch, never an unsupported combination
+        raise GpuMissing(count, len(gpus), "TensorFlow")
     return [d.name for d in tf.config.list_logical_devices("GPU")][:count]
 
 
 def auto(switch, on_gpu):
     """A switch left at None means "on for a GPU cell, off for a CPU cell"."""
     return on_gpu if switch is None else switch
-
-
-def cached_weights(file_name):
-    """'imagenet' when Keras' cache ($KERAS_HOME or ~/.keras, then models/) holds `file_name`, else None (random
-    initialization): a benchmark never downloads. Keras then loads the cached file and checks its hash."""
-    home = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras"))
-    return "imagenet" if (home / "models" / file_name).exists() else None
 
 
 def compute_capability():
@@ -110,19 +102,37 @@ def train_batches(n, batch_size, epochs):
     return itertools.chain.from_iterable(batching.train_batches(n, batch_size, epoch) for epoch in range(epochs))
 
 
-def batch_dataset(tensors, index_batches, device=None):
-    """A tf.data pipeline over index batches in the shared order (`train_batches`, shared.batching.eval_batches).
+def check_placement(placement):
+    if placement not in params.DATA_PLACEMENTS:
+        raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
+    return placement
 
-    Elements are index batches, gathered from `tensors` in parallel and prefetched, so the next batch is ready while
-    the step runs; on a GPU `prefetch_to_device` also overlaps the host→device copy with compute (seed lesson 13:
-    the GPU must never wait for per-batch copies).
-    """
+
+def device_tensors(device, *tensors):
+    """data_placement=device: the tensors copied to `device` once, before the clock; the steps gather batches there."""
+    with tf.device(device):
+        return tuple(tf.identity(t) for t in tensors)
+
+
+def index_dataset(index_batches):
+    """The index batches in the shared order (`train_batches`, shared.batching.eval_batches) as a tf.data pipeline."""
     batches = list(index_batches)
     full = [b for b in batches if len(b) == len(batches[0])]
     ds = tf.data.Dataset.from_tensor_slices(np.stack(full))                         # (steps, batch) int64
     if len(full) < len(batches):                                                    # evaluation's last, smaller batch
         ds = ds.concatenate(tf.data.Dataset.from_tensors(batches[-1]))
-    ds = ds.map(lambda idx: tuple(tf.gather(t, idx) for t in tensors), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds
+
+
+def batch_dataset(tensors, index_batches, device=None):
+    """data_placement=host: batches gathered from host `tensors` in the shared order by tf.data's threads.
+
+    Batches are gathered in parallel and prefetched, so the next batch is ready while the step runs; on a GPU
+    `prefetch_to_device` also overlaps the host→device copy with compute (seed lesson 13: the GPU must never wait for
+    per-batch copies).
+    """
+    ds = index_dataset(index_batches).map(lambda idx: tuple(tf.gather(t, idx) for t in tensors),
+                                          num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)                                              # map keeps order (deterministic)
     if device and "GPU" in device:
         ds = ds.apply(tf.data.experimental.prefetch_to_device(device))

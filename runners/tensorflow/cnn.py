@@ -3,9 +3,10 @@ a tf.data pipeline and a tf.function/GradientTape train step (optionally XLA-com
 import numpy as np
 import tensorflow as tf
 
-from runners.tensorflow import (auto, batch_dataset, count_parameters, epoch_iterator, host_tensors, optimizer_for,
-                                scaled, select_devices, set_precision, sync, train_batches)
-from shared import batching, metrics
+from runners.tensorflow import (auto, batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
+                                host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
+                                sync, train_batches)
+from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.record import Skip
 from shared.runner import resolve_switches
@@ -16,6 +17,8 @@ from shared.timing import summarize, timed_epochs, train_metrics
 SWITCHES = {
     "xla": None,               # jit_compile the train step, fusing elementwise ops; None = GPU only (no gain on 2 CPUs)
     "channels_first": None,    # None = NCHW on GPU (cuDNN's classic layout, lesson 2), NHWC on CPU (its only pool grad)
+    "data_placement": params.DATA_PLACEMENT,  # host: tf.data gathers each batch and copies it inside the clock (the
+                                              # rule); device: the set copied to the device before it, gathered there
 }
 LAYERS = {  # conv kernels HWIO (TF's filter layout in both data formats), dense (in, out)
     "conv1": (3, 3, 3, 50), "conv2": (3, 3, 50, 50), "conv3": (3, 3, 50, 100), "conv4": (3, 3, 100, 100),
@@ -138,16 +141,22 @@ def main(cfg):
     train_step = make_train_step(model, optimizer, auto(switches["xla"], on_gpu))
 
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
-    dataset = batch_dataset((x_train, y_train), train_batches(len(x_train), p["batch_size"], p["epochs"]), device)
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), lambda b: train_step(*b),
-                                               sync)
+    index_batches = train_batches(len(x_train), p["batch_size"], p["epochs"])
+    if check_placement(switches["data_placement"]) == "device":
+        x_device, y_device = device_tensors(device, x_train, y_train)
+        dataset = index_dataset(index_batches)
+        step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
+    else:
+        dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
-        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
-                                 parameters=count_parameters(model), epochs=p["epochs"],
-                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, accuracy=accuracy,
+                                 final_loss=float(loss), parameters=count_parameters(model), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test),
+                                 data_placement=switches["data_placement"], differences=[]),
         "timing": summarize(epoch_seconds, warmup=warmup),
         "switches": {**switches, "xla": auto(switches["xla"], on_gpu), "memory_format": fmt, "device": device,
                      "policy": tf.keras.mixed_precision.global_policy().name,

@@ -1,10 +1,14 @@
-"""TensorFlow 2.21 · densenet121 · tf.keras.applications DenseNet-121 fine-tuned on ChestX-ray14 (14 sigmoid
-outputs), data-parallel over N devices with tf.distribute.MirroredStrategy in one process (N logical CPUs on a CPU)."""
+"""TensorFlow 2.21 · densenet121 · tf.keras.applications DenseNet-121 (with torchvision's BatchNorm,
+runners/keras/networks.py) fine-tuned on ChestX-ray14 (14 sigmoid outputs), data-parallel over N devices with
+tf.distribute.MirroredStrategy in one process (N logical CPUs on a CPU)."""
 import numpy as np
 import tensorflow as tf
 
-from runners.tensorflow import cached_weights, epoch_iterator, optimizer_for, scaled, select_devices, set_precision, sync
-from shared import batching, metrics, params
+from runners.keras import ADAM_EPSILON_HAT
+from runners.keras.networks import densenet121, load_canonical, predict_logits  # noqa: F401 (equivalence interface)
+from runners.tensorflow import (count_parameters, epoch_iterator, optimizer_for, scaled, select_devices, set_precision,
+                                sync)
+from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
 from shared.timing import summarize, timed_epochs, train_metrics
@@ -17,7 +21,17 @@ SWITCHES = {
     "xla": False,              # jit_compile each replica's step; off: not yet measured on GPUs against plain graphs
     "parallel_batches": None,  # global batches augmented in parallel by tf.data; None = tf.data.AUTOTUNE
 }
-WEIGHTS_FILE = "densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5"
+# Weights: the canonical ones (ImageNet from the `weights` step with the shared seeded head, else the shared seeded
+# init; record field `weights`), not Keras' own ImageNet files, so every framework starts from the same numbers.
+# Data placement is "host" by the nature of the task: each global batch is cropped in host memory by tf.data's threads
+# and copied to the devices inside the clock, prefetched.
+# Formulation differences from torchvision's DenseNet-121 and PyTorch's Adam (recorded in `differences`):
+# - TF's Adam (Keras 3's) adds ε before the bias correction (runners.keras.ADAM_EPSILON_HAT);
+# - Keras' BatchNorm updates its moving variance with the biased batch variance, PyTorch with the unbiased one (a
+#   factor n / (n - 1), n = batch × height × width: negligible at 224², visible in the tiny scale's 1×1 last block).
+# MirroredStrategy normalizes each replica's slice on its own, as PyTorch's DDP does.
+DIFFERENCES = [ADAM_EPSILON_HAT, "BatchNorm moving variance updated with the biased batch variance (Keras); "
+                                 "torchvision uses the unbiased one"]
 
 
 # ==== Data ====
@@ -52,14 +66,9 @@ def train_dataset(train, crop, batch_size, world, epochs, parallel):
 
 # ==== Model ====
 def build_model(cfg=None):
-    """DenseNet-121 with ImageNet weights when cached (no download while benchmarking), a new 14-way head whose
-    logits stay float32 under mixed precision. Keras 3's DenseNet is channels_last only."""
-    tf.keras.backend.set_image_data_format("channels_last")
-    weights = cached_weights(WEIGHTS_FILE)
-    base = tf.keras.applications.DenseNet121(include_top=False, pooling="avg", weights=weights,
-                                             input_shape=(None, None, 3))
-    head = tf.keras.layers.Dense(params.DENSENET121["num_classes"], dtype="float32")
-    return tf.keras.Sequential([base, head]), weights or "random"
+    """The zoo's DenseNet-121 (channels_last only in Keras 3) with torchvision's BatchNorm ε and momentum and a new
+    14-way head whose logits stay float32 under mixed precision; main loads the canonical weights into it."""
+    return densenet121(params.DENSENET121["num_classes"])
 
 
 # ==== Train step ====
@@ -107,9 +116,12 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)
     train, test = load_data(cfg)
     with strategy.scope():                                          # variables mirrored on every device
-        model, weights = build_model()
-        optimizer = optimizer_for(tf.keras.optimizers.Adam(p["lr"] * world), cfg.precision,
-                                  model.trainable_variables)  # linear lr scaling
+        model = build_model()
+        weights, source = canonical.load(cfg.data, "densenet121")  # ImageNet + seeded head, else the seeded init
+        load_canonical(model, weights)
+        adam = tf.keras.optimizers.Adam(p["lr"] * world, beta_1=p["beta1"], beta_2=p["beta2"],  # linear lr scaling
+                                        epsilon=p["eps"])
+        optimizer = optimizer_for(adam, cfg.precision, model.trainable_variables)
     train_step = make_train_step(model, optimizer, strategy, p["batch_size"] * world, switches["xla"])
     parallel = switches["parallel_batches"] or tf.data.AUTOTUNE
 
@@ -121,15 +133,17 @@ def main(cfg):
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"])
     samples = steps * p["batch_size"] * world
     return {
-        "metrics": train_metrics(epoch_seconds, samples, auc=auc, auc_classes=classes,
+        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, auc=auc, auc_classes=classes,
                                  train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
-                                 devices=strategy.num_replicas_in_sync, weights=weights,
-                                 global_batch=p["batch_size"] * world, train_samples=len(train),
-                                 test_samples=len(test), crop_size=p["crop_size"], epochs=p["epochs"]),
+                                 devices=strategy.num_replicas_in_sync, weights=source,
+                                 parameters=count_parameters(model), global_batch=p["batch_size"] * world,
+                                 train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
+                                 epochs=p["epochs"], data_placement="host", differences=DIFFERENCES),
         "timing": summarize(epoch_seconds, warmup=warmup),
         "switches": {**switches, "strategy": type(strategy).__name__, "devices": list(strategy.extended.worker_devices),
                      "cross_device_ops": (type(cross_device_ops).__name__ if cross_device_ops else "NcclAllReduce")
                      if world > 1 else None,
                      "memory_format": "NHWC", "policy": tf.keras.mixed_precision.global_policy().name,
+                     "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)",
                      "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled()},
     }

@@ -3,8 +3,10 @@ loop; the recurrence is tf.keras.layers.GRU, which runs cuDNN's fused GRU kernel
 import numpy as np
 import tensorflow as tf
 
-from runners.tensorflow import (batch_dataset, count_parameters, epoch_iterator, host_tensors, optimizer_for, scaled,
-                                select_devices, set_precision, sync, train_batches)
+from runners.keras import ADAM_EPSILON_HAT
+from runners.tensorflow import (batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
+                                host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
+                                sync, train_batches)
 from shared import batching, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -14,7 +16,11 @@ from shared.timing import summarize, timed_epochs, train_metrics
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "xla": False,              # off: XLA has no kernel for the fused cuDNN RNN op (CudnnRNNV3), the GRU's fast path
+    "data_placement": params.DATA_PLACEMENT,  # host: tf.data gathers each batch and copies it inside the clock (the
+                                              # rule); device: the set copied to the device before it, gathered there
 }
+# Adam: ε = 1e-8 as everywhere, but TF's Adam (Keras 3's) adds it before the bias correction
+# (runners.keras.ADAM_EPSILON_HAT; recorded in `differences`).
 
 
 # ==== Data ====
@@ -95,18 +101,25 @@ def main(cfg):
     train_step = make_train_step(model, optimizer, switches["xla"])
 
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
-    dataset = batch_dataset((x_train, y_train), train_batches(len(x_train), p["batch_size"], p["epochs"]), device)
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), lambda b: train_step(*b),
-                                               sync)
+    index_batches = train_batches(len(x_train), p["batch_size"], p["epochs"])
+    if check_placement(switches["data_placement"]) == "device":
+        x_device, y_device = device_tensors(device, x_train, y_train)
+        dataset = index_dataset(index_batches)
+        step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
+    else:
+        dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
+    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
-        "metrics": train_metrics(epoch_seconds, samples, accuracy=accuracy, final_loss=float(loss),
-                                 parameters=count_parameters(model), epochs=p["epochs"],
-                                 train_samples=len(x_train), test_samples=len(x_test)),
+        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, accuracy=accuracy,
+                                 final_loss=float(loss), parameters=count_parameters(model), epochs=p["epochs"],
+                                 train_samples=len(x_train), test_samples=len(x_test),
+                                 data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
         "timing": summarize(epoch_seconds, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": bool(tf.config.list_logical_devices("GPU")), "device": device,
                      "policy": tf.keras.mixed_precision.global_policy().name,
-                     "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled()},
+                     "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled(),
+                     "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},
     }

@@ -1,10 +1,13 @@
-"""TensorFlow 2.21 · resnet50 · tf.keras.applications ResNet-50 cut after global average pooling: timed feature
-extraction through a tf.data pipeline and a tf.function (optionally XLA-compiled) forward pass."""
+"""TensorFlow 2.21 · resnet50 · ResNet-50 v1.5 (torchvision's definition, the Keras 3 layers of
+runners/keras/networks.py) cut after global average pooling: timed feature extraction through a tf.data pipeline and a
+tf.function (optionally XLA-compiled) forward pass."""
 import numpy as np
 import tensorflow as tf
 
-from runners.tensorflow import auto, batch_dataset, cached_weights, host_tensors, select_devices, set_precision, sync
-from shared import batching
+from runners.keras.networks import load_canonical, predict_logits, resnet50  # noqa: F401 (the equivalence interface)
+from runners.tensorflow import (auto, batch_dataset, count_parameters, host_tensors, select_devices, set_precision,
+                                sync)
+from shared import batching, canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
@@ -16,7 +19,11 @@ SWITCHES = {
     "xla": None,               # jit_compile the forward pass (fuses batch norm + ReLU into the convs); None = GPU only
     "channels_first": None,    # None = NCHW on GPU (cuDNN's classic layout, lesson 2), NHWC on CPU (oneDNN's)
 }
-WEIGHTS_FILE = "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5"
+# Not tf.keras.applications.ResNet50: that is ResNet v1 (stride on the first 1×1 conv, conv biases), another network.
+# TF 2 builds networks from Keras 3 layers, so the model is the one the Keras runners build, shared, not copied.
+# Weights: the canonical ones (ImageNet from the `weights` step, else the shared seeded init; record field `weights`).
+# Data placement is "host" by the nature of the task: every timed pass copies each batch in (tf.data, prefetched to
+# the GPU) and its features back out, as a feature extractor in production would.
 
 
 # ==== Data ====
@@ -28,14 +35,9 @@ def load_data(cfg, channels_first):
 
 
 # ==== Model ====
-def build_model(image_size=224, channels_first=False):
-    """ImageNet weights when they are in Keras' cache (no download while benchmarking), else random; include_top=False
-    with average pooling gives the 2048-d feature. Keras applications read the global image data format."""
-    tf.keras.backend.set_image_data_format("channels_first" if channels_first else "channels_last")
-    shape = (3, image_size, image_size) if channels_first else (image_size, image_size, 3)
-    weights = cached_weights(WEIGHTS_FILE)
-    model = tf.keras.applications.ResNet50(include_top=False, pooling="avg", weights=weights, input_shape=shape)
-    return model, weights or "random"
+def build_model(cfg=None, channels_first=False):
+    """ResNet-50 v1.5 for images of any size; main loads the canonical weights into it."""
+    return resnet50("channels_first" if channels_first else "channels_last")
 
 
 # ==== Train step ====
@@ -61,16 +63,19 @@ def main(cfg):
     channels_first, xla = auto(switches["channels_first"], on_gpu), auto(switches["xla"], on_gpu)
     tf.keras.utils.set_random_seed(0)
     images = load_data(cfg, channels_first)
-    model, weights = build_model(p["image_size"], channels_first)
-    predict = tf.function(lambda x: tf.cast(model(x, training=False), tf.float32), jit_compile=xla)
+    model = build_model(channels_first=channels_first)
+    weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
+    load_canonical(model, weights)
+    predict = tf.function(lambda x: model(x, training=False), jit_compile=xla)  # float32 features (the pooling layer)
     dataset = batch_dataset((images,), batching.eval_batches(len(images), p["batch_size"]), device)
 
     features = []
     timing = repeat(lambda: features.append(extract(predict, dataset)), repeats=cfg.repeats, warmup=1, barrier=sync)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=weights,
-                                      feature_mean=feature_mean),
+        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
+                                      feature_mean=feature_mean, parameters=count_parameters(model),
+                                      data_placement="host", differences=[]),
         "timing": timing,
         "switches": {**switches, "xla": xla, "memory_format": "NCHW" if channels_first else "NHWC", "device": device,
                      "policy": tf.keras.mixed_precision.global_policy().name,
