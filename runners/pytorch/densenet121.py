@@ -176,6 +176,7 @@ def free_port():
 def main(cfg):
     world = max(cfg.gpus, 1)
     select_device(cfg)                                              # fail early when the GPUs are not there
+    load_data(cfg)                                                  # and on a damaged data file, with its own message
     if world == 1:
         return worker(0, 1, cfg, None, None)
     results = mp.get_context("spawn").SimpleQueue()
