@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
+from shared import batching  # noqa: E402
 from shared.record import GpuMissing, Skip  # noqa: E402
 
 
@@ -177,3 +178,11 @@ def load_torchvision_names(model, weights):
                if isinstance(node, (nnx.Param, nnx.BatchStat)) and id(node) not in loaded]
     if missing:
         raise ValueError(f"canonical weights lack {len(missing)} of the model's variables, e.g. {missing[:3]}")
+
+
+def train_batches(x_train, y_train, batch_size, epoch, device):
+    """One epoch of (x, y) on `device` in the shared order. Each batch is gathered where the data lives (NumPy on the
+    host, an XLA gather on the device) and put on the device; device_put is asynchronous, so the copy overlaps the
+    steps still queued, and it is a no-op for a batch already there."""
+    for idx in batching.train_batches(len(x_train), batch_size, epoch):
+        yield jax.device_put((x_train[idx], y_train[idx]), device)

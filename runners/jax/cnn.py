@@ -6,7 +6,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from runners.jax import count_parameters, select_devices, set_precision
+from runners.jax import count_parameters, select_devices, set_precision, train_batches
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -37,12 +37,6 @@ def load_data(cfg, device, placement):
     return x_train, y_train, x_test, y_test
 
 
-def train_batches(x_train, y_train, batch_size, epoch, device):
-    """One epoch of (x, y) on `device` in the shared order. Each batch is gathered where the data lives (NumPy on the
-    host, an XLA gather on the device) and put on the device; device_put is asynchronous, so the copy overlaps the
-    steps still queued, and it is a no-op for a batch already there."""
-    for idx in batching.train_batches(len(x_train), batch_size, epoch):
-        yield jax.device_put((x_train[idx], y_train[idx]), device)
 
 
 # ==== Model ====

@@ -4,6 +4,7 @@ import contextlib
 import numpy as np
 import torch
 
+from shared import batching
 from shared.record import GpuMissing, Skip
 
 
@@ -71,3 +72,15 @@ def load_state(model, weights):
     model's values, so loading stays strict (a missing or unexpected name is an error)."""
     counters = {name: t for name, t in model.state_dict().items() if name.endswith("num_batches_tracked")}
     model.load_state_dict({**counters, **{name: torch.tensor(np.asarray(w)) for name, w in weights.items()}})
+
+
+def train_batches(x_train, y_train, batch_size, epoch, device):
+    """One epoch of (x, y) on `device` in the shared order. Each batch is gathered where the data lives; from host
+    memory it is page-locked and copied asynchronously, so the copy overlaps the previous step's kernels."""
+    pin = x_train.device.type == "cpu" and device.type == "cuda"
+    for idx in batching.train_batches(len(x_train), batch_size, epoch):
+        idx = torch.from_numpy(idx).to(x_train.device)
+        x, y = x_train[idx], y_train[idx]
+        if pin:
+            x, y = x.pin_memory(), y.pin_memory()
+        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)   # no-op where they already are

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import count_parameters, select_device, set_precision, sync
+from runners.pytorch import count_parameters, select_device, set_precision, sync, train_batches
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -34,16 +34,6 @@ def load_data(cfg, device, placement):
     return x_train, y_train.long(), torch.as_tensor(x_test), torch.as_tensor(y_test).long()
 
 
-def train_batches(x_train, y_train, batch_size, epoch, device):
-    """One epoch of (x, y) on `device` in the shared order. Each batch is gathered where the data lives; from host
-    memory it is page-locked and copied asynchronously, so the copy overlaps the previous step's kernels."""
-    pin = x_train.device.type == "cpu" and device.type == "cuda"
-    for idx in batching.train_batches(len(x_train), batch_size, epoch):
-        idx = torch.from_numpy(idx).to(x_train.device)
-        x, y = x_train[idx], y_train[idx]
-        if pin:
-            x, y = x.pin_memory(), y.pin_memory()
-        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)   # no-op where they already are
 
 
 # ==== Model ====
