@@ -3,7 +3,7 @@
 PYTHON_VERSION ?= 3.11
 HOST := .venv/host/bin/python
 PROFILE ?= demo
-FRAMEWORKS ?= pytorch tensorflow keras-tf jax
+FRAMEWORKS ?= pytorch tensorflow keras-tf jax mxnet-gluon chainer
 RUN ?= latest
 
 .PHONY: demo test test-fast venvs matrix data weights images report verify clean

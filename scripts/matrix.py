@@ -4,6 +4,7 @@
 """
 import argparse
 import itertools
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ DATA_KINDS = ("synthetic", "real")
 TOP_KEYS = {"schema", "defaults", "frameworks", "profiles", "exclude"}
 DEFAULT_KEYS = {"repeats", "timeout_minutes"}
 FRAMEWORK_KEYS = {"family", "python", "tasks", "precisions", "variants"}
-VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc"}
+VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc", "gpu_archs"}
 VARIANT_REQUIRED = ("base_image", "requirements", "device")
 PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
                 "tasks", "precisions", "gpus"}
@@ -38,6 +39,7 @@ class Variant:
     device: str
     python: str = "3.11"   # the base image's python3, which the wheelhouse must match (Debian 12: 3.11)
     glibc: str = "2.36"    # the base image's C library, likewise (Debian 12: 2.36; Ubuntu 24.04: 2.39)
+    gpu_archs: tuple = ()  # GPU architectures the image's kernels were compiled for ("sm_86"); () = not limited
 
     def image(self, family):
         return f"rosetta/{family}:{self.name}"
@@ -147,8 +149,12 @@ def parse_framework(fid, spec):
             raise MatrixError(f"{where}.variants.{name}.device: {v['device']!r} is not one of {params.DEVICES}")
         if not (ROOT / v["requirements"]).exists():
             raise MatrixError(f"{where}.variants.{name}.requirements: {v['requirements']} does not exist")
+        archs = check_list(v["gpu_archs"], None, f"{where}.variants.{name}.gpu_archs") if "gpu_archs" in v else ()
+        bad = [a for a in archs if not re.fullmatch(r"sm_\d{2,3}", a)]
+        if bad:
+            raise MatrixError(f"{where}.variants.{name}.gpu_archs: {bad[0]!r} is not an architecture like sm_86")
         variants[name] = Variant(name, v["base_image"], v["requirements"], v["device"],
-                                 str(v.get("python", "3.11")), str(v.get("glibc", "2.36")))
+                                 str(v.get("python", "3.11")), str(v.get("glibc", "2.36")), archs)
     if not variants:
         raise MatrixError(f"{where}.variants: declare at least one variant")
     return Framework(fid, str(spec["family"]), str(spec["python"]),

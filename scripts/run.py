@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from scripts import report
+from scripts import preflight, report
 from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
 from scripts.executors import LocalExecutor, RunSettings
 from scripts.matrix import ROOT, MatrixError, expand, load
@@ -74,9 +74,10 @@ def check_data(plan, data_root):
             raise RunError(f"real data not prepared under {root}: {', '.join(missing)}; run `make data` first")
 
 
-def run_cell(executor, cell, run, run_dir, devices=()):
+def run_cell(executor, cell, run, run_dir, devices=(), unfit=None):
     """Launch one cell, wait at most the timeout, and make sure exactly one record of it exists afterwards. Where the
-    runner wrote none (crash, kill, timeout, too few GPUs) the host writes it, with the log tail saying what happened."""
+    runner wrote none (crash, kill, timeout, too few GPUs) the host writes it, with the log tail saying what happened.
+    `unfit` is the pre-flight's reason why the cell's image cannot run on this host's GPUs: recorded, not launched."""
     out, log = run_dir / "cells" / f"{cell.id}.json", run_dir / "logs" / f"{cell.id}.log"
     launched, started_at = time.time(), datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -87,6 +88,8 @@ def run_cell(executor, cell, run, run_dir, devices=()):
         write_record(out, record)
         return record
 
+    if unfit:
+        return host_record("skipped", unfit)
     if executor.gpu_ids and cell.gpus > len(executor.gpu_ids):
         return host_record("skipped", f"needs {cell.gpus} GPUs, this host has {len(executor.gpu_ids)}")
     proc = executor.launch(cell, out, log, run, devices)
@@ -143,9 +146,11 @@ class GpuPool:
                 self.lock.notify_all()
 
 
-def execute(plan, executor, run_dir, run):
+def execute(plan, executor, run_dir, run, unfit=None):
     """Run every unfinished cell of `plan`: one at a time on the CPU (parallel cells would distort each other's
-    timings); on GPUs, as many at once as there are free GPU sets, largest sets first."""
+    timings); on GPUs, as many at once as there are free GPU sets, largest sets first. `unfit`: {cell id: reason}
+    from the pre-flight, cells recorded `skipped` without taking a GPU."""
+    unfit = unfit or {}
     todo = [c for c in plan.cells if not finished(run_dir, c)]
     done = len(plan.cells) - len(todo)
     if done:
@@ -156,8 +161,8 @@ def execute(plan, executor, run_dir, run):
 
     def one(cell):
         started = time.time()
-        with pool.take(cell.gpus if executor.gpu_ids else 0) as devices:
-            record = run_cell(executor, cell, run, run_dir, devices)
+        with pool.take(cell.gpus if executor.gpu_ids and cell.id not in unfit else 0) as devices:
+            record = run_cell(executor, cell, run, run_dir, devices, unfit.get(cell.id))
         with progress:
             bar.update()
             on = f" on GPU {','.join(devices)}" if devices else ""
@@ -208,7 +213,12 @@ def main(argv=None):
     write_atomic(run_dir / "plan.json", json.dumps({"profile": plan.profile, "executor": plan.executor,
                                                     "cells": [c.id for c in plan.cells]}, indent=2) + "\n")
     print(f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor")
-    execute(plan, executor, run_dir, run)
+    gpus = preflight.host_gpus() if executor.gpu_ids else ()
+    unfit = preflight.unfit_cells(plan, matrix, gpus)
+    if unfit:
+        print(f"pre-flight: {len(unfit)} cells have no kernels for this host's GPUs "
+              f"({', '.join(sorted({g.name for g in gpus}))}); they are recorded as skipped")
+    execute(plan, executor, run_dir, run, unfit)
     outputs = report.write_report(run_dir)
     print(outputs["markdown"].read_text())
     print(f"records: {run_dir / 'cells'}  table: {outputs['markdown']}  csv: {outputs['csv']}  plot: {outputs['plot']}")

@@ -54,6 +54,13 @@ def stamp_of(requirements):
     return hashlib.sha256(requirements.read_bytes()).hexdigest()
 
 
+def build_env(requirements):
+    """pip's environment: a family whose pins include sdists (Chainer) keeps the constraints their builds need in
+    build-constraints.txt beside its requirements; PIP_CONSTRAINT reaches pip's isolated build environments too."""
+    constraints = requirements.with_name("build-constraints.txt")
+    return {**os.environ, "PIP_CONSTRAINT": str(constraints)} if constraints.exists() else None
+
+
 def ensure(framework):
     """Build the framework's venv unless it is already built from the current requirements; return its python."""
     requirements = local_requirements(framework)
@@ -65,7 +72,7 @@ def ensure(framework):
     shutil.rmtree(target, ignore_errors=True)
     subprocess.run([interpreter, "-m", "venv", str(target)], check=True)
     pip = [str(python_of(framework)), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    subprocess.run(pip + ["-r", str(requirements)], check=True)
+    subprocess.run(pip + ["-r", str(requirements)], check=True, env=build_env(requirements))
     stamp.write_text(stamp_of(requirements))
     return python_of(framework)
 

@@ -13,6 +13,7 @@ The wheels must match the image's Python, not the host's: Debian 12 ships 3.11, 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,25 @@ def download_command(requirements: Path, dest: Path, python_version: str, platfo
     ]
 
 
+def sdist_requirements(requirements: Path) -> list[str]:
+    """Pins marked `# sdist` in the requirements: pure-Python packages published only as source (Chainer 7), which
+    `--only-binary` cannot download. They are built into py3 wheels on the host first, so the download finds them."""
+    lines = (line.partition("#") for line in requirements.read_text().splitlines())
+    return [pin.strip() for pin, _, comment in lines if pin.strip() and comment.strip().startswith("sdist")]
+
+
+def build_sdists(requirements: Path, dest: Path) -> int:
+    """`pip wheel` the sdist pins into dest, with build-constraints.txt (beside the requirements) applied to the
+    isolated build environments; 0 when there is nothing to build."""
+    pins = sdist_requirements(requirements)
+    if not pins:
+        return 0
+    constraints = requirements.with_name("build-constraints.txt")
+    env = {**os.environ, "PIP_CONSTRAINT": str(constraints)} if constraints.exists() else None
+    return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dest),
+                           "--find-links", str(dest), "--progress-bar", "off", *pins], env=env).returncode
+
+
 def folder_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
 
@@ -72,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.requirements.is_file():
         parser.error(f"no requirements file at {args.requirements}")
     args.dest.mkdir(parents=True, exist_ok=True)
+    if build_sdists(args.requirements, args.dest) != 0:
+        print(f"wheelhouse: building the sdist pins of {args.requirements} failed; see pip's message above",
+              file=sys.stderr)
+        return 1
     command = download_command(args.requirements, args.dest, args.python_version,
                                platform_tags(args.glibc, args.arch))
     if subprocess.run(command).returncode != 0:

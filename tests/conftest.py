@@ -47,3 +47,10 @@ def synthetic_data(tmp_path_factory):
 
 
 ALL_FRAMEWORKS = list(FRAMEWORKS)
+
+
+def framework_tasks(tasks, frameworks=ALL_FRAMEWORKS):
+    """(framework, task) pairs for parametrize: each framework with the tasks of `tasks` that matrix.yaml declares
+    for it (mxnet-module has no DenseNet-121, for example), so a test never asks a runner for a task it lacks."""
+    declared = load().frameworks
+    return [(f, t) for f in frameworks for t in tasks if t in declared[f].tasks]

@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import ALL_FRAMEWORKS, ROOT, framework_python
+from conftest import ROOT, framework_python, framework_tasks
 from reference import cnn_forward, densenet121_forward, gru_forward, resnet50_forward
 from shared import canonical, params
 
@@ -46,8 +46,7 @@ def expected_parameters(task):
     return params.TASK_PARAMS[task].get("parameters", TORCHVISION_PARAMETERS.get(task))
 
 
-@pytest.mark.parametrize("task", TASKS)
-@pytest.mark.parametrize("framework", ALL_FRAMEWORKS)
+@pytest.mark.parametrize("framework, task", framework_tasks(TASKS))
 def test_same_weights_same_logits(framework, task, tmp_path):
     python = framework_python(framework)
     weights, x = canonical.random_weights(task), inputs(task)

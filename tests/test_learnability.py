@@ -2,8 +2,8 @@
 classic mistakes fail it (the mutation check in the note of issue 7 confirmed each for every framework):
 
 - dropout left on in evaluation (seed lesson 4): the CIFAR twin's test images blend their class's pattern with
-  another's, so margins are small and evaluation-time dropout costs accuracy (5-32 points; see below for the one
-  framework where it costs too little at tiny scale);
+  another's, so margins are small and evaluation-time dropout costs accuracy (2.7-32 points; TensorFlow's cnn loses
+  the least, so its bar is higher: MIN_ACCURACY_OF);
 - labels shuffled against images: nothing generalises, accuracy falls to chance (.08 for cnn, .53-.59 for gru);
 - the GRU reading the padded end (go_backwards, a reversed scan, a flipped sequence): only the last words of each
   synthetic review carry its sentiment, so the wrong end is noise (.46-.55).
@@ -14,12 +14,15 @@ import json
 
 import pytest
 
-from conftest import ALL_FRAMEWORKS, run_runner
+from conftest import framework_tasks, run_runner
 
 # Measured at tiny scale (issue 7's mutation check). Correct runners: cnn 1.00 (jax .98), gru .99-1.00. Mutated: cnn
-# with dropout on in evaluation .68 (jax), .88-.92 (pytorch, keras-*), .97 (tensorflow: its trained net shrugs the
-# noise off, so this check misses it there); labels shuffled .08; gru shuffled .53-.59, reading backwards .46-.55.
+# with dropout on in evaluation .68 (jax), .88-.92 (pytorch, keras-*), .973 (tensorflow: its trained net shrugs the
+# noise off, hence its own bar below); labels shuffled .08; gru shuffled .53-.59, reading backwards .46-.55.
 MIN_ACCURACY = {"cnn": 0.95, "gru": 0.9}
+# TensorFlow's cnn reaches 1.00 and with dropout left on in evaluation still .97 (the noise barely moves its margins),
+# so only a stricter bar catches lesson 4 there; measured correct runs: 1.00 at tiny scale.
+MIN_ACCURACY_OF = {("tensorflow", "cnn"): 0.99}
 # DenseNet-121 at tiny scale trains 2-4 steps from the shared seeded init; the twin's co-occurring findings are learnt
 # that fast: mean AUC measured .65-.71 in every framework (one device and two), where chance is .5 (± .03 over 32
 # test images and 14 labels).
@@ -27,14 +30,13 @@ MIN_AUC = 0.6
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["cnn", "gru"])
-@pytest.mark.parametrize("framework", ALL_FRAMEWORKS)
+@pytest.mark.parametrize("framework, task", framework_tasks(["cnn", "gru"]))
 def test_runner_learns(framework, task, synthetic_data, tmp_path):
     out = tmp_path / "record.json"
     proc = run_runner(framework, task, out, "--scale", "tiny", data=synthetic_data)
     record = json.loads(out.read_text())
     assert proc.returncode == 0 and record["status"] == "ok", (record["reason"], record["log_tail"], proc.stdout)
-    assert record["metrics"]["accuracy"] >= MIN_ACCURACY[task], record["metrics"]
+    assert record["metrics"]["accuracy"] >= MIN_ACCURACY_OF.get((framework, task), MIN_ACCURACY[task]), record["metrics"]
     assert record["cell"]["data"] == "synthetic"
     assert record["metrics"]["parameters"] > 3_000_000
 
@@ -44,11 +46,11 @@ KNOWN_SKIPS = {("keras-torch", "densenet121", 2): "keras.distribution"}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task, gpus", [("resnet50", 1), ("densenet121", 2)])
-@pytest.mark.parametrize("framework", ALL_FRAMEWORKS)
-def test_feature_and_multi_device_tasks_run(framework, task, gpus, synthetic_data, tmp_path):
+@pytest.mark.parametrize("framework, task", framework_tasks(["resnet50", "densenet121"]))
+def test_feature_and_multi_device_tasks_run(framework, task, synthetic_data, tmp_path):
     """ResNet-50 extraction, and DenseNet-121 data-parallel over N CPU processes/devices learning the twin (a
     framework without data-parallel training shows its skip, then learns on one device)."""
+    gpus = 2 if task == "densenet121" else 1
     out = tmp_path / "record.json"
     proc = run_runner(framework, task, out, "--scale", "tiny", "--gpus", str(gpus), "--repeats", "2",
                       data=synthetic_data)
