@@ -17,6 +17,7 @@ bad one raises DataError naming the dataset, the file and the command that rebui
 import argparse
 import contextlib
 import hashlib
+import importlib
 import json
 import pickle
 import shutil
@@ -30,6 +31,13 @@ import numpy as np
 
 from shared import params
 from shared.record import now, write_atomic
+
+# Pickled arrays name the module of their reconstructor: NumPy 2 writes `numpy._core…`, NumPy 1.x `numpy.core…`.
+# NumPy 2 still reads the old name, NumPy 1.x (the MXNet and Chainer environments pin 1.23) not the new one, so files
+# written on the host (NumPy 2) would be unreadable there; alias the new names, as NumPy 1.26 itself does.
+if not hasattr(np, "_core"):
+    for _sub in ("", ".multiarray", ".numeric", "._multiarray_umath"):
+        sys.modules.setdefault("numpy._core" + _sub, importlib.import_module("numpy.core" + _sub))
 
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR_MD5 = "c58f30108f718f92721af3b95e74349a"  # published on the CIFAR-10 page
