@@ -25,8 +25,8 @@ from shared.record import GpuMissing, Skip  # noqa: E402
 
 # Chainer's Adam divides by sqrt(v) + ε after folding the bias corrections into its step size α_t (chainer/optimizers/
 # adam.py), i.e. ε is added before the bias correction, as Keras does; PyTorch and optax add it after.
-ADAM_EPSILON_HAT = "Adam ε added before bias correction (Chainer's α_t form, like Keras' epsilon-hat); PyTorch/optax " \
-                   "add it after"
+ADAM_EPSILON_HAT = ("Adam ε added before bias correction (Chainer's α_t form, like Keras' epsilon-hat); "
+                    "PyTorch/optax add it after")
 
 
 def _cupy():
@@ -34,9 +34,16 @@ def _cupy():
     return cuda.cupy if cuda.available else None
 
 
+def _device_count(cupy):
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:             # no driver, or no device behind it
+        return 0
+
+
 def framework_info():
     cupy = _cupy()
-    count = cupy.cuda.runtime.getDeviceCount() if cupy is not None else 0
+    count = _device_count(cupy) if cupy is not None else 0
     return {
         "framework_version": chainer.__version__,
         "cupy_version": cupy.__version__ if cupy is not None else None,
@@ -57,10 +64,7 @@ def select_device(cfg, rank=0):
     if cupy is None:
         raise GpuMissing(asked, 0, f"Chainer {chainer.__version__} (CuPy is not importable: the image lacks its "
                                    f"cupy-cuda wheel or CUDA libraries)")
-    try:
-        visible = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError:             # no driver, or no device behind it
-        visible = 0
+    visible = _device_count(cupy)
     if visible < asked:
         raise GpuMissing(asked, visible, f"Chainer {chainer.__version__} with CuPy {cupy.__version__}")
     device = chainer.get_device(f"@cupy:{rank}")

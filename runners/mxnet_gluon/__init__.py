@@ -16,8 +16,12 @@ import numpy as np
 from shared import batching
 from shared.record import GpuMissing, Skip
 
-# Glorot/Xavier uniform, Keras' and the canonical CNN's kernel initializer (seed lesson 7): U(±√(6 / (fan_in + fan_out))).
+# Glorot/Xavier uniform, Keras' and the canonical CNN's kernel initializer (seed lesson 7): U(±√(6/(fan_in+fan_out))).
 GLOROT_UNIFORM = mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3)
+# MXNet's Adam folds the bias corrections into the step size, lr·√(1-β2ᵗ)/(1-β1ᵗ), and adds ε to √v itself: Kingma
+# & Ba's "ε-hat" form (as Keras does). PyTorch and optax add ε after the correction. Recorded in `differences`.
+ADAM_EPSILON_HAT = ("Adam ε added before bias correction (MXNet's epsilon-hat form, like Keras; PyTorch/optax add it "
+                    "after)")
 
 
 def wheel_cuda():
@@ -126,3 +130,18 @@ def train_batches(x_train, y_train, batch_size, epoch):
     for idx in batching.train_batches(len(x_train), batch_size, epoch):
         idx = mx.nd.array(idx, ctx=x_train.context, dtype="int32")
         yield x_train.take(idx), y_train.take(idx)
+
+
+def named_sequential(*named_blocks_):
+    """A HybridSequential whose children carry names instead of 0, 1, 2 (PyTorch's `nn.Sequential(OrderedDict(…))`),
+    so that structural parameter names become torchvision's (`features.denseblock1.denselayer1.norm1.gamma`). It runs
+    its children in the order given, like any HybridSequential."""
+    seq = mx.gluon.nn.HybridSequential()
+    for name, block in named_blocks_:
+        seq.register_child(block, name)
+    return seq
+
+
+def batchnorm(channels):
+    """torchvision's BatchNorm: ε = 1e-5, and Gluon's momentum 0.9 (keep 90% of the running value) is PyTorch's 0.1."""
+    return mx.gluon.nn.BatchNorm(momentum=0.9, epsilon=1e-5, in_channels=channels)

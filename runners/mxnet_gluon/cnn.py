@@ -6,8 +6,8 @@ from mxnet import autograd, gluon
 from mxnet.contrib import amp
 from mxnet.gluon import nn
 
-from runners.mxnet_gluon import GLOROT_UNIFORM, check_precision, contexts, count_parameters, load_structural, sync, \
-    train_batches
+from runners.mxnet_gluon import (GLOROT_UNIFORM, check_precision, contexts, count_parameters, load_structural,
+                                  sync, train_batches)
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -88,11 +88,11 @@ def make_train_step(net, trainer, ctx, use_amp):
         x, y = x.as_in_context(ctx), y.as_in_context(ctx)           # host -> device inside the clock (a no-op on CPU)
         with autograd.record():                                     # training mode: dropout on
             loss = loss_fn(net(x), y)                               # (N,) per-sample losses
-        if use_amp:                                                 # amp: scale the loss so fp16 gradients don't
-            with amp.scale_loss(loss, trainer) as scaled:           # underflow (dynamic scale, skips overflow steps)
-                autograd.backward(scaled)
-        else:
-            loss.backward()
+            if use_amp:                                             # amp: scale the loss so fp16 gradients don't
+                with amp.scale_loss(loss, trainer) as scaled:       # underflow; the scaling must be recorded too
+                    autograd.backward(scaled)
+            else:
+                loss.backward()
         trainer.step(x.shape[0])                                    # gradients of the summed loss / N: the mean
         return loss                                                 # stays an NDArray: no wait inside the step (13)
     return train_step
@@ -101,7 +101,8 @@ def make_train_step(net, trainer, ctx, use_amp):
 # ==== Evaluate ====
 def evaluate(net, x_test, y_test, batch_size, ctx):
     """Test accuracy outside the clock; not recording autograd is inference mode, so dropout is off (lesson 4)."""
-    logits = [net(x_test[idx[0]:idx[-1] + 1].as_in_context(ctx)) for idx in batching.eval_batches(len(x_test), batch_size)]
+    logits = [net(x_test[idx[0]:idx[-1] + 1].as_in_context(ctx))
+              for idx in batching.eval_batches(len(x_test), batch_size)]
     return metrics.accuracy(mx.nd.concat(*logits, dim=0).astype("float32").asnumpy(), y_test)   # one copy back
 
 
@@ -118,9 +119,10 @@ def main(cfg):
     net = build_model(ctx=ctx)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    # MXNet's SGD momentum is plain momentum (v = m·v - lr·g; w += v), no unit gain (lesson 8): PyTorch's update.
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": p["lr"], "momentum": p["momentum"]})
-    if use_amp:                                                     # plain momentum: v = m·v - lr·g (lesson 8)
-        amp.init_trainer(trainer)
+    if use_amp:
+        amp.init_trainer(trainer)                                   # dynamic loss scaling; skips overflowing steps
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
     epoch_seconds, warmup, loss = timed_epochs(

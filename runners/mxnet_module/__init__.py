@@ -26,7 +26,7 @@ AUX_STATES = ("moving_mean", "moving_var")   # updated by forward passes, never 
 
 # MXNet's Adam (mx.optimizer.Adam) folds the bias correction into the learning rate, lr·√(1−β₂ᵗ)/(1−β₁ᵗ), and adds ε
 # to √v before it, like Keras: the same ε is ε/√(1−β₂ᵗ) in PyTorch's and optax's terms (larger in the first steps).
-ADAM_EPSILON_HAT = "Adam ε added before bias correction (MXNet's and Keras' epsilon-hat form; PyTorch/optax add it after)"
+ADAM_EPSILON_HAT = "Adam ε added before bias correction (MXNet's, like Keras' epsilon-hat form; PyTorch/optax: after)"
 
 
 def check_precision(precision):
@@ -39,9 +39,9 @@ def check_precision(precision):
 
 def count_parameters(model):
     """Trainable parameters of a bound Module: its arguments (weights, biases, γ, β) but not its auxiliary states
-    (BatchNorm's moving mean and variance), and not parameters it was told to keep fixed."""
+    (BatchNorm's moving mean and variance); none is fixed (`fixed_param_names`) in these runners."""
     arg_params, _ = model.get_params()
-    return sum(int(np.prod(a.shape)) for name, a in arg_params.items() if name not in model._fixed_param_names)
+    return sum(int(np.prod(a.shape)) for a in arg_params.values())
 
 
 def mxnet_name(name, batchnorms=()):
@@ -68,7 +68,7 @@ def predict(symbol, model, x):
     probe = mx.mod.Module(symbol, data_names=("data",), label_names=None, context=mx.cpu())
     probe.bind(data_shapes=[("data", x.shape)], for_training=False)
     arg_params, aux_params = model.get_params()
-    probe.set_params(arg_params, aux_params, allow_missing=False, allow_extra=True)   # extra: e.g. the label
+    probe.set_params(arg_params, aux_params, allow_missing=False, allow_extra=False)
     probe.forward(mx.io.DataBatch(data=[mx.nd.array(x)]), is_train=False)
     return probe.get_outputs()[0].asnumpy()
 
@@ -78,3 +78,12 @@ def data_batches(x_train, y_train, batch_size, epoch):
     lives); `Module.forward` copies each into the executor's input arrays on its context, inside the clock."""
     for x, y in train_batches(x_train, y_train, batch_size, epoch):
         yield mx.io.DataBatch(data=[x], label=[y])
+
+
+def cross_entropy(model, batch):
+    """The mean cross-entropy of `batch` from the Module's current outputs (SoftmaxOutput's probabilities). A metric
+    reads them back to the host, so it runs once after the clock, never on every step (it would stall the engine,
+    lesson 14): the Module loop has no loss value of its own to return."""
+    metric = mx.metric.CrossEntropy()
+    model.update_metric(metric, batch.label)
+    return metric.get()[1]
