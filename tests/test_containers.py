@@ -136,6 +136,26 @@ def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
     assert (results / "compose" / "pytorch-cnn.json").stat().st_uid == os.getuid()
 
 
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, synthetic_data, tmp_path):
+    """Data-parallel Chainer is `mpiexec -n 2` inside the container: MPI's shared-memory transport must work there
+    (offline, as the service's user, with the capabilities compose.yaml grants it)."""
+    results = tmp_path / "results"
+    results.mkdir()
+    env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
+           "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
+    proc = subprocess.run([*compose.compose_cli(engine), "run", "--rm", "-T", "chainer-densenet121",
+                           "chainer", "densenet121", "--gpus", "2"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    record = read_record(results / "compose" / "chainer-densenet121.json")
+    assert record["status"] == "ok", record["reason"]
+    switches = record["system"]["switches"]
+    assert record["metrics"]["devices"] == 2 and switches["processes"] == 2
+    assert switches["data_parallel"] == "ChainerMN" and switches["communicator"] == "naive"
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_container_profile_through_the_compose_executor(engine, synthetic_data, tmp_path):
