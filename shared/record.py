@@ -1,7 +1,11 @@
 """The result record: one JSON object per cell, written atomically, versioned (DESIGN.md, "Result record").
 
 Runners and the host both write records (the host only when a runner could not: a crash, a timeout); nobody edits one.
+
+Like everything a runner imports from `shared`, this module runs on Python 3.6 and newer (CNTK 2.7 is a cp36 wheel):
+no `capture_output`, no `missing_ok`, dataclasses from the backport there.
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -45,7 +49,8 @@ def git_commit(cwd=None):
         return os.environ["ROSETTA_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd or Path(__file__).parent,
-                             capture_output=True, text=True, timeout=10)
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
@@ -85,7 +90,8 @@ def write_atomic(path, text):
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):  # unlink(missing_ok=True) needs Python 3.8
+            os.unlink(tmp)
         raise
 
 

@@ -22,7 +22,8 @@ def nvidia_driver():
         return None
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.split()
