@@ -19,6 +19,11 @@ FRAMEWORKS = {
     "mxnet-gluon": ("mxnet_gluon", {}),     # one MXNet install, two APIs: imperative-then-hybridized Gluon …
     "mxnet-module": ("mxnet_module", {}),   # … and the symbolic graph + Module of the seed's era
     "chainer": ("chainer", {}),
+    "cntk": ("cntk", {}),                                        # CNTK 2.7's own Python API (Python 3.6)
+    "keras2-cntk": ("keras2", {"KERAS_BACKEND": "cntk"}),       # Keras 2.3 (multi-backend Keras' last release) …
+    "keras2-theano": ("keras2", {"KERAS_BACKEND": "theano"}),   # … on CNTK and on Theano 1.0
+    "lasagne": ("lasagne", {}),                                  # Lasagne 0.1 layers over Theano expressions
+    "caffe2": ("caffe2", {}),                                    # Caffe2's brew + workspace, from torch 1.8.1's wheel
 }
 
 

@@ -38,8 +38,8 @@ def local_requirements(framework):
 def find_interpreter(version):
     """`pythonX.Y` on PATH first, then pyenv's; an EnvError naming both places if neither has it."""
     found = shutil.which(f"python{version}")
-    if found:
-        return found
+    if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
+        return found               # (a pyenv shim for a version that is installed but not selected exits 127)
     try:
         root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
@@ -50,8 +50,23 @@ def find_interpreter(version):
                    f"framework in its container image (`make images`)")
 
 
+def post_install_script(requirements):
+    """docker/FAMILY/post_install.py: what a family needs after pip (CNTK's OpenMPI links, Lasagne's Theano shim),
+    run by the environment's own python here and in the image alike; None where the family needs nothing."""
+    script = requirements.with_name("post_install.py")
+    return script if script.exists() else None
+
+
 def stamp_of(requirements):
-    return hashlib.sha256(requirements.read_bytes()).hexdigest()
+    script = post_install_script(requirements)
+    extra = script.read_bytes() if script else b""
+    return hashlib.sha256(requirements.read_bytes() + extra).hexdigest()
+
+
+# The pip that Python 3.6-3.8's ensurepip bundles predates the wheel tags and metadata of today's index; these are the
+# newest releases that still run on each (pip 22 dropped 3.6, pip 24 dropped 3.7).
+BOOTSTRAP = {"3.6": ["pip<22", "setuptools<60", "wheel<0.38"], "3.7": ["pip<24", "setuptools<69", "wheel<0.43"],
+             "3.8": ["pip<25", "setuptools<76", "wheel<0.46"]}
 
 
 def build_env(requirements):
@@ -72,7 +87,11 @@ def ensure(framework):
     shutil.rmtree(target, ignore_errors=True)
     subprocess.run([interpreter, "-m", "venv", str(target)], check=True)
     pip = [str(python_of(framework)), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    if framework.python in BOOTSTRAP:
+        subprocess.run(pip + ["-U", *BOOTSTRAP[framework.python]], check=True)
     subprocess.run(pip + ["-r", str(requirements)], check=True, env=build_env(requirements))
+    if post_install_script(requirements):
+        subprocess.run([str(python_of(framework)), str(post_install_script(requirements))], check=True)
     stamp.write_text(stamp_of(requirements))
     return python_of(framework)
 
