@@ -8,19 +8,62 @@ image's Python and glibc, then installs from it with no network (scripts/wheelho
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-from scripts import wheelhouse
+from scripts import venvs, wheelhouse
 from scripts.compose import ExecutorError, check_engine, docker_cli
 from scripts.matrix import ROOT, MatrixError, expand, load
 
+# The python3 each local base image ships; a variant asking for another Python brings pyenv's (docker/pyenv.Dockerfile).
+BASE_PYTHON = {"rosetta/debian:bookworm": "3.11"}
 
-def dockerfile(family):
-    """docker/FAMILY/Dockerfile where a family needs its own, else the shared pip-based docker/Dockerfile."""
+
+def needs_pyenv(variant):
+    return variant.python != BASE_PYTHON.get(variant.base_image, variant.python)
+
+
+def dockerfile(family, variant):
+    """docker/FAMILY/Dockerfile where a family needs its own; docker/pyenv.Dockerfile for a Python the base lacks;
+    else the shared pip-based docker/Dockerfile."""
     own = ROOT / "docker" / family / "Dockerfile"
-    return own if own.exists() else ROOT / "docker" / "Dockerfile"
+    if own.exists():
+        return own
+    return ROOT / "docker" / ("pyenv.Dockerfile" if needs_pyenv(variant) else "Dockerfile")
+
+
+def stage_interpreter(version):
+    """Copy the host's pyenv interpreter for `version` into the build context (.wheelhouse/python-X.Y.Z, once);
+    returns (staged folder, its prefix on the host, which the image must reproduce)."""
+    try:
+        prefix = Path(venvs.find_interpreter(version)).resolve().parents[1]
+    except venvs.EnvError as e:
+        raise ExecutorError(f"the image needs Python {version}: {e}") from None
+    staged = ROOT / ".wheelhouse" / f"python-{prefix.name}"
+    if not staged.exists():
+        tmp = staged.with_name(staged.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(prefix, tmp, symlinks=True)
+        tmp.rename(staged)
+    return staged, prefix
+
+
+def pyenv_build_args(family, variant, house):
+    """The extra build arguments of docker/pyenv.Dockerfile; also puts its bootstrap pip into the wheelhouse."""
+    staged, prefix = stage_interpreter(variant.python)
+    bootstrap = venvs.BOOTSTRAP.get(variant.python, ["pip", "setuptools", "wheel"])
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as pins:
+        pins.write("\n".join(bootstrap) + "\n")
+        pins.flush()
+        if wheelhouse.main(["--requirements", pins.name, "--dest", str(house), "--python-version", variant.python,
+                            "--glibc", variant.glibc]):
+            raise ExecutorError(f"could not fill {house} with {' '.join(bootstrap)} (pip's message is above)")
+    return ["--build-arg", f"INTERPRETER={staged.relative_to(ROOT)}", "--build-arg", f"PYTHON_HOME={prefix}",
+            "--build-arg", f"FAMILY={family}", "--build-arg", f"BOOTSTRAP={' '.join(bootstrap)}"]
 
 
 def wanted(matrix, profile, framework, variant):
@@ -49,9 +92,10 @@ def build(docker, family, variant):
     if code:
         raise ExecutorError(f"could not fill {house} from {variant.requirements} (pip's message is above)")
     tag = variant.image(family)
-    argv = [docker, "build", "-f", str(dockerfile(family)), "-t", tag,
+    argv = [docker, "build", "-f", str(dockerfile(family, variant)), "-t", tag,
             "--build-arg", f"BASE_IMAGE={variant.base_image}", "--build-arg", f"REQUIREMENTS={variant.requirements}",
-            "--build-arg", f"WHEELHOUSE={house.relative_to(ROOT)}", "--build-arg", f"IMAGE={tag}", str(ROOT)]
+            "--build-arg", f"WHEELHOUSE={house.relative_to(ROOT)}", "--build-arg", f"IMAGE={tag}",
+            *(pyenv_build_args(family, variant, house) if needs_pyenv(variant) else []), str(ROOT)]
     started = time.time()
     if subprocess.run(argv, cwd=ROOT, env={**os.environ, "DOCKER_BUILDKIT": "1"}).returncode:
         raise ExecutorError(f"docker build of {tag} failed (its output is above)")
