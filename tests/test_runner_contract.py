@@ -54,7 +54,7 @@ def test_bad_arguments_are_refused_before_anything_runs(argv, message, tmp_path,
 
 
 def test_unknown_framework_and_task_list_the_choices(tmp_path, capsys):
-    for argv, message in ((["pytroch", "cnn"], "argument framework: invalid choice: 'pytroch' (choose from 'chainer'"),
+    for argv, message in ((["pytroch", "cnn"], "argument framework: invalid choice: 'pytroch' (choose from 'caffe2'"),
                           (["pytorch", "lstm"], "argument task: invalid choice: 'lstm' (choose from 'cnn'")):
         with pytest.raises(SystemExit):
             parser(FRAMEWORKS).parse_args([*argv, "--data", str(tmp_path), "--out", str(tmp_path / "r.json")])
