@@ -23,7 +23,7 @@ FRAMEWORK_KEYS = {"family", "python", "tasks", "precisions", "variants"}
 VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc", "gpu_archs"}
 VARIANT_REQUIRED = ("base_image", "requirements", "device")
 PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
-                "tasks", "precisions", "gpus"}
+                "tasks", "precisions", "gpus", "exclude"}
 CELL_AXES = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale")
 
 
@@ -181,6 +181,7 @@ def parse_profile(name, spec, frameworks, defaults):
     for g in profile["gpus"]:
         check_positive(g, f"{where}.gpus")
     profile["repeats"] = int(check_positive(spec.get("repeats", defaults["repeats"]), f"{where}.repeats"))
+    profile["exclude"] = check_exclude(spec.get("exclude"), f"{where}.exclude")
     profile["timeout_minutes"] = check_positive(spec.get("timeout_minutes", defaults["timeout_minutes"]),
                                                 f"{where}.timeout_minutes")
     return profile
@@ -197,14 +198,19 @@ def parse(doc):
     frameworks = {fid: parse_framework(fid, spec) for fid, spec in doc["frameworks"].items()}
     check_keys(doc["profiles"], doc["profiles"] or {}, "profiles")
     profiles = {name: parse_profile(name, spec, frameworks, defaults) for name, spec in doc["profiles"].items()}
-    exclude = doc.get("exclude") or []
-    if not isinstance(exclude, list):
-        raise MatrixError("exclude: expected a list of {key: value, reason: text} entries")
-    for i, rule in enumerate(exclude):
-        check_keys(rule, set(CELL_AXES) | {"reason"}, f"exclude[{i}]", required=("reason",))
+    return Matrix(frameworks, profiles, check_exclude(doc.get("exclude"), "exclude"), defaults)
+
+
+def check_exclude(rules, where):
+    """Exclusion rules, top-level (every profile) or a profile's own: each names cell axes and says why."""
+    rules = rules or []
+    if not isinstance(rules, list):
+        raise MatrixError(f"{where}: expected a list of {{key: value, reason: text}} entries")
+    for i, rule in enumerate(rules):
+        check_keys(rule, set(CELL_AXES) | {"reason"}, f"{where}[{i}]", required=("reason",))
         if len(rule) < 2:
-            raise MatrixError(f"exclude[{i}]: name at least one of {', '.join(CELL_AXES)} besides the reason")
-    return Matrix(frameworks, profiles, tuple(exclude), defaults)
+            raise MatrixError(f"{where}[{i}]: name at least one of {', '.join(CELL_AXES)} besides the reason")
+    return tuple(rules)
 
 
 def load(path=ROOT / "matrix.yaml"):
@@ -244,7 +250,7 @@ def expand(matrix, profile_name):
         if task not in params.MULTI_DEVICE_TASKS:
             gpus = 1  # single-device tasks run once per other axes, whatever the GPU counts
         cell = Cell(fid, task, variant, precision, gpus, p["device"], p["data"], p["scale"])
-        if not excluded(cell, matrix.exclude) and cell not in cells:
+        if not excluded(cell, matrix.exclude + p["exclude"]) and cell not in cells:
             cells.append(cell)
     if not cells:
         raise MatrixError(f"profiles.{profile_name}: expands to no cell (check its frameworks' tasks, precisions, "

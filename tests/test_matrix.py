@@ -54,7 +54,10 @@ def test_demo_full_adds_the_bf16_column_to_the_demo():
 def test_full_profile_covers_every_framework_on_gpus():
     matrix = load()
     plan = expand(matrix, "full")
-    assert {c.framework for c in plan.cells} == set(matrix.frameworks)  # the seed's cross-framework tables
+    with_gpu_images = {fid for fid, fw in matrix.frameworks.items()
+                       if any(v.device == "gpu" for v in fw.variants.values())}
+    assert {c.framework for c in plan.cells} == with_gpu_images  # the seed's cross-framework tables
+    assert set(matrix.frameworks) - with_gpu_images == {"keras2-theano", "lasagne"}  # no pygpu wheel: CPU only
     assert {c.device for c in plan.cells} == {"gpu"} and {c.data for c in plan.cells} == {"real"}
     assert {c.variant for c in plan.cells if c.framework == "pytorch"} == {"cu130", "cu126"}
     assert {c.variant for c in plan.cells if c.framework == "mxnet-gluon"} == {"cu112", "cu117"}
@@ -151,6 +154,16 @@ def test_exclude_rule_needs_a_key_and_a_reason(doc):
     assert "exclude[0]: name at least one of" in error_of(doc)
     doc["exclude"] = [{"task": "gru"}]
     assert "exclude[0]: missing key 'reason'" in error_of(doc)
+
+
+def test_a_profile_excludes_cells_of_its_own(doc):
+    """A profile's `exclude` drops cells from that profile only; its rules are checked like the top-level ones."""
+    doc["profiles"]["smoke"]["exclude"] = [{"task": "gru", "reason": "not in this profile"}]
+    matrix = parse(doc)
+    assert "gru" not in {c.task for c in expand(matrix, "smoke").cells}
+    assert "gru" in {c.task for c in expand(matrix, "demo").cells}
+    doc["profiles"]["smoke"]["exclude"] = [{"task": "gru"}]
+    assert "profiles.smoke.exclude[0]: missing key 'reason'" in error_of(doc)
 
 
 def test_matrix_cli_prints_the_error_once_and_exits_2(tmp_path, capsys):
