@@ -1,5 +1,6 @@
 """Entry point: parse the runner contract's arguments, import the framework's package, run one cell."""
 import importlib
+import os
 import sys
 
 from runners import FRAMEWORKS, __version__, prepare_environment
@@ -12,6 +13,7 @@ def main(argv=None):
         print(f"rosetta runners {__version__}; frameworks: {', '.join(FRAMEWORKS)}; python {sys.version.split()[0]}")
         return 0
     cfg = config_from_args(parser(FRAMEWORKS).parse_args(argv))
+    os.environ["ROSETTA_DEVICE"] = cfg.device  # for backends that fix their device at import (Theano, Keras 2 on CNTK)
     package = prepare_environment(cfg.framework)
 
     def framework_info():

@@ -4,6 +4,7 @@
 IN.npz holds the canonical weights (their names) and the input batch `x`; OUT.npz gets `logits` and `parameters`.
 """
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from runners import prepare_environment  # noqa: E402
 
 
 def main(framework, task, inputs, output):
+    os.environ.setdefault("ROSETTA_DEVICE", "cpu")  # a CPU probe, also for backends that pick it at import
     package = prepare_environment(framework)
     family = importlib.import_module(f"runners.{package}")
     module = importlib.import_module(f"runners.{package}.{task}")
