@@ -74,10 +74,11 @@ def check_data(plan, data_root):
             raise RunError(f"real data not prepared under {root}: {', '.join(missing)}; run `make data` first")
 
 
-def run_cell(executor, cell, run, run_dir, devices=(), unfit=None):
+def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
     """Launch one cell, wait at most the timeout, and make sure exactly one record of it exists afterwards. Where the
     runner wrote none (crash, kill, timeout, too few GPUs) the host writes it, with the log tail saying what happened.
-    `unfit` is the pre-flight's reason why the cell's image cannot run on this host's GPUs: recorded, not launched."""
+    `unfit` is the pre-flight's reason why the cell's image cannot run on this host's GPUs (recorded `skipped`),
+    `broken` why its environment could not be built (recorded `failed`, so `--resume` retries it): not launched."""
     out, log = run_dir / "cells" / f"{cell.id}.json", run_dir / "logs" / f"{cell.id}.log"
     launched, started_at = time.time(), datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -90,6 +91,8 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None):
 
     if unfit:
         return host_record("skipped", unfit)
+    if broken:
+        return host_record("failed", broken)
     if executor.gpu_ids and cell.gpus > len(executor.gpu_ids):
         return host_record("skipped", f"needs {cell.gpus} GPUs, this host has {len(executor.gpu_ids)}")
     proc = executor.launch(cell, out, log, run, devices)
@@ -146,11 +149,12 @@ class GpuPool:
                 self.lock.notify_all()
 
 
-def execute(plan, executor, run_dir, run, unfit=None):
+def execute(plan, executor, run_dir, run, unfit=None, broken=None):
     """Run every unfinished cell of `plan`: one at a time on the CPU (parallel cells would distort each other's
     timings); on GPUs, as many at once as there are free GPU sets, largest sets first. `unfit`: {cell id: reason}
-    from the pre-flight, cells recorded `skipped` without taking a GPU."""
-    unfit = unfit or {}
+    from the pre-flight, cells recorded `skipped` without taking a GPU; `broken`: {cell id: reason}, cells whose
+    environment could not be built, recorded `failed`."""
+    unfit, broken = unfit or {}, broken or {}
     todo = [c for c in plan.cells if not finished(run_dir, c)]
     done = len(plan.cells) - len(todo)
     if done:
@@ -161,8 +165,8 @@ def execute(plan, executor, run_dir, run, unfit=None):
 
     def one(cell):
         started = time.time()
-        with pool.take(cell.gpus if executor.gpu_ids and cell.id not in unfit else 0) as devices:
-            record = run_cell(executor, cell, run, run_dir, devices, unfit.get(cell.id))
+        with pool.take(cell.gpus if executor.gpu_ids and cell.id not in {**unfit, **broken} else 0) as devices:
+            record = run_cell(executor, cell, run, run_dir, devices, unfit.get(cell.id), broken.get(cell.id))
         with progress:
             bar.update()
             on = f" on GPU {','.join(devices)}" if devices else ""
@@ -179,12 +183,30 @@ def execute(plan, executor, run_dir, run, unfit=None):
     bar.close()
 
 
+def local_environments(plan, matrix):
+    """Each framework's venv, built if needed: ({framework: python}, {framework: (status, reason)} for those that
+    could not be built). A missing interpreter (no python3.6 for CNTK, say) skips that framework's cells with what to
+    do; a failed pip install fails them (a broken install, retried by --resume); the other frameworks run."""
+    pythons, unavailable = {}, {}
+    for fid in dict.fromkeys(c.framework for c in plan.cells):
+        try:
+            pythons[fid] = ensure(matrix.frameworks[fid])
+        except EnvError as e:
+            unavailable[fid] = ("skipped", str(e))
+        except subprocess.CalledProcessError as e:
+            unavailable[fid] = ("failed", f"building its environment failed ({' '.join(map(str, e.cmd[:4]))} … exited "
+                                          f"{e.returncode}; pip's message is above, or run `python -m scripts.venvs "
+                                          f"{fid}`)")
+    return pythons, unavailable
+
+
 def make_executor(plan, matrix):
+    """The plan's executor and {framework: (status, reason)} for frameworks it cannot launch at all."""
     if plan.executor == "local":
         gpus = visible_gpus() if any(c.device == "gpu" for c in plan.cells) else ()
-        return LocalExecutor({c.framework: ensure(matrix.frameworks[c.framework]) for c in plan.cells},
-                             gpu_ids=gpus)
-    return ComposeExecutor.for_plan(plan, matrix)
+        pythons, unavailable = local_environments(plan, matrix)
+        return LocalExecutor(pythons, gpu_ids=gpus), unavailable
+    return ComposeExecutor.for_plan(plan, matrix), {}
 
 
 def main(argv=None):
@@ -205,7 +227,7 @@ def main(argv=None):
                 raise RunError(f"--only {args.only!r} matches no cell of profile {args.profile}")
         run_dir = run_dir_for(args.results, args.profile, args.resume)
         check_data(plan, args.data_root)
-        executor = make_executor(plan, matrix)
+        executor, unavailable = make_executor(plan, matrix)
     except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -218,7 +240,13 @@ def main(argv=None):
     if unfit:
         print(f"pre-flight: {len(unfit)} cells have no kernels for this host's GPUs "
               f"({', '.join(sorted({g.name for g in gpus}))}); they are recorded as skipped")
-    execute(plan, executor, run_dir, run, unfit)
+    for fid, (status, reason) in unavailable.items():
+        print(f"{fid}: no environment, its cells are recorded {status}: {reason}", file=sys.stderr)
+    unfit.update({c.id: unavailable[c.framework][1] for c in plan.cells
+                  if unavailable.get(c.framework, ("",))[0] == "skipped"})
+    broken = {c.id: unavailable[c.framework][1] for c in plan.cells
+              if unavailable.get(c.framework, ("",))[0] == "failed"}
+    execute(plan, executor, run_dir, run, unfit, broken)
     outputs = report.write_report(run_dir)
     print(outputs["markdown"].read_text())
     print(f"records: {run_dir / 'cells'}  table: {outputs['markdown']}  csv: {outputs['csv']}  plot: {outputs['plot']}")

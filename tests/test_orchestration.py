@@ -114,3 +114,33 @@ def test_gpu_cells_run_in_parallel_never_sharing_a_gpu(tmp_path, monkeypatch, sy
                 overlapping += 1
                 assert not g1 & g2, "two running cells shared a GPU"
     assert overlapping > 0, "cells on separate GPUs should run at the same time"
+
+
+def test_a_framework_without_an_environment_is_recorded_and_the_rest_run(tmp_path, monkeypatch, synthetic_data):
+    """No interpreter for a framework (no python3.6 for CNTK here): its cells are `skipped` saying what to install;
+    a pip install that failed: its cells are `failed` (a broken install, retried by --resume). Neither launches."""
+    import scripts.run as run_module
+    from scripts.venvs import EnvError
+
+    def ensure(framework):
+        if framework.id == "cntk":
+            raise EnvError("no python3.6 on PATH or under pyenv; install Python 3.6 or run this framework in its image")
+        if framework.id == "caffe2":
+            raise subprocess.CalledProcessError(1, ["pip", "install", "-r", "docker/caffe2/requirements.txt"])
+        return sys.executable
+    monkeypatch.setattr(run_module, "ensure", ensure)
+    matrix = run_module.load()
+    cells = [c for c in run_module.expand(matrix, "demo").cells if c.framework in ("cntk", "caffe2", "pytorch")
+             and c.task == "cnn"]
+    plan = Plan("demo", "local", 1, 30.0, tuple(cells))
+    pythons, unavailable = run_module.local_environments(plan, matrix)
+    assert set(pythons) == {"pytorch"}
+    assert unavailable["cntk"][0] == "skipped" and "install Python 3.6" in unavailable["cntk"][1]
+    assert unavailable["caffe2"][0] == "failed" and "scripts.venvs caffe2" in unavailable["caffe2"][1]
+
+    executor = LocalExecutor({"pytorch": sys.executable}, root=FAKE_ROOT)   # launching cntk or caffe2 would KeyError
+    by_framework = lambda name: {c.id: unavailable[name][1] for c in cells if c.framework == name}  # noqa: E731
+    execute(plan, executor, tmp_path, RunSettings("t", 1, 30.0, synthetic_data.parent),
+            unfit=by_framework("cntk"), broken=by_framework("caffe2"))
+    got = {r["cell"]["framework"]: r for r in records(tmp_path).values()}
+    assert {f: r["status"] for f, r in got.items()} == {"pytorch": "ok", "cntk": "skipped", "caffe2": "failed"}
