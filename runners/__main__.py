@@ -20,8 +20,9 @@ def main(argv=None):
         try:
             family = importlib.import_module(f"runners.{package}")
         except ImportError as e:
-            raise RuntimeError(f"{cfg.framework} is not installed in {sys.executable} ({e}); build its environment "
-                               f"with `make venv FRAMEWORK={cfg.framework}` or run the cell in its image") from e
+            raise RuntimeError(f"{cfg.framework} cannot be imported in {sys.executable}: {e} (the framework or a "
+                               f"library it loads is missing); rebuild its environment with `python -m scripts.venvs "
+                               f"{cfg.framework}` or run the cell in its image") from e
         return family.framework_info()
 
     return run(cfg, lambda c: importlib.import_module(f"runners.{package}.{c.task}"), framework_info)

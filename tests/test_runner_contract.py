@@ -100,3 +100,18 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     assert record["system"]["switches"]["channels_last"] is True and record["metrics"]["weights"] == "random"
     assert record["metrics"]["data_placement"] == "host" and record["metrics"]["differences"] == []  # report fields
     assert {"python", "cpu", "framework_version", "cuda", "cudnn", "driver", "gpus", "host"} <= set(record["system"])
+
+
+def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_error(synthetic_data, tmp_path):
+    """A broken environment (here: the host's Python, which has no CNTK; in a real one a missing libmpi.so.12) ends
+    the cell `failed` with the import's own message and how to rebuild, never `skipped`."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "runners", "cntk", "cnn", "--data", str(synthetic_data), "--out",
+                           str(out), "--device", "cpu", "--scale", "tiny"], cwd=ROOT, capture_output=True, text=True)
+    record = json.loads(out.read_text())
+    assert proc.returncode == 1 and record["status"] == "failed"
+    assert "No module named 'cntk'" in record["reason"] and "scripts.venvs cntk" in record["reason"]
