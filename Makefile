@@ -13,7 +13,7 @@ $(HOST): scripts/requirements.txt
 	$(HOST) -m pip install --disable-pip-version-check -q -r scripts/requirements.txt
 	touch $(HOST)
 
-demo: $(HOST)                      ## the demo profile: six systems on the CPU, synthetic data (PROFILE=demo-full: bf16 too)
+demo: $(HOST)                      ## the demo profile: every system on the CPU, synthetic data (PROFILE=demo-full: bf16 too)
 	$(HOST) -m scripts.run --profile $(PROFILE)
 
 venvs: $(HOST)                     ## the framework environments the tests use
