@@ -11,22 +11,31 @@ H200 = preflight.HostGpu("0", "NVIDIA H200", "9.0")
 A100 = preflight.HostGpu("1", "NVIDIA A100-SXM4-80GB", "8.0")
 
 
-def test_mxnet_cells_are_unfit_on_hopper_and_nothing_else_is():
+V100 = preflight.HostGpu("2", "Tesla V100-SXM2-32GB", "7.0")
+# The legacy GPU wheels and the architectures their kernels stop at (matrix.yaml's gpu_archs): MXNet 1.9.1 sm_86,
+# cntk-gpu 2.7 (cuDNN 7) and Caffe2's torch 1.8.1 (CUDA 10.2) sm_75.
+TO_AMPERE = {"mxnet-gluon", "mxnet-module"}
+TO_TURING = {"cntk", "keras2-cntk", "caffe2"}
+
+
+def test_legacy_cells_are_unfit_on_hopper_and_nothing_else_is():
     matrix = load()
     plan = expand(matrix, "full")
     unfit = preflight.unfit_cells(plan, matrix, [H200])
-    assert unfit and {c.framework for c in plan.cells if c.id in unfit} == {"mxnet-gluon", "mxnet-module"}
-    assert all(c.id in unfit for c in plan.cells if c.framework.startswith("mxnet"))
-    reason = next(iter(unfit.values()))
+    assert {c.framework for c in plan.cells if c.id in unfit} == TO_AMPERE | TO_TURING
+    assert all(c.id in unfit for c in plan.cells if c.framework in TO_AMPERE | TO_TURING)
+    reason = next(reason for cid, reason in unfit.items() if cid.startswith("mxnet"))
     assert "sm_90" in reason and "NVIDIA H200" in reason and "sm_86" in reason and "gpu_archs" in reason
 
 
-def test_an_ampere_host_runs_every_image_and_a_mixed_host_needs_kernels_for_each_gpu():
+def test_ampere_runs_mxnet_volta_runs_everything_and_a_mixed_host_needs_kernels_for_each_gpu():
     matrix = load()
     plan = expand(matrix, "full")
-    assert preflight.unfit_cells(plan, matrix, [A100]) == {}
+    unfit_on_a100 = preflight.unfit_cells(plan, matrix, [A100])
+    assert {c.framework for c in plan.cells if c.id in unfit_on_a100} == TO_TURING
+    assert preflight.unfit_cells(plan, matrix, [V100]) == {}
     assert preflight.unfit_cells(plan, matrix, []) == {}          # no GPU description: nothing decided here
-    assert preflight.unfit_cells(plan, matrix, [A100, H200])      # a cell may land on the H200
+    assert set(preflight.unfit_cells(plan, matrix, [V100, H200])) == set(preflight.unfit_cells(plan, matrix, [H200]))
 
 
 def test_cpu_cells_are_never_limited():
