@@ -116,7 +116,7 @@ class ComposeExecutor:
         results = Path(out).parents[2]   # results/RUN/cells/ID.json: the results volume is results/
         inside = Path("/results") / Path(out).relative_to(results)
         env = {**os.environ, **self.env, "ROSETTA_VARIANT": cell.variant, "ROSETTA_DATA": str(run.data_root),
-               "ROSETTA_RESULTS": str(results), "ROSETTA_GPU_IDS": ",".join(devices) or "0",
+               "ROSETTA_RESULTS": str(results), "ROSETTA_GPU_IDS": ",".join(devices),
                "COMPOSE_DOCKER_CLI_BUILD": "1", "DOCKER_BUILDKIT": "1"}
         files = [arg for f in self.files for arg in ("-f", str(self.root / f))]
         argv = [*self.compose, *files, "run", "--rm", "--name", container_name(run.run_id, cell.id),

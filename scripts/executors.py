@@ -67,3 +67,41 @@ class LocalExecutor:
 
     def stop(self, proc):
         kill_group(proc)
+
+
+@dataclass(frozen=True)
+class SlurmContainerExecutor:
+    """A cell inside a Slurm allocation, in its image through the site's container runtime (scripts/slurm.py):
+
+        pyxis      srun --container-image=PREFIXrosetta/FAMILY:VARIANT --container-mounts=DATA:/data:ro,…
+                   (PREFIX: where enroot finds the images, e.g. `registry.example.org#`, or empty for Docker Hub)
+        apptainer  apptainer run --nv --bind … PREFIX/rosetta_FAMILY_VARIANT.sif
+                   (PREFIX: a folder of .sif files, e.g. made with `apptainer build X.sif docker-daemon://IMAGE`)
+
+    Slurm has already given the job its GPUs (CUDA_VISIBLE_DEVICES); both runtimes pass them into the container.
+    `images`: {cell id: image} from the plan file."""
+    runtime: str
+    images: dict
+    prefix: str = ""
+    gpu_ids: tuple = ()
+
+    def command(self, cell, out, run):
+        results = Path(out).parents[2]   # RESULTS/RUN/cells/ID.json, mounted at /results as in compose.yaml
+        inside = Path("/results") / Path(out).relative_to(results)
+        data = f"{run.data_root}:/data:ro,{results}:/results"
+        args = runner_args(cell, inside, run, "/data")
+        image = self.images[cell.id]
+        if self.runtime == "pyxis":
+            return ["srun", "--ntasks=1", f"--container-image={self.prefix}{image}", f"--container-mounts={data}",
+                    "--container-workdir=/app", "--no-container-mount-home", "python", "-m", "runners", *args]
+        if self.runtime == "apptainer":
+            sif = Path(self.prefix or ".") / (image.replace("/", "_").replace(":", "_") + ".sif")
+            return ["apptainer", "run", "--nv", "--no-home", "--pwd", "/app", "--bind", data, str(sif), *args]
+        raise ValueError(f"unknown container runtime {self.runtime!r}; known: pyxis, apptainer")
+
+    def launch(self, cell, out, log, run, devices=()):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        return popen(self.command(cell, out, run), log, {**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def stop(self, proc):
+        kill_group(proc)

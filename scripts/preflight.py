@@ -35,17 +35,22 @@ def host_gpus():
 
 
 def unfit_reason(cell, matrix, gpus):
-    """Why `cell`'s image cannot run on any of `gpus`, or None. Only GPU cells of variants that declare gpu_archs are
-    limited; a host with several GPU models needs kernels for each, because a cell may be placed on any of them."""
+    """Why `cell`'s image cannot run on any of `gpus`, or None (see `reason`)."""
     fw = matrix.frameworks[cell.framework]
     variant = fw.variants[cell.variant]
-    if cell.device != "gpu" or not variant.gpu_archs:
+    return reason(cell, variant.image(fw.family), variant.gpu_archs, gpus)
+
+
+def reason(cell, image, gpu_archs, gpus):
+    """Why `image` cannot run `cell` on any of `gpus`, or None. Only GPU cells of variants that declare gpu_archs are
+    limited; a host with several GPU models needs kernels for each, because a cell may be placed on any of them."""
+    if cell.device != "gpu" or not gpu_archs:
         return None
-    missing = [g for g in gpus if g.arch not in variant.gpu_archs]
+    missing = [g for g in gpus if g.arch not in gpu_archs]
     if not missing:
         return None
     gpu = missing[0]
-    return (f"{variant.image(fw.family)} carries GPU kernels for {', '.join(variant.gpu_archs)} only, and no PTX to "
+    return (f"{image} carries GPU kernels for {', '.join(gpu_archs)} only, and no PTX to "
             f"compile for newer GPUs; this host's GPU {gpu.index} ({gpu.name}) is {gpu.arch} (compute capability "
             f"{gpu.compute_capability}). Run this cell on an older GPU (matrix.yaml: frameworks.{cell.framework}."
             f"variants.{cell.variant}.gpu_archs)")

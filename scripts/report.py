@@ -24,6 +24,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
+from scripts.matrix import Cell  # noqa: E402
 from shared.record import RecordError, read_record  # noqa: E402
 
 TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
@@ -83,7 +84,7 @@ def plain(value):
 def machine_of(row):
     """The machine in words, e.g. 'AMD EPYC 9B14, 2 cores, no GPU (host vm)'; None for host-written records (crash,
     timeout), which carry no system information. GPU models, not counts: a cell sees only the GPUs it was given."""
-    if not known(row.get("system.host")):
+    if not known(row.get("system.cpu")):   # host-written records say only where they ran
         return None
     gpus = row.get("system.gpus") if isinstance(row.get("system.gpus"), list) else []
     text = row.get("system.cpu") or "unknown CPU"
@@ -317,6 +318,29 @@ def plot(frame, path):
     plt.close(fig)
 
 
+def attempts_and_gaps(run_dirs, records):
+    """Markdown lines on what the tables do not show: cells retried (their earlier attempts, kept under attempts/ by
+    scripts.merge) and cells of the run's plan that have no record (never ran, or their artifact was lost)."""
+    lines, have = [], {Cell(**r["cell"]).id for r in records}
+    for run_dir in map(Path, run_dirs):
+        for folder in sorted((run_dir / "attempts").glob("*")):
+            earlier = [read_record(p) for p in sorted(folder.glob("*.json"))]
+            final = read_record(run_dir / "cells" / f"{folder.name}.json")
+            steps = [f"{r['status']} on {(r.get('system') or {}).get('host') or '?'} ({r['started_at']})"
+                     for r in earlier + [final]]
+            lines.append(f"- retried {folder.name}: " + " → ".join(steps) + " (the last one is in the table)")
+        try:
+            planned = [c["id"] if isinstance(c, dict) else c   # plan files; older runs listed bare ids
+                       for c in json.loads((run_dir / "plan.json").read_text())["cells"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            planned = []
+        missing = [cid for cid in planned if isinstance(cid, str) and cid not in have]
+        if missing:
+            lines.append(f"- {len(missing)} cell(s) of the plan have no record (never ran, or their record was lost; "
+                         f"run them again): {', '.join(missing)}")
+    return ("### Attempts and gaps\n\n" + "\n".join(lines) + "\n") if lines else ""
+
+
 def write_report(*run_dirs, out=None):
     """Merge `run_dirs` into `out` (default: the first run folder); returns the paths written."""
     out = Path(out or run_dirs[0])
@@ -327,7 +351,7 @@ def write_report(*run_dirs, out=None):
              "plot": out / "results.png"}
     paths["jsonl"].write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     frame.drop(columns=["log_tail", "time", "steady", "spread"]).to_csv(paths["csv"], index=False)  # records only
-    paths["markdown"].write_text(markdown(frame))
+    paths["markdown"].write_text(markdown(frame) + attempts_and_gaps(run_dirs, records))
     plot(frame, paths["plot"])
     return paths
 

@@ -8,7 +8,8 @@ report (results.jsonl, results.csv, results.md, results.png). A cell that crashe
 run goes on; records are only ever written whole (temp file + rename), so a killed run leaves nothing truncated.
 """
 import argparse
-import json
+import os
+import platform
 import re
 import subprocess
 import sys
@@ -22,14 +23,16 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from scripts import plan as plans
 from scripts import preflight, report
 from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
 from scripts.executors import LocalExecutor, RunSettings
-from scripts.matrix import ROOT, MatrixError, expand, load
+from scripts.matrix import ROOT, MatrixError, load
 from scripts.venvs import EnvError, ensure
 from shared import datasets, params
-from shared.record import RecordError, make_record, read_record, write_atomic, write_record
+from shared.record import RecordError, make_record, read_record, write_record
 from shared.runner import tail
+from shared.sysinfo import placement
 
 RESULTS = ROOT / "results"
 DATA = ROOT / "data"
@@ -84,8 +87,9 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
 
     def host_record(status, reason):
         log_tail = tail(log.read_text(errors="replace")) if log.exists() else ""
+        system = {**placement(), "gpu_ids": ",".join(devices) or placement()["gpu_ids"]}  # where, not what
         record = make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=log_tail,
-                             started_at=started_at)
+                             started_at=started_at, system=system)
         write_record(out, record)
         return record
 
@@ -209,31 +213,48 @@ def make_executor(plan, matrix):
     return ComposeExecutor.for_plan(plan, matrix), {}
 
 
+def plan_for(args, matrix):
+    """(plan file, run folder): a new run expands the profile once and writes RUN/plan.json; a resumed run reads the
+    plan it wrote (the matrix may have changed since); `--plan` runs a plan written by `python -m scripts.plan`."""
+    if args.resume:
+        run_dir = run_dir_for(args.results, args.profile, args.resume)
+        try:
+            return plans.read(run_dir / "plan.json"), run_dir
+        except plans.PlanError as e:
+            raise RunError(f"cannot resume {run_dir.name}: {e}") from e
+    plan_file = plans.read(args.plan) if args.plan else plans.make(matrix, args.profile,
+                                                                  run_dir_for(args.results, args.profile, None).name)
+    run_dir = args.results / plan_file.run_id
+    if args.only:
+        cells = tuple(c for c in plan_file.cells if args.only in c.id)
+        if not cells:
+            raise RunError(f"--only {args.only!r} matches no cell of profile {plan_file.plan.profile}")
+        plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
+    plans.write(run_dir / "plan.json", plan_file)
+    return plan_file, run_dir
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.run", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="demo")
+    ap.add_argument("--plan", type=Path, help="run this plan file (python -m scripts.plan) instead of a profile")
     ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
     ap.add_argument("--resume", metavar="RUN|latest", help="continue a run folder instead of starting a new one")
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
     ap.add_argument("--only", help="run only cells whose id contains this text")
     args = ap.parse_args(argv)
+    os.environ.setdefault("ROSETTA_HOST", platform.node())   # the records' host, also inside containers
     try:
         matrix = load(args.matrix)
-        plan = expand(matrix, args.profile)
-        if args.only:
-            plan = replace(plan, cells=tuple(c for c in plan.cells if args.only in c.id))
-            if not plan.cells:
-                raise RunError(f"--only {args.only!r} matches no cell of profile {args.profile}")
-        run_dir = run_dir_for(args.results, args.profile, args.resume)
+        plan_file, run_dir = plan_for(args, matrix)
+        plan = plan_file.plan
         check_data(plan, args.data_root)
         executor, unavailable = make_executor(plan, matrix)
-    except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError) as e:
+    except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError, plans.PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    run = RunSettings(run_dir.name, plan.repeats, plan.timeout_s, args.data_root.resolve())
-    write_atomic(run_dir / "plan.json", json.dumps({"profile": plan.profile, "executor": plan.executor,
-                                                    "cells": [c.id for c in plan.cells]}, indent=2) + "\n")
+    run = RunSettings(plan_file.run_id, plan.repeats, plan.timeout_s, args.data_root.resolve())
     print(f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor")
     gpus = preflight.host_gpus() if executor.gpu_ids else ()
     unfit = preflight.unfit_cells(plan, matrix, gpus)

@@ -30,6 +30,14 @@ def nvidia_driver():
     return lines[0] if out.returncode == 0 and lines else None
 
 
+def placement():
+    """Where a cell ran: the host that launched it (ROSETTA_HOST, passed into containers, whose own name is random;
+    else this machine's name) and the host's GPU indices it was given (ROSETTA_GPU_IDS from the orchestrator, else the
+    CUDA_VISIBLE_DEVICES a scheduler set; None when neither is set)."""
+    return {"host": os.environ.get("ROSETTA_HOST") or platform.node(),
+            "gpu_ids": os.environ.get("ROSETTA_GPU_IDS") or os.environ.get("CUDA_VISIBLE_DEVICES") or None}
+
+
 def system_info(framework):
     """Merge host facts with `framework`, the dict a runner reports: framework_version, cuda, cudnn, gpus, switches."""
     return {
@@ -43,7 +51,7 @@ def system_info(framework):
         "python": platform.python_version(),
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
-        "host": platform.node(),
+        **placement(),
         "os": platform.platform(),
         "image": os.environ.get("ROSETTA_IMAGE"),  # set by the Dockerfile: which image a containerized cell ran in
     }

@@ -33,19 +33,21 @@ def test_demo_profile_is_small_fp32_with_one_multi_device_densenet_per_system():
     assert {c.device for c in plan.cells} == {"cpu"} and {c.data for c in plan.cells} == {"synthetic"}
     assert {c.precision for c in plan.cells} == {"fp32"}
     assert {c.framework for c in plan.cells} == set(matrix.frameworks)  # every system
+    moved = {(r["framework"], r["task"]) for r in matrix.profiles["demo"]["exclude"]}
+    assert moved == {("keras2-theano", "gru")}  # the one cell moved to demo-full, for its cold Theano compile
     for fid, fw in matrix.frameworks.items():
         mine = [c for c in plan.cells if c.framework == fid]
-        assert sorted(c.task for c in mine) == sorted(fw.tasks)  # every task the system runs
+        assert sorted(c.task for c in mine) == sorted(t for t in fw.tasks if (fid, t) not in moved)
         if "densenet121" in fw.tasks:
             assert [c.gpus for c in mine if c.task == "densenet121"] == [2]  # data-parallel over two CPU devices
-    assert len(plan.cells) == sum(len(fw.tasks) for fw in matrix.frameworks.values())
+    assert len(plan.cells) == sum(len(fw.tasks) for fw in matrix.frameworks.values()) - len(moved)
 
 
-def test_demo_full_adds_the_bf16_column_to_the_demo():
+def test_demo_full_adds_the_bf16_column_and_the_moved_cells_to_the_demo():
     matrix = load()
     demo, full = expand(matrix, "demo").cells, expand(matrix, "demo-full").cells
     assert set(demo) < set(full) and {c.precision for c in full} == {"fp32", "bf16"}
-    assert {c for c in full if c.precision == "fp32"} == set(demo)
+    assert {(c.framework, c.task) for c in full if c.precision == "fp32" and c not in demo} == {("keras2-theano", "gru")}
     bf16 = {fid for fid, fw in matrix.frameworks.items() if "bf16" in fw.precisions}
     assert {(c.framework, c.task, c.gpus) for c in full if c.precision == "bf16"} == {(c.framework, c.task, c.gpus)
                                                                                      for c in demo if c.framework in bf16}

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from scripts.executors import LocalExecutor, RunSettings
 from fake_run import pytorch_demo
-from scripts.matrix import Cell, Plan
+from scripts.matrix import Cell, Plan, expand
 from scripts.run import execute
 from shared.record import make_record, read_record, write_atomic, write_record
 
@@ -130,7 +130,7 @@ def test_a_framework_without_an_environment_is_recorded_and_the_rest_run(tmp_pat
         return sys.executable
     monkeypatch.setattr(run_module, "ensure", ensure)
     matrix = run_module.load()
-    cells = [c for c in run_module.expand(matrix, "demo").cells if c.framework in ("cntk", "caffe2", "pytorch")
+    cells = [c for c in expand(matrix, "demo").cells if c.framework in ("cntk", "caffe2", "pytorch")
              and c.task == "cnn"]
     plan = Plan("demo", "local", 1, 30.0, tuple(cells))
     pythons, unavailable = run_module.local_environments(plan, matrix)

@@ -1,0 +1,99 @@
+"""Run one cell of a plan file: what a GitHub Actions job, a Slurm array task or a Kubernetes pod does.
+
+    python -m scripts.cell plan.json --cell pytorch-cnn-cpu-fp32-1cpu     # by id (GitHub Actions)
+    python -m scripts.cell plan.json                                      # by SLURM_ARRAY_TASK_ID (Slurm)
+    python -m scripts.cell plan.json --index 3 --runtime pyxis            # in the cell's image, through pyxis
+
+The cell runs exactly as in `scripts.run` (same executor, same timeout, the host writes the record when the runner
+could not) and leaves RUN_DIR/cells/ID.json and RUN_DIR/logs/ID.log; `scripts.merge` gathers them from every host.
+The record says which host ran it (ROSETTA_HOST, default this machine's name) and on which GPUs (the
+CUDA_VISIBLE_DEVICES the scheduler gave the job). Exit status: 0 for ok or skipped, 1 for failed or timeout.
+"""
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+from scripts import plan as plans
+from scripts import preflight
+from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
+from scripts.executors import LocalExecutor, RunSettings, SlurmContainerExecutor
+from scripts.matrix import ROOT, MatrixError, load
+from scripts.run import DATA, RESULTS, RunError, check_data, describe, local_environments, run_cell
+from shared import datasets
+
+INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")   # Slurm job arrays, Kubernetes Indexed Jobs
+RUNTIMES = ("plan", "local", "compose", "pyxis", "apptainer")
+
+
+def index_from_environment():
+    for name in INDEX_VARIABLES:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def devices_of(cell):
+    """The GPUs this cell runs on: those the scheduler gave the job (CUDA_VISIBLE_DEVICES), else the first free ones
+    nvidia-smi lists; () for a CPU cell, which still runs under whatever the scheduler set."""
+    if cell.device != "gpu":
+        return ()
+    given = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return tuple(filter(None, given.split(","))) if given else visible_gpus()[:cell.gpus]
+
+
+def executor_for(plan_file, planned, runtime, matrix_path, prefix):
+    """(executor, why it cannot run or None): the plan's own executor unless a runtime is named."""
+    runtime = plan_file.plan.executor if runtime == "plan" else runtime
+    if runtime in ("pyxis", "apptainer"):
+        return SlurmContainerExecutor(runtime, {c.id: c.image for c in plan_file.cells}, prefix), None
+    if runtime == "compose":
+        return ComposeExecutor.for_plan(plan_file.plan, load(matrix_path)), None
+    pythons, unavailable = local_environments(plan_file.plan, load(matrix_path))
+    status, reason = unavailable.get(planned.cell.framework, (None, None))
+    return LocalExecutor(pythons), (status, reason) if status else None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m scripts.cell", description=__doc__.split("\n")[0])
+    ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
+    pick = ap.add_mutually_exclusive_group()
+    pick.add_argument("--index", type=int, help=f"the cell's index in the plan (default: {' or '.join(INDEX_VARIABLES)})")
+    pick.add_argument("--cell", help="the cell's id")
+    ap.add_argument("--run-dir", type=Path, help="where cells/ and logs/ go (default: results/RUN_ID)")
+    ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
+    ap.add_argument("--runtime", choices=RUNTIMES, default="plan",
+                    help="how to start the runner: the plan's executor, or a Slurm site's container runtime")
+    ap.add_argument("--image-prefix", default="", help="pyxis: registry prefix of the images; apptainer: .sif folder")
+    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="for the local environments only")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("ROSETTA_HOST", platform.node())   # the record's host, also inside a container
+    try:
+        plan_file = plans.read(args.plan)
+        index = args.index if args.index is not None or args.cell else index_from_environment()
+        planned = plan_file.find(index=index, cell_id=args.cell)
+        run_dir = args.run_dir or RESULTS / plan_file.run_id
+        one = plan_file.plan.__class__(**{**vars(plan_file.plan), "cells": (planned.cell,)})
+        if args.runtime not in ("pyxis", "apptainer"):
+            check_data(one, args.data_root)
+        executor, unavailable = executor_for(plan_file, planned, args.runtime, args.matrix, args.image_prefix)
+    except (plans.PlanError, MatrixError, RunError, ExecutorError, datasets.DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    cell, devices = planned.cell, devices_of(planned.cell)
+    unfit = preflight.reason(cell, planned.image, planned.gpu_archs, preflight.host_gpus()) if devices else None
+    if devices:
+        os.environ["ROSETTA_GPU_IDS"] = ",".join(devices)
+    run = RunSettings(plan_file.run_id, plan_file.plan.repeats, plan_file.plan.timeout_s, args.data_root.resolve())
+    status, reason = unavailable or (None, None)
+    record = run_cell(executor, cell, run, run_dir, devices,
+                      unfit=unfit or (reason if status == "skipped" else None),
+                      broken=reason if status == "failed" else None)
+    where = f" on GPU {','.join(devices)}" if devices else ""
+    print(f"{cell.id}{where} ({os.environ['ROSETTA_HOST']}): {record['status']} — {describe(record)}")
+    return 0 if record["status"] in ("ok", "skipped") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
