@@ -11,6 +11,7 @@ CUDA_VISIBLE_DEVICES the scheduler gave the job). Exit status: 0 for ok or skipp
 """
 import argparse
 import os
+from dataclasses import replace
 import platform
 import sys
 from pathlib import Path
@@ -74,13 +75,14 @@ def main(argv=None):
         index = args.index if args.index is not None or args.cell else index_from_environment()
         planned = plan_file.find(index=index, cell_id=args.cell)
         run_dir = args.run_dir or RESULTS / plan_file.run_id
-        one = plan_file.plan.__class__(**{**vars(plan_file.plan), "cells": (planned.cell,)})
-        if args.runtime not in ("pyxis", "apptainer"):
-            check_data(one, args.data_root)
         executor, unavailable = executor_for(plan_file, planned, args.runtime, args.matrix, args.image_prefix)
-    except (plans.PlanError, MatrixError, RunError, ExecutorError, datasets.DataError) as e:
+    except (plans.PlanError, MatrixError, ExecutorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    try:   # a host without the cell's data still leaves a record, so the merged report says why
+        check_data(replace(plan_file.plan, cells=(planned.cell,)), args.data_root)
+    except (RunError, datasets.DataError) as e:
+        unavailable = unavailable or ("failed", str(e))
     cell, devices = planned.cell, devices_of(planned.cell)
     unfit = preflight.reason(cell, planned.image, planned.gpu_archs, preflight.host_gpus()) if devices else None
     if devices:

@@ -141,7 +141,13 @@ def github_chunks(plan_file, gpu_model, labels, size=GITHUB_MATRIX_LIMIT, chunks
         raise PlanError(f"the plan has {len(plan_file.cells)} cells; the workflow runs at most {size * chunks} "
                         f"({chunks} matrices of {size}, GitHub's limit): split the profile (fewer frameworks, "
                         f"variants or precisions per run)")
-    jobs = [{"id": c.id, "runs-on": runs_on(c.cell, gpu_model, labels), "image": c.image} for c in plan_file.cells]
+    models = sorted(label[4:] for label in labels if label.startswith("gpu-"))
+    if any(c.cell.device == "gpu" for c in plan_file.cells) and gpu_model not in models:
+        raise PlanError(f"unknown GPU model {gpu_model!r}: the runners' labels (.github/actionlint.yaml) declare "
+                        f"{', '.join(models) or 'none'}; pick one, or declare gpu-{gpu_model} for runners that have it")
+    jobs = [{"id": c.id, "runs-on": runs_on(c.cell, gpu_model, labels), "image": c.image,
+             "framework": c.cell.framework, "variant": c.cell.variant, "executor": plan_file.plan.executor}
+            for c in plan_file.cells]
     return [jobs[i * size:(i + 1) * size] for i in range(chunks)]
 
 
@@ -160,13 +166,14 @@ def main(argv=None):
             if not args.gpu_model and any(c.device == "gpu" for c in plan_file.plan.cells):
                 raise PlanError(f"profile {args.profile} has GPU cells: name the runners' GPU model (--gpu-model)")
             chunks = github_chunks(plan_file, args.gpu_model, runner_labels())
-            with open(args.github_output, "a") as out:
-                out.write(f"run_id={plan_file.run_id}\n")
-                out.writelines(f"chunk-{i}={json.dumps(jobs)}\n" for i, jobs in enumerate(chunks))
     except (MatrixError, PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     write(args.out, plan_file)
+    if args.github_output:          # after the plan file: the jobs these outputs start will download it
+        with open(args.github_output, "a") as out:
+            out.write(f"run_id={plan_file.run_id}\n")
+            out.writelines(f"chunk-{i}={json.dumps(jobs)}\n" for i, jobs in enumerate(chunks))
     print(f"{args.out}: run {plan_file.run_id}, profile {args.profile}, {len(plan_file.cells)} cells "
           f"via {plan_file.plan.executor}")
     return 0

@@ -214,8 +214,8 @@ def make_executor(plan, matrix):
 
 
 def plan_for(args, matrix):
-    """(plan file, run folder): a new run expands the profile once and writes RUN/plan.json; a resumed run reads the
-    plan it wrote (the matrix may have changed since); `--plan` runs a plan written by `python -m scripts.plan`."""
+    """(plan file, run folder): a new run expands the profile once (main writes it to RUN/plan.json); a resumed run
+    reads the plan it wrote (the matrix may have changed since); `--plan` runs a plan written by `python -m scripts.plan`."""
     if args.resume:
         run_dir = run_dir_for(args.results, args.profile, args.resume)
         try:
@@ -230,7 +230,6 @@ def plan_for(args, matrix):
         if not cells:
             raise RunError(f"--only {args.only!r} matches no cell of profile {plan_file.plan.profile}")
         plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
-    plans.write(run_dir / "plan.json", plan_file)
     return plan_file, run_dir
 
 
@@ -254,6 +253,8 @@ def main(argv=None):
     except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError, plans.PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if not args.resume:     # only once every check passed: a run folder exists only for a run that started
+        plans.write(run_dir / "plan.json", plan_file)
     run = RunSettings(plan_file.run_id, plan.repeats, plan.timeout_s, args.data_root.resolve())
     print(f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor")
     gpus = preflight.host_gpus() if executor.gpu_ids else ()

@@ -1,0 +1,271 @@
+"""Kubernetes Indexed Jobs from a plan file: one completion per cell, JOB_COMPLETION_INDEX picking the cell.
+
+    python -m scripts.plan --profile full --out plan.json
+    python -m scripts.k8s plan.json --image-prefix registry.example.org/ --data-claim rosetta-data \\
+        --results-claim rosetta-results --parallelism 4 --kube-version 1.33 --out jobs.yaml
+    kubectl apply -f jobs.yaml
+
+An Indexed Job has one pod template, so one image and one GPU count: the plan's cells are grouped by (image, GPUs)
+in plan order, and each group becomes a ConfigMap (one line per cell: the runner's arguments, shell-quoted) and a Job
+with one completion per line. The pod runs `python -m runners` in the cell's image with the data claim read-only at
+/data and the record written to /results/RUN_ID/cells/ID.json on the results claim; `scripts.merge` gathers them.
+The plan is never expanded again, and nothing is written when the plan does not fit (exit status 2, with what to
+change). A pod killed at its deadline writes no record: the merged report lists that cell as missing.
+"""
+import argparse
+import hashlib
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from scripts import plan as plans
+from scripts.executors import RunSettings, runner_args
+from scripts.matrix import ROOT
+from shared.record import git_commit, write_atomic
+
+OLDEST = (1, 25)          # Indexed Jobs are GA from 1.24 (KEP-2214), but the tests' schemas start at 1.25
+PER_INDEX = (1, 29)       # backoffLimitPerIndex: beta and on by default from 1.29, GA in 1.33 (KEP-3850)
+MAX_COMPLETIONS = 100_000       # the API server's cap on completions of a Job with backoffLimitPerIndex
+MAX_CELL_LIST_BYTES = 1_000_000  # a ConfigMap holds at most 1 MiB (etcd's object limit), less its metadata
+PULL_MARGIN_S = 600       # the pod deadline counts from the pod's start on its node, so it includes the image pull
+TTL_S = 7 * 24 * 3600     # finished Jobs (and their pods' logs) go after a week; the records stay on the claim
+CAPABILITIES = {"chainer": ["SYS_PTRACE"]}  # as compose.yaml: ChainerMN's MPICH needs pidfd_getfd between processes
+LABEL = "rosetta/run-id"
+
+# The pod's command: line JOB_COMPLETION_INDEX+1 of the cell list holds the runner's arguments, shell-quoted (shlex),
+# so `eval set --` gives back exactly the list scripts.executors.runner_args made. Exit 2 (no such line) is a
+# configuration error that a retry cannot fix; the pod failure policy fails that index at once.
+SELECT = """\
+: "${JOB_COMPLETION_INDEX:?is not set: run this as a pod of an Indexed Job}"
+cells="${ROSETTA_PLAN_DIR:-/plan}/cells"
+line=$(sed -n "$((JOB_COMPLETION_INDEX + 1))p" "$cells")
+[ -n "$line" ] || { echo "no cell at index $JOB_COMPLETION_INDEX in $cells" >&2; exit 2; }
+eval "set -- $line"
+exec python -m runners "$@"
+"""
+
+
+class K8sError(Exception):
+    """A plan or option this backend cannot take; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the Jobs run: the cluster's version, the images' registry, the two claims."""
+    image_prefix: str     # REGISTRY/ before rosetta/FAMILY:VARIANT; empty for images already on the nodes
+    data_claim: str       # PVC holding synthetic/ and real/, mounted read-only
+    results_claim: str    # PVC the records go to; ReadWriteMany, since pods on many nodes write it at once
+    namespace: str = None
+    parallelism: int = 1  # pods of one Job at a time; the Jobs (one per group) run side by side
+    kube: tuple = (1, 33)
+    git_commit: str = ""  # the checkout's commit for the records, as compose passes it; "" when unknown
+
+
+def kube_version(text):
+    """'1.33', '1.33.2' or 'v1.33' -> (1, 33); refused when malformed or older than the oldest validated."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(\.\d+)?", text.strip())
+    if not match:
+        raise K8sError(f"--kube-version {text!r}: expected MAJOR.MINOR such as 1.33 (`kubectl version` prints it)")
+    version = (int(match[1]), int(match[2]))
+    if version < OLDEST:
+        raise K8sError(f"--kube-version {text}: these manifests are validated for Kubernetes {OLDEST[0]}.{OLDEST[1]} "
+                       f"and newer (Indexed Jobs need 1.24 at least); upgrade the cluster, or run the plan's cells "
+                       f"with `python -m scripts.cell PLAN --index I` on hosts of your own")
+    return version
+
+
+def dns_name(run_id, index):
+    """A DNS-1123 label (lowercase, at most 63 characters) for group `index` of run `run_id`; a run id too long to
+    keep whole is cut and given a hash of itself, so two long run ids still get different names."""
+    base, suffix = "rosetta-" + re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-"), f"-{index}"
+    if len(base) + len(suffix) > 63:
+        base = base[:63 - len(suffix) - 7].rstrip("-") + "-" + hashlib.sha256(run_id.encode()).hexdigest()[:6]
+    return base + suffix
+
+
+def label_value(run_id):
+    """The run id as a label value: at most 63 of [A-Za-z0-9-_.], starting and ending alphanumeric."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", run_id)[:63].strip("-._") or "run"
+
+
+def groups(plan_file):
+    """[(image, GPUs, [PlannedCell])] in plan order; GPUs is 0 for CPU cells, whose `gpus` counts processes."""
+    by_key = {}
+    for planned in plan_file.cells:
+        gpus = planned.cell.gpus if planned.cell.device == "gpu" else 0
+        by_key.setdefault((planned.image, gpus), []).append(planned)
+    return [(image, gpus, cells) for (image, gpus), cells in by_key.items()]
+
+
+def cell_lines(plan_file, cells):
+    """One line per cell: the runner contract's arguments as the pod sees them (/data, /results), shell-quoted."""
+    p = plan_file.plan
+    run = RunSettings(plan_file.run_id, p.repeats, p.timeout_s, Path("/data"))
+    out = Path("/results") / plan_file.run_id / "cells"
+    return "".join(shlex.join(runner_args(c.cell, out / f"{c.id}.json", run, "/data")) + "\n" for c in cells)
+
+
+def check_fits(plan_file, grouped):
+    if not grouped:
+        raise K8sError(f"the plan of run {plan_file.run_id} has no cells; nothing to submit")
+    for index, (image, gpus, cells) in enumerate(grouped):
+        size = len(cell_lines(plan_file, cells).encode())
+        what = f"group {index} ({image}, {f'{gpus} GPU' if gpus else 'CPU'} each) has {len(cells)} cells"
+        if len(cells) > MAX_COMPLETIONS:
+            raise K8sError(f"{what}; a Job takes at most {MAX_COMPLETIONS} completions: split the profile (fewer "
+                           f"frameworks, variants, precisions or GPU counts per run)")
+        if size > MAX_CELL_LIST_BYTES:
+            raise K8sError(f"{what}, whose cell list is {size} bytes; its ConfigMap may hold at most "
+                           f"{MAX_CELL_LIST_BYTES} bytes: split the profile (fewer frameworks, variants or precisions "
+                           f"per run)")
+
+
+def metadata(name, target, run_label):
+    meta = {"name": name, "labels": {"app.kubernetes.io/name": "rosetta", LABEL: run_label}}
+    if target.namespace:
+        meta["namespace"] = target.namespace
+    return meta
+
+
+def pod_spec(name, target, image, gpus, timeout_s):
+    env = [{"name": "ROSETTA_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]   # the record's host
+    if target.git_commit:
+        env.append({"name": "ROSETTA_GIT_COMMIT", "value": target.git_commit})
+    container = {
+        "name": "runner",
+        "image": target.image_prefix + image,
+        "command": ["sh", "-c", SELECT],   # the image's ENTRYPOINT is `python -m runners`; its WORKDIR is /app
+        "env": env,
+        "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True},
+                         {"name": "results", "mountPath": "/results"},
+                         {"name": "plan", "mountPath": "/plan", "readOnly": True},
+                         {"name": "shm", "mountPath": "/dev/shm"}],
+    }
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    family = image.rsplit("/", 1)[-1].split(":")[0]
+    if family in CAPABILITIES:
+        container["securityContext"] = {"capabilities": {"add": CAPABILITIES[family]}}
+    return {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": int(timeout_s) + PULL_MARGIN_S,
+        "containers": [container],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": target.data_claim, "readOnly": True}},
+            {"name": "results", "persistentVolumeClaim": {"claimName": target.results_claim}},
+            {"name": "plan", "configMap": {"name": name}},
+            # Data-loader workers pass batches through /dev/shm; the container default (64 MB) is too small.
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+        ],
+    }
+
+
+def job_spec(name, target, labels, image, gpus, cells, timeout_s):
+    n = len(cells)
+    spec = {"completions": n, "parallelism": min(target.parallelism, n), "completionMode": "Indexed"}
+    if target.kube >= PER_INDEX:
+        # One retry per cell (a failed cell's record says why; a second try outlives a flaky GPU or NCCL start), and
+        # a failed cell never stops the others (the matrix goes on), so every index may fail. An evicted or
+        # preempted pod is not the cell's fault and does not count. Retrying cannot help after exit 2 (a usage
+        # error) or a kill (137, 143: the deadline or the memory limit, which the same cell would hit again).
+        spec.update(backoffLimitPerIndex=1, maxFailedIndexes=n, podFailurePolicy={"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            {"action": "FailIndex",
+             "onExitCodes": {"containerName": "runner", "operator": "In", "values": [2, 137, 143]}},
+        ]})
+    else:
+        spec["backoffLimit"] = n   # counted over the whole Job: about one retry per cell before the Job gives up
+    spec["ttlSecondsAfterFinished"] = TTL_S
+    spec["template"] = {"metadata": {"labels": labels}, "spec": pod_spec(name, target, image, gpus, timeout_s)}
+    return spec
+
+
+def manifests(plan_file, target):
+    """The ConfigMap and Job of every group, in plan order; a K8sError when the plan does not fit."""
+    if target.parallelism < 1:
+        raise K8sError(f"--parallelism {target.parallelism}: at least 1 pod per Job must run")
+    grouped = groups(plan_file)
+    check_fits(plan_file, grouped)
+    run_label, docs = label_value(plan_file.run_id), []
+    for index, (image, gpus, cells) in enumerate(grouped):
+        name = dns_name(plan_file.run_id, index)
+        labels = metadata(name, target, run_label)["labels"]
+        docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(name, target, run_label),
+                  "data": {"cells": cell_lines(plan_file, cells)}},
+                 {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, target, run_label),
+                  "spec": job_spec(name, target, labels, image, gpus, cells, plan_file.plan.timeout_s)}]
+    return docs
+
+
+class BlockDumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings (the pod's script, the cell lists) as literal blocks people can
+    read, instead of one quoted line of \\n escapes. No anchors: each document stands alone for kubectl."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+BlockDumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None))
+
+
+def to_yaml(docs):
+    return yaml.dump_all(docs, Dumper=BlockDumper, sort_keys=False, width=120)
+
+
+def next_steps(plan_path, plan_file, target, docs, out):
+    namespace = f" -n {target.namespace}" if target.namespace else ""
+    jobs = [d for d in docs if d["kind"] == "Job"]
+    lines = [f"{out or 'standard output'}: {len(jobs)} Indexed Jobs for run {plan_file.run_id} "
+             f"({len(plan_file.cells)} cells, Kubernetes {target.kube[0]}.{target.kube[1]}):"]
+    for job in jobs:
+        limits = job["spec"]["template"]["spec"]["containers"][0].get("resources", {}).get("limits", {})
+        gpus = limits.get("nvidia.com/gpu")
+        lines.append(f"  {job['metadata']['name']}  {job['spec']['template']['spec']['containers'][0]['image']}  "
+                     f"{job['spec']['completions']} cells, {f'{gpus} GPU' if gpus else 'CPU'} each")
+    lines += [f"apply:  kubectl apply{namespace} -f {out or '- (pipe the output into it)'}",
+              f"watch:  kubectl get jobs{namespace} -l {LABEL}={label_value(plan_file.run_id)}",
+              f"merge:  mount the claim {target.results_claim} on a host (here at /mnt/results), then",
+              f"        python -m scripts.merge {shlex.quote(f'results/{plan_file.run_id}')} "
+              f"{shlex.quote(f'/mnt/results/{plan_file.run_id}')} --plan {shlex.quote(str(plan_path))}",
+              "A pod killed at its deadline leaves no record; the report lists its cell as missing."]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m scripts.k8s", description=__doc__.split("\n")[0])
+    ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
+    ap.add_argument("--image-prefix", required=True,
+                    help="registry path before rosetta/FAMILY:VARIANT, e.g. registry.example.org/ ('' for none)")
+    ap.add_argument("--data-claim", required=True, help="PVC holding synthetic/ and real/ (mounted read-only)")
+    ap.add_argument("--results-claim", required=True, help="ReadWriteMany PVC the records are written to")
+    ap.add_argument("--namespace", help="namespace of the Jobs and ConfigMaps (default: kubectl's current one)")
+    ap.add_argument("--parallelism", type=int, default=1, help="pods of one Job at a time (default 1)")
+    ap.add_argument("--kube-version", default="1.33", help="the cluster's MAJOR.MINOR (default 1.33; oldest 1.25)")
+    ap.add_argument("--out", type=Path, help="the manifests' file (default: stdout)")
+    args = ap.parse_args(argv)
+    try:
+        if args.image_prefix and not args.image_prefix.endswith("/"):
+            raise K8sError(f"--image-prefix {args.image_prefix}: end it with / (images are "
+                           f"PREFIXrosetta/FAMILY:VARIANT, e.g. {args.image_prefix}/rosetta/pytorch:cu130)")
+        target = Target(args.image_prefix, args.data_claim, args.results_claim, args.namespace, args.parallelism,
+                        kube_version(args.kube_version), git_commit(ROOT) or "")
+        plan_file = plans.read(args.plan)
+        docs = manifests(plan_file, target)
+    except (plans.PlanError, K8sError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.out:
+        write_atomic(args.out, to_yaml(docs))
+    else:
+        sys.stdout.write(to_yaml(docs))
+    print(next_steps(args.plan, plan_file, target, docs, args.out), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""GitHub Actions: the workflows pass the linters a real pipeline runs (actionlint with our runner labels,
+check-jsonschema's GitHub-workflow schema), the linters do catch a broken copy, the plan's chunks only ask for
+declared labels, bad input is refused before anything is submitted, and the workflow stays in step with
+scripts/plan.py. Fast and offline: no runner, no network."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import IN_CI, ROOT
+from scripts import plan as plans
+from scripts.matrix import load
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+MATRIX_YML = WORKFLOWS / "matrix.yml"
+CELLS_YML = WORKFLOWS / "cells.yml"
+DEFAULT_LABELS = {"self-hosted", "linux"}   # GitHub gives every self-hosted Linux runner these (and its arch)
+
+
+def tool(name):
+    """A linter from the host environment (scripts/requirements.txt), next to the interpreter running the tests."""
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        message = f"{path} missing: rebuild the host environment (`make .venv/host/bin/python`)"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    return str(path)
+
+
+def actionlint(*files, cwd=ROOT, config=plans.ACTIONLINT):
+    # shellcheck and pyflakes are not in the host environment: switched off so that the verdict does not depend on
+    # what else the machine has installed.
+    return subprocess.run([tool("actionlint"), "-config-file", str(config), "-shellcheck=", "-pyflakes=",
+                           "-no-color", *map(str, files)], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def workflow(path):
+    doc = yaml.safe_load(path.read_text())
+    doc["on"] = doc.pop(True, doc.get("on"))   # YAML 1.1 reads the bare key `on` as True
+    return doc
+
+
+# ---------------------------------------------------------------- the real linters
+
+def test_workflows_pass_actionlint_with_the_declared_runner_labels():
+    got = actionlint(MATRIX_YML, CELLS_YML)
+    assert got.returncode == 0 and not got.stdout.strip(), got.stdout + got.stderr
+
+
+def test_workflows_match_githubs_workflow_schema():
+    got = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+                          str(MATRIX_YML), str(CELLS_YML)], capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stdout + got.stderr
+
+
+@pytest.mark.parametrize("file, old, new, finding", [
+    ("matrix.yml", "runs-on: [self-hosted, linux, rosetta, cpu]", "runs-on: [self-hosted, linux, rosetta, gpu-h900]",
+     'label "gpu-h900" is unknown'),
+    ("cells.yml", "timeout-minutes:", "timeout-minute:", 'unexpected key "timeout-minute"'),
+])
+def test_actionlint_catches_an_undeclared_label_and_a_misspelled_key(tmp_path, file, old, new, finding):
+    """The check above can fail: a broken copy of the workflows is refused, with the reason."""
+    shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    broken = tmp_path / ".github" / "workflows" / file
+    assert old in broken.read_text()
+    broken.write_text(broken.read_text().replace(old, new, 1))
+    got = actionlint(*(tmp_path / ".github" / "workflows").glob("*.yml"), cwd=tmp_path,
+                     config=tmp_path / ".github" / "actionlint.yaml")
+    assert got.returncode != 0 and finding in got.stdout, got.stdout + got.stderr
+
+
+# ---------------------------------------------------------------- scripts.plan's GitHub part
+
+def synthetic_plan(n):
+    """A plan of `n` distinct CPU cells (one smoke cell under `n` scale names): bigger than any profile."""
+    smoke = plans.make(load(), "smoke", "synthetic")
+    one = smoke.cells[0]
+    return replace(smoke, cells=tuple(replace(one, cell=replace(one.cell, scale=f"s{i}")) for i in range(n)))
+
+
+def test_full_profile_chunks_ask_only_for_declared_labels():
+    plan_file = plans.make(load(), "full", "full-test")
+    labels = plans.runner_labels()
+    chunks = plans.github_chunks(plan_file, "h100", labels)
+    assert len(chunks) == plans.GITHUB_CHUNKS
+    assert all(len(chunk) <= plans.GITHUB_MATRIX_LIMIT for chunk in chunks)
+    jobs = [job for chunk in chunks for job in chunk]
+    assert [job["id"] for job in jobs] == [c.id for c in plan_file.cells]   # every cell once, in the plan's order
+    assert len({job["id"] for job in jobs}) == len(jobs)
+    for job, planned in zip(jobs, plan_file.cells):
+        assert set(job["runs-on"]) <= set(labels) | DEFAULT_LABELS, job
+        assert {"gpu-h100", f"gpus-{planned.cell.gpus}"} <= set(job["runs-on"]), job
+        assert job["image"] == planned.image
+
+
+@pytest.mark.parametrize("n, fits", [(plans.GITHUB_MATRIX_LIMIT * plans.GITHUB_CHUNKS, True),
+                                     (plans.GITHUB_MATRIX_LIMIT * plans.GITHUB_CHUNKS + 1, False)])
+def test_a_plan_beyond_the_chunks_is_refused_with_what_to_split(n, fits):
+    plan_file = synthetic_plan(n)
+    if fits:
+        chunks = plans.github_chunks(plan_file, None, plans.runner_labels())
+        assert [len(c) for c in chunks] == [plans.GITHUB_MATRIX_LIMIT] * plans.GITHUB_CHUNKS
+        return
+    with pytest.raises(plans.PlanError, match=rf"{n} cells.*split the profile"):
+        plans.github_chunks(plan_file, None, plans.runner_labels())
+
+
+def test_a_cell_needing_more_gpus_than_any_runner_offers_is_refused():
+    plan_file = plans.make(load(), "full", "full-test")
+    big = replace(plan_file.cells[0], cell=replace(plan_file.cells[0].cell, gpus=16))
+    with pytest.raises(plans.PlanError, match=r"gpus-16.*GPU counts offered: \[1, 2, 4, 8\]"):
+        plans.github_chunks(replace(plan_file, cells=(big,)), "h100", plans.runner_labels())
+
+
+def test_an_unknown_gpu_model_is_refused_naming_the_declared_ones():
+    plan_file = plans.make(load(), "full", "full-test")
+    with pytest.raises(plans.PlanError, match=r"unknown GPU model .h900.*declare .*h100"):
+        plans.github_chunks(plan_file, "h900", plans.runner_labels())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--profile", "nope"], "unknown profile 'nope'; defined: demo"),
+    (["--profile", "full"], "name the runners' GPU model (--gpu-model)"),
+    (["--profile", "full", "--gpu-model", "h900"], "gpu-h900"),
+])
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, capsys, argv, message):
+    out, plan_json = tmp_path / "github_output", tmp_path / "plan.json"
+    assert plans.main([*argv, "--out", str(plan_json), "--github-output", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists() and not plan_json.exists()
+
+
+def test_github_output_end_to_end_for_the_smoke_profile(tmp_path):
+    """What the plan job's step does: appends run_id and chunk-0… to $GITHUB_OUTPUT, one JSON list per chunk."""
+    out, plan_json = tmp_path / "github_output", tmp_path / "plan.json"
+    out.write_text("earlier=kept\n")   # GitHub's file may hold other steps' outputs: append, never truncate
+    subprocess.run([sys.executable, "-m", "scripts.plan", "--profile", "smoke", "--run-id", "smoke-gha",
+                    "--out", str(plan_json), "--github-output", str(out)], cwd=ROOT, check=True, timeout=120,
+                   capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lines = out.read_text().splitlines()
+    assert lines[0] == "earlier=kept"
+    outputs = dict(line.split("=", 1) for line in lines[1:])
+    assert list(outputs) == ["run_id"] + [f"chunk-{i}" for i in range(plans.GITHUB_CHUNKS)]
+    assert outputs["run_id"] == "smoke-gha" == json.loads(plan_json.read_text())["run_id"]
+    chunks = [json.loads(outputs[f"chunk-{i}"]) for i in range(plans.GITHUB_CHUNKS)]
+    assert [job["id"] for job in chunks[0]] == [c["id"] for c in json.loads(plan_json.read_text())["cells"]]
+    assert all(job["runs-on"] == ["self-hosted", "linux", "rosetta", "cpu"] for job in chunks[0])
+    assert chunks[1:] == [[]] * (plans.GITHUB_CHUNKS - 1)
+
+
+# ---------------------------------------------------------------- the workflow in step with scripts/plan.py
+
+def test_matrix_workflow_has_one_cells_job_per_chunk_and_merges_them_all():
+    jobs = workflow(MATRIX_YML)["jobs"]
+    chunk_jobs = sorted(name for name in jobs if name.startswith("cells-"))
+    assert chunk_jobs == [f"cells-{i}" for i in range(plans.GITHUB_CHUNKS)]
+    for i, name in enumerate(chunk_jobs):
+        job = jobs[name]
+        assert job["needs"] == "plan" and job["uses"] == "./.github/workflows/cells.yml"
+        assert job["if"] == f"needs.plan.outputs.chunk-{i} != '[]'"   # an empty include list is an error
+        assert job["with"]["cells"] == f"${{{{ needs.plan.outputs.chunk-{i} }}}}"
+    assert set(jobs["merge"]["needs"]) == {"plan", *chunk_jobs}
+    assert "always()" in jobs["merge"]["if"]   # failed cells fail their chunk job; the report still comes
+
+
+def test_every_output_the_plan_step_writes_is_declared_by_the_plan_job(tmp_path):
+    out = tmp_path / "github_output"
+    assert plans.main(["--profile", "smoke", "--out", str(tmp_path / "plan.json"), "--github-output", str(out)]) == 0
+    written = {line.split("=", 1)[0] for line in out.read_text().splitlines()}
+    plan_job = workflow(MATRIX_YML)["jobs"]["plan"]
+    step_ids = [step.get("id") for step in plan_job["steps"] if "scripts.plan" in step.get("run", "")]
+    assert step_ids == ["plan"]
+    assert plan_job["outputs"] == {name: f"${{{{ steps.plan.outputs.{name} }}}}" for name in written}
+
+
+def test_gpu_model_choices_are_the_declared_gpu_labels():
+    choices = workflow(MATRIX_YML)["on"]["workflow_dispatch"]["inputs"]["gpu-model"]["options"]
+    assert sorted(f"gpu-{model}" for model in choices) == sorted(
+        label for label in plans.runner_labels() if label.startswith("gpu-"))
+
+
+def test_cell_jobs_outlast_every_profiles_cell_timeout():
+    """The job's limit must leave the cell's own timeout to fire first, so a slow cell still leaves a record."""
+    job = workflow(CELLS_YML)["jobs"]["cell"]
+    matrix = load()
+    longest = max(plans.make(matrix, name, "t").plan.timeout_s / 60 for name in matrix.profiles)
+    assert job["timeout-minutes"] > longest
+    assert job["strategy"]["fail-fast"] is False
+    assert job["runs-on"] == "${{ matrix.runs-on }}"
+    uploads = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert len(uploads) == 1 and uploads[0]["if"] == "always()"
+    assert re.fullmatch(r"record-\$\{\{ matrix\.id \}\}.*", uploads[0]["with"]["name"])

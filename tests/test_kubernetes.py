@@ -1,0 +1,231 @@
+"""Kubernetes Indexed Jobs from a plan (scripts/k8s.py): the manifests pass the real schema validator for every
+version claimed, the fields it cannot check (enums, limits, names) are checked here, the pod's command picks the
+right cell, and a plan or option the backend cannot take is refused before anything is written."""
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scripts import k8s, plan as plans
+from scripts.executors import RunSettings, runner_args
+from scripts.matrix import load
+
+VALIDATOR = Path(sys.executable).parent / "kubernetes-validate"
+PER_INDEX_VERSIONS = ["1.29.0", "1.31.0", "1.33.0", "1.37.0"]   # backoffLimitPerIndex form (1.37: newest bundled)
+BACKOFF_VERSIONS = ["1.25.0", "1.27.0", "1.28.0"]                # backoffLimit form; 1.25: oldest bundled
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+ARGS = ["--image-prefix", "registry.example.org/", "--data-claim", "rosetta-data",
+        "--results-claim", "rosetta-results", "--parallelism", "3"]
+
+
+@pytest.fixture(scope="module")
+def plan_paths(tmp_path_factory):
+    """The full profile's plan and the smoke profile's, the latter under a run id that needs quoting and cleaning."""
+    root = tmp_path_factory.mktemp("plans")
+    matrix = load()
+    paths = {"full": root / "full.json", "smoke": root / "smoke.json"}
+    plans.write(paths["full"], plans.make(matrix, "full", "full-20260101-000000"))
+    plans.write(paths["smoke"], plans.make(matrix, "smoke", "Smoke Run's #1"))
+    return paths
+
+
+def generate(plan_path, out, *extra):
+    assert k8s.main([str(plan_path), *ARGS, "--out", str(out), *extra]) == 0
+    return list(yaml.safe_load_all(out.read_text()))
+
+
+def validate(path, version):
+    done = subprocess.run([str(VALIDATOR), "--strict", "--quiet", "-k", version, str(path)],
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stdout + done.stderr
+
+
+def jobs_and_cells(docs):
+    """[(Job, its ConfigMap's lines split back into argument lists)]."""
+    maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    return [(d, [shlex.split(line) for line in maps[d["metadata"]["name"]]["data"]["cells"].splitlines()])
+            for d in docs if d["kind"] == "Job"]
+
+
+# ---------------------------------------------------------------- the schema validator, for each version claimed
+
+@pytest.mark.parametrize("version", PER_INDEX_VERSIONS + BACKOFF_VERSIONS)
+def test_manifests_pass_the_validator_of_each_claimed_version(plan_paths, tmp_path, version):
+    out = tmp_path / "jobs.yaml"
+    docs = []
+    for name in ("full", "smoke"):
+        docs += generate(plan_paths[name], tmp_path / f"{name}.yaml", "--kube-version", version)
+    out.write_text(yaml.safe_dump_all(docs))
+    rc, output = validate(out, version)
+    assert rc == 0, output
+    assert "WARN" not in output, output    # an unknown kind or apiVersion is only a warning to the validator
+    per_index = version in PER_INDEX_VERSIONS
+    assert all(("backoffLimitPerIndex" in d["spec"]) == per_index for d in docs if d["kind"] == "Job")
+
+
+def test_the_validator_rejects_an_unknown_key_and_per_index_fields_on_an_old_version(plan_paths, tmp_path):
+    job = next(d for d in generate(plan_paths["smoke"], tmp_path / "jobs.yaml") if d["kind"] == "Job")
+    job["spec"]["template"]["spec"]["containers"][0]["gpu"] = 1
+    (tmp_path / "unknown.yaml").write_text(yaml.safe_dump(job))
+    rc, output = validate(tmp_path / "unknown.yaml", "1.33.0")
+    assert rc != 0 and "'gpu' was unexpected" in output, output
+
+    del job["spec"]["template"]["spec"]["containers"][0]["gpu"], job["spec"]["podFailurePolicy"]
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(job))
+    rc, output = validate(tmp_path / "old.yaml", "1.27.0")
+    assert rc != 0 and "backoffLimitPerIndex" in output, output
+
+
+# ---------------------------------------------------------------- what the validator does not check
+
+@pytest.mark.parametrize("profile", ["full", "smoke"])
+def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
+    plan_file = plans.read(plan_paths[profile])
+    docs = generate(plan_paths[profile], tmp_path / "jobs.yaml")
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Job"] * (len(docs) // 2)
+    by_record = {f"/results/{plan_file.run_id}/cells/{c.id}.json": c for c in plan_file.cells}
+    seen = []
+    for job, cells in jobs_and_cells(docs):
+        spec, pod = job["spec"], job["spec"]["template"]["spec"]
+        container, = pod["containers"]
+        assert spec["completionMode"] == "Indexed" and pod["restartPolicy"] == "Never"
+        assert spec["completions"] == len(cells) and 1 <= spec["parallelism"] <= min(3, spec["completions"])
+        assert spec["maxFailedIndexes"] <= spec["completions"] and spec["backoffLimitPerIndex"] == 1
+        for rule in spec["podFailurePolicy"]["rules"]:
+            assert rule["action"] in ("FailJob", "FailIndex", "Ignore", "Count")
+            assert rule.get("onExitCodes", {}).get("operator", "In") in ("In", "NotIn")
+            assert all(c["type"] == "DisruptionTarget" and c["status"] in ("True", "False", "Unknown")
+                       for c in rule.get("onPodConditions", []))
+        assert pod["activeDeadlineSeconds"] >= plan_file.plan.timeout_s
+        assert container["command"][:2] == ["sh", "-c"]
+        host = {"name": "ROSETTA_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+        assert container["env"][0] == host
+
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+        assert volumes["data"]["persistentVolumeClaim"] == {"claimName": "rosetta-data", "readOnly": True}
+        assert mounts["/data"] == {"name": "data", "mountPath": "/data", "readOnly": True}
+        assert volumes["results"]["persistentVolumeClaim"] == {"claimName": "rosetta-results"}
+        assert not mounts["/results"].get("readOnly") and mounts["/plan"]["readOnly"]
+        assert volumes["plan"]["configMap"]["name"] == job["metadata"]["name"]
+        assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
+
+        # One image and one GPU count per Job, equal to each of its cells' own in the plan.
+        planned = [by_record[args[args.index("--out") + 1]] for args in cells]
+        limit = container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu")
+        for p in planned:
+            assert container["image"] == "registry.example.org/" + p.image
+            assert limit == (p.cell.gpus if p.cell.device == "gpu" else None)
+        order = [plan_file.cells.index(p) for p in planned]
+        assert order == sorted(order)      # plan order within the Job, and the Jobs in order of their first cell
+        seen += planned
+
+        name, labels = job["metadata"]["name"], job["metadata"]["labels"]
+        assert DNS_LABEL.fullmatch(name) and len(name) <= 63, name
+        assert labels["app.kubernetes.io/name"] == "rosetta" and job["spec"]["template"]["metadata"]["labels"] == labels
+        assert LABEL_VALUE.fullmatch(labels["rosetta/run-id"]) and len(labels["rosetta/run-id"]) <= 63
+    # Every cell of the plan exactly once, in plan order within each Job.
+    assert sorted(p.id for p in seen) == sorted(c.id for c in plan_file.cells)
+    firsts = [plan_file.cells.index(cells[0]) for cells in [[by_record[a[a.index("--out") + 1]] for a in c]
+                                                            for _, c in jobs_and_cells(docs)]]
+    assert firsts == sorted(firsts)
+
+
+def test_pre_per_index_clusters_get_a_job_wide_backoff_limit(plan_paths, tmp_path):
+    docs = generate(plan_paths["full"], tmp_path / "jobs.yaml", "--kube-version", "1.27")
+    for job, cells in jobs_and_cells(docs):
+        assert job["spec"]["backoffLimit"] == len(cells)
+        assert not {"backoffLimitPerIndex", "maxFailedIndexes", "podFailurePolicy"} & set(job["spec"])
+
+
+def test_names_stay_dns_labels_for_any_run_id():
+    long_a, long_b = "x" * 80 + "-a", "x" * 80 + "-b"
+    names = [k8s.dns_name(run_id, 12) for run_id in ("Full_2026.01.01", "--", long_a, long_b)]
+    assert all(DNS_LABEL.fullmatch(n) and len(n) <= 63 for n in names), names
+    assert names[2] != names[3]
+    assert all(LABEL_VALUE.fullmatch(k8s.label_value(r)) for r in ("Smoke Run's #1", "__", long_a))
+
+
+# ---------------------------------------------------------------- the pod's command picks the cell
+
+def test_the_pod_command_runs_cell_i_with_its_exact_arguments(plan_paths, tmp_path):
+    plan_file = plans.read(plan_paths["smoke"])
+    job, = [d for d in generate(plan_paths["smoke"], tmp_path / "jobs.yaml") if d["kind"] == "Job"]
+    cells_map, = [d for d in yaml.safe_load_all((tmp_path / "jobs.yaml").read_text()) if d["kind"] == "ConfigMap"]
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "cells").write_text(cells_map["data"]["cells"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
+    (bin_dir / "python").chmod(0o755)
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    run = RunSettings(plan_file.run_id, plan_file.plan.repeats, plan_file.plan.timeout_s, Path("/data"))
+    for i, planned in enumerate(plan_file.cells):
+        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(i),
+               "ROSETTA_PLAN_DIR": str(tmp_path / "plan")}
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
+        out = f"/results/Smoke Run's #1/cells/{planned.id}.json"
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == ["-m", "runners", *runner_args(planned.cell, out, run, "/data")]
+        assert ["--out", out] == done.stdout.splitlines()[6:8]
+    env["JOB_COMPLETION_INDEX"] = str(len(plan_file.cells))
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and f"no cell at index {len(plan_file.cells)}" in done.stderr
+    del env["JOB_COMPLETION_INDEX"]    # else $((… + 1)) would quietly pick the first cell
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and "JOB_COMPLETION_INDEX" in done.stderr and not done.stdout
+
+
+# ---------------------------------------------------------------- refused before anything is written
+
+@pytest.mark.parametrize("extra, message", [
+    (["--kube-version", "1.23"], "validated for Kubernetes 1.25 and newer"),
+    (["--kube-version", "1.24.9"], "validated for Kubernetes 1.25 and newer"),
+    (["--kube-version", "latest"], "expected MAJOR.MINOR"),
+    (["--kube-version", "1.3x"], "expected MAJOR.MINOR"),
+    (["--parallelism", "0"], "at least 1 pod"),
+    (["--image-prefix", "registry.example.org"], "end it with /"),
+])
+def test_bad_options_are_refused_and_nothing_is_written(plan_paths, tmp_path, capsys, extra, message):
+    out = tmp_path / "jobs.yaml"
+    assert k8s.main([str(plan_paths["smoke"]), *ARGS, "--out", str(out), *extra]) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_a_missing_plan_is_refused(tmp_path, capsys):
+    assert k8s.main([str(tmp_path / "nope.json"), *ARGS, "--out", str(tmp_path / "jobs.yaml")]) == 2
+    assert "not a readable plan file" in capsys.readouterr().err and not (tmp_path / "jobs.yaml").exists()
+
+
+@pytest.mark.parametrize("limit, message", [("MAX_COMPLETIONS", "at most 10 completions"),
+                                            ("MAX_CELL_LIST_BYTES", "may hold at most 1000 bytes")])
+def test_a_plan_bigger_than_a_job_takes_is_refused_with_what_to_change(plan_paths, tmp_path, capsys, monkeypatch,
+                                                                       limit, message):
+    monkeypatch.setattr(k8s, limit, 10 if limit == "MAX_COMPLETIONS" else 1000)
+    out = tmp_path / "jobs.yaml"
+    assert k8s.main([str(plan_paths["full"]), *ARGS, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "split the profile" in err and not out.exists()
+
+
+def test_the_real_limits_are_far_above_the_full_profile(plan_paths):
+    plan_file = plans.read(plan_paths["full"])
+    biggest = max(len(cells) for _, _, cells in k8s.groups(plan_file))
+    assert biggest < k8s.MAX_COMPLETIONS
+    assert max(len(k8s.cell_lines(plan_file, cells).encode()) for _, _, cells in k8s.groups(plan_file)) < 100_000
+
+
+def test_stdout_gets_the_manifests_and_stderr_the_next_steps(plan_paths, capsys):
+    assert k8s.main([str(plan_paths["smoke"]), *ARGS, "--namespace", "bench"]) == 0
+    captured = capsys.readouterr()
+    docs = list(yaml.safe_load_all(captured.out))
+    assert {d["metadata"]["namespace"] for d in docs} == {"bench"}
+    assert "kubectl apply -n bench -f -" in captured.err
+    run_dir, mounted = shlex.quote("results/Smoke Run's #1"), shlex.quote("/mnt/results/Smoke Run's #1")
+    assert f"python -m scripts.merge {run_dir} {mounted} --plan {plan_paths['smoke']}" in captured.err
