@@ -17,15 +17,16 @@ import hashlib
 import re
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from scripts import plan as plans
+from scripts import preflight
 from scripts.executors import RunSettings, runner_args
 from scripts.matrix import ROOT
-from shared.record import git_commit, write_atomic
+from shared.record import git_commit, make_record, write_atomic, write_record
 
 OLDEST = (1, 25)          # Indexed Jobs are GA from 1.24 (KEP-2214), but the tests' schemas start at 1.25
 PER_INDEX = (1, 29)       # backoffLimitPerIndex: beta and on by default from 1.29, GA in 1.33 (KEP-3850)
@@ -236,6 +237,20 @@ def next_steps(plan_path, plan_file, target, docs, out):
     return "\n".join(lines)
 
 
+def leave_out_unfit(plan_file, archs, results):
+    """The pre-flight on one host, done here for the cluster: cells whose image has no kernels for `archs` (the
+    cluster's GPU architectures, e.g. sm_90) leave the plan, and their `skipped` records, with the reason, go to
+    RESULTS/RUN_ID/cells/, the folder the merge writes into, so the report shows them. Returns the plan that runs."""
+    gpus = [preflight.HostGpu("*", "the cluster's GPUs (--gpu-arch)", f"{a[3:-1]}.{a[-1]}") for a in archs]
+    unfit = {c.id: preflight.reason(c.cell, c.image, c.gpu_archs, gpus) for c in plan_file.cells}
+    for planned in plan_file.cells:
+        if unfit[planned.id]:
+            write_record(Path(results) / plan_file.run_id / "cells" / f"{planned.id}.json",
+                         make_record(vars(planned.cell), "skipped", run_id=plan_file.run_id, reason=unfit[planned.id]))
+    kept = tuple(c for c in plan_file.cells if not unfit[c.id])
+    return replace(plan_file, cells=kept, plan=replace(plan_file.plan, cells=tuple(c.cell for c in kept)))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.k8s", description=__doc__.split("\n")[0])
     ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
@@ -247,6 +262,10 @@ def main(argv=None):
     ap.add_argument("--parallelism", type=int, default=1, help="pods of one Job at a time (default 1)")
     ap.add_argument("--kube-version", default="1.33", help="the cluster's MAJOR.MINOR (default 1.33; oldest 1.25)")
     ap.add_argument("--out", type=Path, help="the manifests' file (default: stdout)")
+    ap.add_argument("--gpu-arch", action="append", default=[], metavar="sm_XY",
+                    help="the cluster's GPU architecture (repeatable): cells whose image has no kernels for it are "
+                         "left out and recorded `skipped` under --results")
+    ap.add_argument("--results", type=Path, default=ROOT / "results", help="where those records go (default results/)")
     args = ap.parse_args(argv)
     try:
         if args.image_prefix and not args.image_prefix.endswith("/"):
@@ -254,7 +273,15 @@ def main(argv=None):
                            f"PREFIXrosetta/FAMILY:VARIANT, e.g. {args.image_prefix}/rosetta/pytorch:cu130)")
         target = Target(args.image_prefix, args.data_claim, args.results_claim, args.namespace, args.parallelism,
                         kube_version(args.kube_version), git_commit(ROOT) or "")
+        bad = [a for a in args.gpu_arch if not re.fullmatch(r"sm_\d{2,3}", a)]
+        if bad:
+            raise K8sError(f"--gpu-arch {bad[0]}: expected an architecture like sm_90 (compute capability 9.0)")
         plan_file = plans.read(args.plan)
+        planned = len(plan_file.cells)
+        plan_file = leave_out_unfit(plan_file, args.gpu_arch, args.results) if args.gpu_arch else plan_file
+        if len(plan_file.cells) < planned:
+            print(f"pre-flight: {planned - len(plan_file.cells)} cells have no kernels for {', '.join(args.gpu_arch)}; "
+                  f"recorded `skipped` in {args.results / plan_file.run_id / 'cells'}", file=sys.stderr)
         docs = manifests(plan_file, target)
     except (plans.PlanError, K8sError) as e:
         print(f"error: {e}", file=sys.stderr)

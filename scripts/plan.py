@@ -111,6 +111,16 @@ def read(path):
                         f"`python -m scripts.plan`") from e
 
 
+def planned_ids(folder):
+    """The cell ids a run folder's plan.json names, or None without a readable one (a merged or hand-made folder).
+    Tolerant on purpose: reports and verify read plans written by earlier versions too, which listed bare ids."""
+    try:
+        cells = json.loads((Path(folder) / "plan.json").read_text())["cells"]
+        return [c["id"] if isinstance(c, dict) else c for c in cells]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 # ---------------------------------------------------------------- GitHub Actions: one job per cell, by label
 
 def runner_labels(path=ACTIONLINT):

@@ -25,6 +25,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 from scripts.matrix import Cell  # noqa: E402
+from scripts.plan import planned_ids  # noqa: E402
 from shared.record import RecordError, read_record  # noqa: E402
 
 TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
@@ -329,12 +330,7 @@ def attempts_and_gaps(run_dirs, records):
             steps = [f"{r['status']} on {(r.get('system') or {}).get('host') or '?'} ({r['started_at']})"
                      for r in earlier + [final]]
             lines.append(f"- retried {folder.name}: " + " → ".join(steps) + " (the last one is in the table)")
-        try:
-            planned = [c["id"] if isinstance(c, dict) else c   # plan files; older runs listed bare ids
-                       for c in json.loads((run_dir / "plan.json").read_text())["cells"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            planned = []
-        missing = [cid for cid in planned if isinstance(cid, str) and cid not in have]
+        missing = [cid for cid in planned_ids(run_dir) or [] if cid not in have]
         if missing:
             lines.append(f"- {len(missing)} cell(s) of the plan have no record (never ran, or their record was lost; "
                          f"run them again): {', '.join(missing)}")

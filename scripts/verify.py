@@ -12,7 +12,6 @@ cells of the run that the reference lacks, are counted in the verdict but judge 
 compared cell is as expected, 1 when any is off or nothing could be compared, 2 when the comparison cannot start.
 """
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -21,6 +20,7 @@ from tabulate import tabulate
 
 from scripts import report, run
 from scripts.matrix import ROOT
+from scripts.plan import planned_ids
 from shared.record import RecordError, read_record
 
 REFERENCES = ROOT / "results" / "reference"
@@ -43,10 +43,7 @@ def records_by_id(folder):
 def planned(folder):
     """The cell ids the run meant to run (its plan.json), or None without a plan (a merged or hand-made folder):
     then every reference cell is expected."""
-    try:
-        return json.loads((Path(folder) / "plan.json").read_text())["cells"]
-    except (OSError, ValueError, KeyError):
-        return None
+    return planned_ids(folder)
 
 
 def time_of(record):

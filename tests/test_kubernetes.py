@@ -13,7 +13,9 @@ import yaml
 
 from scripts import k8s, plan as plans
 from scripts.executors import RunSettings, runner_args
-from scripts.matrix import load
+from conftest import ROOT
+from scripts.matrix import Cell, load
+from shared.record import read_record
 
 VALIDATOR = Path(sys.executable).parent / "kubernetes-validate"
 PER_INDEX_VERSIONS = ["1.29.0", "1.31.0", "1.33.0", "1.37.0"]   # backoffLimitPerIndex form (1.37: newest bundled)
@@ -229,3 +231,27 @@ def test_stdout_gets_the_manifests_and_stderr_the_next_steps(plan_paths, capsys)
     assert "kubectl apply -n bench -f -" in captured.err
     run_dir, mounted = shlex.quote("results/Smoke Run's #1"), shlex.quote("/mnt/results/Smoke Run's #1")
     assert f"python -m scripts.merge {run_dir} {mounted} --plan {plan_paths['smoke']}" in captured.err
+
+
+def test_cells_without_kernels_for_the_clusters_gpus_are_left_out_and_recorded_skipped(tmp_path):
+    """The pre-flight a pod cannot run: with --gpu-arch sm_90, legacy images that stop at sm_86 or sm_75 get no Job,
+    and their skipped records (with the reason) wait in results/RUN_ID/cells/ for the merge."""
+    plan_file = plans.make(load(), "full", "h100-run")
+    plans.write(tmp_path / "plan.json", plan_file)
+    out = subprocess.run([sys.executable, "-m", "scripts.k8s", str(tmp_path / "plan.json"), "--image-prefix", "r/",
+                          "--data-claim", "d", "--results-claim", "r", "--gpu-arch", "sm_90", "--out",
+                          str(tmp_path / "jobs.yaml"), "--results", str(tmp_path / "results")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    images = {d["spec"]["template"]["spec"]["containers"][0]["image"]
+              for d in yaml.safe_load_all((tmp_path / "jobs.yaml").read_text()) if d["kind"] == "Job"}
+    assert not any(i.startswith(("r/rosetta/mxnet:", "r/rosetta/cntk:", "r/rosetta/caffe2:")) for i in images)
+    assert any(i.startswith("r/rosetta/pytorch:") for i in images)
+    skipped = [read_record(p) for p in (tmp_path / "results" / "h100-run" / "cells").glob("*.json")]
+    unfit = {c.id for c in plan_file.cells if c.gpu_archs and "sm_90" not in c.gpu_archs}
+    assert unfit and {Cell(**r["cell"]).id for r in skipped} == unfit
+    assert all(r["status"] == "skipped" and "sm_90" in r["reason"] for r in skipped)
+    bad = subprocess.run([sys.executable, "-m", "scripts.k8s", str(tmp_path / "plan.json"), "--image-prefix", "",
+                          "--data-claim", "d", "--results-claim", "r", "--gpu-arch", "hopper"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "like sm_90" in bad.stderr
