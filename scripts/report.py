@@ -258,8 +258,10 @@ def draw_bar(ax, y, value, spread, colour, height, hatched=False):
             hatch="////" if hatched else None)
     end = value
     if known(spread):
-        ax.errorbar(value, y, xerr=[[value - spread[0]], [spread[1] - value]], fmt="none", ecolor="black",
-                    capsize=2, linewidth=0.8)
+        # Clamped at 0: a single timed pass gives min = median = max, and value × min / median can miss value by
+        # one rounding step, which matplotlib refuses as a negative error.
+        ax.errorbar(value, y, xerr=[[max(value - spread[0], 0.0)], [max(spread[1] - value, 0.0)]], fmt="none",
+                    ecolor="black", capsize=2, linewidth=0.8)
         end = max(value, spread[1])
     ax.text(end, y, f" {value:.3g}", va="center", fontsize=7)
 

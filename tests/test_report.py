@@ -153,6 +153,14 @@ def test_plot_whiskers_span_the_spread_of_the_timed_passes():
     assert report.times_of(report.to_frame([train]).to_dict("records")[0])[2] == pytest.approx((28.0, 36.0))
 
 
+def test_a_single_timed_pass_plots_although_its_whisker_rounds_below_the_bar(tmp_path):
+    """One pass: min = median = max, and 81 × 0.1 / 0.1 is 81 + 1.4e-14 in floating point (CI's smoke run once)."""
+    r = record(task="resnet50", seconds_per_1000_images=81.0)
+    r["timing"].update({"min": 0.1, "median": 0.1, "max": 0.1})
+    write_run(tmp_path / "run", [r])
+    assert report.write_report(tmp_path / "run")["plot"].stat().st_size > 1000
+
+
 def test_empty_or_unreadable_runs_are_clear_errors(tmp_path):
     with pytest.raises(report.ReportError, match="no records"):
         report.write_report(tmp_path)
