@@ -45,13 +45,15 @@ def devices_of(cell):
 
 
 def executor_for(plan_file, planned, runtime, matrix_path, prefix):
-    """(executor, why it cannot run or None): the plan's own executor unless a runtime is named."""
+    """(executor, why it cannot run or None): the plan's own executor unless a runtime is named. Only this cell's
+    image or environment is checked or built: a runner host need not hold the whole plan's."""
     runtime = plan_file.plan.executor if runtime == "plan" else runtime
+    one = replace(plan_file.plan, cells=(planned.cell,))
     if runtime in ("pyxis", "apptainer"):
-        return SlurmContainerExecutor(runtime, {c.id: c.image for c in plan_file.cells}, prefix), None
+        return SlurmContainerExecutor(runtime, {planned.id: planned.image}, prefix), None
     if runtime == "compose":
-        return ComposeExecutor.for_plan(plan_file.plan, load(matrix_path)), None
-    pythons, unavailable = local_environments(plan_file.plan, load(matrix_path))
+        return ComposeExecutor.for_plan(one, load(matrix_path)), None
+    pythons, unavailable = local_environments(one, load(matrix_path))
     status, reason = unavailable.get(planned.cell.framework, (None, None))
     return LocalExecutor(pythons), (status, reason) if status else None
 

@@ -164,3 +164,15 @@ def test_a_record_copied_twice_under_different_folders_is_one_cell(tmp_path):
     sources = [host_folder(tmp_path, "a", (cid, r)), host_folder(tmp_path, "copy", (cid, r))]
     counts = merge.merge(tmp_path / "run", sources)
     assert counts["new"] == 1 and counts["same"] == 1 and not (tmp_path / "run" / "attempts").exists()
+
+
+def test_a_runner_host_checks_only_the_image_or_environment_of_its_own_cell(monkeypatch):
+    """A GitHub runner builds one image per job: the compose executor must not ask for the whole plan's images."""
+    from scripts import cell as cell_module
+    seen = []
+    monkeypatch.setattr(cell_module.ComposeExecutor, "for_plan", classmethod(lambda cls, plan, m: seen.append(plan)))
+    monkeypatch.setattr(cell_module, "local_environments", lambda plan, m: (seen.append(plan), ({}, {}))[1])
+    plan_file = plans.make(load(), "full", "f")
+    for runtime in ("compose", "local"):
+        cell_module.executor_for(plan_file, plan_file.cells[7], runtime, ROOT / "matrix.yaml", "")
+    assert [p.cells for p in seen] == [(plan_file.cells[7].cell,)] * 2
