@@ -11,9 +11,9 @@ CUDA_VISIBLE_DEVICES the scheduler gave the job). Exit status: 0 for ok or skipp
 """
 import argparse
 import os
-from dataclasses import replace
 import platform
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from scripts import plan as plans
@@ -44,11 +44,16 @@ def devices_of(cell):
     return tuple(filter(None, given.split(","))) if given else visible_gpus()[:cell.gpus]
 
 
+def one_cell(plan_file, planned):
+    """The plan cut down to `planned`: what this host checks (its image, its environment, its data)."""
+    return replace(plan_file.plan, cells=(planned.cell,))
+
+
 def executor_for(plan_file, planned, runtime, matrix_path, prefix):
     """(executor, why it cannot run or None): the plan's own executor unless a runtime is named. Only this cell's
     image or environment is checked or built: a runner host need not hold the whole plan's."""
     runtime = plan_file.plan.executor if runtime == "plan" else runtime
-    one = replace(plan_file.plan, cells=(planned.cell,))
+    one = one_cell(plan_file, planned)
     if runtime in ("pyxis", "apptainer"):
         return SlurmContainerExecutor(runtime, {planned.id: planned.image}, prefix), None
     if runtime == "compose":
@@ -82,7 +87,7 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:   # a host without the cell's data still leaves a record, so the merged report says why
-        check_data(replace(plan_file.plan, cells=(planned.cell,)), args.data_root)
+        check_data(one_cell(plan_file, planned), args.data_root)
     except (RunError, datasets.DataError) as e:
         unavailable = unavailable or ("failed", str(e))
     cell, devices = planned.cell, devices_of(planned.cell)

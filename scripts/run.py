@@ -87,7 +87,8 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
 
     def host_record(status, reason):
         log_tail = tail(log.read_text(errors="replace")) if log.exists() else ""
-        system = {**placement(), "gpu_ids": ",".join(devices) or placement()["gpu_ids"]}  # where, not what
+        where = placement()
+        system = {**where, "gpu_ids": ",".join(devices) or where["gpu_ids"]}  # where it ran, not what it ran on
         record = make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=log_tail,
                              started_at=started_at, system=system)
         write_record(out, record)
