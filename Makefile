@@ -6,7 +6,7 @@ PROFILE ?= demo
 FRAMEWORKS ?= pytorch tensorflow keras-tf jax mxnet-gluon chainer cntk keras2-theano caffe2
 RUN ?= latest
 
-.PHONY: demo test test-fast venvs matrix data weights images report verify clean
+.PHONY: demo test test-fast venvs matrix data weights images setup report verify clean
 
 $(HOST): scripts/requirements.txt
 	python$(PYTHON_VERSION) -m venv .venv/host
@@ -37,6 +37,9 @@ weights: $(HOST)                   ## only the ImageNet weights (ResNet-50, Dens
 
 images: $(HOST)                    ## the images a profile needs (PROFILE=full), or FRAMEWORK=… VARIANT=…
 	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT))
+
+setup: $(HOST)                     ## write .env: plain `docker compose` on GPU images where Docker can (DEVICE=cpu|gpu)
+	$(HOST) -m scripts.setup $(if $(DEVICE),--$(DEVICE))
 
 report: $(HOST)                    ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
 	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN))

@@ -45,6 +45,8 @@ RUN --mount=type=bind,from=wheels,target=/stage \
 
 COPY shared/ /app/shared/
 COPY runners/ /app/runners/
+# As docker/Dockerfile: the GPU build facts, scanned once (`docker run --rm IMAGE --inspect`).
+RUN cd /app && /opt/venv/bin/python -m runners --inspect > /dev/null
 
 ARG BASE_IMAGE
 ARG IMAGE=rosetta/cntk:cpu

@@ -1,9 +1,11 @@
 """Entry point: parse the runner contract's arguments, import the framework's package, run one cell."""
 import importlib
+import json
 import os
 import sys
 
 from runners import FRAMEWORKS, __version__, prepare_environment
+from shared import buildinfo
 from shared.runner import config_from_args, parser, run
 
 
@@ -11,6 +13,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--version"]:
         print(f"rosetta runners {__version__}; frameworks: {', '.join(FRAMEWORKS)}; python {sys.version.split()[0]}")
+        return 0
+    if argv[:1] == ["--inspect"]:   # what this environment carries for the GPU (scripts/images.py checks it)
+        print(json.dumps(buildinfo.cached(), indent=1))
         return 0
     cfg = config_from_args(parser(FRAMEWORKS).parse_args(argv))
     os.environ["ROSETTA_DEVICE"] = cfg.device  # for backends that fix their device at import (Theano, Keras 2 on CNTK)

@@ -91,7 +91,8 @@ def main(argv=None):
     except (RunError, datasets.DataError) as e:
         unavailable = unavailable or ("failed", str(e))
     cell, devices = planned.cell, devices_of(planned.cell)
-    unfit = preflight.reason(cell, planned.image, planned.gpu_archs, preflight.host_gpus()) if devices else None
+    unfit = preflight.reason(cell, planned.image, planned.gpu_archs, preflight.host_gpus(), planned.ptx,
+                             planned.cuda) if devices else None
     if devices:
         os.environ["ROSETTA_GPU_IDS"] = ",".join(devices)
     run = RunSettings(plan_file.run_id, plan_file.plan.repeats, plan_file.plan.timeout_s, args.data_root.resolve())

@@ -42,10 +42,31 @@ def quiet(argv):
 
 def check_engine(docker):
     info = quiet([docker, "info", "--format", "{{json .}}"])
-    if info.returncode != 0:
-        raise ExecutorError(f"no Docker engine answers ({(info.stderr or info.stdout).strip()[:200]}): start it "
+    try:
+        facts = json.loads(info.stdout) if info.returncode == 0 else {}
+    except ValueError:
+        facts = {}
+    # Debian's CLI exits 0 without an engine and puts the error in the JSON's ServerErrors.
+    errors = facts.get("ServerErrors") or ([] if facts else [(info.stderr or info.stdout).strip()[:200]])
+    if errors:
+        raise ExecutorError(f"no Docker engine answers ({errors[0]}): start it "
                             "(`sudo systemctl start docker`; on a machine without systemd, `.ci/docker-setup.sh`)")
-    return json.loads(info.stdout)
+    return facts
+
+
+def cdi_has_nvidia(info):
+    """Docker 28 lists CDI devices (DiscoveredDevices); older engines only name the folders, so read the specs."""
+    if any(str(d.get("ID", "")).startswith("nvidia.com/") for d in info.get("DiscoveredDevices") or []):
+        return True
+    specs = [p for d in info.get("CDISpecDirs") or [] for p in sorted(Path(d).glob("*"))
+             if p.suffix in (".yaml", ".yml", ".json")]
+    for spec in specs:
+        try:
+            if "nvidia.com/" in spec.read_text(errors="replace"):
+                return True
+        except OSError:    # a spec we may not read (root-only folder) says nothing either way
+            continue
+    return False
 
 
 def compose_cli(docker):
@@ -98,8 +119,7 @@ class ComposeExecutor:
             raise ExecutorError(f"image(s) not built: {', '.join(missing)}; build with {hints}")
         gpu_ids, files = (), COMPOSE_FILES
         if any(c.device == "gpu" for c in plan.cells):
-            if "nvidia" not in json.dumps(info.get("Runtimes", {})) and "nvidia" not in json.dumps(
-                    info.get("CDISpecDirs", [])):
+            if "nvidia" not in (info.get("Runtimes") or {}) and not cdi_has_nvidia(info):
                 raise ExecutorError("the Docker engine has no NVIDIA runtime: install the NVIDIA Container Toolkit "
                                     "(`nvidia-ctk runtime configure --runtime=docker`, then restart Docker)")
             gpu_ids = visible_gpus()

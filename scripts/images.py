@@ -4,9 +4,13 @@
     python -m scripts.images --framework pytorch --variant cpu   # one image
 
 Each build first fills a host wheelhouse (.wheelhouse/FAMILY-VARIANT) with the variant's pinned requirements for the
-image's Python and glibc, then installs from it with no network (scripts/wheelhouse.py says why).
+image's Python and glibc, then installs from it with no network (scripts/wheelhouse.py says why). Every image is then
+asked what it carries (`IMAGE --inspect`: CUDA, cuDNN, GPU architectures) and refused if that differs from what
+matrix.yaml declares, because the pre-flight decides from the declaration which GPUs a cell may run on. A family's
+first GPU variant is also tagged rosetta/FAMILY:gpu, the image `make setup` points Compose at on a GPU host.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -67,7 +71,8 @@ def pyenv_build_args(family, variant, house):
 
 
 def wanted(matrix, profile, framework, variant):
-    """(family, Variant) pairs to build, without repeats (the three Keras ids share one image)."""
+    """(family, Variant) pairs to build, without repeats (the three Keras ids share one image), each variant's parent
+    before it."""
     if framework:
         if framework not in matrix.frameworks:
             raise MatrixError(f"unknown framework {framework!r}; declared: {', '.join(matrix.frameworks)}")
@@ -82,20 +87,66 @@ def wanted(matrix, profile, framework, variant):
         plan = expand(matrix, profile)
         pairs = [(matrix.frameworks[c.framework].family, matrix.frameworks[c.framework].variants[c.variant])
                  for c in plan.cells if not variant or c.variant == variant]
-    return list(dict.fromkeys(pairs))
+    families = {fw.family: fw for fw in matrix.frameworks.values()}
+    with_parents = []
+    for family, v in pairs:
+        if v.parent:
+            with_parents.append((family, families[family].variants[v.parent]))
+        with_parents.append((family, v))
+    return list(dict.fromkeys(with_parents))
 
 
-def build(docker, family, variant):
+def mismatches(variant, report):
+    """How an image's own report (shared/buildinfo.py) differs from its matrix.yaml declaration; [] when it agrees.
+    Versions match on the declared prefix ("13.0" matches 13.0.96), architectures exactly."""
+    problems = []
+    for key in ("cuda", "cudnn"):
+        declared, carried = set(getattr(variant, key)), report.get(key) or []
+        found = {d for d in declared if any(c == d or c.startswith(d + ".") for c in carried)}
+        extra = [c for c in carried if not any(c == d or c.startswith(d + ".") for d in declared)]
+        if declared - found or (extra and declared):
+            problems.append(f"{key}: declared {sorted(declared)}, the image carries {carried}")
+    for key in ("gpu_archs", "ptx"):
+        if variant.device == "gpu" and report.get("kernels") and list(getattr(variant, key)) != report.get(key, []):
+            problems.append(f"{key}: declared {list(getattr(variant, key))}, the image's kernels are "
+                            f"{report.get(key, [])}")
+    return problems
+
+
+def inspect(docker, tag):
+    """The image's report of what it carries (`IMAGE --inspect`)."""
+    out = subprocess.run([docker, "run", "--rm", "--network", "none", tag, "--inspect"], capture_output=True,
+                         text=True)
+    if out.returncode:
+        raise ExecutorError(f"{tag} built but `--inspect` failed: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout)
+
+
+def default_gpu_variant(matrix, family):
+    """The family's first GPU variant in matrix.yaml, which `rosetta/FAMILY:gpu` names."""
+    for fw in matrix.frameworks.values():
+        if fw.family == family:
+            return next((v.name for v in fw.variants.values() if v.device == "gpu"), None)
+    return None
+
+
+def build(docker, family, variant, gpu_alias=False):
     house = ROOT / ".wheelhouse" / f"{family}-{variant.name}"
     code = wheelhouse.main(["--requirements", str(ROOT / variant.requirements), "--dest", str(house),
-                            "--python-version", variant.python, "--glibc", variant.glibc])
+                            "--python-version", variant.python, "--glibc", variant.glibc,
+                            *(["--no-deps"] if variant.parent else [])])
     if code:
         raise ExecutorError(f"could not fill {house} from {variant.requirements} (pip's message is above)")
     tag = variant.image(family)
-    argv = [docker, "build", "-f", str(dockerfile(family, variant)), "-t", tag,
-            "--build-arg", f"BASE_IMAGE={variant.base_image}", "--build-arg", f"REQUIREMENTS={variant.requirements}",
-            "--build-arg", f"WHEELHOUSE={house.relative_to(ROOT)}", "--build-arg", f"IMAGE={tag}",
-            *(pyenv_build_args(family, variant, house) if needs_pyenv(variant) else []), str(ROOT)]
+    if variant.parent:
+        file, extra = ROOT / "docker" / "overrides.Dockerfile", ["--build-arg", f"PARENT_IMAGE=rosetta/{family}:"
+                                                                               f"{variant.parent}"]
+    else:
+        file, extra = dockerfile(family, variant), ["--build-arg", f"BASE_IMAGE={variant.base_image}",
+                                                    "--build-arg", f"FAMILY={family}"]
+        extra += pyenv_build_args(family, variant, house) if needs_pyenv(variant) else []
+    argv = [docker, "build", "-f", str(file), "-t", tag, "--build-arg", f"REQUIREMENTS={variant.requirements}",
+            "--build-arg", f"WHEELHOUSE={house.relative_to(ROOT)}", "--build-arg", f"IMAGE={tag}", *extra, str(ROOT)]
     started = time.time()
     if subprocess.run(argv, cwd=ROOT, env={**os.environ, "DOCKER_BUILDKIT": "1"}).returncode:
         raise ExecutorError(f"docker build of {tag} failed (its output is above)")
@@ -103,9 +154,19 @@ def build(docker, family, variant):
                             text=True)
     if health.returncode:
         raise ExecutorError(f"{tag} built but its health line failed: {health.stderr.strip()[-500:]}")
+    report = inspect(docker, tag)
+    problems = mismatches(variant, report)
+    if problems:
+        raise ExecutorError(f"{tag} does not carry what matrix.yaml declares for it: {'; '.join(problems)}. Fix the "
+                            f"variant's pins ({variant.requirements}) or its declaration")
+    if gpu_alias:
+        subprocess.run([docker, "tag", tag, f"rosetta/{family}:gpu"], check=True)
     size = subprocess.run([docker, "image", "inspect", "-f", "{{.Size}}", tag], capture_output=True, text=True)
+    carries = ", ".join(f"{k} {'/'.join(report[k])}" for k in ("cuda", "cudnn", "nccl") if report.get(k))
     print(f"{tag}: built in {time.time() - started:.0f} s, {int(size.stdout or 0) / 1e9:.2f} GB — "
-          f"{health.stdout.strip()}", flush=True)
+          f"{health.stdout.strip()}; {carries or 'no CUDA'}; kernels {' '.join(report['gpu_archs']) or 'none'}"
+          f"{' + PTX ' + ' '.join(report['ptx']) if report['ptx'] else ''}"
+          f"{f'; also tagged rosetta/{family}:gpu' if gpu_alias else ''}", flush=True)
 
 
 def main(argv=None):
@@ -115,11 +176,12 @@ def main(argv=None):
     ap.add_argument("--variant")
     args = ap.parse_args(argv)
     try:
-        pairs = wanted(load(), args.profile, args.framework, args.variant)
+        matrix = load()
+        pairs = wanted(matrix, args.profile, args.framework, args.variant)
         docker = docker_cli()
         check_engine(docker)
         for family, variant in pairs:
-            build(docker, family, variant)
+            build(docker, family, variant, gpu_alias=variant.name == default_gpu_variant(matrix, family))
     except (MatrixError, ExecutorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -242,7 +242,7 @@ def leave_out_unfit(plan_file, archs, results):
     cluster's GPU architectures, e.g. sm_90) leave the plan, and their `skipped` records, with the reason, go to
     RESULTS/RUN_ID/cells/, the folder the merge writes into, so the report shows them. Returns the plan that runs."""
     gpus = [preflight.HostGpu("*", "the cluster's GPUs (--gpu-arch)", f"{a[3:-1]}.{a[-1]}") for a in archs]
-    unfit = {c.id: preflight.reason(c.cell, c.image, c.gpu_archs, gpus) for c in plan_file.cells}
+    unfit = {c.id: preflight.reason(c.cell, c.image, c.gpu_archs, gpus, c.ptx, c.cuda) for c in plan_file.cells}
     for planned in plan_file.cells:
         if unfit[planned.id]:
             write_record(Path(results) / plan_file.run_id / "cells" / f"{planned.id}.json",

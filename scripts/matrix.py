@@ -20,7 +20,8 @@ DATA_KINDS = ("synthetic", "real")
 TOP_KEYS = {"schema", "defaults", "frameworks", "profiles", "exclude"}
 DEFAULT_KEYS = {"repeats", "timeout_minutes"}
 FRAMEWORK_KEYS = {"family", "python", "tasks", "precisions", "variants"}
-VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc", "gpu_archs"}
+VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc", "gpu_archs", "ptx", "cuda", "cudnn",
+                "parent"}
 VARIANT_REQUIRED = ("base_image", "requirements", "device")
 PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
                 "tasks", "precisions", "gpus", "exclude"}
@@ -40,6 +41,10 @@ class Variant:
     python: str = "3.11"   # the base image's python3, which the wheelhouse must match (Debian 12: 3.11)
     glibc: str = "2.36"    # the base image's C library, likewise (Debian 12: 2.36; Ubuntu 24.04: 2.39)
     gpu_archs: tuple = ()  # GPU architectures the image's kernels were compiled for ("sm_86"); () = not limited
+    ptx: tuple = ()        # PTX it carries ("compute_90"), which the driver JIT-compiles for newer GPUs
+    cuda: tuple = ()       # CUDA runtime version(s) the image carries ("13.0"); () = none (a CPU variant)
+    cudnn: tuple = ()      # cuDNN version(s) likewise ("9.24")
+    parent: str = None     # the variant whose image this one extends with `requirements` (one library swapped)
 
     def image(self, family):
         return f"rosetta/{family}:{self.name}"
@@ -149,17 +154,44 @@ def parse_framework(fid, spec):
             raise MatrixError(f"{where}.variants.{name}.device: {v['device']!r} is not one of {params.DEVICES}")
         if not (ROOT / v["requirements"]).exists():
             raise MatrixError(f"{where}.variants.{name}.requirements: {v['requirements']} does not exist")
-        archs = check_list(v["gpu_archs"], None, f"{where}.variants.{name}.gpu_archs") if "gpu_archs" in v else ()
-        bad = [a for a in archs if not re.fullmatch(r"sm_\d{2,3}", a)]
-        if bad:
-            raise MatrixError(f"{where}.variants.{name}.gpu_archs: {bad[0]!r} is not an architecture like sm_86")
+        archs = arch_list(v, "gpu_archs", r"sm_\d{2,3}", "sm_86", f"{where}.variants.{name}")
+        ptx = arch_list(v, "ptx", r"compute_\d{2,3}", "compute_90", f"{where}.variants.{name}")
+        cuda, cudnn = (versions(v.get(key), f"{where}.variants.{name}.{key}") for key in ("cuda", "cudnn"))
+        if v["device"] == "gpu" and not cuda:
+            raise MatrixError(f"{where}.variants.{name}: a GPU variant declares the CUDA runtime its image carries "
+                              f"(cuda: \"13.0\"); `docker run --rm IMAGE --inspect` reports it")
         variants[name] = Variant(name, v["base_image"], v["requirements"], v["device"],
-                                 str(v.get("python", "3.11")), str(v.get("glibc", "2.36")), archs)
+                                 str(v.get("python", "3.11")), str(v.get("glibc", "2.36")), archs, ptx, cuda, cudnn,
+                                 v.get("parent"))
+    for name, variant in variants.items():
+        if variant.parent is not None and (variant.parent not in variants or variants[variant.parent].parent):
+            raise MatrixError(f"{where}.variants.{name}.parent: {variant.parent!r} is not a variant of {fid} built "
+                              f"from requirements (declared: {', '.join(v for v in variants if v != name)})")
     if not variants:
         raise MatrixError(f"{where}.variants: declare at least one variant")
     return Framework(fid, str(spec["family"]), str(spec["python"]),
                      check_list(spec["tasks"], params.TASKS, f"{where}.tasks"),
                      check_list(spec["precisions"], params.PRECISIONS, f"{where}.precisions"), variants)
+
+
+def arch_list(spec, key, pattern, example, where):
+    """An optional list of architecture names such as sm_86 (gpu_archs) or compute_90 (ptx)."""
+    archs = check_list(spec[key], None, f"{where}.{key}") if spec.get(key) else ()
+    bad = [a for a in archs if not re.fullmatch(pattern, a)]
+    if bad:
+        raise MatrixError(f"{where}.{key}: {bad[0]!r} is not an architecture like {example}")
+    return archs
+
+
+def versions(value, where):
+    """An optional version ("13.0") or list of versions (["13.0", "12.9"]), as strings."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    bad = [v for v in items if not re.fullmatch(r"\d+(\.\d+)*", str(v))]
+    if bad or not items:
+        raise MatrixError(f"{where}: expected a version like \"13.0\" or a list of them, got {value!r}")
+    return tuple(str(v) for v in items)
 
 
 def parse_profile(name, spec, frameworks, defaults):

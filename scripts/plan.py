@@ -37,6 +37,8 @@ class PlannedCell:
     image: str          # rosetta/FAMILY:VARIANT
     service: str        # the compose service (FRAMEWORK-TASK)
     gpu_archs: tuple = ()  # the architectures the image has kernels for (the pre-flight's input); () = any
+    ptx: tuple = ()        # the PTX it carries, which newer GPUs JIT-compile
+    cuda: tuple = ()       # its CUDA runtime(s), which decide the oldest driver it runs on
 
     @property
     def id(self):
@@ -69,7 +71,8 @@ def make(matrix, profile, run_id=None):
     def planned(cell):
         fw = matrix.frameworks[cell.framework]
         variant = fw.variants[cell.variant]
-        return PlannedCell(cell, variant.image(fw.family), f"{cell.framework}-{cell.task}", variant.gpu_archs)
+        return PlannedCell(cell, variant.image(fw.family), f"{cell.framework}-{cell.task}", variant.gpu_archs,
+                           variant.ptx, variant.cuda)
     cells = tuple(planned(c) for c in plan.cells)
     return PlanFile(plan, run_id, cells)
 
@@ -79,7 +82,7 @@ def to_json(plan_file):
     return json.dumps({"schema": SCHEMA, "run_id": plan_file.run_id, "profile": p.profile, "executor": p.executor,
                        "repeats": p.repeats, "timeout_s": p.timeout_s,
                        "cells": [{"id": c.id, **asdict(c.cell), "image": c.image, "service": c.service,
-                                  "gpu_archs": list(c.gpu_archs)}
+                                  "gpu_archs": list(c.gpu_archs), "ptx": list(c.ptx), "cuda": list(c.cuda)}
                                  for c in plan_file.cells]}, indent=2) + "\n"
 
 
@@ -98,7 +101,8 @@ def read(path):
                         f"reads schema {SCHEMA}; write the plan again with this version (`python -m scripts.plan`)")
     try:
         cells = tuple(PlannedCell(Cell(**{k: c[k] for k in Cell.__dataclass_fields__}), c["image"], c["service"],
-                                  tuple(c.get("gpu_archs", ()))) for c in doc["cells"])
+                                  tuple(c.get("gpu_archs", ())), tuple(c.get("ptx", ())), tuple(c.get("cuda", ())))
+                      for c in doc["cells"])
         plan = Plan(doc["profile"], doc["executor"], int(doc["repeats"]), float(doc["timeout_s"]),
                     tuple(c.cell for c in cells))
         bad = [c for c, planned in zip(doc["cells"], cells) if c["id"] != planned.id]

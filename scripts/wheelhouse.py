@@ -41,7 +41,8 @@ def platform_tags(minor: int, arch: str) -> list[str]:
     return tags
 
 
-def download_command(requirements: Path, dest: Path, python_version: str, platforms: list[str]) -> list[str]:
+def download_command(requirements: Path, dest: Path, python_version: str, platforms: list[str],
+                     no_deps: bool = False) -> list[str]:
     """The pip download call; binary wheels only, since a foreign --python-version cannot build sdists."""
     return [
         sys.executable, "-m", "pip", "download",
@@ -53,6 +54,7 @@ def download_command(requirements: Path, dest: Path, python_version: str, platfo
         "--implementation", "cp",
         "--only-binary", ":all:",
         "--progress-bar", "off",
+        *(["--no-deps"] if no_deps else []),
     ]
 
 
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--glibc", type=glibc_minor, default=DEFAULT_GLIBC,
                         help=f"the image's glibc (default {DEFAULT_GLIBC}, Debian 12)")
     parser.add_argument("--arch", default="x86_64", help="the image's CPU architecture (default x86_64)")
+    parser.add_argument("--no-deps", action="store_true",
+                        help="only the pinned wheels themselves (a variant that swaps one library of its parent)")
     args = parser.parse_args(argv)
 
     if not args.requirements.is_file():
@@ -97,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     command = download_command(args.requirements, args.dest, args.python_version,
-                               platform_tags(args.glibc, args.arch))
+                               platform_tags(args.glibc, args.arch), args.no_deps)
     if subprocess.run(command).returncode != 0:
         print(f"wheelhouse: pip download failed for {args.requirements}; see pip's message above", file=sys.stderr)
         return 1

@@ -4,6 +4,8 @@ import platform
 import shutil
 import subprocess
 
+from shared import buildinfo
+
 
 def cpu_name():
     try:
@@ -54,4 +56,5 @@ def system_info(framework):
         **placement(),
         "os": platform.platform(),
         "image": os.environ.get("ROSETTA_IMAGE"),  # set by the Dockerfile: which image a containerized cell ran in
+        "build": buildinfo.cached(),               # what the environment carries: CUDA, cuDNN, NCCL, GPU kernels
     }

@@ -90,8 +90,8 @@ def test_missing_image_and_missing_nvidia_runtime_are_named(monkeypatch):
     monkeypatch.setattr(compose, "compose_cli", lambda docker: ("docker-compose",))
     matrix = load()
     plan = expand(matrix, "full")
-    monkeypatch.setattr(compose, "missing_images", lambda docker, images: [i for i in images if "cu126" in i])
-    with pytest.raises(ExecutorError, match=r"rosetta/pytorch:cu126.*make images FRAMEWORK=pytorch VARIANT=cu126"):
+    monkeypatch.setattr(compose, "missing_images", lambda docker, images: [i for i in images if "cu128" in i])
+    with pytest.raises(ExecutorError, match=r"rosetta/pytorch:cu128.*make images FRAMEWORK=pytorch VARIANT=cu128"):
         ComposeExecutor.for_plan(plan, matrix)
     monkeypatch.setattr(compose, "missing_images", lambda docker, images: [])
     with pytest.raises(ExecutorError, match="no NVIDIA runtime: install the NVIDIA Container Toolkit"):

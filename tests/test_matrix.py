@@ -61,7 +61,7 @@ def test_full_profile_covers_every_framework_on_gpus():
     assert {c.framework for c in plan.cells} == with_gpu_images  # the seed's cross-framework tables
     assert set(matrix.frameworks) - with_gpu_images == {"keras2-theano", "lasagne"}  # no pygpu wheel: CPU only
     assert {c.device for c in plan.cells} == {"gpu"} and {c.data for c in plan.cells} == {"real"}
-    assert {c.variant for c in plan.cells if c.framework == "pytorch"} == {"cu130", "cu126"}
+    assert {c.variant for c in plan.cells if c.framework == "pytorch"} == {"cu130", "cu130-cudnn928", "cu128"}
     assert {c.variant for c in plan.cells if c.framework == "mxnet-gluon"} == {"cu112", "cu117"}
     assert {c.gpus for c in plan.cells if c.task == "densenet121"} == {1, 2, 4, 8}
 
@@ -140,7 +140,7 @@ def test_unknown_profile(doc):
 
 def test_expansion_is_stable_unique_and_respects_exclusions(doc):
     doc["profiles"]["full"]["frameworks"] = ["pytorch"]
-    doc["profiles"]["full"]["variants"] = ["cu130", "cu126"]  # `cuda` names no PyTorch image: an error otherwise
+    doc["profiles"]["full"]["variants"] = ["cu130", "cu128"]  # `cuda` names no PyTorch image: an error otherwise
     plan = expand(parse(doc), "full")
     ids = [c.id for c in plan.cells]
     assert ids == [c.id for c in expand(parse(copy.deepcopy(doc)), "full").cells]  # same order every time

@@ -1,0 +1,193 @@
+"""GPU images: what a variant declares (CUDA, cuDNN, kernel architectures) is what its pins install and what its built
+image reports. The checks that need no network or engine run everywhere; CI also resolves every GPU variant's pins
+against PyPI for the Debian base's Python, and builds PyTorch's CUDA 13.0 image, its cuDNN-upgrade sibling and the
+legacy Caffe2 CUDA 10.2 image, then reads what they carry (no GPU needed)."""
+import json
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+
+from conftest import IN_CI, ROOT
+from scripts import images, wheelhouse
+from scripts.compose import ExecutorError, check_engine, docker_cli
+from scripts.matrix import load
+
+RUNTIME = re.compile(r"nvidia-cuda-runtime(-cu\d+)?$")
+CUDNN = re.compile(r"nvidia-cudnn-cu\d+$")
+# GPU wheels that bundle their CUDA (no NVIDIA runtime wheels to pin): only the driver comes from the host.
+BUNDLED = {("cntk", "gpu"): "cntk-gpu", ("caffe2", "cu102"): "torch==1.8.1"}
+
+
+def gpu_variants():
+    matrix = load()
+    seen = {}
+    for fw in matrix.frameworks.values():
+        for v in fw.variants.values():
+            if v.device == "gpu":
+                seen[fw.family, v.name] = v
+    return seen
+
+
+def pins(path):
+    """{name: version} of the == pins in a requirements file (comments and options left out)."""
+    found = {}
+    for line in (ROOT / path).read_text().splitlines():
+        spec = line.split("#")[0].strip()
+        if "==" in spec and not spec.startswith("-"):
+            name, version = spec.split("==")
+            found[re.sub(r"\[.*\]", "", name).strip().lower()] = version.strip()
+    return found
+
+
+def matches(declared, versions):
+    return sorted(declared) == sorted({d for d in declared for v in versions if v == d or v.startswith(d + ".")}) \
+        and all(any(v == d or v.startswith(d + ".") for d in declared) for v in versions)
+
+
+@pytest.mark.parametrize("key", sorted(gpu_variants()), ids="-".join)
+def test_declared_cuda_and_cudnn_are_the_pinned_wheels(key):
+    variant = gpu_variants()[key]
+    pinned = pins(variant.requirements)
+    runtimes = [v for n, v in pinned.items() if RUNTIME.match(n)]
+    cudnns = [v for n, v in pinned.items() if CUDNN.match(n)]
+    if variant.parent:
+        runtimes = runtimes or [v for n, v in pins(gpu_variants()[key[0], variant.parent].requirements).items()
+                                if RUNTIME.match(n)]
+    if key in BUNDLED:
+        assert not runtimes, f"{key} is listed as bundling its CUDA but pins NVIDIA's runtime wheel"
+        return
+    assert runtimes, f"{variant.requirements} pins no nvidia-cuda-runtime wheel: state the CUDA the variant ships"
+    assert matches(variant.cuda, runtimes), (variant.cuda, runtimes)
+    assert matches(variant.cudnn, cudnns), (variant.cudnn, cudnns)
+
+
+def test_every_gpu_variant_builds_from_the_local_base_image():
+    assert {v.base_image for v in gpu_variants().values()} == {"rosetta/debian:bookworm"}
+
+
+def test_pytorch_offers_two_cuda_builds_and_a_cudnn_only_upgrade():
+    pytorch = load().frameworks["pytorch"].variants
+    gpu = {n: v for n, v in pytorch.items() if v.device == "gpu"}
+    assert len({v.cuda for v in gpu.values()}) >= 2
+    sibling = next(v for v in gpu.values() if v.parent)
+    parent = gpu[sibling.parent]
+    assert sibling.cuda == parent.cuda and sibling.cudnn != parent.cudnn
+    assert sibling.cudnn[0].split(".")[0] == parent.cudnn[0].split(".")[0]    # same cuDNN major: ABI-compatible
+    assert set(pins(sibling.requirements)) == {"nvidia-cudnn-cu13"}            # it swaps cuDNN and nothing else
+
+
+CU130 = load().frameworks["pytorch"].variants["cu130"]
+REPORT = {"frameworks": {"torch": "2.14.1"}, "cuda": ["13.0.96"], "cudnn": ["9.24.0.43"], "nccl": ["2.30.7"],
+          "kernels": {"torch": {"library": "libtorch_cuda.so", "gpu_archs": list(CU130.gpu_archs), "ptx": []}},
+          "gpu_archs": list(CU130.gpu_archs), "ptx": [], "min_driver": "580.65.06"}
+
+
+def test_an_image_that_carries_what_it_declares_passes():
+    assert images.mismatches(CU130, REPORT) == []
+    cpu = load().frameworks["pytorch"].variants["cpu"]
+    assert images.mismatches(cpu, REPORT) == []          # the CPU image may carry CUDA: it declares nothing
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"cuda": ["12.8.90"]}, "cuda"),
+    ({"cudnn": []}, "cudnn"),                             # a GPU image that lost its cuDNN wheel
+    ({"cudnn": ["9.24.0.43", "9.28.1.4"]}, "cudnn"),      # two cuDNNs where one is declared
+    ({"gpu_archs": ["sm_80", "sm_90"]}, "gpu_archs"),
+    ({"ptx": ["compute_120"]}, "ptx"),
+])
+def test_an_image_that_differs_from_its_declaration_is_named(change, named):
+    problems = images.mismatches(CU130, {**REPORT, **change})
+    assert len(problems) == 1 and problems[0].startswith(named)
+
+
+def test_a_child_variant_is_built_after_its_parent_and_the_gpu_alias_is_the_first_gpu_variant():
+    matrix = load()
+    pairs = images.wanted(matrix, "full", "pytorch", "cu130-cudnn928")
+    assert [v.name for _, v in pairs] == ["cu130", "cu130-cudnn928"]
+    assert images.default_gpu_variant(matrix, "pytorch") == "cu130"
+    assert images.default_gpu_variant(matrix, "theano") is None
+    assert images.default_gpu_variant(matrix, "cntk") == "gpu"
+
+
+def resolve(variant):
+    """pip's resolution of a variant's pins for the image's Python and glibc (metadata only: nothing downloaded
+    but what PyPI serves as metadata): {name: version}."""
+    files = [variant.requirements] if not variant.parent else [variant.requirements]
+    tags = wheelhouse.platform_tags(wheelhouse.glibc_minor(variant.glibc), "x86_64")
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-",
+            "--python-version", variant.python, "--implementation", "cp", "--only-binary", ":all:",
+            "--target", "/nonexistent", *(a for t in tags for a in ("--platform", t)),
+            *(["--no-deps"] if variant.parent else []), *(a for f in files for a in ("-r", str(ROOT / f)))]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, f"{variant.requirements} does not resolve: {out.stderr[-1500:]}"
+    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
+
+
+@pytest.mark.slow
+def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
+    """What `make images PROFILE=full` downloads: each GPU variant's pins resolve to wheels for its image's Python,
+    and the resolved CUDA runtime and cuDNN are the declared ones (sdist pins are built on the host: left out)."""
+    variants = {k: v for k, v in gpu_variants().items() if not wheelhouse.sdist_requirements(ROOT / v.requirements)}
+    variants.update({k: replace(v, requirements=str(sdist_free(v))) for k, v in gpu_variants().items()
+                     if wheelhouse.sdist_requirements(ROOT / v.requirements)})
+    with ThreadPoolExecutor(4) as pool:
+        resolved = dict(zip(variants, pool.map(resolve, variants.values())))
+    for key, versions in resolved.items():
+        variant = gpu_variants()[key]
+        if key in BUNDLED or variant.parent:
+            continue
+        runtimes = [v for n, v in versions.items() if RUNTIME.match(n)]
+        cudnns = [v for n, v in versions.items() if CUDNN.match(n)]
+        assert matches(variant.cuda, runtimes) and matches(variant.cudnn, cudnns), (key, runtimes, cudnns)
+
+
+def sdist_free(variant):
+    """A copy of the variant's requirements without its `# sdist` pins (pure-Python packages built on the host)."""
+    path = ROOT / ".wheelhouse" / f"resolve-{variant.name}-{variant.requirements.replace('/', '-')}"
+    path.parent.mkdir(exist_ok=True)
+    lines = [line for line in (ROOT / variant.requirements).read_text().splitlines() if "# sdist" not in line]
+    path.write_text("\n".join(lines) + "\n")
+    return path.relative_to(ROOT)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    try:
+        docker = docker_cli()
+        check_engine(docker)
+        return docker
+    except ExecutorError as e:
+        if IN_CI:
+            pytest.fail(f"CI must have a Docker engine: {e}")
+        pytest.skip(str(e))
+
+
+def inspect(docker, tag):
+    return json.loads(subprocess.run([docker, "run", "--rm", "--network", "none", tag, "--inspect"], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_gpu_images_build_here_and_report_their_cuda_cudnn_and_architectures(engine):
+    """PyTorch's CUDA 13.0 image, its cuDNN-only sibling and Caffe2's CUDA 10.2 image build from the local Debian
+    base with no registry; `make images` itself refuses an image whose report differs from matrix.yaml."""
+    assert images.main(["--framework", "pytorch", "--variant", "cu130-cudnn928"]) == 0   # builds cu130 first
+    assert images.main(["--framework", "caffe2", "--variant", "cu102"]) == 0
+    cu130, sibling, caffe2 = (inspect(engine, t) for t in ("rosetta/pytorch:cu130", "rosetta/pytorch:cu130-cudnn928",
+                                                           "rosetta/caffe2:cu102"))
+    variants = load().frameworks["pytorch"].variants
+    assert cu130["cuda"] == sibling["cuda"] and cu130["cuda"][0].startswith("13.0.")
+    assert cu130["cudnn"] != sibling["cudnn"]
+    assert cu130["cudnn"][0].startswith(variants["cu130"].cudnn[0] + ".")
+    assert sibling["cudnn"][0].startswith(variants["cu130-cudnn928"].cudnn[0] + ".")
+    assert cu130["gpu_archs"] == list(variants["cu130"].gpu_archs) == sibling["gpu_archs"]
+    assert caffe2["cuda"] == ["10.2"] and caffe2["gpu_archs"] == ["sm_37", "sm_50", "sm_60", "sm_70"]
+    assert caffe2["frameworks"]["torch"] == "1.8.1"
+    gpu = json.loads(subprocess.run([engine, "image", "inspect", "rosetta/pytorch:gpu", "rosetta/pytorch:cu130"],
+                                    check=True, capture_output=True, text=True).stdout)
+    assert gpu[0]["Id"] == gpu[1]["Id"]                   # `make setup`'s rosetta/FAMILY:gpu is the first GPU variant

@@ -1,0 +1,147 @@
+"""`make setup` (scripts/setup.py): the GPU/CPU decision from a fake Docker engine and a fake nvidia-smi, the .env it
+writes (user lines kept, reruns idempotent, --cpu/--gpu), and what the real docker-compose 1.29 makes of that .env."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import IN_CI, ROOT
+
+H200 = "GPU 0: NVIDIA H200 (UUID: GPU-5f1c0e4b-0000-0000-0000-000000000000)"
+CDI_SPEC = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n  - name: '0'\n"
+
+
+def fake_host(tmp_path, info=None, gpus=()):
+    """A docker that answers `info` with `info` (None: no engine) and an nvidia-smi that lists `gpus` (none: fails).
+    Returns the environment a setup run sees them through: ROSETTA_DOCKER and PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if info is not None:
+        (bin_dir / "info.json").write_text(json.dumps(info))
+    scripts = {
+        "docker": '#!/bin/sh\n[ "$1" = info ] && cat "$(dirname "$0")/info.json" && exit 0\n'
+                  'echo "Cannot connect to the Docker daemon" >&2\nexit 1\n',
+        "nvidia-smi": "#!/bin/sh\n" + ("".join(f"echo '{g}'\n" for g in gpus) if gpus else
+                                      "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA "
+                                      "driver.'\nexit 9\n"),
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROSETTA_", "COMPOSE_"))}
+    return {**env, "ROSETTA_DOCKER": str(bin_dir / "docker"), "PATH": f"{bin_dir}:{env['PATH']}"}
+
+
+GPU_HOST = {"Runtimes": {"nvidia": {"path": "nvidia-container-runtime"}, "runc": {"path": "runc"}},
+            "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}
+CPU_HOST = {"Runtimes": {"runc": {"path": "runc"}}, "CDISpecDirs": ["/etc/cdi", "/var/run/cdi"]}
+
+
+def setup(env, env_file, *flags):
+    proc = subprocess.run([sys.executable, "-m", "scripts.setup", "--env-file", str(env_file), *flags], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def values(env_file):
+    return dict(line.split("=", 1) for line in env_file.read_text().splitlines() if line and not line.startswith("#"))
+
+
+GPU_VALUES = {"COMPOSE_FILE": "compose.yaml:compose.gpu.yaml", "ROSETTA_DEVICE": "gpu", "ROSETTA_VARIANT": "gpu",
+              "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
+CPU_VALUES = {**GPU_VALUES, "COMPOSE_FILE": "compose.yaml", "ROSETTA_DEVICE": "cpu", "ROSETTA_VARIANT": "cpu"}
+
+
+def test_nvidia_runtime_and_a_gpu_choose_the_gpu_images(tmp_path):
+    proc = setup(fake_host(tmp_path, GPU_HOST, [H200]), tmp_path / ".env")
+    assert values(tmp_path / ".env") == GPU_VALUES
+    assert "NVIDIA runtime in Docker and 1 GPU(s)" in proc.stdout and "GPU images" in proc.stdout
+
+
+def test_cdi_specs_for_nvidia_count_as_the_runtime(tmp_path):
+    (tmp_path / "cdi").mkdir()
+    (tmp_path / "cdi" / "nvidia.yaml").write_text(CDI_SPEC)
+    info = {**CPU_HOST, "CDISpecDirs": [str(tmp_path / "cdi")]}
+    setup(fake_host(tmp_path, info, [H200]), tmp_path / ".env")
+    assert values(tmp_path / ".env")["ROSETTA_VARIANT"] == "gpu"
+
+
+@pytest.mark.parametrize("info, gpus, said", [
+    (CPU_HOST, [H200], "no NVIDIA runtime in Docker: CPU images"),  # CDI folders alone (every engine lists them)
+    (GPU_HOST, [], "`nvidia-smi -L` lists no GPU: CPU images"),
+    (None, [H200], "no Docker engine answers: CPU images"),
+    ({"ServerErrors": ["Cannot connect to the Docker daemon"]}, [H200], "no Docker engine answers: CPU images"),
+])
+def test_anything_missing_chooses_the_cpu_images_and_says_why(tmp_path, info, gpus, said):
+    proc = setup(fake_host(tmp_path, info, gpus), tmp_path / ".env")
+    assert values(tmp_path / ".env") == CPU_VALUES
+    assert said in proc.stdout
+
+
+def test_user_lines_survive_and_a_rerun_changes_nothing(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("# my settings\nROSETTA_SCALE=demo\nROSETTA_DEVICE=cpu\n\nROSETTA_DATASET=real\n")
+    env = fake_host(tmp_path, GPU_HOST, [H200])
+    setup(env, env_file)
+    first = env_file.read_text()
+    assert first.startswith("# my settings\nROSETTA_SCALE=demo\n\nROSETTA_DATASET=real\n\n# written by `make setup`")
+    assert values(env_file) == {"ROSETTA_SCALE": "demo", "ROSETTA_DATASET": "real", **GPU_VALUES}
+    setup(env, env_file)
+    assert env_file.read_text() == first
+    setup(env, env_file, "--cpu")
+    assert values(env_file) == {"ROSETTA_SCALE": "demo", "ROSETTA_DATASET": "real", **CPU_VALUES}
+    assert env_file.read_text().count("make setup") == 1
+
+
+def test_forced_choices(tmp_path):
+    gpu_host = fake_host(tmp_path, GPU_HOST, [H200])
+    proc = setup(gpu_host, tmp_path / "cpu.env", "--cpu")
+    assert values(tmp_path / "cpu.env") == CPU_VALUES and "--cpu: CPU images" in proc.stdout
+    proc = setup(gpu_host, tmp_path / "gpu.env", "--gpu")
+    assert values(tmp_path / "gpu.env") == GPU_VALUES and not proc.stderr
+    (tmp_path / "bin" / "info.json").write_text(json.dumps(CPU_HOST))
+    proc = setup(gpu_host, tmp_path / "forced.env", "--gpu")
+    assert values(tmp_path / "forced.env") == GPU_VALUES
+    assert "warning: --gpu, but no NVIDIA runtime in Docker" in proc.stderr and "nvidia-ctk" in proc.stderr
+
+
+def compose_config(tmp_path, info, gpus):
+    """`docker-compose config` (Debian's 1.29, what CI installs) in a copy of the compose files with the .env that
+    setup wrote for this host, nothing else in the environment: what a plain `docker compose run` would start."""
+    docker_compose = shutil.which("docker-compose")
+    if not docker_compose:
+        message = "docker-compose is not on PATH (Debian: `apt-get install docker-compose`; .ci/docker-setup.sh)"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("compose.yaml", "compose.gpu.yaml"):
+        shutil.copy(ROOT / name, project / name)
+    env = fake_host(tmp_path, info, gpus)
+    setup(env, project / ".env")
+    # Without --project-directory: docker-compose 1.29 reads .env from the project directory but resolves its
+    # COMPOSE_FILE against the working directory, so the config runs where a user would, in the project.
+    out = subprocess.run([docker_compose, "config"], cwd=project, env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    return yaml.safe_load(out)["services"]["pytorch-cnn"]
+
+
+def test_docker_compose_reads_the_gpu_env_as_gpu_image_and_reservation(tmp_path):
+    service = compose_config(tmp_path, GPU_HOST, [H200])
+    assert service["image"] == "rosetta/pytorch:gpu"
+    assert service["environment"]["ROSETTA_DEVICE"] == "gpu"
+    assert service["user"] == f"{os.getuid()}:{os.getgid()}"
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert [d["driver"] for d in devices] == ["nvidia"] and devices[0]["capabilities"] == ["gpu"]
+
+
+def test_docker_compose_reads_the_cpu_env_as_cpu_image_without_reservation(tmp_path):
+    service = compose_config(tmp_path, CPU_HOST, [H200])
+    assert service["image"] == "rosetta/pytorch:cpu"
+    assert service["environment"]["ROSETTA_DEVICE"] == "cpu"
+    assert service["user"] == f"{os.getuid()}:{os.getgid()}"
+    assert "deploy" not in service
