@@ -24,6 +24,9 @@ FRAMEWORKS = {
     "keras2-theano": ("keras2", {"KERAS_BACKEND": "theano"}),   # … on CNTK and on Theano 1.0
     "lasagne": ("lasagne", {}),                                  # Lasagne 0.1 layers over Theano expressions
     "caffe2": ("caffe2", {}),                                    # Caffe2's brew + workspace, from torch 1.8.1's wheel
+    "r-keras": ("r_keras", {"KERAS_BACKEND": "tensorflow"}),     # R scripts driving Keras 3 through reticulate …
+    "r-mxnet": ("r_mxnet", {}),                                  # … and MXNet Gluon
+    "julia-knet": ("julia_knet", {}),                            # Julia scripts with Knet
 }
 
 

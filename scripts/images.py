@@ -3,7 +3,7 @@
     python -m scripts.images --profile full                      # every image of the profile
     python -m scripts.images --framework pytorch --variant cpu   # one image
 
-Each build first fills a host wheelhouse (.wheelhouse/FAMILY-VARIANT) with the variant's pinned requirements for the
+Each build first fills a host wheelhouse (.wheelhouse/FAMILY-REQUIREMENTS) with the variant's pinned requirements for the
 image's Python and glibc, then installs from it with no network (scripts/wheelhouse.py says why). Every image is then
 asked what it carries (`IMAGE --inspect`: CUDA, cuDNN, GPU architectures) and refused if that differs from what
 matrix.yaml declares, because the pre-flight decides from the declaration which GPUs a cell may run on. A family's
@@ -131,7 +131,8 @@ def default_gpu_variant(matrix, family):
 
 
 def build(docker, family, variant, gpu_alias=False):
-    house = ROOT / ".wheelhouse" / f"{family}-{variant.name}"
+    # One wheelhouse per requirements file: variants built from the same pins (PyTorch's cpu and cu130) share it.
+    house = ROOT / ".wheelhouse" / f"{family}-{Path(variant.requirements).stem}"
     code = wheelhouse.main(["--requirements", str(ROOT / variant.requirements), "--dest", str(house),
                             "--python-version", variant.python, "--glibc", variant.glibc,
                             *(["--no-deps"] if variant.parent else [])])

@@ -126,13 +126,16 @@ def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
-           "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
+           "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()),
+           # the CPU path whatever a developer's `make setup` put in .env (shell variables win over it)
+           "COMPOSE_FILE": "compose.yaml", "ROSETTA_VARIANT": "cpu", "ROSETTA_DEVICE": "cpu"}
     proc = subprocess.run([*compose.compose_cli(engine), "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     record = read_record(results / "compose" / "pytorch-cnn.json")
     assert record["status"] == "ok" and record["cell"]["scale"] == "tiny" and record["cell"]["data"] == "synthetic"
     assert record["system"]["image"] == "rosetta/pytorch:cpu"
+    assert record["system"]["build"]["frameworks"]["torch"] and record["system"]["build"]["cuda"]   # what it carries
     assert (results / "compose" / "pytorch-cnn.json").stat().st_uid == os.getuid()
 
 
