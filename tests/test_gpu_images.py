@@ -116,7 +116,7 @@ def test_a_child_variant_is_built_after_its_parent_and_the_gpu_alias_is_the_firs
 def resolve(variant):
     """pip's resolution of a variant's pins for the image's Python and glibc (metadata only: nothing downloaded
     but what PyPI serves as metadata): {name: version}."""
-    files = [variant.requirements] if not variant.parent else [variant.requirements]
+    files = [variant.requirements]
     tags = wheelhouse.platform_tags(wheelhouse.glibc_minor(variant.glibc), "x86_64")
     argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-",
             "--python-version", variant.python, "--implementation", "cp", "--only-binary", ":all:",
@@ -131,14 +131,17 @@ def resolve(variant):
 def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
     """What `make images PROFILE=full` downloads: each GPU variant's pins resolve to wheels for its image's Python,
     and the resolved CUDA runtime and cuDNN are the declared ones (sdist pins are built on the host: left out)."""
-    variants = {k: v for k, v in gpu_variants().items() if not wheelhouse.sdist_requirements(ROOT / v.requirements)}
-    variants.update({k: replace(v, requirements=str(sdist_free(v))) for k, v in gpu_variants().items()
+    # The bundling legacy wheels (CNTK's Python 3.6, Caffe2's 3.8) are left out: pip here cannot judge those old
+    # Pythons' markers, and their images build in CI from the same pins (Caffe2) or the build says (CNTK).
+    wheel_route = {k: v for k, v in gpu_variants().items() if k not in BUNDLED}
+    variants = {k: v for k, v in wheel_route.items() if not wheelhouse.sdist_requirements(ROOT / v.requirements)}
+    variants.update({k: replace(v, requirements=str(sdist_free(v))) for k, v in wheel_route.items()
                      if wheelhouse.sdist_requirements(ROOT / v.requirements)})
     with ThreadPoolExecutor(4) as pool:
         resolved = dict(zip(variants, pool.map(resolve, variants.values())))
     for key, versions in resolved.items():
         variant = gpu_variants()[key]
-        if key in BUNDLED or variant.parent:
+        if variant.parent:
             continue
         runtimes = [v for n, v in versions.items() if RUNTIME.match(n)]
         cudnns = [v for n, v in versions.items() if CUDNN.match(n)]
