@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from scripts import venvs, wheelhouse
-from scripts.compose import ExecutorError, check_engine, docker_cli
+from scripts.compose import ExecutorError, check_engine, docker_cli, quiet
 from scripts.matrix import ROOT, MatrixError, expand, load
 
 # The python3 each local base image ships; a variant asking for another Python brings pyenv's (docker/pyenv.Dockerfile).
@@ -130,6 +130,16 @@ def default_gpu_variant(matrix, family):
     return None
 
 
+def ensure_local_base(docker, image):
+    """A local Debian base (rosetta/debian:SUITE) is made on first use by .ci/docker-setup.sh (mmdebstrap, about a
+    minute): no registry has it."""
+    suite = image.partition("rosetta/debian:")[2]
+    if suite and quiet([docker, "image", "inspect", image]).returncode:
+        env = {**os.environ, "ROSETTA_BASE_IMAGE": image, "ROSETTA_BASE_SUITE": suite}
+        if subprocess.run(["bash", str(ROOT / ".ci" / "docker-setup.sh")], env=env).returncode:
+            raise ExecutorError(f"could not build the local base image {image} (.ci/docker-setup.sh's message above)")
+
+
 def build(docker, family, variant, gpu_alias=False):
     # One wheelhouse per requirements file: variants built from the same pins (PyTorch's cpu and cu130) share it.
     house = ROOT / ".wheelhouse" / f"{family}-{Path(variant.requirements).stem}"
@@ -143,6 +153,7 @@ def build(docker, family, variant, gpu_alias=False):
         file, extra = ROOT / "docker" / "overrides.Dockerfile", ["--build-arg", f"PARENT_IMAGE=rosetta/{family}:"
                                                                                f"{variant.parent}"]
     else:
+        ensure_local_base(docker, variant.base_image)
         file, extra = dockerfile(family, variant), ["--build-arg", f"BASE_IMAGE={variant.base_image}",
                                                     "--build-arg", f"FAMILY={family}"]
         extra += pyenv_build_args(family, variant, house) if needs_pyenv(variant) else []

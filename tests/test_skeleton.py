@@ -13,7 +13,13 @@ SECTIONS = ["Config", "Data", "Model", "Train step", "Evaluate", "Main"]
 NAMES = {"load_data", "build_model", "evaluate", "main"}
 FRAMEWORK_MODULES = {"torch", "torchvision", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax", "mxnet",
                      "chainer", "cntk", "theano", "lasagne", "caffe2"}
-RUNNER_MODULES = sorted(p for p in (ROOT / "runners").glob("*/*.py") if p.stem in params.TASKS)
+# A task module beside a script of the same name in another language (runners/r_keras/cnn.py launches cnn.R, and
+# runners/julia_knet/cnn.py cnn.jl: tests/test_julia_runner.py checks those) is a
+# launcher: the script is the code people read, so the script is what the skeleton test checks.
+R_SCRIPTS = sorted(p for p in (ROOT / "runners").glob("*/*.R") if p.stem in params.TASKS)
+RUNNER_MODULES = sorted(p for p in (ROOT / "runners").glob("*/*.py")
+                        if p.stem in params.TASKS and not p.with_suffix(".R").exists()
+                        and not p.with_suffix(".jl").exists())
 
 
 def imported_modules(path):
@@ -45,6 +51,21 @@ def test_runner_module_skeleton(path):
     assert defined & {"train_step", "make_train_step", "extract"}, "a train step (or the timed unit) by its name"
     assert "SWITCHES" in defined, "performance switches are named in one place at the top"
     assert text.index("SWITCHES") < text.index("# ==== Data ====")
+
+
+@pytest.mark.parametrize("path", R_SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_r_script_skeleton(path):
+    """The R runners keep the Python runners' skeleton: a header comment, the six sections in order, the same function
+    names (`name <- function`), SWITCHES before the Data section, and the entry point of runners/rscript.R."""
+    text = path.read_text()
+    assert text.startswith("# R "), "a header comment says R, framework, version, task"
+    found = re.findall(r"^# ==== (.+) ====$", text, flags=re.M)
+    assert found == SECTIONS, f"sections {found}, expected {SECTIONS} in that order"
+    defined = set(re.findall(r"^([A-Za-z_][A-Za-z0-9_.]*) <- ", text, flags=re.M))
+    assert NAMES <= defined, f"missing {NAMES - defined}"
+    assert defined & {"train_step", "make_train_step", "extract"}, "a train step (or the timed unit) by its name"
+    assert "SWITCHES" in defined and text.index("SWITCHES <- ") < text.index("# ==== Data ====")
+    assert text.rstrip().endswith("if (sys.nframe() == 0L) run_task(main)")
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "runners").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
