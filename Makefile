@@ -3,7 +3,7 @@
 PYTHON_VERSION ?= 3.11
 HOST := .venv/host/bin/python
 PROFILE ?= demo
-FRAMEWORKS ?= pytorch tensorflow keras-tf jax mxnet-gluon chainer cntk keras2-theano caffe2 julia-knet
+FRAMEWORKS ?= pytorch tensorflow keras-tf jax mxnet-gluon chainer cntk keras2-theano caffe2 r-keras r-mxnet julia-knet
 RUN ?= latest
 
 .PHONY: demo test test-fast venvs matrix data weights images setup report verify clean

@@ -1,0 +1,125 @@
+# R 4.2 · Keras 3.15 (TensorFlow backend) through reticulate · cnn · a VGG-style CNN trained on CIFAR-10 with SGD +
+# momentum via `model$fit`. The R twin of runners/keras/cnn.py: the same layers, data order, clock and metrics.
+source(file.path(Sys.getenv("ROSETTA_ROOT", unset = "."), "runners", "r_keras", "keras.R"))
+
+# ==== Config ====
+# Hyperparameters come from shared/params.py through cfg$params (epochs, batch_size, lr, momentum, samples).
+SWITCHES <- list(
+  channels_first = NULL,     # NCHW; NULL = on a GPU (cuDNN's classic layout, lesson 2), else NHWC (oneDNN kernels)
+  jit_compile = "auto",      # XLA-compile the train step; Keras' "auto": TF on GPU only
+  steps_per_execution = 1L   # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
+)
+# Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in host memory in the
+# shared order and copied to the device inside the clock.
+
+
+# ==== Data ====
+# CIFAR-10 through the project's loader (float32 NCHW in [0, 1], int32 labels), in the model's layout. The arrays
+# stay numpy arrays: R holds references, nothing is copied through R.
+load_data <- function(cfg, data_format) {
+  p <- cfg$params
+  d <- datasets$load_cifar10(cfg$data, p$train_samples, p$test_samples) |>
+    unpack(c("x_train", "y_train", "x_test", "y_test"))
+  d$x_train <- nchw_to(d$x_train, data_format)
+  d$x_test <- nchw_to(d$x_test, data_format)
+  d
+}
+
+
+# ==== Model ====
+# Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases.
+build_model <- function(data_format = "channels_last") {
+  conv <- \(filters, name, ...) layers$Conv2D(filters, 3L, padding = "same", name = name, data_format = data_format,
+                                              ...)
+  pool <- \() layers$MaxPooling2D(2L, data_format = data_format)  # stride defaults to the pool size (lesson 11)
+  shape <- if (data_format == "channels_first") tuple(3L, 32L, 32L) else tuple(32L, 32L, 3L)
+  keras$Sequential(list(
+    keras$Input(shape),
+    conv(50L, "conv1", activation = "relu"),
+    conv(50L, "conv2"),
+    pool(),
+    layers$Activation("relu"),                          # ReLU after pooling: 4x fewer elements (lesson 10)
+    layers$Dropout(0.25),                               # (N, 16, 16, 50) or (N, 50, 16, 16)
+    conv(100L, "conv3", activation = "relu"),
+    conv(100L, "conv4"),
+    pool(),
+    layers$Activation("relu"),
+    layers$Dropout(0.25),
+    layers$Flatten(data_format = data_format),          # 6400, always in H·W·C order (Keras transposes NCHW first)
+    layers$Dense(512L, activation = "relu", name = "fc1"),
+    layers$Dropout(0.5),
+    layers$Dense(10L, name = "fc2", dtype = "float32")  # logits; float32 under mixed precision (Keras guide)
+  ), name = "cnn")
+}
+
+# Canonical → Keras (numpy methods, 0-based axes): conv OIHW → HWIO, dense (out, in) → (in, out), and fc1's inputs
+# reordered from the canonical C·H·W flatten to Keras' H·W·C.
+load_canonical <- function(model, weights) {
+  set <- \(layer, ...) model$get_layer(layer)$set_weights(list(...))
+  for (conv in paste0("conv", 1:4)) {
+    set(conv, weights[[paste0(conv, ".weight")]]$transpose(2L, 3L, 1L, 0L), weights[[paste0(conv, ".bias")]])
+  }
+  fc1 <- weights[["fc1.weight"]]$reshape(512L, 100L, 8L, 8L)$transpose(2L, 3L, 1L, 0L)$reshape(6400L, 512L)
+  set("fc1", fc1, weights[["fc1.bias"]])
+  set("fc2", weights[["fc2.weight"]]$T, weights[["fc2.bias"]])
+}
+
+# Logits in inference mode (dropout off) for NCHW input `x`.
+predict_logits <- function(model, x) {
+  x <- nchw_to(np$asarray(x, dtype = "float32"), py_to_r(model$get_layer("conv1")$data_format))
+  keras$ops$convert_to_numpy(py_call(model, x, training = FALSE))
+}
+
+
+# ==== Train step ====
+# Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
+# whole of what a Keras user writes for it.
+train_step <- function(model, batches, cfg, switches, timer) {
+  p <- cfg$params
+  model$compile(
+    optimizer = keras$optimizers$SGD(learning_rate = p$lr, momentum = p$momentum),  # plain momentum (lesson 8)
+    loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),  # integer labels, softmax inside (6, 11)
+    jit_compile = switches$jit_compile, steps_per_execution = as.integer(switches$steps_per_execution)
+  )
+  model$fit(batches, epochs = as.integer(p$epochs), shuffle = FALSE, callbacks = list(batches$callback, timer),
+            verbose = 0L)
+}
+
+
+# ==== Evaluate ====
+# predict() runs in inference mode (dropout off, lesson 4) over every test sample, the last partial batch too.
+evaluate <- function(model, x_test, y_test, batch_size) {
+  model$predict(x_test, batch_size = as.integer(batch_size), verbose = 0L) |>
+    np$asarray(dtype = "float32") |>
+    metrics$accuracy(y_test)
+}
+
+
+# ==== Main ====
+main <- function(cfg) {
+  p <- cfg$params
+  switches <- resolve_switches(SWITCHES, cfg)
+  py_keras$check_device(py_config(cfg))
+  policy <- py_keras$set_precision(cfg$precision, cfg$device)
+  data_format <- data_format_of(switches, cfg)
+  keras$utils$set_random_seed(0L)
+  d <- load_data(cfg, data_format)
+  model <- build_model(data_format)
+  batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
+  timer <- py_keras$EpochTimer()
+  train_step(model, batches, cfg, switches, timer)
+
+  accuracy <- evaluate(model, d$x_test, d$y_test, p$batch_size)
+  list(
+    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, final_loss = timer$final_loss,
+                          parameters = count_parameters(model), epochs = p$epochs,
+                          train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
+                          data_placement = "host", differences = list()),
+    timing = timing$summarize(timer$epoch_seconds, warmup = timer$warmup),
+    switches = c(switches, list(data_format = data_format, dtype_policy = policy,
+                                jit_compile_resolved = model$jit_compile, backend = keras$backend$backend(),
+                                language = "R", bridge = "reticulate"))
+  )
+}
+
+if (sys.nframe() == 0L) run_task(main)
