@@ -129,6 +129,15 @@ class RModel:
             return out["logits"]
 
 
+def task(module_file):
+    """What a task module next to its R script (runners/r_keras/cnn.py beside cnn.R) exposes: `main(cfg)` for the
+    runner contract, and build_model / load_canonical / predict_logits for the equivalence test (tests/fw_probe.py);
+    the model is built in R when predict_logits runs."""
+    script = Path(module_file).with_suffix(".R")
+    return (lambda cfg: run_script(script, cfg), lambda cfg=None: RModel(script),
+            lambda model, weights: model.load_canonical(weights), lambda model, x: model.predict_logits(x))
+
+
 def count_parameters(model):
     """Trainable parameters of an RModel, as the R side counted them (after predict_logits)."""
     if model.parameters is None:
