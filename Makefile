@@ -5,6 +5,7 @@ HOST := .venv/host/bin/python
 PROFILE ?= demo
 FRAMEWORKS ?= pytorch tensorflow keras-tf jax mxnet-gluon chainer cntk keras2-theano caffe2 r-keras r-mxnet julia-knet
 RUN ?= latest
+TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests spend much of their time importing and compiling
 
 .PHONY: demo test test-fast venvs matrix data weights images setup report verify clean
 
@@ -20,10 +21,10 @@ venvs: $(HOST)                     ## the framework environments the tests use
 	$(HOST) -m scripts.venvs $(FRAMEWORKS)
 
 test: venvs                        ## the whole suite, slow integration tests included (what CI runs)
-	$(HOST) -m pytest
+	$(HOST) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(HOST)                 ## everything but the slow integration tests
-	$(HOST) -m pytest -m "not slow"
+	$(HOST) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 matrix: $(HOST)                    ## a profile through containers (default: full), then the merged report
 	$(HOST) -m scripts.run --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE))

@@ -16,6 +16,9 @@ from scripts import images, wheelhouse
 from scripts.compose import ExecutorError, check_engine, docker_cli
 from scripts.matrix import load
 
+# One pytest-xdist worker runs all of these (`make test` runs two): builds share the wheelhouse and BuildKit cache.
+pytestmark = pytest.mark.xdist_group("docker-build")
+
 RUNTIME = re.compile(r"nvidia-cuda-runtime(-cu\d+)?$")
 CUDNN = re.compile(r"nvidia-cudnn-cu\d+$")
 # GPU wheels that bundle their CUDA (no NVIDIA runtime wheels to pin): only the driver comes from the host.

@@ -24,6 +24,9 @@ from scripts.compose import ExecutorError
 from shared import canonical, datasets, params, timing
 from shared.record import read_record
 
+# One pytest-xdist worker runs all of these (`make test` runs two): the Julia image is built once.
+pytestmark = pytest.mark.xdist_group("julia")
+
 JULIA_IMAGE = "rosetta/julia-check:bullseye"
 JULIA_PACKAGES = "julia,python3,python3-numpy"
 JULIA_DIR = ROOT / "runners" / "julia_knet"

@@ -16,6 +16,9 @@ from scripts.matrix import load
 from slurm_cluster import missing, single_node_slurm
 from shared.record import read_record
 
+# One pytest-xdist worker runs all of these (`make test` runs two): one single-node cluster (fixed ports) per machine.
+pytestmark = pytest.mark.xdist_group("slurm")
+
 
 def submit(plan_path, run_dir, data_root, env, *extra):
     return subprocess.run([sys.executable, "-m", "scripts.slurm", str(plan_path), "--run-dir", str(run_dir),

@@ -172,7 +172,7 @@ def load_torchvision_names(model, weights):
         w = w.transpose(2, 3, 1, 0) if w.ndim == 4 else w.T if w.ndim == 2 else w
         if variable.shape != w.shape:
             raise ValueError(f"{name}: canonical shape {np.shape(weights[name])}, model has {variable.shape}")
-        variable[...] = jnp.asarray(w)
+        variable.set_value(jnp.asarray(w))                      # replaces the array: works on an abstract model too
         loaded.add(id(variable))
     missing = [".".join(map(str, path)) for path, node in nnx.iter_graph(model)
                if isinstance(node, (nnx.Param, nnx.BatchStat)) and id(node) not in loaded]

@@ -186,7 +186,7 @@ def main(cfg):
     batch_sharding = NamedSharding(mesh, PartitionSpec("data"))                 # batch axis split over devices
     replicated = NamedSharding(mesh, PartitionSpec())                           # a full copy on every device
     train, test = load_data(cfg)
-    model = build_model(dtype=dtype)
+    model = nnx.eval_shape(lambda: build_model(dtype=dtype))   # shapes only: no initializer runs (or compiles)
     weights, source = canonical.load(cfg.data, "densenet121")   # the same start in every framework
     load_canonical(model, weights)
     tx = loss_scale.wrap(optax.adam(p["lr"] * world))                           # linear scaling with the global batch

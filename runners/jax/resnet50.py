@@ -125,7 +125,7 @@ def main(cfg):
     device, = select_devices(cfg)
     dtype, _ = set_precision(cfg.precision, device)
     images = load_data(cfg)
-    model = build_model(dtype=dtype)
+    model = nnx.eval_shape(lambda: build_model(dtype=dtype))   # shapes only: no initializer runs (or compiles)
     weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
     graphdef, state = nnx.split(model)
