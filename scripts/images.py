@@ -32,8 +32,11 @@ def needs_pyenv(variant):
 
 
 def dockerfile(family, variant):
-    """docker/FAMILY/Dockerfile where a family needs its own; docker/pyenv.Dockerfile for a Python the base lacks;
-    else the shared pip-based docker/Dockerfile."""
+    """The variant's own `dockerfile` where matrix.yaml names one (the theano family's GPU image); docker/FAMILY/
+    Dockerfile where a family needs its own; docker/pyenv.Dockerfile for a Python the base lacks; else the shared
+    pip-based docker/Dockerfile."""
+    if variant.dockerfile:
+        return ROOT / variant.dockerfile
     own = ROOT / "docker" / family / "Dockerfile"
     if own.exists():
         return own

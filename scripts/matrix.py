@@ -21,7 +21,7 @@ TOP_KEYS = {"schema", "defaults", "frameworks", "profiles", "exclude"}
 DEFAULT_KEYS = {"repeats", "timeout_minutes"}
 FRAMEWORK_KEYS = {"family", "python", "tasks", "precisions", "variants"}
 VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc", "gpu_archs", "ptx", "cuda", "cudnn",
-                "parent"}
+                "parent", "dockerfile"}
 VARIANT_REQUIRED = ("base_image", "requirements", "device")
 PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
                 "tasks", "precisions", "gpus", "exclude"}
@@ -45,6 +45,7 @@ class Variant:
     cuda: tuple = ()       # CUDA runtime version(s) the image carries ("13.0"); () = none (a CPU variant)
     cudnn: tuple = ()      # cuDNN version(s) likewise ("9.24")
     parent: str = None     # the variant whose image this one extends with `requirements` (one library swapped)
+    dockerfile: str = None  # the Dockerfile that builds it, where not the family's usual one (scripts/images.py)
 
     def image(self, family):
         return f"rosetta/{family}:{self.name}"
@@ -152,8 +153,9 @@ def parse_framework(fid, spec):
         check_keys(v, VARIANT_KEYS, f"{where}.variants.{name}", required=VARIANT_REQUIRED)
         if v["device"] not in params.DEVICES:
             raise MatrixError(f"{where}.variants.{name}.device: {v['device']!r} is not one of {params.DEVICES}")
-        if not (ROOT / v["requirements"]).exists():
-            raise MatrixError(f"{where}.variants.{name}.requirements: {v['requirements']} does not exist")
+        for key in ("requirements", "dockerfile"):
+            if key in v and not (ROOT / str(v[key])).exists():
+                raise MatrixError(f"{where}.variants.{name}.{key}: {v[key]} does not exist")
         archs = arch_list(v, "gpu_archs", r"sm_\d{2,3}", "sm_86", f"{where}.variants.{name}")
         ptx = arch_list(v, "ptx", r"compute_\d{2,3}", "compute_90", f"{where}.variants.{name}")
         cuda, cudnn = (versions(v.get(key), f"{where}.variants.{name}.{key}") for key in ("cuda", "cudnn"))
@@ -162,8 +164,11 @@ def parse_framework(fid, spec):
                               f"(cuda: \"13.0\"); `docker run --rm IMAGE --inspect` reports it")
         variants[name] = Variant(name, v["base_image"], v["requirements"], v["device"],
                                  str(v.get("python", "3.11")), str(v.get("glibc", "2.36")), archs, ptx, cuda, cudnn,
-                                 v.get("parent"))
+                                 v.get("parent"), v.get("dockerfile"))
     for name, variant in variants.items():
+        if variant.parent and variant.dockerfile:
+            raise MatrixError(f"{where}.variants.{name}.dockerfile: a variant with a parent is built by "
+                              f"docker/overrides.Dockerfile; drop its `dockerfile` or its `parent`")
         if variant.parent is not None and (variant.parent not in variants or variants[variant.parent].parent):
             raise MatrixError(f"{where}.variants.{name}.parent: {variant.parent!r} is not a variant of {fid} built "
                               f"from requirements (declared: {', '.join(v for v in variants if v != name)})")

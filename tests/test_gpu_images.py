@@ -70,7 +70,10 @@ def test_declared_cuda_and_cudnn_are_the_pinned_wheels(key):
 
 
 def test_every_gpu_variant_builds_from_the_local_base_image():
-    assert {v.base_image for v in gpu_variants().values()} == {"rosetta/debian:bookworm"}
+    # bullseye for Theano alone: its GPU backend (libgpuarray, pygpu) comes from Debian, and bookworm dropped it
+    bases = {key: v.base_image for key, v in gpu_variants().items()}
+    assert {b for key, b in bases.items() if key[0] != "theano"} == {"rosetta/debian:bookworm"}
+    assert bases["theano", "cu118"] == "rosetta/debian:bullseye"
 
 
 def test_pytorch_offers_two_cuda_builds_and_a_cudnn_only_upgrade():
@@ -113,8 +116,20 @@ def test_a_child_variant_is_built_after_its_parent_and_the_gpu_alias_is_the_firs
     pairs = images.wanted(matrix, "full", "pytorch", "cu130-cudnn928")
     assert [v.name for _, v in pairs] == ["cu130", "cu130-cudnn928"]
     assert images.default_gpu_variant(matrix, "pytorch") == "cu130"
-    assert images.default_gpu_variant(matrix, "theano") is None
+    assert images.default_gpu_variant(matrix, "theano") == "cu118"
     assert images.default_gpu_variant(matrix, "cntk") == "gpu"
+
+
+def test_a_variant_names_its_own_dockerfile_and_the_others_keep_their_familys():
+    """Theano's GPU image is Debian's pygpu on bullseye (docker/theano/gpu.Dockerfile); its CPU image stays on pyenv's
+    Python 3.7 (docker/pyenv.Dockerfile), and every variant without the key keeps the family's usual Dockerfile."""
+    theano = load().frameworks["keras2-theano"].variants
+    assert images.dockerfile("theano", theano["cu118"]) == ROOT / "docker" / "theano" / "gpu.Dockerfile"
+    assert images.dockerfile("theano", theano["cpu"]) == ROOT / "docker" / "pyenv.Dockerfile"
+    assert not images.needs_pyenv(theano["cu118"])                       # bullseye's own python3 (3.9)
+    assert images.dockerfile("julia-knet", load().frameworks["julia-knet"].variants["cpu"]) == \
+        ROOT / "docker" / "julia-knet" / "Dockerfile"
+    assert images.dockerfile("pytorch", CU130) == ROOT / "docker" / "Dockerfile"
 
 
 def resolve(variant):

@@ -59,12 +59,13 @@ def test_full_profile_covers_every_framework_on_gpus():
     with_gpu_images = {fid for fid, fw in matrix.frameworks.items()
                        if any(v.device == "gpu" for v in fw.variants.values())}
     assert {c.framework for c in plan.cells} == with_gpu_images  # the seed's cross-framework tables
-    # Theano: no pygpu wheel; Julia: no image with Knet built yet (its registry is unreachable here), so nothing
-    # could check what a GPU variant would carry; R: CPU images only so far
-    assert set(matrix.frameworks) - with_gpu_images == {"keras2-theano", "lasagne", "julia-knet", "r-keras", "r-mxnet"}
+    # Julia: no image with Knet built yet (its registry is unreachable here), so nothing could check what a GPU
+    # variant would carry; R: CPU images only so far
+    assert set(matrix.frameworks) - with_gpu_images == {"julia-knet", "r-keras", "r-mxnet"}
     assert {c.device for c in plan.cells} == {"gpu"} and {c.data for c in plan.cells} == {"real"}
     assert {c.variant for c in plan.cells if c.framework == "pytorch"} == {"cu130", "cu130-cudnn928", "cu128"}
     assert {c.variant for c in plan.cells if c.framework == "mxnet-gluon"} == {"cu112", "cu117"}
+    assert {c.variant for c in plan.cells if c.framework in ("keras2-theano", "lasagne")} == {"cu118"}
     assert {c.gpus for c in plan.cells if c.task == "densenet121"} == {1, 2, 4, 8}
 
 
@@ -114,6 +115,21 @@ def test_unknown_precision_in_a_framework(doc):
 def test_missing_requirements_file(doc):
     doc["frameworks"]["pytorch"]["variants"]["cpu"]["requirements"] = "docker/pytorch/nope.txt"
     assert "frameworks.pytorch.variants.cpu.requirements: docker/pytorch/nope.txt does not exist" in error_of(doc)
+
+
+def test_a_variant_may_name_its_dockerfile_which_must_exist(doc):
+    theano = doc["frameworks"]["keras2-theano"]["variants"]
+    assert parse(doc).frameworks["keras2-theano"].variants["cu118"].dockerfile == "docker/theano/gpu.Dockerfile"
+    assert parse(doc).frameworks["keras2-theano"].variants["cpu"].dockerfile is None
+    theano["cu118"]["dockerfile"] = "docker/theano/nope.Dockerfile"
+    assert "frameworks.keras2-theano.variants.cu118.dockerfile: docker/theano/nope.Dockerfile does not exist" \
+        in error_of(doc)
+
+
+def test_a_child_variant_cannot_name_a_dockerfile(doc):
+    """A variant with a parent is always built by docker/overrides.Dockerfile: a `dockerfile` there would be ignored."""
+    doc["frameworks"]["pytorch"]["variants"]["cu130-cudnn928"]["dockerfile"] = "docker/Dockerfile"
+    assert "frameworks.pytorch.variants.cu130-cudnn928.dockerfile: a variant with a parent" in error_of(doc)
 
 
 def test_repeated_axis_value_is_a_duplicate_cell(doc):

@@ -25,6 +25,8 @@ def theano_flags(device, environ=os.environ):
         defaults.append("base_compiledir=" + os.path.join(environ["ROSETTA_CACHE_DIR"], "theano"))
     if device == "gpu":
         defaults.append("device=cuda")        # libgpuarray's CUDA backend (pygpu); Theano 1.0 has no other GPU path
+        defaults.append("dnn.enabled=False")  # Theano 1.0.5's cuDNN ops need cuDNN <= 7, which no wheel ships (the
+                                              # theano image has none): GpuCorrMM convolutions and cuBLAS instead
     return ",".join(defaults + ([environ["THEANO_FLAGS"]] if environ.get("THEANO_FLAGS") else []))
 
 
@@ -101,6 +103,14 @@ def framework_info():
             "keras_version": keras.__version__, "backend": BACKEND, **info}
 
 
+def backend_switches():
+    """The backend flags that pick the GPU kernels, for the record's switches: Theano's cuDNN flag on the GPU."""
+    if BACKEND != "theano" or DEVICE != "gpu":
+        return {}
+    import theano
+    return {"theano_dnn_enabled": theano.config.dnn.enabled}
+
+
 def on_device_gpu():
     """Whether the backend computes on a GPU: CNTK's (frozen) default device, or Theano's pygpu context."""
     if BACKEND == "cntk":
@@ -120,9 +130,12 @@ def check_device(cfg):
                          f"Keras 2 on CNTK {C.__version__} (default device: {C.device.use_default_device()})")
     if cfg.device == "gpu" and BACKEND == "theano" and (not on_device_gpu() or asked > 1):
         import theano
-        raise GpuMissing(asked, int(on_device_gpu()), f"Keras 2 on Theano {theano.__version__} (THEANO_FLAGS device="
-                                                      f"{theano.config.device}: its GPU path needs libgpuarray and "
-                                                      "pygpu, and uses one GPU)")
+        import theano.gpuarray
+        pygpu = theano.gpuarray.pygpu
+        found = f"pygpu {pygpu.__version__}" if pygpu is not None else "no pygpu"
+        raise GpuMissing(asked, int(on_device_gpu()), f"Keras 2 on Theano {theano.__version__} with {found} "
+                                                      f"(THEANO_FLAGS device={theano.config.device}: its GPU path "
+                                                      "needs libgpuarray and pygpu, and uses one GPU)")
 
 
 def check_precision(precision):

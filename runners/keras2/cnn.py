@@ -4,8 +4,8 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras2 import (EpochBatches, EpochTimer, check_device, check_precision, count_parameters, differences,
-                            keras_kernel, nchw_to)
+from runners.keras2 import (EpochBatches, EpochTimer, backend_switches, check_device, check_precision, count_parameters,
+                            differences, keras_kernel, nchw_to)
 from shared import metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -116,5 +116,5 @@ def main(cfg):
                                  data_placement="host", differences=differences()),
         "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
         "switches": {**switches, "image_data_format": keras.backend.image_data_format(),
-                     "backend": keras.backend.backend(), "floatx": keras.backend.floatx()},
+                     "backend": keras.backend.backend(), "floatx": keras.backend.floatx(), **backend_switches()},
     }

@@ -5,8 +5,8 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras2 import (ADAM_EPSILON_HAT, EpochBatches, EpochTimer, check_device, check_precision,
-                            count_parameters, differences)
+from runners.keras2 import (ADAM_EPSILON_HAT, EpochBatches, EpochTimer, backend_switches, check_device,
+                            check_precision, count_parameters, differences)
 from shared import metrics
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -113,5 +113,6 @@ def main(cfg):
                                  data_placement="host", differences=[ADAM_EPSILON_HAT] + differences()),
         "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
         "switches": {**switches, "cudnn_rnn": False, "reset_after": True, "backend": keras.backend.backend(),
-                     "floatx": keras.backend.floatx(), "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},
+                     "floatx": keras.backend.floatx(), "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)",
+                     **backend_switches()},
     }

@@ -18,7 +18,9 @@ from shared.timing import stopwatch, summarize, timed_epochs, train_metrics
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
 SWITCHES = {
     "openmp": False,       # Theano's OpenMP flag (CorrMM convolves batch items in threads): slower on 2 shared cores
-    "cudnn_algo": "time_once",  # GPU: cuDNN times its conv algorithms once per shape and keeps the fastest (lesson 3)
+    "cudnn": False,        # GPU: Theano 1.0.5's cuDNN ops need cuDNN <= 7, which no wheel ships (the theano image
+                           # has none): GpuCorrMM convolutions and cuBLAS instead (Theano's dnn.enabled flag)
+    "cudnn_algo": "time_once",  # GPU, with cudnn on: cuDNN times its conv algorithms once per shape (lesson 3)
     "data_placement": params.DATA_PLACEMENT,  # host: each batch passed to the function inside the clock (the rule for
                                               # every framework); device: the set in shared variables, batches taken
                                               # by index through `givens` (Theano's tutorial idiom)
@@ -126,6 +128,7 @@ def evaluate(model, x_test, y_test, batch_size):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     check_precision(cfg.precision)
+    theano.config.dnn.enabled = "True" if switches["cudnn"] else "False"   # read once, when the GPU context starts
     device = select_device(cfg)                                        # before any shared variable exists
     if switches["data_placement"] not in params.DATA_PLACEMENTS:
         raise ValueError(f"data_placement={switches['data_placement']!r}: choose one of "
