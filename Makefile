@@ -5,7 +5,7 @@ HOST := .venv/host/bin/python
 PROFILE ?= demo
 FRAMEWORKS ?= pytorch tensorflow keras-tf jax mxnet-gluon chainer cntk keras2-theano caffe2 r-keras r-mxnet julia-knet
 RUN ?= latest
-TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests spend much of their time importing and compiling
+TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests wait on imports and compiles much of the time
 
 .PHONY: demo test test-fast venvs matrix data weights images setup report verify clean
 
