@@ -109,6 +109,10 @@ def read(path):
         if bad:
             raise PlanError(f"{path}: cell id {bad[0]['id']!r} does not match its axes (expected "
                             f"{cells[doc['cells'].index(bad[0])].id!r}); the plan was edited by hand")
+        twice = sorted({c.id for c in cells if sum(o.id == c.id for o in cells) > 1})
+        if twice:   # records are files named by cell id: two such cells would overwrite each other's result
+            raise PlanError(f"{path}: cells {', '.join(twice)} appear more than once (a cell id names no data kind or "
+                            f"scale, so a plan holds one of each); the plan was edited by hand")
         return PlanFile(plan, str(doc["run_id"]), cells)
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"{path}: malformed plan ({type(e).__name__}: {e}); write it again with "

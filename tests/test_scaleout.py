@@ -76,6 +76,15 @@ def test_a_hand_edited_cell_is_refused(tmp_path):
         plans.read(tmp_path / "plan.json")
 
 
+def test_a_cell_that_appears_twice_is_refused(tmp_path):
+    plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "s"))
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    doc["cells"].append({**doc["cells"][0], "data": "real"})  # same id: its record would overwrite the first's
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(plans.PlanError, match="pytorch-cnn-cpu-fp32-1cpu appear more than once"):
+        plans.read(tmp_path / "plan.json")
+
+
 def test_scripts_cell_refuses_an_index_outside_the_plan_before_running_anything(tmp_path):
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "s"))
     out = subprocess.run([sys.executable, "-m", "scripts.cell", str(tmp_path / "plan.json"), "--run-dir",

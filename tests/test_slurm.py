@@ -34,12 +34,13 @@ def needs_cluster():
 
 def smoke_plan_with_a_failing_cell(path, data_root):
     """The smoke profile (pytorch, every task, tiny) plus a cnn cell on `real` data whose files are broken here (a
-    manifest and nothing else: the submission's check passes, the runner fails)."""
+    manifest and nothing else: the submission's check passes, the runner fails). It asks for 2 GPUs so that its id
+    (which names no data kind) differs from the smoke cnn cell's, and the two records cannot overwrite each other."""
     for name in ("cifar10", "imdb", "chestxray14"):
         (data_root / "real" / name).mkdir(parents=True, exist_ok=True)
         (data_root / "real" / name / "manifest.json").write_text("{}")
     plan_file = plans.make(load(), "smoke", "slurm-test")
-    bad = replace(plan_file.cells[0], cell=replace(plan_file.cells[0].cell, data="real"))
+    bad = replace(plan_file.cells[0], cell=replace(plan_file.cells[0].cell, data="real", gpus=2))
     plan_file = replace(plan_file, cells=plan_file.cells + (bad,),
                         plan=replace(plan_file.plan, cells=plan_file.plan.cells + (bad.cell,)))
     plans.write(path, plan_file)
@@ -90,7 +91,9 @@ def test_a_plan_runs_as_slurm_arrays_two_at_a_time_and_the_merge_runs_after_a_fa
     report = (run_dir / "results.md").read_text()
     assert "ResNet-50" in report and "DenseNet-121" in report
     sbatch = (run_dir / "slurm" / "cells-1gpu.sbatch").read_text()
-    assert "--array=0-2,4%2" in sbatch and "--gres=gpu:1" in sbatch
+    assert "--array=0-2%2" in sbatch and "--gres=gpu:1" in sbatch               # cnn, gru, resnet50
+    sbatch = (run_dir / "slurm" / "cells-2gpu.sbatch").read_text()
+    assert "--array=3-4%2" in sbatch and "--gres=gpu:2" in sbatch               # densenet121 and the failing cell
     assert "--dependency=afterany:" in (run_dir / "slurm" / "merge.sbatch").read_text()
 
 
