@@ -11,6 +11,7 @@ picks a cell by its index in `cells` (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX)
 import argparse
 import json
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -109,7 +110,7 @@ def read(path):
         if bad:
             raise PlanError(f"{path}: cell id {bad[0]['id']!r} does not match its axes (expected "
                             f"{cells[doc['cells'].index(bad[0])].id!r}); the plan was edited by hand")
-        twice = sorted({c.id for c in cells if sum(o.id == c.id for o in cells) > 1})
+        twice = sorted(cell_id for cell_id, n in Counter(c.id for c in cells).items() if n > 1)
         if twice:   # records are files named by cell id: two such cells would overwrite each other's result
             raise PlanError(f"{path}: cells {', '.join(twice)} appear more than once (a cell id names no data kind or "
                             f"scale, so a plan holds one of each); the plan was edited by hand")
