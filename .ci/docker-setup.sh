@@ -13,7 +13,7 @@ log() { echo "docker-setup: $*"; }
 # 1. Packages. Compose v2 is not packaged by Debian; docker-compose 1.29 (v1) reads the same compose.yaml.
 missing=()
 for pkg in docker.io docker-compose mmdebstrap; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+  [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" == *'ok installed'* ]] || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
@@ -23,8 +23,12 @@ if ((${#missing[@]})); then
 fi
 
 # 2. The CLI. A docker on PATH may be a newer static CLI without the buildx plugin, which falls back to the legacy
-# builder (no RUN --mount); Debian's own CLI has BuildKit built in, so prefer it.
-DOCKER=$(dpkg -L docker.io | grep -m1 'bin/docker$')
+# builder (no RUN --mount); Debian's own CLI has BuildKit built in, so prefer it. No reader in a pipe may stop early
+# under pipefail (grep -m1, grep -q, head): the writer would die of SIGPIPE at random, and the script with it.
+mapfile -t clis < <(dpkg -L docker.io)
+DOCKER=
+for path in "${clis[@]}"; do [[ -z $DOCKER && $path == */bin/docker ]] && DOCKER=$path; done
+[[ -n $DOCKER ]] || { log "the docker.io package holds no bin/docker"; exit 1; }
 log "docker CLI: $DOCKER ($("$DOCKER" --version))"
 
 # 3. The engine. Containers and CI machines have no systemd, so start dockerd by hand if nothing answers.

@@ -29,7 +29,7 @@ COPY docker/${FAMILY}/ /tmp/family/
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates libssl3 libffi8 \
       libsqlite3-0 libreadline8 libncursesw6 libbz2-1.0 liblzma5 zlib1g libuuid1 libnsl2 libtirpc3 libexpat1 \
-      libgdbm6 $(grep -v '^#' /tmp/family/apt-packages.txt) \
+      libgdbm6 $(sed -e 's/#.*//' -e 's/^[[:space:]]*//' -e 's/[[:space:]].*//' /tmp/family/apt-packages.txt) \
  && rm -rf /var/lib/apt/lists/*
 
 # The interpreter at its build path (readable by any uid: the runner does not run as root), a venv from it, the

@@ -28,7 +28,8 @@ from scripts import preflight, report
 from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
 from scripts.executors import LocalExecutor, RunSettings
 from scripts.matrix import ROOT, MatrixError, load
-from scripts.venvs import EnvError, ensure
+from scripts import syspackages
+from scripts.venvs import EnvBuildError, EnvError, ensure, prepare_system
 from shared import datasets, params
 from shared.record import RecordError, make_record, read_record, write_record
 from shared.runner import tail
@@ -188,28 +189,32 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
     bar.close()
 
 
-def local_environments(plan, matrix):
+def local_environments(plan, matrix, refused=None):
     """Each framework's venv, built if needed: ({framework: python}, {framework: (status, reason)} for those that
-    could not be built). A missing interpreter (no python3.6 for CNTK, say) skips that framework's cells with what to
-    do; a failed pip install fails them (a broken install, retried by --resume); the other frameworks run."""
-    pythons, unavailable = {}, {}
-    for fid in dict.fromkeys(c.framework for c in plan.cells):
+    could not be built). The Debian packages the plan's families need are installed first, in one go, unless
+    `refused` says why not (scripts/syspackages.py). Something absent (no python3.6 for CNTK, no OpenMPI where
+    nothing may install it) skips that framework's cells with the command that fixes it; a failed pip install fails
+    them with pip's last lines (a broken install, retried by --resume); the other frameworks run."""
+    frameworks = [matrix.frameworks[fid] for fid in dict.fromkeys(c.framework for c in plan.cells)]
+    absent = prepare_system(frameworks, refused)
+    pythons, unavailable = {}, {fid: ("skipped", reason) for fid, reason in absent.items()}
+    for framework in frameworks:
+        if framework.id in absent:
+            continue
         try:
-            pythons[fid] = ensure(matrix.frameworks[fid])
+            pythons[framework.id] = ensure(framework)
         except EnvError as e:
-            unavailable[fid] = ("skipped", str(e))
-        except subprocess.CalledProcessError as e:
-            unavailable[fid] = ("failed", f"building its environment failed ({' '.join(map(str, e.cmd[:4]))} … exited "
-                                          f"{e.returncode}; pip's message is above, or run `python -m scripts.venvs "
-                                          f"{fid}`)")
+            unavailable[framework.id] = ("skipped", str(e))
+        except EnvBuildError as e:
+            unavailable[framework.id] = ("failed", str(e))
     return pythons, unavailable
 
 
-def make_executor(plan, matrix):
+def make_executor(plan, matrix, refused=None):
     """The plan's executor and {framework: (status, reason)} for frameworks it cannot launch at all."""
     if plan.executor == "local":
         gpus = visible_gpus() if any(c.device == "gpu" for c in plan.cells) else ()
-        pythons, unavailable = local_environments(plan, matrix)
+        pythons, unavailable = local_environments(plan, matrix, refused)
         return LocalExecutor(pythons, gpu_ids=gpus), unavailable
     return ComposeExecutor.for_plan(plan, matrix), {}
 
@@ -243,6 +248,8 @@ def main(argv=None):
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
     ap.add_argument("--only", help="run only cells whose id contains this text")
+    ap.add_argument("--no-system-packages", action="store_true",
+                    help="install no Debian package (also NO_SYSTEM_PACKAGES=1): cells that need one are skipped")
     args = ap.parse_args(argv)
     os.environ.setdefault("ROSETTA_HOST", platform.node())   # the records' host, also inside containers
     try:
@@ -250,14 +257,18 @@ def main(argv=None):
         plan_file, run_dir = plan_for(args, matrix)
         plan = plan_file.plan
         check_data(plan, args.data_root)
-        executor, unavailable = make_executor(plan, matrix)
-    except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError, plans.PlanError) as e:
+        setup = time.time()
+        executor, unavailable = make_executor(plan, matrix, syspackages.refusal(args.no_system_packages))
+        setup = time.time() - setup
+    except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError, plans.PlanError,
+            syspackages.SystemPackageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not args.resume:     # only once every check passed: a run folder exists only for a run that started
         plans.write(run_dir / "plan.json", plan_file)
     run = RunSettings(plan_file.run_id, plan.repeats, plan.timeout_s, args.data_root.resolve())
-    print(f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor")
+    print(f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor "
+          f"(set-up: {setup:.0f} s for system packages and environments)")
     gpus = preflight.host_gpus() if executor.gpu_ids else ()
     unfit = preflight.unfit_cells(plan, matrix, gpus)
     if unfit:
@@ -269,10 +280,13 @@ def main(argv=None):
                   if unavailable.get(c.framework, ("",))[0] == "skipped"})
     broken = {c.id: unavailable[c.framework][1] for c in plan.cells
               if unavailable.get(c.framework, ("",))[0] == "failed"}
+    cells = time.time()
     execute(plan, executor, run_dir, run, unfit, broken)
+    cells = time.time() - cells
     outputs = report.write_report(run_dir)
     print(outputs["markdown"].read_text())
     print(f"records: {run_dir / 'cells'}  table: {outputs['markdown']}  csv: {outputs['csv']}  plot: {outputs['plot']}")
+    print(f"time: set-up {setup:.0f} s (system packages, environments), cells {cells:.0f} s")
     statuses = [read_record(run_dir / "cells" / f"{c.id}.json")["status"] for c in plan.cells]
     return 1 if any(s in ("failed", "timeout") for s in statuses) else 0
 

@@ -1,8 +1,11 @@
 """Per-framework virtual environments for the local executor, built from the same pinned requirements as the images.
 
     python -m scripts.venvs pytorch [tensorflow …]     # build (or confirm) .venv/FAMILY for each framework
+    python -m scripts.venvs --keep-going pytorch cntk …  # build what can be built; name what cannot and why
 
-An environment is rebuilt when its requirements file changes (a stamp holds the file's hash).
+An environment is rebuilt when its requirements file changes (a stamp holds the file's hash). The Debian packages a
+family needs (docker/FAMILY/apt-packages.txt) are checked first and installed where this process may
+(scripts/syspackages.py); an environment whose packages are missing is not built.
 """
 import argparse
 import hashlib
@@ -12,13 +15,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scripts import syspackages
 from scripts.matrix import ROOT, MatrixError, load
 
 VENVS = ROOT / ".venv"
 
 
 class EnvError(Exception):
-    """An environment that cannot be built here; the message says what is missing and what to do."""
+    """An environment that cannot be built here (no interpreter, a system package missing); the message says what is
+    missing and what to do. Its cells are `skipped`: nothing is broken, something is absent."""
+
+
+class EnvBuildError(Exception):
+    """pip or post_install.py failed while building an environment; the message carries the last lines of their
+    output (the real cause). Its cells are `failed`: a broken install, retried by --resume."""
 
 
 def venv_dir(framework):
@@ -76,39 +86,78 @@ def build_env(requirements):
     return {**os.environ, "PIP_CONSTRAINT": str(constraints)} if constraints.exists() else None
 
 
+def run_step(argv, framework, env=None):
+    """One build step, its output shown as it comes; an EnvBuildError with the output's last lines if it fails."""
+    code, last = syspackages.tee([str(a) for a in argv], env=env)
+    if code:
+        step = "post_install.py" if str(argv[-1]).endswith("post_install.py") else " ".join(map(str, argv[2:5]))
+        raise EnvBuildError(f"building the {framework.family} environment failed: `{step} …` exited {code}; its "
+                            f"output ends:\n{last}\n(rebuild it with `python -m scripts.venvs {framework.id}`)")
+
+
 def ensure(framework):
-    """Build the framework's venv unless it is already built from the current requirements; return its python."""
+    """Build the framework's venv unless it is already built from the current requirements; return its python.
+    EnvError where something it needs is absent (interpreter, system package), EnvBuildError where pip fails."""
     requirements = local_requirements(framework)
+    missing = syspackages.unmet(syspackages.for_family(framework.family))
+    if missing:
+        raise EnvError("system packages missing on this host (" + "; ".join(", ".join(w) for w in missing.values())
+                       + f"): run `{syspackages.install_command(r.package for r in missing)}`")
     target, stamp = venv_dir(framework), venv_dir(framework) / ".requirements.sha256"
     if stamp.exists() and stamp.read_text() == stamp_of(requirements) and python_of(framework).exists():
         return python_of(framework)
     interpreter = find_interpreter(framework.python)
     print(f"building {target} with Python {framework.python} from {requirements.relative_to(ROOT)} …", flush=True)
     shutil.rmtree(target, ignore_errors=True)
-    subprocess.run([interpreter, "-m", "venv", str(target)], check=True)
-    pip = [str(python_of(framework)), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    run_step([interpreter, "-m", "venv", target], framework)
+    pip = [python_of(framework), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     if framework.python in BOOTSTRAP:
-        subprocess.run(pip + ["-U", *BOOTSTRAP[framework.python]], check=True)
-    subprocess.run(pip + ["-r", str(requirements)], check=True, env=build_env(requirements))
+        run_step(pip + ["-U", *BOOTSTRAP[framework.python]], framework)
+    run_step(pip + ["-r", requirements], framework, env=build_env(requirements))
     if post_install_script(requirements):
-        subprocess.run([str(python_of(framework)), str(post_install_script(requirements))], check=True)
+        run_step([python_of(framework), post_install_script(requirements)], framework)
     stamp.write_text(stamp_of(requirements))
     return python_of(framework)
+
+
+def prepare_system(frameworks, refused=None):
+    """Install, in one go, the system packages the families of `frameworks` lack (scripts/syspackages.py); returns
+    {framework id: reason} for those whose packages are still missing, which are then not built."""
+    families = {fw.family: syspackages.for_family(fw.family) for fw in frameworks}
+    reasons = syspackages.ensure(families, refused)
+    return {fw.id: reasons[fw.family] for fw in frameworks if fw.family in reasons}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.venvs", description=__doc__.split("\n")[0])
     ap.add_argument("frameworks", nargs="+")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="build every environment that can be built; exit 0 where the others only lack something "
+                         "this host does not have (an interpreter, a system package), which is named")
+    ap.add_argument("--no-system-packages", action="store_true", help="install no Debian package (NO_SYSTEM_PACKAGES=1)")
     args = ap.parse_args(argv)
     try:
         matrix = load()
-        for fid in args.frameworks:
-            if fid not in matrix.frameworks:
-                raise MatrixError(f"unknown framework {fid!r}; declared in matrix.yaml: {', '.join(matrix.frameworks)}")
-            print(f"{fid}: {ensure(matrix.frameworks[fid])}")
-    except (MatrixError, EnvError, subprocess.CalledProcessError) as e:
+        unknown = [fid for fid in args.frameworks if fid not in matrix.frameworks]
+        if unknown:
+            raise MatrixError(f"unknown framework {unknown[0]!r}; declared in matrix.yaml: {', '.join(matrix.frameworks)}")
+        frameworks = [matrix.frameworks[fid] for fid in args.frameworks]
+        absent = prepare_system(frameworks, syspackages.refusal(args.no_system_packages))
+        for fw in frameworks:
+            try:
+                if fw.id in absent:
+                    raise EnvError(absent[fw.id])
+                print(f"{fw.id}: {ensure(fw)}")
+            except EnvError as e:
+                if not args.keep_going:
+                    raise
+                absent[fw.id] = str(e)
+                print(f"{fw.id}: not built: {e}", file=sys.stderr)
+    except (MatrixError, EnvError, EnvBuildError, syspackages.SystemPackageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if absent:
+        print(f"not built, for want of what this host lacks (their tests skip): {', '.join(absent)}", file=sys.stderr)
     return 0
 
 

@@ -118,17 +118,21 @@ def test_gpu_cells_run_in_parallel_never_sharing_a_gpu(tmp_path, monkeypatch, sy
 
 def test_a_framework_without_an_environment_is_recorded_and_the_rest_run(tmp_path, monkeypatch, synthetic_data):
     """No interpreter for a framework (no python3.6 for CNTK here): its cells are `skipped` saying what to install;
-    a pip install that failed: its cells are `failed` (a broken install, retried by --resume). Neither launches."""
+    a pip install that failed: its cells are `failed` (a broken install, retried by --resume), with pip's own last
+    lines. Neither launches."""
     import scripts.run as run_module
-    from scripts.venvs import EnvError
+    from scripts.venvs import EnvBuildError, EnvError
 
     def ensure(framework):
         if framework.id == "cntk":
             raise EnvError("no python3.6 on PATH or under pyenv; install Python 3.6 or run this framework in its image")
         if framework.id == "caffe2":
-            raise subprocess.CalledProcessError(1, ["pip", "install", "-r", "docker/caffe2/requirements.txt"])
+            raise EnvBuildError("building the caffe2 environment failed: `-m pip install …` exited 1; its output "
+                                "ends:\nERROR: No matching distribution found for torch==1.8.1\n(rebuild it with "
+                                "`python -m scripts.venvs caffe2`)")
         return sys.executable
     monkeypatch.setattr(run_module, "ensure", ensure)
+    monkeypatch.setattr(run_module, "prepare_system", lambda frameworks, refused=None: {})
     matrix = run_module.load()
     cells = [c for c in expand(matrix, "demo").cells if c.framework in ("cntk", "caffe2", "pytorch")
              and c.task == "cnn"]
@@ -137,6 +141,7 @@ def test_a_framework_without_an_environment_is_recorded_and_the_rest_run(tmp_pat
     assert set(pythons) == {"pytorch"}
     assert unavailable["cntk"][0] == "skipped" and "install Python 3.6" in unavailable["cntk"][1]
     assert unavailable["caffe2"][0] == "failed" and "scripts.venvs caffe2" in unavailable["caffe2"][1]
+    assert "No matching distribution found for torch==1.8.1" in unavailable["caffe2"][1]
 
     executor = LocalExecutor({"pytorch": sys.executable}, root=FAKE_ROOT)   # launching cntk or caffe2 would KeyError
     by_framework = lambda name: {c.id: unavailable[name][1] for c in cells if c.framework == name}  # noqa: E731
