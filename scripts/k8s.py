@@ -186,7 +186,9 @@ def job_spec(name, target, labels, image, gpus, cells, timeout_s):
 
 
 def manifests(plan_file, target):
-    """The ConfigMap and Job of every group, in plan order; a K8sError when the plan does not fit."""
+    """The ConfigMap and Job of every group, in plan order; a K8sError when the plan does not fit, a PlanError when
+    its ids are not of the safe alphabet (each becomes a ConfigMap line the pod's shell reads, a label, a name)."""
+    plans.check_ids(plan_file)
     if target.parallelism < 1:
         raise K8sError(f"--parallelism {target.parallelism}: at least 1 pod per Job must run")
     grouped = groups(plan_file)

@@ -4,10 +4,15 @@
                                                                     # GitHub Actions artifacts or a Slurm array
 
 Idempotent: a record already in the run (the same JSON) is left alone, so merging the same sources twice changes
-nothing. A cell's records are its attempts: the latest (by start time) is the cell's record in cells/ID.json, the
-earlier ones are kept under attempts/ID/ and the report lists them (a retry supersedes the failed attempt, visibly).
-Records are copied whole, never edited (DESIGN.md): each still says which host and GPUs ran it. The run's plan.json
-(copied from the first source that has one, or --plan) lets the report name the cells that have no record at all.
+nothing. A cell's records are its attempts: the latest (by start time, compared as times) is the cell's record in
+cells/ID.json, the earlier ones are kept under attempts/ID/ and the report lists them (a retry supersedes the failed
+attempt, visibly). Records are copied whole, never edited (DESIGN.md): each still says which host and GPUs ran it.
+The run's plan.json (copied from the first source that has one, or --plan) lets the report name the cells that have
+no record at all.
+
+Every source is untrusted (scripts/records.py): a record that breaks the schema, whose run id is not the plan's or
+whose cell the plan does not hold, is copied to RUN/quarantine/ with its reason and the merge goes on; the report
+lists it. Every path the merge writes is built from checked ids and confined to the run folder.
 """
 import argparse
 import json
@@ -15,9 +20,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from scripts import report
+from scripts import records, report
 from scripts.matrix import Cell
-from shared.record import RecordError, read_record, write_record
+from shared.record import RecordError, write_record
 
 SKIP = {"plan.json"}
 
@@ -37,7 +42,7 @@ def sources(paths):
         if not path.exists():
             raise MergeError(f"{path}: no such file or folder")
         for file in sorted([path] if path.is_file() else path.rglob("*.json")):
-            if file.name in SKIP or "attempts" in file.parts[len(path.parts):]:
+            if file.name in SKIP or {"attempts", "quarantine"} & set(file.parts[len(path.parts):]):
                 continue
             log = file.parent.parent / "logs" / f"{file.stem}.log"
             yield file, log if log.exists() else None
@@ -45,50 +50,84 @@ def sources(paths):
 
 def attempt_name(record):
     host = (record.get("system") or {}).get("host") or "unknown-host"
-    return f"{record['started_at']}-{record['status']}-{host}.json".replace(":", "")
+    return f"{record['started_at']}-{record['status']}-{host}.json".replace(":", "").replace("+", "")
 
 
 def keep_attempt(run_dir, record):
     """Store a superseded record under attempts/ID/ unless that very record is already there."""
-    path = run_dir / "attempts" / cell_id(record) / attempt_name(record)
+    path = records.confined(run_dir, "attempts", cell_id(record), attempt_name(record))
     if not path.exists():
         write_record(path, record)
 
 
 def merge_one(run_dir, record, log):
-    """Place one record; returns what happened: 'new', 'same', 'superseded' (it replaced an earlier attempt) or
-    'older' (it is an earlier attempt of a cell that has a later one)."""
-    target = run_dir / "cells" / f"{cell_id(record)}.json"
-    current = read_record(target) if target.exists() else None
-    if current == record:
+    """Place one (checked) record; returns what happened: 'new', 'same', 'superseded' (it replaced an earlier
+    attempt) or 'older' (it is an earlier attempt of a cell that has a later one)."""
+    target = records.confined(run_dir, "cells", f"{cell_id(record)}.json")
+    try:
+        current = records.read(target) if target.exists() else None
+    except RecordError as e:    # what a bad earlier merge or a hand edit left: aside, and this record takes its place
+        records.quarantine(run_dir, target, str(e))
+        current = None
+    if current is not None and records.dump(current) == records.dump(record):
         return "same"
-    if current is not None and (current["started_at"], current["finished_at"]) > (record["started_at"],
-                                                                                   record["finished_at"]):
+    if current is not None and records.started(current) > records.started(record):
         keep_attempt(run_dir, record)
         return "older"
     if current is not None:
         keep_attempt(run_dir, current)
     write_record(target, record)
     if log is not None:
-        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, run_dir / "logs" / log.name)
+        copy = records.confined(run_dir, "logs", f"{cell_id(record)}.log")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, copy)
     return "superseded" if current is not None else "new"
 
 
+def expected(run_dir, plan):
+    """(run id, {cell id}) the records must belong to, from the run's plan; None for what the plan does not say
+    (no plan, or a bare list of ids from an earlier version: then only the cells are checked)."""
+    path = plan or (run_dir / "plan.json" if (run_dir / "plan.json").exists() else None)
+    if path is None:
+        return None, None
+    try:
+        doc = json.loads(Path(path).read_text())
+        ids = {c["id"] if isinstance(c, dict) else c for c in doc["cells"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise MergeError(f"{path}: not a readable plan file ({e}); pass the run's plan.json with --plan") from e
+    run_id = doc.get("run_id")
+    if run_id is not None and not records.safe_id(run_id):
+        raise MergeError(f"{path}: run id {run_id!r} is not of the safe alphabet; this plan was not written by "
+                         "`python -m scripts.plan`")
+    return run_id, ids
+
+
+def admit(record, run_id, cell_ids, where):
+    """RecordError unless `record` belongs to the run: its run id and its cell are the plan's."""
+    if not isinstance(record.get("cell"), dict):
+        raise RecordError(f"{where}: not a cell record (no `cell`); pass the folders holding cells/*.json")
+    if run_id is not None and record["run_id"] != run_id:
+        raise RecordError(f"{where}: run id {record['run_id']!r} is not this run's ({run_id!r})")
+    if cell_ids is not None and cell_id(record) not in cell_ids:
+        raise RecordError(f"{where}: cell {cell_id(record)} is not in the run's plan")
+    return record
+
+
 def merge(run_dir, paths, plan=None):
-    """Merge every record under `paths` into `run_dir`; {outcome: count}."""
+    """Merge every record under `paths` into `run_dir`; {outcome: count}. A source that is not a sound record of
+    this run is quarantined (counted as such), never fatal."""
     run_dir = Path(run_dir)
-    counts = {"new": 0, "same": 0, "superseded": 0, "older": 0}
-    for file, log in sources(paths):
-        try:
-            record = read_record(file)
-        except RecordError as e:
-            raise MergeError(str(e)) from e
-        if not isinstance(record.get("cell"), dict):
-            raise MergeError(f"{file}: not a cell record (no `cell`); pass the folders holding cells/*.json")
-        counts[merge_one(run_dir, record, log)] += 1
+    run_dir.mkdir(parents=True, exist_ok=True)
     plan = plan or next((p for path in map(Path, paths) if path.is_dir() for p in sorted(path.rglob("plan.json"))),
                         None)
+    run_id, cell_ids = expected(run_dir, plan)
+    counts = {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 0}
+    for file, log in sources(paths):
+        try:
+            counts[merge_one(run_dir, admit(records.read(file), run_id, cell_ids, file), log)] += 1
+        except RecordError as e:
+            records.quarantine(run_dir, file, str(e))
+            counts["quarantined"] += 1
     if plan is not None and not (run_dir / "plan.json").exists():
         shutil.copyfile(plan, run_dir / "plan.json")
     return counts
@@ -104,7 +143,10 @@ def main(argv=None):
     try:
         counts = merge(args.run_dir, args.sources, args.plan)
         print(f"{args.run_dir}: {counts['new']} new records, {counts['superseded']} replacing an earlier attempt, "
-              f"{counts['older']} earlier attempts kept aside, {counts['same']} already merged")
+              f"{counts['older']} earlier attempts kept aside, {counts['same']} already merged, "
+              f"{counts['quarantined']} quarantined (not sound records of this run: {args.run_dir}/quarantine/)")
+        for source, reason in records.quarantined(args.run_dir):
+            print(f"quarantined: {reason}", file=sys.stderr)
         if not args.no_report:
             paths = report.write_report(args.run_dir)
             print(paths["markdown"].read_text())

@@ -10,6 +10,7 @@ picks a cell by its index in `cells` (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX)
 """
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from scripts.matrix import ROOT, Cell, MatrixError, Plan, expand, load
+from scripts.records import safe_id
 from shared.record import write_atomic
 
 SCHEMA = 1
@@ -65,6 +67,28 @@ class PlanFile:
         return self.cells[index]
 
 
+IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_ids(plan_file, where="the plan"):
+    """A PlanError unless the run id and every cell's axes, image and service are of the safe alphabet: they become
+    file names, Slurm directives, ConfigMap lines, pod arguments and labels, where a newline or a `$(…)` would be
+    a new shell line or command (a plan file is untrusted input like a record)."""
+    if not safe_id(plan_file.run_id):
+        raise PlanError(f"{where}: run id {plan_file.run_id!r} is not of letters, digits and ._- (at most 128, starting "
+                        "with a letter or digit); name the run again")
+    for planned in plan_file.cells:
+        cell = planned.cell
+        bad = [(k, v) for k, v in vars(cell).items() if k != "gpus" and not safe_id(v)]
+        bad += [("gpus", cell.gpus)] if not isinstance(cell.gpus, int) or isinstance(cell.gpus, bool) else []
+        bad += [("image", planned.image)] if not IMAGE.fullmatch(str(planned.image)) else []
+        bad += [("service", planned.service)] if not safe_id(planned.service) else []
+        if bad:
+            raise PlanError(f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the plan "
+                            "again with `python -m scripts.plan`")
+    return plan_file
+
+
 def make(matrix, profile, run_id=None):
     """Expand `profile` once and attach each cell's image and service."""
     plan = expand(matrix, profile)
@@ -75,7 +99,7 @@ def make(matrix, profile, run_id=None):
         return PlannedCell(cell, variant.image(fw.family), f"{cell.framework}-{cell.task}", variant.gpu_archs,
                            variant.ptx, variant.cuda)
     cells = tuple(planned(c) for c in plan.cells)
-    return PlanFile(plan, run_id, cells)
+    return check_ids(PlanFile(plan, run_id, cells), "the run id given")
 
 
 def to_json(plan_file):
@@ -114,7 +138,7 @@ def read(path):
         if twice:   # records are files named by cell id: two such cells would overwrite each other's result
             raise PlanError(f"{path}: cells {', '.join(twice)} appear more than once (a cell id names no data kind or "
                             f"scale, so a plan holds one of each); the plan was edited by hand")
-        return PlanFile(plan, str(doc["run_id"]), cells)
+        return check_ids(PlanFile(plan, doc["run_id"], cells), str(path))
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"{path}: malformed plan ({type(e).__name__}: {e}); write it again with "
                         f"`python -m scripts.plan`") from e

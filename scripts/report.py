@@ -26,7 +26,8 @@ from tabulate import tabulate  # noqa: E402
 
 from scripts.matrix import Cell  # noqa: E402
 from scripts.plan import planned_ids  # noqa: E402
-from shared.record import RecordError, read_record  # noqa: E402
+from scripts import records  # noqa: E402
+from shared.record import RecordError  # noqa: E402
 
 TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
                "densenet121": "train_minutes"}
@@ -54,16 +55,35 @@ class ReportError(Exception):
 
 
 def load_records(run_dirs):
-    records = []
+    """Every sound record of `run_dirs`; one that is not (scripts/records.py) is quarantined in its run folder and
+    listed under the tables, never fatal. A folder without records is an error: it is not a run folder."""
+    found = []
     for run_dir in run_dirs:
         paths = sorted(Path(run_dir).glob("cells/*.json"))
         if not paths:
             raise ReportError(f"{run_dir}: no records under cells/; is this a run folder?")
-        try:
-            records += [read_record(p) for p in paths]
-        except RecordError as e:
-            raise ReportError(str(e)) from e
-    return records
+        for path in paths:
+            try:
+                found.append(records.read(path))
+            except RecordError as e:
+                records.quarantine(run_dir, path, str(e))
+    return found
+
+
+def md(text):
+    """Record text made inert in Markdown (tables, GitHub's job summary): one line, no table pipe, no HTML, no link."""
+    text = " ".join(str(text).split())
+    for raw, safe in (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("[", "\\["),
+                      ("]", "\\]")):
+        text = text.replace(raw, safe)
+    return text
+
+
+def csv_safe(frame):
+    """Text cells a spreadsheet would run as a formula (= + - @ and control starts) get a leading apostrophe."""
+    def cell(value):
+        return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+    return frame.apply(lambda column: column if pd.api.types.is_numeric_dtype(column) else column.map(cell))
 
 
 # ---------------------------------------------------------------- one row per record, in display units
@@ -96,7 +116,7 @@ def machine_of(row):
         text += ", " + " + ".join(sorted(set(gpus))) + (f", driver {driver}" if known(driver) else "")
     else:
         text += ", no GPU"
-    return f"{text} (host {row['system.host']})"
+    return md(f"{text} (host {row['system.host']})")
 
 
 def software_of(row):
@@ -108,7 +128,7 @@ def software_of(row):
     if known(row.get("system.cuda")):
         cuda, cudnn = plain(row["system.cuda"]), plain(row.get("system.cudnn"))
         text += f" ({row['cell.variant']} image: CUDA {cuda}, cuDNN {cudnn})"
-    return text
+    return md(text)
 
 
 def times_of(row):
@@ -198,8 +218,8 @@ def in_words(rows, key, words=lambda v: str(v)):
         return "not recorded"
     by_value = present.groupby(key)["cell.framework"].agg(lambda f: ", ".join(sorted(set(f))))
     if len(by_value) == 1:
-        return words(by_value.index[0])
-    return "; ".join(f"{words(v)} ({fws})" for v, fws in by_value.items())
+        return md(words(by_value.index[0]))
+    return md("; ".join(f"{words(v)} ({fws})" for v, fws in by_value.items()))
 
 
 def measured(frame, task):
@@ -233,7 +253,7 @@ def markdown(frame):
         if (frame["cell.task"] == task).any():
             footnotes = {}
             table = tabulate(task_table(frame, task, footnotes), headers="keys", tablefmt="pipe", disable_numparse=True)
-            notes = "".join(f"\n[{n}] {text}" for text, n in footnotes.items())
+            notes = "".join(f"\n[{n}] {md(text)}" for text, n in footnotes.items())
             parts.append(f"{heading(task)}\n\n{measured(frame, task)}\n\n{table}\n{notes}\n")
     parts.append(MARKS + "\n")
     return "\n".join(parts)
@@ -321,35 +341,46 @@ def plot(frame, path):
     plt.close(fig)
 
 
-def attempts_and_gaps(run_dirs, records):
+def attempts_and_gaps(run_dirs, found):
     """Markdown lines on what the tables do not show: cells retried (their earlier attempts, kept under attempts/ by
-    scripts.merge) and cells of the run's plan that have no record (never ran, or their artifact was lost)."""
-    lines, have = [], {Cell(**r["cell"]).id for r in records}
+    scripts.merge), cells of the run's plan that have no record (never ran, or their artifact was lost), and files
+    quarantined as not sound records (scripts/records.py), each with its reason."""
+    lines, have = [], {Cell(**r["cell"]).id for r in found}
     for run_dir in map(Path, run_dirs):
         for folder in sorted((run_dir / "attempts").glob("*")):
-            earlier = [read_record(p) for p in sorted(folder.glob("*.json"))]
-            final = read_record(run_dir / "cells" / f"{folder.name}.json")
-            steps = [f"{r['status']} on {(r.get('system') or {}).get('host') or '?'} ({r['started_at']})"
-                     for r in earlier + [final]]
-            lines.append(f"- retried {folder.name}: " + " → ".join(steps) + " (the last one is in the table)")
+            if not (run_dir / "cells" / f"{folder.name}.json").exists():
+                continue
+            steps = []
+            for path in sorted(folder.glob("*.json")) + [run_dir / "cells" / f"{folder.name}.json"]:
+                try:
+                    r = records.read(path)
+                except RecordError as e:
+                    records.quarantine(run_dir, path, str(e))
+                    continue
+                steps.append(f"{r['status']} on {(r.get('system') or {}).get('host') or '?'} ({r['started_at']})")
+            lines.append(md(f"- retried {folder.name}: " + " → ".join(steps) + " (the last one is in the table)"))
         missing = [cid for cid in planned_ids(run_dir) or [] if cid not in have]
         if missing:
             lines.append(f"- {len(missing)} cell(s) of the plan have no record (never ran, or their record was lost; "
-                         f"run them again): {', '.join(missing)}")
-    return ("### Attempts and gaps\n\n" + "\n".join(lines) + "\n") if lines else ""
+                         f"run them again): {md(', '.join(missing))}")
+        for source, reason in records.quarantined(run_dir):
+            lines.append(f"- quarantined {md(source)} (a copy is in {md(run_dir.name)}/quarantine/): {md(reason)}")
+    return ("### Attempts, gaps and quarantined records\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
 def write_report(*run_dirs, out=None):
     """Merge `run_dirs` into `out` (default: the first run folder); returns the paths written."""
     out = Path(out or run_dirs[0])
-    records = load_records(run_dirs)
+    found = load_records(run_dirs)
+    if not found:
+        raise ReportError(f"{', '.join(map(str, run_dirs))}: no sound record to report (see quarantine/)")
     out.mkdir(parents=True, exist_ok=True)
-    frame = to_frame(records)
+    frame = to_frame(found)
     paths = {"jsonl": out / "results.jsonl", "csv": out / "results.csv", "markdown": out / "results.md",
              "plot": out / "results.png"}
-    paths["jsonl"].write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    frame.drop(columns=["log_tail", "time", "steady", "spread"]).to_csv(paths["csv"], index=False)  # records only
-    paths["markdown"].write_text(markdown(frame) + attempts_and_gaps(run_dirs, records))
+    paths["jsonl"].write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
+    csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"])).to_csv(paths["csv"], index=False)
+    paths["markdown"].write_text(markdown(frame) + attempts_and_gaps(run_dirs, found))
     plot(frame, paths["plot"])
     return paths
 

@@ -28,10 +28,10 @@ from scripts import preflight, report
 from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
 from scripts.executors import LocalExecutor, RunSettings
 from scripts.matrix import ROOT, MatrixError, load
-from scripts import syspackages
+from scripts import records, syspackages
 from scripts.venvs import EnvBuildError, EnvError, ensure, prepare_system
 from shared import datasets, params
-from shared.record import RecordError, make_record, read_record, write_record
+from shared.record import RecordError, make_record, write_record
 from shared.runner import tail
 from shared.sysinfo import placement
 
@@ -110,7 +110,7 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
     if not (out.exists() and out.stat().st_mtime >= launched - 1):
         return host_record("failed", f"the runner exited with code {code} without writing a record (crash or kill)")
     try:
-        return read_record(out)
+        return records.read(out)
     except RecordError as e:
         return host_record("failed", f"the runner's record is unusable: {e}")
 
@@ -118,9 +118,16 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
 def finished(run_dir, cell):
     path = run_dir / "cells" / f"{cell.id}.json"
     try:
-        return path.exists() and read_record(path)["status"] in FINISHED
+        return path.exists() and records.read(path)["status"] in FINISHED
     except RecordError:
         return False  # unreadable: run the cell again
+
+
+def status_of(path):
+    try:
+        return records.read(path)["status"]
+    except RecordError:
+        return "failed"     # quarantined by the report: not a result
 
 
 def describe(record):
@@ -287,7 +294,7 @@ def main(argv=None):
     print(outputs["markdown"].read_text())
     print(f"records: {run_dir / 'cells'}  table: {outputs['markdown']}  csv: {outputs['csv']}  plot: {outputs['plot']}")
     print(f"time: set-up {setup:.0f} s (system packages, environments), cells {cells:.0f} s")
-    statuses = [read_record(run_dir / "cells" / f"{c.id}.json")["status"] for c in plan.cells]
+    statuses = [status_of(run_dir / "cells" / f"{c.id}.json") for c in plan.cells]
     return 1 if any(s in ("failed", "timeout") for s in statuses) else 0
 
 

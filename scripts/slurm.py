@@ -17,6 +17,7 @@ and the data root must be on a file system every node sees.
 """
 import argparse
 import math
+import os
 import re
 import shlex
 import subprocess
@@ -89,14 +90,20 @@ def task_script(plan_path, run_dir, runtime, image_prefix, data_root):
 
 
 def sbatch_file(path, options, body):
+    """Write a batch script readable and runnable by its owner only (0700): it runs with the owner's rights."""
     lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in options] + ["set -euo pipefail", body]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
+    if path.exists():
+        path.unlink()
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700), "w") as f:
+        f.write("\n".join(lines))
     return path
 
 
 def submit(plan_file, plan_path, run_dir, *, parallel, runtime, image_prefix, data_root, extra, dry_run=False):
-    """Write the array scripts and the merge script under RUN/slurm/ and submit them; returns (array ids, merge id)."""
+    """Write the array scripts and the merge script under RUN/slurm/ and submit them; returns (array ids, merge id).
+    The plan's ids are checked first: each becomes part of an #SBATCH line."""
+    plans.check_ids(plan_file)
     plan_path, run_dir = Path(plan_path).resolve(), Path(run_dir).resolve()
     minutes = math.ceil(plan_file.plan.timeout_s / 60) + SLACK_MINUTES
     groups = {}

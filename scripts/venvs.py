@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from scripts import syspackages
@@ -108,6 +109,7 @@ def ensure(framework):
         return python_of(framework)
     interpreter = find_interpreter(framework.python)
     print(f"building {target} with Python {framework.python} from {requirements.relative_to(ROOT)} …", flush=True)
+    started = time.time()
     shutil.rmtree(target, ignore_errors=True)
     run_step([interpreter, "-m", "venv", target], framework)
     pip = [python_of(framework), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
@@ -117,6 +119,8 @@ def ensure(framework):
     if post_install_script(requirements):
         run_step([python_of(framework), post_install_script(requirements)], framework)
     stamp.write_text(stamp_of(requirements))
+    size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file() and not f.is_symlink())
+    print(f"built {target} in {time.time() - started:.0f} s ({size / 2**20:,.0f} MiB)", flush=True)
     return python_of(framework)
 
 

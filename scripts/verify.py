@@ -21,7 +21,8 @@ from tabulate import tabulate
 from scripts import report, run
 from scripts.matrix import ROOT
 from scripts.plan import planned_ids
-from shared.record import RecordError, read_record
+from scripts import records
+from shared.record import RecordError
 
 REFERENCES = ROOT / "results" / "reference"
 DEFAULT_REFERENCE = REFERENCES / "cpu-2core"
@@ -35,7 +36,7 @@ class VerifyError(Exception):
 
 def records_by_id(folder):
     try:
-        return {p.stem: read_record(p) for p in sorted(Path(folder).glob("cells/*.json"))}
+        return {p.stem: records.read(p) for p in sorted(Path(folder).glob("cells/*.json"))}
     except RecordError as e:
         raise VerifyError(str(e)) from e
 

@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import hashlib
 import importlib
+import io
 import json
 import pickle
 import shutil
@@ -66,6 +67,47 @@ class DataError(Exception):
 # What reading a truncated, overwritten or foreign file raises in pickle, zipfile, numpy and json.
 READ_ERRORS = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError,
                MemoryError, pickle.UnpicklingError, zipfile.BadZipFile)
+
+
+class ArraysOnly(pickle.Unpickler):
+    """An unpickler for data files: NumPy arrays, their dtypes and plain containers, nothing else. A pickle may name
+    any importable callable (`os.system`), and a crafted CIFAR batch or imdb.npz of the right size would run it on
+    load; these files need only what they hold, so every other global is refused with the name it asked for."""
+    ALLOWED = {(module + suffix, name) for module in ("numpy.core", "numpy._core")
+               for suffix, name in ((".multiarray", "_reconstruct"), (".multiarray", "scalar"))}
+    ALLOWED |= {("numpy", "ndarray"), ("numpy", "dtype"),
+                ("_codecs", "encode")}   # protocol 2 pickles carry an array's bytes as text, turned back by this
+
+    def find_class(self, module, name):
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused to load {module}.{name}: a data file holds only arrays and lists "
+                                     "(a crafted or foreign file)")
+
+
+def unpickle(f):
+    """`pickle.load` for data files (ArraysOnly); bytes keys stay bytes, as in CIFAR's Python 2 batches."""
+    return ArraysOnly(f, encoding="bytes").load()
+
+
+def load_npz(path):
+    """{name: array} of an .npz, where object arrays (Keras' ragged IMDB reviews) are unpickled by ArraysOnly
+    instead of `np.load(allow_pickle=True)`, which would run whatever the file names."""
+    arrays = {}
+    with zipfile.ZipFile(path) as z:
+        for member in z.namelist():
+            buffer = io.BytesIO(z.read(member))
+            version = np.lib.format.read_magic(buffer)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            dtype = read_header(buffer)[2]
+            if dtype.hasobject:
+                array = ArraysOnly(buffer, encoding="latin1").load()
+            else:
+                buffer.seek(0)
+                array = np.lib.format.read_array(buffer, allow_pickle=False)
+            arrays[member[:-len(".npy")] if member.endswith(".npy") else member] = array
+    return arrays
 
 
 def rebuild_command(root, dataset, source):
@@ -215,7 +257,7 @@ def load_cifar10(root, train_samples=None, test_samples=None):
             path = folder / "cifar-10-batches-py" / name
             with reading(root, "cifar10", path, manifest["source"]):
                 with open(path, "rb") as f:
-                    d = pickle.load(f, encoding="bytes")
+                    d = unpickle(f)
                 x, y = np.asarray(d[b"data"]), np.asarray(d[b"labels"])
                 if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3 * 32 * 32 or y.shape != (len(x),):
                     raise ValueError(f"data {x.dtype}{list(x.shape)} and labels {list(y.shape)}, expected "
@@ -293,8 +335,8 @@ def load_imdb(root, max_features, maxlen, train_samples=None, test_samples=None,
     path = folder / "imdb.npz"
     out = []
     with reading(root, "imdb", path, manifest["source"]):
-        with np.load(path, allow_pickle=True) as f:  # Keras' file holds ragged lists as object arrays
-            splits = [(f["x_train"], f["y_train"], train_samples), (f["x_test"], f["y_test"], test_samples)]
+        f = load_npz(path)      # Keras' file holds ragged lists as object arrays
+        splits = [(f["x_train"], f["y_train"], train_samples), (f["x_test"], f["y_test"], test_samples)]
         for seqs, labels, samples in splits:
             if seqs.ndim != 1 or labels.shape != seqs.shape or not set(np.unique(labels).tolist()) <= {0, 1}:
                 raise ValueError(f"reviews {list(seqs.shape)} and labels {list(labels.shape)} with values "

@@ -105,6 +105,8 @@ def read_record(path):
         record = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise RecordError(f"{path}: not a readable result record ({e}); delete it to re-run that cell") from e
+    if not isinstance(record, dict):
+        raise RecordError(f"{path}: a record is a JSON object, this is a {type(record).__name__}")
     if record.get("schema") != SCHEMA:
         raise RecordError(f"{path}: record schema {record.get('schema')!r}, this code reads schema {SCHEMA}; "
                           "merge it with the version of the project that wrote it, or re-run the cell")

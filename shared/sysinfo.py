@@ -1,6 +1,7 @@
 """System information for the result record: what the host is, and what the framework says it runs on."""
 import os
 import platform
+import re
 import shutil
 import subprocess
 
@@ -32,11 +33,17 @@ def nvidia_driver():
     return lines[0] if out.returncode == 0 and lines else None
 
 
+def safe_name(name):
+    """A host name in the records' safe alphabet (letters, digits, ._-; at most 128): the merge builds file names
+    from it, and it lands in reports."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", str(name)).lstrip("-._")[:128] or "unknown-host"
+
+
 def placement():
     """Where a cell ran: the host that launched it (ROSETTA_HOST, passed into containers, whose own name is random;
     else this machine's name) and the host's GPU indices it was given (ROSETTA_GPU_IDS from the orchestrator, else the
     CUDA_VISIBLE_DEVICES a scheduler set; None when neither is set)."""
-    return {"host": os.environ.get("ROSETTA_HOST") or platform.node(),
+    return {"host": safe_name(os.environ.get("ROSETTA_HOST") or platform.node()),
             "gpu_ids": os.environ.get("ROSETTA_GPU_IDS") or os.environ.get("CUDA_VISIBLE_DEVICES") or None}
 
 

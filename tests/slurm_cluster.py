@@ -1,6 +1,6 @@
 """A real single-node Slurm for the tests: munged, slurmctld and slurmd from Debian 12's packages, on the loopback
 address, with fake GPUs (character devices, which is what slurmd's gres.conf accepts), started in seconds and stopped
-afterwards. Needs root (mknod, daemons) and the packages `slurmctld slurmd slurm-client munge` (.ci/run installs them).
+afterwards. Needs root (mknod, daemons) and the packages `slurmctld slurmd slurm-client munge` (`make test` installs them as root: tests/apt-packages.txt).
 """
 import os
 import shutil
@@ -18,7 +18,7 @@ def missing():
     """Why a cluster cannot be started here, or None."""
     absent = [d for d in DAEMONS if not shutil.which(d) and not Path("/usr/sbin", d).exists()]
     if absent:
-        return f"no {', '.join(absent)}: apt-get install slurmctld slurmd slurm-client munge"
+        return f"no {', '.join(absent)}: apt-get install slurmctld slurmd slurm-client munge (`make test` does, as root)"
     if os.geteuid() != 0:
         return "starting Slurm's daemons and making GPU device files needs root"
     return None

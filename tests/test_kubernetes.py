@@ -29,12 +29,13 @@ ARGS = ["--image-prefix", "registry.example.org/", "--data-claim", "rosetta-data
 
 @pytest.fixture(scope="module")
 def plan_paths(tmp_path_factory):
-    """The full profile's plan and the smoke profile's, the latter under a run id that needs quoting and cleaning."""
+    """The full profile's plan and the smoke profile's, the latter under a run id that needs cleaning for DNS names
+    (capitals, dots, underscores; a run id that needs shell quoting is refused: tests/test_untrusted.py)."""
     root = tmp_path_factory.mktemp("plans")
     matrix = load()
     paths = {"full": root / "full.json", "smoke": root / "smoke.json"}
     plans.write(paths["full"], plans.make(matrix, "full", "full-20260101-000000"))
-    plans.write(paths["smoke"], plans.make(matrix, "smoke", "Smoke Run's #1"))
+    plans.write(paths["smoke"], plans.make(matrix, "smoke", "Smoke_Run.1"))
     return paths
 
 
@@ -173,7 +174,7 @@ def test_the_pod_command_runs_cell_i_with_its_exact_arguments(plan_paths, tmp_pa
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(i),
                "ROSETTA_PLAN_DIR": str(tmp_path / "plan")}
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
-        out = f"/results/Smoke Run's #1/cells/{planned.id}.json"
+        out = f"/results/Smoke_Run.1/cells/{planned.id}.json"
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == ["-m", "runners", *runner_args(planned.cell, out, run, "/data")]
         assert ["--out", out] == done.stdout.splitlines()[6:8]
@@ -230,7 +231,7 @@ def test_stdout_gets_the_manifests_and_stderr_the_next_steps(plan_paths, capsys)
     docs = list(yaml.safe_load_all(captured.out))
     assert {d["metadata"]["namespace"] for d in docs} == {"bench"}
     assert "kubectl apply -n bench -f -" in captured.err
-    run_dir, mounted = shlex.quote("results/Smoke Run's #1"), shlex.quote("/mnt/results/Smoke Run's #1")
+    run_dir, mounted = shlex.quote("results/Smoke_Run.1"), shlex.quote("/mnt/results/Smoke_Run.1")
     assert f"python -m scripts.merge {run_dir} {mounted} --plan {plan_paths['smoke']}" in captured.err
 
 

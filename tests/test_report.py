@@ -166,8 +166,9 @@ def test_empty_or_unreadable_runs_are_clear_errors(tmp_path):
         report.write_report(tmp_path)
     (tmp_path / "cells").mkdir()
     (tmp_path / "cells" / "x.json").write_text(json.dumps({"schema": 0}))
-    with pytest.raises(report.ReportError, match="schema 0"):
+    with pytest.raises(report.ReportError, match="no sound record"):     # quarantined, and nothing else to report
         report.write_report(tmp_path)
+    assert "schema 0" in (next((tmp_path / "quarantine").glob("*.reason.txt"))).read_text()
 
 
 # ---------------------------------------------------------------- verify

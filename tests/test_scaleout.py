@@ -135,7 +135,7 @@ def test_records_from_several_hosts_merge_into_one_report_idempotently(tmp_path)
     (tmp_path / "artifacts" / "plan.json").write_text(json.dumps({"cells": [{"id": c} for c in plan_cells]}))
 
     counts = merge.merge(run_dir, sources, plan=tmp_path / "artifacts" / "plan.json")
-    assert counts == {"new": 2, "superseded": 1, "same": 0, "older": 0}
+    assert counts == {"new": 2, "superseded": 1, "same": 0, "older": 0, "quarantined": 0}
     final = read_record(run_dir / "cells" / f"{first[0]}.json")
     assert final == retry[1]                                     # the retry is the cell's record, byte for byte
     assert (run_dir / "logs" / f"{first[0]}.log").read_text() == f"log of {first[0]} on record-b\n"
@@ -157,12 +157,14 @@ def test_records_from_several_hosts_merge_into_one_report_idempotently(tmp_path)
     assert [read_record(p) for p in (reverse / "attempts" / first[0]).glob("*.json")] == [first[1]]
 
 
-def test_merge_refuses_what_is_not_a_record_and_names_the_file(tmp_path):
+def test_merge_quarantines_what_is_not_a_record_and_names_the_file(tmp_path):
     (tmp_path / "src" / "cells").mkdir(parents=True)
     (tmp_path / "src" / "cells" / "x.json").write_text("{truncated")
     out = subprocess.run([sys.executable, "-m", "scripts.merge", str(tmp_path / "run"), str(tmp_path / "src")],
                          cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 2 and "x.json" in out.stderr
+    assert "1 quarantined" in out.stdout and "x.json" in out.stderr and "not a readable result record" in out.stderr
+    assert out.returncode == 2 and "no records under cells/" in out.stderr     # nothing sound: no report
+    assert len(list((tmp_path / "run" / "quarantine").glob("*.quarantined"))) == 1
     out = subprocess.run([sys.executable, "-m", "scripts.merge", str(tmp_path / "run"), str(tmp_path / "nowhere")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and "no such file or folder" in out.stderr

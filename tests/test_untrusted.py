@@ -1,0 +1,253 @@
+"""Everything that arrives from outside the process is untrusted input (issue 21): records from other hosts, plan
+files, data files. A corpus of hostile records goes through merge and report: nothing is written outside the run
+folder, each bad record is quarantined with its reason, the report is complete. Plans with hostile ids are refused
+before a Slurm script or a Kubernetes manifest is written. A crafted data file does not execute."""
+import copy
+import json
+import os
+import pickle
+import re
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from scripts import k8s, merge, records, report, slurm
+from scripts import plan as plans
+from scripts.matrix import Cell, load
+from shared import datasets
+from shared.record import make_record, read_record, write_record
+
+CELL = Cell("pytorch", "cnn", "cu130", "fp32", 1, "gpu", "synthetic", "tiny")
+OTHER = Cell("jax", "cnn", "cuda", "fp32", 1, "gpu", "synthetic", "tiny")
+
+
+def honest(cell=CELL, started="2026-12-03T10:00:00+00:00", host="node-a", status="ok"):
+    r = make_record(vars(cell), status, run_id="full-1", reason=None if status == "ok" else "CUDA error",
+                    metrics={"train_seconds": 10.0, "accuracy": 0.9},
+                    system={"cpu": "AMD EPYC", "cpu_count": 2, "host": host, "gpus": ["NVIDIA H100"]},
+                    started_at=started)
+    r["finished_at"] = started.replace("10:00", "10:05")
+    return r
+
+
+def with_(record, path, value):
+    """A copy of `record` with the field at `path` ("cell.device") set to `value`."""
+    r = copy.deepcopy(record)
+    *parents, last = path.split(".")
+    target = r
+    for key in parents:
+        target = target[key]
+    target[last] = value
+    return r
+
+
+def nested(depth):
+    text = '{"a": ' * depth + "1" + "}" * depth
+    return text
+
+
+HOSTILE = {   # name: the file's text, each a record that must not be merged
+    "traversal-in-device": with_(honest(), "cell.device", "/../../../../OUTSIDE/pwned"),
+    "traversal-in-framework": with_(honest(), "cell.framework", "../../../OUTSIDE/fw"),
+    "traversal-in-variant": with_(honest(), "cell.variant", "..%2f..%2fx/../../y"),
+    "traversal-in-host": with_(honest(status="failed", started="2026-12-03T09:00:00+00:00"), "system.host",
+                               "../../../OUTSIDE/host"),
+    "newline-in-run-id": with_(honest(), "run_id", "full-1\n#SBATCH --dependency="),
+    "spoofed-run-id": with_(honest(), "run_id", "another-run"),
+    "cell-not-planned": honest(OTHER),
+    "future-start": with_(with_(honest(), "started_at", "9999-12-31T00:00:00+00:00"), "finished_at",
+                          "9999-12-31T00:05:00+00:00"),
+    "not-a-time": with_(honest(), "started_at", "yesterday"),
+    "missing-started-at": {k: v for k, v in honest().items() if k != "started_at"},
+    "extra-cell-key": with_(honest(), "cell.evil", "x"),
+    "extra-top-key": with_(honest(), "command", "rm -rf /"),
+    "gpus-as-text": with_(honest(), "cell.gpus", "2"),
+    "metric-as-text": with_(honest(), "metrics.train_seconds", "fast"),
+    "unknown-status": with_(honest(), "status", "excellent"),
+    "unknown-schema": with_(honest(), "schema", 99),
+}
+RAW = {"truncated": '{"schema": 1, "cell": {', "a-list": "[1, 2, 3]", "a-string": '"ok"',
+       "deep-nesting": nested(100_000), "not-json": "\x00\x01binary"}
+
+
+def corpus(folder):
+    cells = folder / "cells"
+    cells.mkdir(parents=True)
+    for name, record in HOSTILE.items():
+        (cells / f"{name}.json").write_text(json.dumps(record))
+    for name, text in RAW.items():
+        (cells / f"{name}.json").write_text(text)
+    return folder
+
+
+def tree(folder):
+    return {p for p in folder.rglob("*")}
+
+
+def test_hostile_records_are_quarantined_and_the_merge_and_report_finish(tmp_path):
+    area = tmp_path / "area"                          # everything under it but the run folder must stay as it was
+    run_dir = area / "runs" / "full-1"
+    sources = corpus(area / "artifacts" / "evil")
+    good = area / "artifacts" / "good" / "cells"
+    write_record(good / f"{CELL.id}.json", honest())
+    plan = area / "artifacts" / "plan.json"
+    plans.write(plan, plans.PlanFile(load_plan_file().plan, "full-1", (planned(CELL),)))
+    before = tree(area)
+
+    counts = merge.merge(run_dir, [area / "artifacts"], plan=plan)
+    assert counts["new"] == 1 and counts["quarantined"] == len(HOSTILE) + len(RAW)
+    outside = {p for p in tree(area) - before if run_dir not in p.parents and p not in (run_dir, run_dir.parent)}
+    assert outside == set(), outside
+    assert not (tmp_path / "OUTSIDE").exists() and not list(tmp_path.rglob("pwned*"))
+    assert read_record(run_dir / "cells" / f"{CELL.id}.json") == honest()   # the future record did not replace it
+    assert not (run_dir / "attempts").exists()
+
+    reasons = [reason for _, reason in records.quarantined(run_dir)]
+    assert len(reasons) == len(HOSTILE) + len(RAW)
+    for fragment in ("cell/device", "system/host", "run id 'another-run' is not this run's", "not in the run's plan",
+                     "lie in the future", "not an ISO 8601 time", "'started_at' is a required property",
+                     "Additional properties are not allowed", "not a readable result record",
+                     "a record is a JSON object", "nested too deeply", "schema 99"):
+        assert any(fragment in r for r in reasons), fragment
+
+    md = report.write_report(run_dir)["markdown"].read_text()
+    assert "quarantined" in md and md.count("- quarantined ") == len(HOSTILE) + len(RAW)
+    assert "| pytorch" in md                                                 # the sound record is in its table
+
+
+def test_a_bad_record_inside_a_run_folder_does_not_stop_the_report(tmp_path):
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json", honest())
+    (run_dir / "cells" / "broken.json").write_text('{"schema": 1')
+    paths = report.write_report(run_dir)
+    md = paths["markdown"].read_text()
+    assert "broken.json" in md and "not a readable result record" in md
+    assert (run_dir / "cells" / "broken.json").exists()                      # the source is left as it was
+    assert subprocess.run([sys.executable, "-m", "scripts.report", str(run_dir)], cwd=ROOT,
+                          capture_output=True).returncode == 0
+
+
+def test_attempts_are_ordered_as_times_not_strings(tmp_path):
+    """'2026-12-03T10:00:00+00:00' and '2026-12-03T11:30:00+01:00' sort the wrong way as strings."""
+    early = honest(status="failed", started="2026-12-03T10:30:00+00:00", host="node-a")
+    late = with_(with_(honest(host="node-b"), "started_at", "2026-12-03T11:40:00+01:00"), "finished_at",
+                 "2026-12-03T11:45:00+01:00")               # 10:40 UTC: later, though it sorts first as text
+    for order in ([early, late], [late, early]):
+        run_dir = tmp_path / f"run-{order[0]['system']['host']}"
+        for i, r in enumerate(order):
+            write_record(tmp_path / f"src-{i}-{run_dir.name}" / "cells" / f"{CELL.id}.json", r)
+        merge.merge(run_dir, [tmp_path / f"src-{i}-{run_dir.name}" for i in range(2)])
+        assert read_record(run_dir / "cells" / f"{CELL.id}.json")["system"]["host"] == "node-b"
+
+
+def test_record_text_is_inert_in_markdown_and_csv(tmp_path):
+    hostile = with_(honest(status="failed"), "reason",
+                    "=HYPERLINK(\"http://evil\") | <img src=x onerror=alert(1)> [click](http://evil)\nsecond line")
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json", hostile)
+    paths = report.write_report(run_dir)
+    md = paths["markdown"].read_text()
+    assert "<img" not in md and "&lt;img" in md and "\\[click\\]" in md
+    assert not re.search(r"(?<!\\)\]\(", md)                        # no link: every ] before ( is escaped
+    note = next(line for line in md.splitlines() if line.startswith("[1]"))
+    assert "\\|" in note and "|" not in note.replace("\\|", "")
+    csv = paths["csv"].read_text()
+    assert "'=HYPERLINK" in csv and ',=HYPERLINK' not in csv and ',"=HYPERLINK' not in csv
+
+
+def test_host_names_are_made_safe_at_the_source(monkeypatch):
+    from shared import sysinfo
+    monkeypatch.setenv("ROSETTA_HOST", "../../etc/passwd\nnode")
+    host = sysinfo.placement()["host"]
+    assert records.safe_id(host) and "/" not in host
+
+
+# ---------------------------------------------------------------- plans: hostile ids never reach a shell
+
+def load_plan_file():
+    return plans.make(load(), "smoke", "smoke-1")
+
+
+def planned(cell):
+    return plans.PlannedCell(cell, "rosetta/pytorch:cu130", f"{cell.framework}-{cell.task}")
+
+
+@pytest.mark.parametrize("run_id", ["x\n#SBATCH --dependency=singleton", "x$(touch /tmp/pwned)", "../../x", "",
+                                    "x y", "run\n"])
+def test_hostile_run_ids_are_refused_by_plan_slurm_and_kubernetes(tmp_path, run_id):
+    good = load_plan_file()
+    doc = json.loads(plans.to_json(good))
+    doc["run_id"] = run_id
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(plans.PlanError, match="run id"):
+        plans.read(tmp_path / "plan.json")
+    hostile = plans.PlanFile(good.plan, run_id, good.cells)
+    with pytest.raises(plans.PlanError, match="run id"):
+        slurm.submit(hostile, tmp_path / "plan.json", tmp_path / "run", parallel=None, runtime="local",
+                     image_prefix="", data_root=tmp_path, extra=[], dry_run=True)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(plans.PlanError, match="run id"):
+        k8s.manifests(hostile, k8s.Target(image_prefix="", data_claim="d", results_claim="r"))
+    if run_id:                                         # (an empty one makes plans.make name the run itself)
+        with pytest.raises(plans.PlanError):
+            plans.make(load(), "smoke", run_id)
+
+
+def test_a_hostile_cell_axis_in_a_plan_file_is_refused(tmp_path):
+    doc = json.loads(plans.to_json(load_plan_file()))
+    doc["cells"][0]["variant"] = "cpu$(touch /tmp/pwned)"
+    doc["cells"][0]["id"] = Cell(**{k: doc["cells"][0][k] for k in Cell.__dataclass_fields__}).id
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(plans.PlanError, match="variant"):
+        plans.read(tmp_path / "plan.json")
+
+
+def test_slurm_scripts_are_private_to_their_owner(tmp_path):
+    plan_file = load_plan_file()
+    plans.write(tmp_path / "plan.json", plan_file)
+    slurm.submit(plan_file, tmp_path / "plan.json", tmp_path / "run", parallel=None, runtime="local",
+                 image_prefix="", data_root=tmp_path, extra=[], dry_run=True)
+    scripts = list((tmp_path / "run" / "slurm").glob("*.sbatch"))
+    assert scripts and all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in scripts)
+
+
+# ---------------------------------------------------------------- data files that cannot run code
+
+class Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_crafted_cifar_batch_of_the_right_size_does_not_execute(tmp_path, synthetic_data):
+    root = tmp_path / "synthetic"
+    import shutil
+    shutil.copytree(synthetic_data / "cifar10", root / "cifar10")
+    batch = root / "cifar10" / "cifar-10-batches-py" / "data_batch_1"
+    marker = tmp_path / "ran"
+    evil = pickle.dumps({b"data": Payload(marker), b"labels": []}, protocol=2)
+    size = batch.stat().st_size
+    batch.write_bytes(evil + b"\0" * (size - len(evil)))         # same size: the size check alone passes it
+    with pytest.raises(datasets.DataError, match="data_batch_1"):
+        datasets.load_cifar10(root)
+    assert not marker.exists()
+
+
+def test_a_crafted_imdb_file_does_not_execute_and_the_real_format_loads(tmp_path, synthetic_data):
+    marker = tmp_path / "ran"
+    evil = np.empty(2, dtype=object)
+    evil[0], evil[1] = [1, 2, 3], Payload(marker)
+    np.savez(tmp_path / "imdb.npz", x_train=evil, y_train=np.array([0, 1]))
+    with pytest.raises(pickle.UnpicklingError, match="posix.system|os.system"):
+        datasets.load_npz(tmp_path / "imdb.npz")
+    assert not marker.exists()
+    arrays = datasets.load_npz(synthetic_data / "imdb" / "imdb.npz")     # ragged lists in object arrays: allowed
+    assert arrays["x_train"].dtype == object and isinstance(arrays["x_train"][0], list)
+    with np.load(synthetic_data / "imdb" / "imdb.npz", allow_pickle=True) as f:
+        assert all(np.array_equal(arrays[k], f[k]) for k in f.files) and set(arrays) == set(f.files)
