@@ -23,6 +23,9 @@ RUN --mount=type=bind,from=wheels,target=/stage \
 
 ARG PARENT_IMAGE
 ARG IMAGE=rosetta/pytorch:cu130-cudnn928
-LABEL org.opencontainers.image.title="rosetta runner ${IMAGE}" org.opencontainers.image.base.name="${PARENT_IMAGE}"
-ENV ROSETTA_IMAGE=${IMAGE}
+ARG CODE_HASH=unknown
+LABEL org.opencontainers.image.title="rosetta runner ${IMAGE}" org.opencontainers.image.base.name="${PARENT_IMAGE}" \
+      org.rosetta.code-hash="${CODE_HASH}"
+ENV ROSETTA_IMAGE=${IMAGE} \
+    ROSETTA_CODE_HASH=${CODE_HASH}
 USER 1000:1000

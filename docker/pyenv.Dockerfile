@@ -50,12 +50,15 @@ RUN cd /app && /opt/venv/bin/python -m runners --inspect > /dev/null
 
 ARG BASE_IMAGE
 ARG IMAGE=rosetta/cntk:cpu
-LABEL org.opencontainers.image.title="rosetta runner ${IMAGE}" org.opencontainers.image.base.name="${BASE_IMAGE}"
+ARG CODE_HASH=unknown
+LABEL org.opencontainers.image.title="rosetta runner ${IMAGE}" org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      org.rosetta.code-hash="${CODE_HASH}"
 
 # As docker/Dockerfile: any uid may run it. ROSETTA_CACHE_DIR: where a runner keeps compiled code between cells
 # (Theano's C modules); compose mounts a named volume there, and the directory's mode is what a new volume copies.
 ENV PATH=/opt/venv/bin:$PATH \
     ROSETTA_IMAGE=${IMAGE} \
+    ROSETTA_CODE_HASH=${CODE_HASH} \
     ROSETTA_CACHE_DIR=/cache \
     HOME=/tmp \
     USER=rosetta \

@@ -4,6 +4,7 @@ Before anything launches it checks, in order, and stops with what to do: a docke
 Compose (v2 plugin, else v1 `docker-compose`), every image the plan needs, and for GPU cells the NVIDIA runtime and
 the GPUs themselves. Each cell gets its own GPU set through ROSETTA_GPU_IDS (compose.gpu.yaml reserves them).
 """
+import hashlib
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.executors import kill_group, popen, runner_args
+from scripts.executors import collect_from_own_folder, kill_group, own_folder, popen, prepare_own_folder, runner_args
 from scripts.matrix import ROOT
 from shared.record import git_commit
 
@@ -82,6 +83,58 @@ def missing_images(docker, images):
     return [image for image in images if quiet([docker, "image", "inspect", image]).returncode != 0]
 
 
+CODE_LABEL = "org.rosetta.code-hash"
+
+
+def code_hash(family, variant, parent=None):
+    """What an image of `family`'s `variant` (built on `parent`, where it has one) holds of this checkout: 16 hex digits of a SHA-256 over runners/,
+    shared/, the shared Dockerfiles, docker/FAMILY/ and the variant's pins (its parent's too). `make images` writes
+    it into the image (label CODE_LABEL, and ROSETTA_CODE_HASH for the records); an image whose label differs was
+    built from other code and is refused, so a record never claims code its image does not hold."""
+    paths = [*(ROOT / "runners").rglob("*"), *(ROOT / "shared").rglob("*"), *(ROOT / "docker").glob("*Dockerfile"),
+             *(ROOT / "docker" / family).rglob("*"), ROOT / variant.requirements]
+    if parent is not None:
+        paths.append(ROOT / parent.requirements)
+    digest = hashlib.sha256()
+    for path in sorted({p for p in paths if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def image_code_hash(docker, image):
+    """The code-hash label of a local image; None where it has none (built before labels, or by hand)."""
+    out = quiet([docker, "image", "inspect", "-f", f'{{{{ index .Config.Labels "{CODE_LABEL}" }}}}', image])
+    label = out.stdout.strip() if out.returncode == 0 else ""
+    return label if label and label not in ("<no value>", "unknown") else None
+
+
+def stale_images(docker, wanted):
+    """{image: (its label, the checkout's hash)} for the images of `wanted` ({image: hash}) built from other code."""
+    labels = {image: image_code_hash(docker, image) for image in wanted}
+    return {image: (labels[image], expected) for image, expected in wanted.items() if labels[image] != expected}
+
+
+def rebuild(images, plan, matrix):
+    """The commands that build `images`, named by a framework id of the plan that runs in each (keras-tf, not the
+    family keras, which `make images` would not know)."""
+    framework_of = {}
+    for cell in plan.cells:
+        fw = matrix.frameworks[cell.framework]
+        framework_of.setdefault(fw.variants[cell.variant].image(fw.family), cell.framework)
+    return "; ".join(f"`make images FRAMEWORK={framework_of[image]} VARIANT={image.split(':')[1]}`"
+                     for image in images)
+
+
+def wanted_hashes(plan, matrix):
+    """{image: code hash} of the images `plan`'s cells run in."""
+    wanted = {}
+    for cell in plan.cells:
+        fw = matrix.frameworks[cell.framework]
+        variant = fw.variants[cell.variant]
+        wanted[variant.image(fw.family)] = code_hash(fw.family, variant, fw.variants.get(variant.parent))
+    return wanted
+
+
 def visible_gpus():
     """GPU indices on this host: ROSETTA_GPU_IDS_AVAILABLE (e.g. "0,1") if set, else what nvidia-smi lists."""
     if os.environ.get("ROSETTA_GPU_IDS_AVAILABLE"):
@@ -114,9 +167,13 @@ class ComposeExecutor:
         compose = compose_cli(docker)
         missing = missing_images(docker, images_of(plan, matrix))
         if missing:
-            hints = "; ".join(f"`make images FRAMEWORK={m.split('/')[1].split(':')[0]} VARIANT={m.split(':')[1]}`"
-                              for m in missing)
-            raise ExecutorError(f"image(s) not built: {', '.join(missing)}; build with {hints}")
+            raise ExecutorError(f"image(s) not built: {', '.join(missing)}; build with {rebuild(missing, plan, matrix)}")
+        stale = stale_images(docker, wanted_hashes(plan, matrix))
+        if stale:
+            found = ", ".join(f"{image} (holds code {label or 'of no known hash'}, this checkout's is {expected})"
+                              for image, (label, expected) in stale.items())
+            raise ExecutorError(f"image(s) built from other code than this checkout: {found}; their records would "
+                                f"claim code they do not run. Rebuild with {rebuild(stale, plan, matrix)}")
         gpu_ids, files = (), COMPOSE_FILES
         if any(c.device == "gpu" for c in plan.cells):
             if "nvidia" not in (info.get("Runtimes") or {}) and not cdi_has_nvidia(info):
@@ -132,11 +189,11 @@ class ComposeExecutor:
         return cls(compose, docker, files, gpu_ids, ROOT, env)
 
     def command(self, cell, out, run, devices=()):
-        """The argv and environment of one cell: the record path is translated into the container's /results."""
-        results = Path(out).parents[2]   # results/RUN/cells/ID.json: the results volume is results/
-        inside = Path("/results") / Path(out).relative_to(results)
+        """The argv and environment of one cell: the results volume is the cell's own folder (own_folder), where the
+        runner writes /results/ID.json; collect() moves it into the run afterwards."""
+        inside = Path("/results") / Path(out).name
         env = {**os.environ, **self.env, "ROSETTA_VARIANT": cell.variant, "ROSETTA_DATA": str(run.data_root),
-               "ROSETTA_RESULTS": str(results), "ROSETTA_GPU_IDS": ",".join(devices),
+               "ROSETTA_RESULTS": str(own_folder(out)), "ROSETTA_GPU_IDS": ",".join(devices),
                "COMPOSE_DOCKER_CLI_BUILD": "1", "DOCKER_BUILDKIT": "1"}
         files = [arg for f in self.files for arg in ("-f", str(self.root / f))]
         argv = [*self.compose, *files, "run", "--rm", "--name", container_name(run.run_id, cell.id),
@@ -144,7 +201,7 @@ class ComposeExecutor:
         return argv, env
 
     def launch(self, cell, out, log, run, devices=()):
-        Path(out).parent.mkdir(parents=True, exist_ok=True)  # ours, before Docker would create it as root
+        prepare_own_folder(out)          # ours, before Docker would create it as root
         argv, env = self.command(cell, out, run, devices)
         proc = popen(argv, log, env, cwd=self.root)
         proc.container = container_name(run.run_id, cell.id)
@@ -154,6 +211,9 @@ class ComposeExecutor:
         """Killing the compose client leaves the container running: remove the container itself."""
         quiet([self.docker, "rm", "-f", proc.container])
         kill_group(proc)
+
+    def collect(self, out):
+        collect_from_own_folder(out)
 
 
 def container_name(run_id, cell_id):

@@ -3,12 +3,15 @@
     launch(cell, out, log, run, devices) -> Popen       start the cell on GPUs `devices` (empty on the CPU); the
                                                         runner writes its record to `out`
     stop(proc)                                          kill it and everything it started (timeouts)
+    collect(out)                                        after it ended: bring its record to `out` (a container
+                                                        writes into a folder of its own, never into the run)
     gpu_ids                                             the GPUs cells may be placed on (empty: one cell at a time)
 
 The local executor runs `python -m runners …` in the framework's own virtual environment; the compose executor
 (scripts/compose.py) runs the same command inside the framework's image.
 """
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -41,6 +44,29 @@ def popen(argv, log, env=None, cwd=ROOT):
                                 env=env, start_new_session=True)
 
 
+def own_folder(out):
+    """RUN/cells/.ID/: the only folder a container running the cell whose record is `out` may write. Mounting the
+    run folder, or anything above it, would let framework code rewrite other cells' records, the reference records
+    verify trusts, or (on a CI runner) files the host's later steps run."""
+    return Path(out).parent / f".{Path(out).stem}"
+
+
+def prepare_own_folder(out):
+    folder = own_folder(out)
+    shutil.rmtree(folder, ignore_errors=True)        # nothing of an earlier attempt may pass as this one's record
+    folder.mkdir(parents=True)
+    return folder
+
+
+def collect_from_own_folder(out):
+    """Move the record the container wrote (a plain file, nothing else) to `out`; drop the folder and the rest."""
+    folder = own_folder(out)
+    record = folder / Path(out).name
+    if record.is_file() and not record.is_symlink():
+        os.replace(record, out)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def kill_group(proc):
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -68,6 +94,9 @@ class LocalExecutor:
     def stop(self, proc):
         kill_group(proc)
 
+    def collect(self, out):
+        """The runner wrote `out` itself."""
+
 
 @dataclass(frozen=True)
 class SlurmContainerExecutor:
@@ -86,9 +115,8 @@ class SlurmContainerExecutor:
     gpu_ids: tuple = ()
 
     def command(self, cell, out, run):
-        results = Path(out).parents[2]   # RESULTS/RUN/cells/ID.json, mounted at /results as in compose.yaml
-        inside = Path("/results") / Path(out).relative_to(results)
-        data = f"{run.data_root}:/data:ro,{results}:/results"
+        inside = Path("/results") / Path(out).name    # the cell's own folder (own_folder) at /results
+        data = f"{run.data_root}:/data:ro,{own_folder(out)}:/results"
         args = runner_args(cell, inside, run, "/data")
         image = self.images[cell.id]
         if self.runtime == "pyxis":
@@ -100,8 +128,11 @@ class SlurmContainerExecutor:
         raise ValueError(f"unknown container runtime {self.runtime!r}; known: pyxis, apptainer")
 
     def launch(self, cell, out, log, run, devices=()):
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        prepare_own_folder(out)
         return popen(self.command(cell, out, run), log, {**os.environ, "PYTHONUNBUFFERED": "1"})
 
     def stop(self, proc):
         kill_group(proc)
+
+    def collect(self, out):
+        collect_from_own_folder(out)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from scripts import venvs, wheelhouse
-from scripts.compose import ExecutorError, check_engine, docker_cli, quiet
+from scripts.compose import ExecutorError, check_engine, code_hash, docker_cli, image_code_hash, quiet
 from scripts.matrix import ROOT, MatrixError, expand, load
 
 # The python3 each local base image ships; a variant asking for another Python brings pyenv's (docker/pyenv.Dockerfile).
@@ -143,7 +143,7 @@ def ensure_local_base(docker, image):
             raise ExecutorError(f"could not build the local base image {image} (.ci/docker-setup.sh's message above)")
 
 
-def build(docker, family, variant, gpu_alias=False):
+def build(docker, family, variant, gpu_alias=False, parent=None):
     # One wheelhouse per requirements file: variants built from the same pins (PyTorch's cpu and cu130) share it.
     house = ROOT / ".wheelhouse" / f"{family}-{Path(variant.requirements).stem}"
     code = wheelhouse.main(["--requirements", str(ROOT / variant.requirements), "--dest", str(house),
@@ -161,7 +161,8 @@ def build(docker, family, variant, gpu_alias=False):
                                                     "--build-arg", f"FAMILY={family}"]
         extra += pyenv_build_args(family, variant, house) if needs_pyenv(variant) else []
     argv = [docker, "build", "-f", str(file), "-t", tag, "--build-arg", f"REQUIREMENTS={variant.requirements}",
-            "--build-arg", f"WHEELHOUSE={house.relative_to(ROOT)}", "--build-arg", f"IMAGE={tag}", *extra, str(ROOT)]
+            "--build-arg", f"WHEELHOUSE={house.relative_to(ROOT)}", "--build-arg", f"IMAGE={tag}",
+            "--build-arg", f"CODE_HASH={code_hash(family, variant, parent)}", *extra, str(ROOT)]
     started = time.time()
     if subprocess.run(argv, cwd=ROOT, env={**os.environ, "DOCKER_BUILDKIT": "1"}).returncode:
         raise ExecutorError(f"docker build of {tag} failed (its output is above)")
@@ -189,6 +190,8 @@ def main(argv=None):
     ap.add_argument("--profile", default="full")
     ap.add_argument("--framework")
     ap.add_argument("--variant")
+    ap.add_argument("--if-stale", action="store_true",
+                    help="build only images that are missing or hold other code than this checkout (their label)")
     args = ap.parse_args(argv)
     try:
         matrix = load()
@@ -196,7 +199,13 @@ def main(argv=None):
         docker = docker_cli()
         check_engine(docker)
         for family, variant in pairs:
-            build(docker, family, variant, gpu_alias=variant.name == default_gpu_variant(matrix, family))
+            parent = next((fw.variants[variant.parent] for fw in matrix.frameworks.values()
+                           if fw.family == family and variant.parent), None)
+            if args.if_stale and image_code_hash(docker, variant.image(family)) == code_hash(family, variant, parent):
+                print(f"{variant.image(family)}: holds this checkout's code, not rebuilt")
+                continue
+            build(docker, family, variant, gpu_alias=variant.name == default_gpu_variant(matrix, family),
+                  parent=parent)
     except (MatrixError, ExecutorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -35,6 +35,8 @@ MAX_CELL_LIST_BYTES = 1_000_000  # a ConfigMap holds at most 1 MiB (etcd's objec
 PULL_MARGIN_S = 600       # the pod deadline counts from the pod's start on its node, so it includes the image pull
 TTL_S = 7 * 24 * 3600     # finished Jobs (and their pods' logs) go after a week; the records stay on the claim
 CAPABILITIES = {"chainer": ["SYS_PTRACE"]}  # as compose.yaml: ChainerMN's MPICH needs pidfd_getfd between processes
+# (the one exception to Pod Security "restricted": Chainer's Jobs need a namespace that admits SYS_PTRACE; README)
+USER = 1000                # the images' user (docker/Dockerfile: USER 1000:1000)
 LABEL = "rosetta/run-id"
 
 # The pod's command: line JOB_COMPLETION_INDEX+1 of the cell list holds the runner's arguments, shell-quoted (shlex),
@@ -64,6 +66,8 @@ class Target:
     parallelism: int = 1  # pods of one Job at a time; the Jobs (one per group) run side by side
     kube: tuple = (1, 33)
     git_commit: str = ""  # the checkout's commit for the records, as compose passes it; "" when unknown
+    cpu: str = "8"        # each pod's CPU and memory, requested and limited alike (Guaranteed QoS): a cell owns its
+    memory: str = "32Gi"  # cores, so timings are not shared with a neighbour, and is not the first pod evicted
 
 
 def kube_version(text):
@@ -133,27 +137,35 @@ def metadata(name, target, run_label):
 
 
 def pod_spec(name, target, image, gpus, timeout_s):
+    """One cell's pod, hardened as Pod Security "restricted" asks: not root, no privilege escalation, every
+    capability dropped (Chainer's SYS_PTRACE is added back), the runtime's seccomp profile, a read-only root file
+    system (HOME=/tmp is an emptyDir), no service-account token; CPU and memory requested = limited."""
     env = [{"name": "ROSETTA_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]   # the record's host
     if target.git_commit:
         env.append({"name": "ROSETTA_GIT_COMMIT", "value": target.git_commit})
+    family = image.rsplit("/", 1)[-1].split(":")[0]
+    limits = {"cpu": target.cpu, "memory": target.memory, **({"nvidia.com/gpu": gpus} if gpus else {})}
     container = {
         "name": "runner",
         "image": target.image_prefix + image,
         "command": ["sh", "-c", SELECT],   # the image's ENTRYPOINT is `python -m runners`; its WORKDIR is /app
         "env": env,
+        "resources": {"requests": {k: v for k, v in limits.items() if k != "nvidia.com/gpu"}, "limits": limits},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"], **({"add": CAPABILITIES[family]}
+                                                                  if family in CAPABILITIES else {})}},
         "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True},
                          {"name": "results", "mountPath": "/results"},
                          {"name": "plan", "mountPath": "/plan", "readOnly": True},
-                         {"name": "shm", "mountPath": "/dev/shm"}],
+                         {"name": "shm", "mountPath": "/dev/shm"},
+                         {"name": "tmp", "mountPath": "/tmp"}],
     }
-    if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
-    family = image.rsplit("/", 1)[-1].split(":")[0]
-    if family in CAPABILITIES:
-        container["securityContext"] = {"capabilities": {"add": CAPABILITIES[family]}}
     return {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": int(timeout_s) + PULL_MARGIN_S,
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": USER, "runAsGroup": USER, "fsGroup": USER,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [
             {"name": "data", "persistentVolumeClaim": {"claimName": target.data_claim, "readOnly": True}},
@@ -161,8 +173,16 @@ def pod_spec(name, target, image, gpus, timeout_s):
             {"name": "plan", "configMap": {"name": name}},
             # Data-loader workers pass batches through /dev/shm; the container default (64 MB) is too small.
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+            # HOME: Keras' config, compiled kernels; the root file system is read-only.
+            {"name": "tmp", "emptyDir": {"sizeLimit": "8Gi"}},
         ],
     }
+
+
+def network_policy(name, target, run_label):
+    """No traffic in or out of the run's pods: a benchmark reads its data from the claim and needs no network."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata(name, target, run_label),
+            "spec": {"podSelector": {"matchLabels": {LABEL: run_label}}, "policyTypes": ["Ingress", "Egress"]}}
 
 
 def job_spec(name, target, labels, image, gpus, cells, timeout_s):
@@ -201,7 +221,7 @@ def manifests(plan_file, target):
                   "data": {"cells": cell_lines(plan_file, cells)}},
                  {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, target, run_label),
                   "spec": job_spec(name, target, labels, image, gpus, cells, plan_file.plan.timeout_s)}]
-    return docs
+    return [network_policy(dns_name(plan_file.run_id, "isolated"), target, run_label)] + docs
 
 
 class BlockDumper(yaml.SafeDumper):
@@ -263,6 +283,8 @@ def main(argv=None):
     ap.add_argument("--namespace", help="namespace of the Jobs and ConfigMaps (default: kubectl's current one)")
     ap.add_argument("--parallelism", type=int, default=1, help="pods of one Job at a time (default 1)")
     ap.add_argument("--kube-version", default="1.33", help="the cluster's MAJOR.MINOR (default 1.33; oldest 1.25)")
+    ap.add_argument("--cpu", default=Target.cpu, help=f"CPUs per pod, requested = limit (default {Target.cpu})")
+    ap.add_argument("--memory", default=Target.memory, help=f"memory per pod, requested = limit (default {Target.memory})")
     ap.add_argument("--out", type=Path, help="the manifests' file (default: stdout)")
     ap.add_argument("--gpu-arch", action="append", default=[], metavar="sm_XY",
                     help="the cluster's GPU architecture (repeatable): cells whose image has no kernels for it are "
@@ -274,7 +296,7 @@ def main(argv=None):
             raise K8sError(f"--image-prefix {args.image_prefix}: end it with / (images are "
                            f"PREFIXrosetta/FAMILY:VARIANT, e.g. {args.image_prefix}/rosetta/pytorch:cu130)")
         target = Target(args.image_prefix, args.data_claim, args.results_claim, args.namespace, args.parallelism,
-                        kube_version(args.kube_version), git_commit(ROOT) or "")
+                        kube_version(args.kube_version), git_commit(ROOT) or "", args.cpu, args.memory)
         bad = [a for a in args.gpu_arch if not re.fullmatch(r"sm_\d{2,3}", a)]
         if bad:
             raise K8sError(f"--gpu-arch {bad[0]}: expected an architecture like sm_90 (compute capability 9.0)")

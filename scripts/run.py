@@ -106,7 +106,9 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
         code = proc.wait(timeout=run.timeout_s)
     except subprocess.TimeoutExpired:
         executor.stop(proc)
+        executor.collect(out)     # (a record written in the last moment is superseded by the host's)
         return host_record("timeout", f"killed after the cell timeout of {run.timeout_s:.0f} s")
+    executor.collect(out)
     if not (out.exists() and out.stat().st_mtime >= launched - 1):
         return host_record("failed", f"the runner exited with code {code} without writing a record (crash or kill)")
     try:

@@ -82,6 +82,7 @@ def main(argv=None):
     old = args.env_file.read_text() if args.env_file.exists() else ""
     args.env_file.write_text(merged(old, values))
     print(f"wrote {args.env_file}: " + " ".join(f"{k}={v}" for k, v in values.items()))
+    (ROOT / "results" / "compose").mkdir(parents=True, exist_ok=True)   # the services' results folder, yours
     return 0
 
 

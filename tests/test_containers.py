@@ -34,7 +34,8 @@ def test_benchmark_services_are_offline_with_read_only_data():
     for service in BENCHMARK_SERVICES.values():
         assert service["network_mode"] == "none"
         assert "${ROSETTA_DATA:-./data}:/data:ro" in service["volumes"]
-        assert "${ROSETTA_RESULTS:-./results}:/results" in service["volumes"]
+        assert "${ROSETTA_RESULTS:-./results/compose}:/results" in service["volumes"]   # never results/ itself
+        assert service["environment"]["ROSETTA_OUT_DIR"] == "/results"
     gpu = yaml.safe_load((ROOT / "compose.gpu.yaml").read_text())
     assert set(gpu["services"]) == set(BENCHMARK_SERVICES)
 
@@ -69,10 +70,11 @@ def test_cell_command_translates_paths_and_gpus(tmp_path):
                                                               "rosetta-full-1-" + cell.id, "pytorch-densenet121"]
     args = argv[argv.index("pytorch-densenet121") + 1:]
     assert args[:2] == ["pytorch", "densenet121"]
-    assert args[args.index("--out") + 1] == f"/results/full-1/cells/{cell.id}.json"
+    assert args[args.index("--out") + 1] == f"/results/{cell.id}.json"
     assert args[args.index("--data") + 1] == "/data/real" and args[args.index("--gpus") + 1] == "2"
     assert env["ROSETTA_GPU_IDS"] == "0,1" and env["ROSETTA_VARIANT"] == "cu130"
-    assert env["ROSETTA_RESULTS"] == str(tmp_path / "results") and env["ROSETTA_DATA"] == str(tmp_path / "data")
+    assert env["ROSETTA_RESULTS"] == str(out.parent / f".{cell.id}")    # the cell's own folder, not the run's
+    assert env["ROSETTA_DATA"] == str(tmp_path / "data")
 
 
 def test_no_engine_is_a_clear_error_before_launching(tmp_path, monkeypatch):
@@ -94,6 +96,11 @@ def test_missing_image_and_missing_nvidia_runtime_are_named(monkeypatch):
     with pytest.raises(ExecutorError, match=r"rosetta/pytorch:cu128.*make images FRAMEWORK=pytorch VARIANT=cu128"):
         ComposeExecutor.for_plan(plan, matrix)
     monkeypatch.setattr(compose, "missing_images", lambda docker, images: [])
+    monkeypatch.setattr(compose, "image_code_hash", lambda docker, image: "0123456789abcdef")   # built elsewhen
+    with pytest.raises(ExecutorError, match=r"built from other code than this checkout: rosetta/pytorch:cu130 \(holds "
+                                            r"code 0123456789abcdef.*make images FRAMEWORK=keras-tf VARIANT=cuda"):
+        ComposeExecutor.for_plan(plan, matrix)
+    monkeypatch.setattr(compose, "image_code_hash", lambda docker, image: compose.wanted_hashes(plan, matrix)[image])
     with pytest.raises(ExecutorError, match="no NVIDIA runtime: install the NVIDIA Container Toolkit"):
         ComposeExecutor.for_plan(plan, matrix)
     monkeypatch.setattr(compose, "check_engine", lambda docker: {"Runtimes": {"nvidia": {}}})
@@ -132,11 +139,11 @@ def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
     proc = subprocess.run([*compose.compose_cli(engine), "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    record = read_record(results / "compose" / "pytorch-cnn.json")
+    record = read_record(results / "pytorch-cnn.json")
     assert record["status"] == "ok" and record["cell"]["scale"] == "tiny" and record["cell"]["data"] == "synthetic"
     assert record["system"]["image"] == "rosetta/pytorch:cpu"
     assert record["system"]["build"]["frameworks"]["torch"] and record["system"]["build"]["cuda"]   # what it carries
-    assert (results / "compose" / "pytorch-cnn.json").stat().st_uid == os.getuid()
+    assert (results / "pytorch-cnn.json").stat().st_uid == os.getuid()
 
 
 
@@ -153,7 +160,7 @@ def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, synthetic
                            "chainer", "densenet121", "--gpus", "2"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    record = read_record(results / "compose" / "chainer-densenet121.json")
+    record = read_record(results / "chainer-densenet121.json")
     assert record["status"] == "ok", record["reason"]
     switches = record["system"]["switches"]
     assert record["metrics"]["devices"] == 2 and switches["processes"] == 2
@@ -172,3 +179,65 @@ def test_container_profile_through_the_compose_executor(engine, synthetic_data, 
     assert {r["system"]["image"] for r in records} == {f"rosetta/{matrix.frameworks[c.framework].family}:cpu"
                                                       for c in plan.cells}
     assert all(r["run_id"] == run_dir.name for r in records)
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_container_can_write_only_its_own_cells_folder(engine, synthetic_data, tmp_path):
+    """The executor mounts RUN/cells/.ID/ at /results, never the run or results/: code in the container that tries
+    to rewrite another cell's record, the reference records or a file beside the run reaches none of them."""
+    results = tmp_path / "results"
+    run_dir = results / "full-1"
+    other = run_dir / "cells" / "other-cell.json"
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")
+    (results / "reference").mkdir()
+    before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
+    executor = ComposeExecutor(tuple(compose.compose_cli(engine)), engine, ("compose.yaml",),
+                               env={"ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())})
+    cell = Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "tiny")
+    out = run_dir / "cells" / f"{cell.id}.json"
+    from scripts.executors import prepare_own_folder
+    prepare_own_folder(out)
+    argv, env = executor.command(cell, out, RunSettings("full-1", 1, 60.0, synthetic_data.parent))
+    attempts = ("echo x > /results/../cells/other-cell.json; echo x > /results/../../reference/forged.json; "
+                "echo x > /results/../escape; mkdir -p /results/../x; ls -la /results/..; echo mine > /results/" +
+                out.name)
+    service = argv.index(f"{cell.framework}-{cell.task}")
+    argv = argv[:service] + ["-T", "--entrypoint", "sh", argv[service], "-c", attempts]
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    executor.collect(out)
+    assert out.read_text() == "mine\n"                                    # its own record came back
+    after = {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and p != out}
+    assert after == before                                               # nothing else changed or appeared
+    assert not (out.parent / f".{cell.id}").exists()
+
+
+def test_benchmark_services_are_hardened():
+    """No capability (Chainer's SYS_PTRACE, for MPICH's pidfd_getfd, is the one exception), no privilege gain, the
+    image read-only with a tmpfs for what frameworks write, a pid limit."""
+    for name, service in BENCHMARK_SERVICES.items():
+        assert service["cap_drop"] == ["ALL"], name
+        assert service.get("cap_add", []) == (["SYS_PTRACE"] if name.startswith("chainer-") else []), name
+        assert "no-new-privileges:true" in service["security_opt"] and service["read_only"] is True, name
+        assert any(t.startswith("/tmp:") for t in service["tmpfs"]) and service["pids_limit"] > 0, name
+
+
+def test_an_image_built_before_a_runner_change_is_refused(tmp_path, monkeypatch):
+    """The code hash covers the runners, shared/, the Dockerfiles and the family's pins: change one runner line and
+    every image of that checkout is stale (scripts.images --if-stale rebuilds it, the executor refuses it)."""
+    for folder in ("runners", "shared", "docker"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(compose, "ROOT", tmp_path)
+    fw = load().frameworks["pytorch"]
+    cpu = fw.variants["cpu"]
+    before = compose.code_hash("pytorch", cpu)
+    assert before == compose.code_hash("pytorch", cpu) and len(before) == 16
+    runner = tmp_path / "runners" / "pytorch" / "cnn.py"
+    runner.write_text(runner.read_text() + "\n# changed\n")
+    assert compose.code_hash("pytorch", cpu) != before
+    (tmp_path / "runners" / "pytorch" / "__pycache__").mkdir(exist_ok=True)
+    changed = compose.code_hash("pytorch", cpu)
+    (tmp_path / "runners" / "pytorch" / "__pycache__" / "x.pyc").write_bytes(b"compiled")
+    assert compose.code_hash("pytorch", cpu) == changed                 # byte code is not code

@@ -28,7 +28,7 @@ def tool(name):
     """A linter from the host environment (scripts/requirements.txt), next to the interpreter running the tests."""
     path = Path(sys.executable).parent / name
     if not path.exists():
-        message = f"{path} missing: rebuild the host environment (`make .venv/host/bin/python`)"
+        message = f"{path} missing: rebuild the host environment (`make host`)"
         pytest.fail(message) if IN_CI else pytest.skip(message)
     return str(path)
 

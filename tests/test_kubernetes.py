@@ -92,7 +92,10 @@ def test_the_validator_rejects_an_unknown_key_and_per_index_fields_on_an_old_ver
 def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
     plan_file = plans.read(plan_paths[profile])
     docs = generate(plan_paths[profile], tmp_path / "jobs.yaml")
-    assert [d["kind"] for d in docs] == ["ConfigMap", "Job"] * (len(docs) // 2)
+    assert [d["kind"] for d in docs] == ["NetworkPolicy"] + ["ConfigMap", "Job"] * (len(docs) // 2)
+    policy = docs[0]      # no traffic in or out of the run's pods
+    assert policy["spec"] == {"podSelector": {"matchLabels": {"rosetta/run-id": policy["metadata"]["labels"][
+        "rosetta/run-id"]}}, "policyTypes": ["Ingress", "Egress"]}
     by_record = {f"/results/{plan_file.run_id}/cells/{c.id}.json": c for c in plan_file.cells}
     seen = []
     for job, cells in jobs_and_cells(docs):
@@ -119,6 +122,11 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
         assert not mounts["/results"].get("readOnly") and mounts["/plan"]["readOnly"]
         assert volumes["plan"]["configMap"]["name"] == job["metadata"]["name"]
         assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
+        assert restricted_violations(pod, allowed_capabilities=CHAINER_EXCEPTION if "chainer" in
+                                     container["image"] else ()) == []
+        resources = container["resources"]
+        assert resources["requests"] == {"cpu": "8", "memory": "32Gi"}                   # Guaranteed QoS
+        assert {k: v for k, v in resources["limits"].items() if k != "nvidia.com/gpu"} == resources["requests"]
 
         # One image and one GPU count per Job, equal to each of its cells' own in the plan.
         planned = [by_record[args[args.index("--out") + 1]] for args in cells]
@@ -139,6 +147,48 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
     firsts = [plan_file.cells.index(cells[0]) for cells in [[by_record[a[a.index("--out") + 1]] for a in c]
                                                             for _, c in jobs_and_cells(docs)]]
     assert firsts == sorted(firsts)
+
+
+CHAINER_EXCEPTION = ("SYS_PTRACE",)   # ChainerMN's MPICH (README: its namespace needs to admit it)
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+
+
+def restricted_violations(pod, allowed_capabilities=()):
+    """What of `pod` breaks Pod Security "restricted" (kubernetes.io/docs/concepts/security/pod-security-standards),
+    the checks a namespace labelled pod-security.kubernetes.io/enforce=restricted applies at admission."""
+    found, pod_context = [], pod.get("securityContext", {})
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        found += [key] if pod.get(key) else []
+    found += [f"volume {v['name']}" for v in pod["volumes"] if not set(v) - {"name"} <= RESTRICTED_VOLUMES]
+    if (pod_context.get("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        found.append("seccompProfile")
+    for c in pod["containers"]:
+        context = c.get("securityContext", {})
+        if not (context.get("runAsNonRoot", pod_context.get("runAsNonRoot")) is True):
+            found.append("runAsNonRoot")
+        if context.get("runAsUser", pod_context.get("runAsUser")) == 0:
+            found.append("runAsUser 0")
+        if context.get("privileged") or context.get("allowPrivilegeEscalation") is not False:
+            found.append("allowPrivilegeEscalation")
+        capabilities = context.get("capabilities", {})
+        if "ALL" not in capabilities.get("drop", []):
+            found.append("capabilities.drop ALL")
+        found += [f"capability {a}" for a in capabilities.get("add", [])
+                  if a != "NET_BIND_SERVICE" and a not in allowed_capabilities]
+    return found
+
+
+def test_pods_are_restricted_but_for_chainers_one_capability(plan_paths, tmp_path):
+    docs = generate(plan_paths["full"], tmp_path / "jobs.yaml", "--cpu", "4", "--memory", "16Gi")
+    pods = [(d["spec"]["template"]["spec"]) for d in docs if d["kind"] == "Job"]
+    for pod in pods:
+        chainer = "/rosetta/chainer:" in pod["containers"][0]["image"]
+        assert restricted_violations(pod) == (["capability SYS_PTRACE"] if chainer else [])
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+        assert pod["containers"][0]["resources"]["requests"] == {"cpu": "4", "memory": "16Gi"}
+    assert any("/rosetta/chainer:" in p["containers"][0]["image"] for p in pods)
 
 
 def test_pre_per_index_clusters_get_a_job_wide_backoff_limit(plan_paths, tmp_path):

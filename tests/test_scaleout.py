@@ -115,11 +115,13 @@ def test_site_container_runtimes_start_the_cells_image_with_data_read_only(tmp_p
     pyxis = SlurmContainerExecutor("pyxis", {planned.id: planned.image}, "registry.example.org#")
     argv = pyxis.command(planned.cell, out, run)
     assert argv[:2] == ["srun", "--ntasks=1"] and f"--container-image=registry.example.org#{planned.image}" in argv
-    assert f"--container-mounts=/shared/data:/data:ro,{tmp_path / 'results'}:/results" in argv
-    assert argv[argv.index("--out") + 1] == f"/results/f/cells/{planned.id}.json"
+    own = out.parent / f".{planned.id}"                  # the cell's own folder, never the run or results/
+    assert f"--container-mounts=/shared/data:/data:ro,{own}:/results" in argv
+    assert argv[argv.index("--out") + 1] == f"/results/{planned.id}.json"
     apptainer = SlurmContainerExecutor("apptainer", {planned.id: planned.image}, "/sif").command(planned.cell, out, run)
     assert apptainer[:3] == ["apptainer", "run", "--nv"]
     assert "/sif/" + planned.image.replace("/", "_").replace(":", "_") + ".sif" in apptainer
+    assert f"/shared/data:/data:ro,{own}:/results" in apptainer
 
 
 # ---------------------------------------------------------------- merging records from several hosts

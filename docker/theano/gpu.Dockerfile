@@ -55,12 +55,15 @@ RUN cd /app && /opt/venv/bin/python -m runners --inspect > /dev/null
 
 ARG BASE_IMAGE
 ARG IMAGE=rosetta/theano:cu118
-LABEL org.opencontainers.image.title="rosetta runner ${IMAGE}" org.opencontainers.image.base.name="${BASE_IMAGE}"
+ARG CODE_HASH=unknown
+LABEL org.opencontainers.image.title="rosetta runner ${IMAGE}" org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      org.rosetta.code-hash="${CODE_HASH}"
 
 # As docker/pyenv.Dockerfile: any uid may run it, and ROSETTA_CACHE_DIR keeps Theano's compiled C modules between
 # cells (compose mounts a named volume there).
 ENV PATH=/opt/venv/bin:$PATH \
     ROSETTA_IMAGE=${IMAGE} \
+    ROSETTA_CODE_HASH=${CODE_HASH} \
     ROSETTA_CACHE_DIR=/cache \
     HOME=/tmp \
     USER=rosetta \
