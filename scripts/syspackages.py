@@ -168,7 +168,8 @@ def tee(argv, env=None, keep=12):
 
 def install(packages, prefix):
     """apt-get update, then install `packages` (recommends left out), as root through `prefix`."""
-    apt = [*prefix, "env", APT_ENV, "apt-get"]
+    # Wait for a package manager that holds the lock (unattended upgrades on a fresh machine) instead of failing.
+    apt = [*prefix, "env", APT_ENV, "apt-get", "-o", "DPkg::Lock::Timeout=300"]
     for args in (["update", "-q"], ["install", "-y", "-q", "--no-install-recommends", *sorted(packages)]):
         code, last = tee(apt + args)
         if code:

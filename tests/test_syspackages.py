@@ -27,9 +27,10 @@ def fake_bin(tmp_path, apt="install", sudo=None):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     log = tmp_path / "apt.log"
-    body = {"install": f'[ "$1" = install ] && printf "#!/bin/sh\\n" > {bin_dir}/rosetta-fake-tool '
+    installing = 'case " $* " in *" install "*) false;; esac || '     # what follows runs for `apt-get … install`
+    body = {"install": f'{installing}printf "#!/bin/sh\\n" > {bin_dir}/rosetta-fake-tool '
                        f'&& chmod +x {bin_dir}/rosetta-fake-tool\necho "Setting up rosetta-fake ..."',
-            "fail": '[ "$1" = install ] && { echo "Reading package lists..."; '
+            "fail": f'{installing}{{ echo "Reading package lists..."; '
                     'echo "E: Unable to locate package rosetta-fake"; exit 100; }\ntrue',
             "noop": "true"}[apt]
     (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "apt-get $* [$DEBIAN_FRONTEND]" >> {log}\n{body}\n')
@@ -100,8 +101,9 @@ def test_root_installs_what_is_missing_in_one_apt_call(host, capsys):
     log = host(uid=0)
     assert syspackages.ensure({"fake": [REQUIREMENT]}) == {}
     calls = log.read_text().splitlines()
-    assert calls == ["apt-get update -q [noninteractive]",
-                     "apt-get install -y -q --no-install-recommends rosetta-fake [noninteractive]"]
+    assert calls == ["apt-get -o DPkg::Lock::Timeout=300 update -q [noninteractive]",
+                     "apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends rosetta-fake "
+                     "[noninteractive]"]
     out = capsys.readouterr().out
     assert "fake needs rosetta-fake (no rosetta-fake-tool on PATH)" in out and "installing rosetta-fake" in out
     assert syspackages.ensure({"fake": [REQUIREMENT]}) == {}        # now present: nothing asked of apt again
