@@ -41,7 +41,8 @@ if not hasattr(np, "_core"):
         sys.modules.setdefault("numpy._core" + _sub, importlib.import_module("numpy.core" + _sub))
 
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-CIFAR_MD5 = "c58f30108f718f92721af3b95e74349a"  # published on the CIFAR-10 page
+CIFAR_MD5 = "c58f30108f718f92721af3b95e74349a"  # published on the CIFAR-10 page (MD5 alone no longer proves a file)
+CIFAR_SHA256 = "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"  # the hash keras.datasets checks
 IMDB_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/imdb.npz"
 IMDB_SHA256 = "69664113be75683a8fe16e3ed0ab59fda8886cb3cd7ada244f7d9544e4676b9f"  # the hash keras.datasets checks
 # NIH publishes no checksums for the ChestX-ray14 archives: each is checked by reading it whole (gzip's CRC catches a
@@ -278,10 +279,10 @@ def load_cifar10(root, train_samples=None, test_samples=None):
 
 def prepare_cifar10_real(root, force=False):
     folder = Path(root) / "cifar10"
-    tarball = download(CIFAR_URL, folder / "cifar-10-python.tar.gz", "md5", CIFAR_MD5, replace_corrupt=force)
+    tarball = download(CIFAR_URL, folder / "cifar-10-python.tar.gz", "sha256", CIFAR_SHA256, replace_corrupt=force)
     with tarfile.open(tarball) as tar:
         tar.extractall(folder, filter="data")
-    write_manifest(folder, "cifar10", "real", url=CIFAR_URL, md5=CIFAR_MD5,
+    write_manifest(folder, "cifar10", "real", url=CIFAR_URL, sha256=CIFAR_SHA256, md5=CIFAR_MD5,
                    files=file_sizes(folder, [f"cifar-10-batches-py/{name}" for name in CIFAR_BATCHES]))
 
 
