@@ -87,10 +87,11 @@ CODE_LABEL = "org.rosetta.code-hash"
 
 
 def code_hash(family, variant, parent=None):
-    """What an image of `family`'s `variant` (built on `parent`, where it has one) holds of this checkout: 16 hex digits of a SHA-256 over runners/,
-    shared/, the shared Dockerfiles, docker/FAMILY/ and the variant's pins (its parent's too). `make images` writes
-    it into the image (label CODE_LABEL, and ROSETTA_CODE_HASH for the records); an image whose label differs was
-    built from other code and is refused, so a record never claims code its image does not hold."""
+    """What an image of `family`'s `variant` (built on `parent`, where it has one) holds of this checkout: 16 hex
+    digits of a SHA-256 over runners/, shared/, the shared Dockerfiles, docker/FAMILY/ and the variant's pins (its
+    parent's too). `make images` writes it into the image (label CODE_LABEL, and ROSETTA_CODE_HASH for the
+    records); an image whose label differs was built from other code and is refused, so a record never claims code
+    its image does not hold."""
     paths = [*(ROOT / "runners").rglob("*"), *(ROOT / "shared").rglob("*"), *(ROOT / "docker").glob("*Dockerfile"),
              *(ROOT / "docker" / family).rglob("*"), ROOT / variant.requirements]
     if parent is not None:
@@ -167,7 +168,8 @@ class ComposeExecutor:
         compose = compose_cli(docker)
         missing = missing_images(docker, images_of(plan, matrix))
         if missing:
-            raise ExecutorError(f"image(s) not built: {', '.join(missing)}; build with {rebuild(missing, plan, matrix)}")
+            raise ExecutorError(f"image(s) not built: {', '.join(missing)}; build with "
+                                f"{rebuild(missing, plan, matrix)}")
         stale = stale_images(docker, wanted_hashes(plan, matrix))
         if stale:
             found = ", ".join(f"{image} (holds code {label or 'of no known hash'}, this checkout's is {expected})"

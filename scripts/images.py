@@ -90,13 +90,19 @@ def wanted(matrix, profile, framework, variant):
         plan = expand(matrix, profile)
         pairs = [(matrix.frameworks[c.framework].family, matrix.frameworks[c.framework].variants[c.variant])
                  for c in plan.cells if not variant or c.variant == variant]
-    families = {fw.family: fw for fw in matrix.frameworks.values()}
     with_parents = []
     for family, v in pairs:
         if v.parent:
-            with_parents.append((family, families[family].variants[v.parent]))
+            with_parents.append((family, parent_of(matrix, family, v)))
         with_parents.append((family, v))
     return list(dict.fromkeys(with_parents))
+
+
+def parent_of(matrix, family, variant):
+    """The Variant `variant` is built on (matrix.yaml's `parent`), or None."""
+    if not variant.parent:
+        return None
+    return next(fw.variants[variant.parent] for fw in matrix.frameworks.values() if fw.family == family)
 
 
 def mismatches(variant, report):
@@ -199,8 +205,7 @@ def main(argv=None):
         docker = docker_cli()
         check_engine(docker)
         for family, variant in pairs:
-            parent = next((fw.variants[variant.parent] for fw in matrix.frameworks.values()
-                           if fw.family == family and variant.parent), None)
+            parent = parent_of(matrix, family, variant)
             if args.if_stale and image_code_hash(docker, variant.image(family)) == code_hash(family, variant, parent):
                 print(f"{variant.image(family)}: holds this checkout's code, not rebuilt")
                 continue

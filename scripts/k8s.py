@@ -181,7 +181,8 @@ def pod_spec(name, target, image, gpus, timeout_s):
 
 def network_policy(name, target, run_label):
     """No traffic in or out of the run's pods: a benchmark reads its data from the claim and needs no network."""
-    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata(name, target, run_label),
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": metadata(name, target, run_label),
             "spec": {"podSelector": {"matchLabels": {LABEL: run_label}}, "policyTypes": ["Ingress", "Egress"]}}
 
 
@@ -284,7 +285,8 @@ def main(argv=None):
     ap.add_argument("--parallelism", type=int, default=1, help="pods of one Job at a time (default 1)")
     ap.add_argument("--kube-version", default="1.33", help="the cluster's MAJOR.MINOR (default 1.33; oldest 1.25)")
     ap.add_argument("--cpu", default=Target.cpu, help=f"CPUs per pod, requested = limit (default {Target.cpu})")
-    ap.add_argument("--memory", default=Target.memory, help=f"memory per pod, requested = limit (default {Target.memory})")
+    ap.add_argument("--memory", default=Target.memory,
+                    help=f"memory per pod, requested = limit (default {Target.memory})")
     ap.add_argument("--out", type=Path, help="the manifests' file (default: stdout)")
     ap.add_argument("--gpu-arch", action="append", default=[], metavar="sm_XY",
                     help="the cluster's GPU architecture (repeatable): cells whose image has no kernels for it are "

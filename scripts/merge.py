@@ -69,7 +69,7 @@ def merge_one(run_dir, record, log):
     except RecordError as e:    # what a bad earlier merge or a hand edit left: aside, and this record takes its place
         records.quarantine(run_dir, target, str(e))
         current = None
-    if current is not None and records.dump(current) == records.dump(record):
+    if current == record:
         return "same"
     if current is not None and records.started(current) > records.started(record):
         keep_attempt(run_dir, record)

@@ -75,8 +75,8 @@ def check_ids(plan_file, where="the plan"):
     file names, Slurm directives, ConfigMap lines, pod arguments and labels, where a newline or a `$(…)` would be
     a new shell line or command (a plan file is untrusted input like a record)."""
     if not safe_id(plan_file.run_id):
-        raise PlanError(f"{where}: run id {plan_file.run_id!r} is not of letters, digits and ._- (at most 128, starting "
-                        "with a letter or digit); name the run again")
+        raise PlanError(f"{where}: run id {plan_file.run_id!r} is not of letters, digits and ._- (at most 128, "
+                        "starting with a letter or digit); name the run again")
     for planned in plan_file.cells:
         cell = planned.cell
         bad = [(k, v) for k, v in vars(cell).items() if k != "gpus" and not safe_id(v)]
@@ -84,8 +84,8 @@ def check_ids(plan_file, where="the plan"):
         bad += [("image", planned.image)] if not IMAGE.fullmatch(str(planned.image)) else []
         bad += [("service", planned.service)] if not safe_id(planned.service) else []
         if bad:
-            raise PlanError(f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the plan "
-                            "again with `python -m scripts.plan`")
+            raise PlanError(f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the "
+                            "plan again with `python -m scripts.plan`")
     return plan_file
 
 

@@ -146,8 +146,3 @@ def quarantined(run_dir):
         lines = dict(line.split(": ", 1) for line in note.read_text().splitlines() if ": " in line)
         found.append((lines.get("source", "?"), lines.get("reason", "?")))
     return found
-
-
-def dump(record):
-    """The one way a record is serialised for comparison (is this the same record?)."""
-    return json.dumps(record, sort_keys=True)
