@@ -6,9 +6,10 @@ Tables: one per task, rows = framework, columns = variant · precision · device
 the scale, the weights, where the data sat during the clock, the machine and the software. Each cell holds the time
 (training tasks: the time a user waits, compile and first step included, then the steady-state time) with the quality
 metric beside it, and footnote numbers for the formulation differences its runner declares. Marks flag, never hide:
-† unstable timing (spread over 10 %), * the first step (compile, trace, autotune) took over half of the training
-time — short runs measure start-up more than training — and ‡ records from different machines in one column. Records
-are read, never edited; results from different machines are never averaged.
+± the spread (interquartile range over median) of the post-warm-up samples where there are five or more, † that
+spread over 10 % (noise, never compile cost), * the first step (compile, trace, autotune) took over half of the
+training time — short runs measure start-up more than training — and ‡ records of different machine classes in one
+column. Records are read, never edited; results from different machine classes are never averaged.
 """
 import argparse
 import json
@@ -27,6 +28,7 @@ from tabulate import tabulate  # noqa: E402
 from scripts.matrix import Cell  # noqa: E402
 from scripts.plan import planned_ids  # noqa: E402
 from scripts import records  # noqa: E402
+from shared import sysinfo  # noqa: E402
 from shared.record import RecordError  # noqa: E402
 
 TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
@@ -45,9 +47,10 @@ PLACEMENT = {"host": "host memory, each batch copied to the device inside the cl
              "device": "the whole set on the device before the clock starts"}
 PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:orange", "amp": "tab:green", "bf16": "tab:red"}
 STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
-MARKS = ("† timing spread over 10 % · * first step (compile/trace/autotune) over half the training time · "
-         "‡ records from different machines in one column · [n] see the note under the table (a formulation difference "
-         "from the canonical definition, or why a cell did not run)")
+MARKS = ("±n% the steady state's spread (IQR / median of the post-warm-up samples; none below five samples) · "
+         "† that spread over 10 % (noise) · * first step (compile/trace/autotune) over half the training time · "
+         "‡ records of different machine classes in one column · [n] see the note under the table (a formulation "
+         "difference from the canonical definition, or why a cell did not run)")
 
 
 class ReportError(Exception):
@@ -109,14 +112,30 @@ def machine_of(row):
         return None
     gpus = row.get("system.gpus") if isinstance(row.get("system.gpus"), list) else []
     text = row.get("system.cpu") or "unknown CPU"
+    flags = row.get("system.cpu_flags")
+    if isinstance(flags, list):
+        text += f" ({', '.join(flags) or 'no AVX2'})"
     if known(row.get("system.cpu_count")):
         text += f", {int(row['system.cpu_count'])} cores"
+    if known(row.get("system.cpu_usable")) and row["system.cpu_usable"] != row.get("system.cpu_count"):
+        text += f" ({row['system.cpu_usable']:g} usable)"
     if gpus:
         driver = row.get("system.driver")
         text += ", " + " + ".join(sorted(set(gpus))) + (f", driver {driver}" if known(driver) else "")
     else:
         text += ", no GPU"
     return md(f"{text} (host {row['system.host']})")
+
+
+def machine_class_of(row):
+    """The record's machine class (shared.sysinfo.machine_class), derived from its facts for records written before
+    the key existed; None for host-written records, which carry no system information."""
+    if known(row.get("system.machine_class")):
+        return row["system.machine_class"]
+    if not known(row.get("system.cpu")):
+        return None
+    system = {key[len("system."):]: value for key, value in row.items() if key.startswith("system.") and known(value)}
+    return sysinfo.machine_class(system, row["cell.device"], row["cell.gpus"])
 
 
 def software_of(row):
@@ -136,14 +155,19 @@ def times_of(row):
     the task's display unit: minutes for DenseNet-121, else as recorded."""
     task, get = row["cell.task"], lambda key: row.get(f"metrics.{key}")
     unit = 60.0 if task == "densenet121" else 1.0
-    if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' min and max, same scale
+    samples = known(row.get("timing.q1")) and known(row.get("timing.spread"))
+    low_key, high_key = ("q1", "q3") if samples else ("min", "max")   # older records: min–max
+    if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' quartiles, same scale
         value, low, median, high = get("seconds_per_1000_images"), *(row.get(f"timing.{k}")
-                                                                      for k in ("min", "median", "max"))
+                                                                      for k in (low_key, "median", high_key))
         if not all(map(known, (value, low, median, high))) or median <= 0:
             return value, None, None
         return value, None, (value * low / median, value * high / median)
     user = get("train_seconds") / unit if known(get("train_seconds")) else get(TIME_METRIC[task])
     steady = get("steady_state_seconds") / unit if known(get("steady_state_seconds")) else None
+    if samples and steady is not None:   # steady state = median window × steps: its whisker scales the quartiles
+        median = row["timing.median"]
+        return user, steady, (steady * row["timing.q1"] / median, steady * row["timing.q3"] / median)
     later = get("epoch_seconds")[1:] if isinstance(get("epoch_seconds"), list) else []
     if steady is None or len(later) < 2:
         return user, steady, None
@@ -159,6 +183,7 @@ def to_frame(records):
                        + frame["cell.gpus"].astype(str) + "×" + frame["cell.device"])
     rows = frame.to_dict("records")
     frame["machine"] = [machine_of(r) for r in rows]
+    frame["machine_class"] = [machine_class_of(r) for r in rows]
     frame["software"] = [software_of(r) for r in rows]
     frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index,
                                                        dtype=object)
@@ -176,14 +201,16 @@ def cell_text(row, task, footnotes):
     if not known(row["time"]):
         return "ok, no time recorded"
     text = f"{row['time']:.3g}"
-    if row.get("timing.unstable") is True:
-        text += "†"
     warmup = row.get("metrics.warmup_seconds") if known(row.get("metrics.warmup_seconds")) else row.get("timing.warmup")
     train_seconds = row.get("metrics.train_seconds")
     if known(warmup) and known(train_seconds) and warmup > train_seconds / 2:
         text += "*"
     if known(row.get("steady")):
         text += f" / {row['steady']:.3g}"
+    if known(row.get("timing.spread")):
+        text += f" ±{row['timing.spread']:.0%}"
+    if row.get("timing.unstable") is True:
+        text += "†"
     quality = QUALITY_METRIC.get(task)
     if quality and known(row.get(f"metrics.{quality}")):
         q = row[f"metrics.{quality}"]
@@ -205,7 +232,7 @@ def task_table(frame, task, footnotes=None):
     rows = rows.sort_values(["cell.framework"], kind="stable")  # notes numbered in the order the table is read
     table = rows.assign(text=[cell_text(r, task, footnotes) for r in rows.to_dict("records")]).pivot_table(
         index="cell.framework", columns="column", values="text", aggfunc="; ".join)[columns]
-    mixed = rows.groupby("column")["machine"].nunique()
+    mixed = rows.groupby("column")["machine_class"].nunique()
     table.columns = [f"{c} ‡" if mixed[c] > 1 else c for c in table.columns]
     table.index.name = "framework"
     return table.fillna("—")

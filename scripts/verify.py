@@ -1,33 +1,50 @@
 """Check this install against reference records shipped in the repo (results/reference/NAME/cells/*.json).
 
-    python -m scripts.verify                                   # run the demo profile, compare with the CPU reference
+    python -m scripts.verify                                   # run the demo profile, compare with this machine's reference
     python -m scripts.verify --run results/demo-… --reference results/reference/nvidia-h200
 
-Per cell: the reference's time and quality metric, this machine's, their ratio and a verdict; then one line that says
-what to do. A cell is off when it is slower than the reference beyond the time tolerance (shared machines are noisy:
-compare ratios, not seconds), when its accuracy or AUC differs from the reference's by more than the margin (faster
-but wrong is a broken install, not a fast one), when it failed or timed out, when it was planned but wrote no record,
-when its record has no time, or when it was skipped where the reference ran. Cells of the reference that this run's plan does not contain, and
-cells of the run that the reference lacks, are counted in the verdict but judge nothing. Exit code 0 when every
-compared cell is as expected, 1 when any is off or nothing could be compared, 2 when the comparison cannot start.
+A cell is compared only with the reference cell of the same id, data kind, task parameters (`system.params_hash`)
+and machine class (`system.machine_class`: CPU model, instruction set and usable cores, or GPU model and count);
+anything else is listed as incomparable, with why, and judges nothing.
+
+The noise model (asv's `compare`, pyperf): the run's overall speed relative to the reference is the geometric mean of
+the comparable cells' steady-state ratios. It is reported on its own line and divided out before cells are judged, so
+a uniformly slower machine is "1.3× slower overall", not "21 cells slower"; on the same machine class an overall
+factor beyond ×OVERALL_TOLERANCE either way is itself off (faster than the same hardware can be: check the clock).
+A cell is off when its normalised ratio is beyond the time tolerance either way *and* a Mann-Whitney U test on the
+two cells' samples agrees (with fewer than MIN_SAMPLES samples on a side the ratio alone decides, and the row says
+so). Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the
+time as waited only adds a note, since compile caches and imports move it on a healthy machine. Quality (accuracy,
+AUC) beyond the margin, a failed or missing cell and a skip where the reference ran are off as before.
+
+Exit codes: 0 every compared cell as expected, 1 something is off, 2 the comparison cannot start (no reference, no
+run), 3 nothing in the run is comparable with the reference (the message names a reference that fits, or how to make
+one).
 """
 import argparse
+import math
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
 
+from scipy.stats import mannwhitneyu
 from tabulate import tabulate
 
-from scripts import report, run
+from scripts import records, report, run
 from scripts.matrix import ROOT
 from scripts.plan import planned_ids
-from scripts import records
+from shared import sysinfo
 from shared.record import RecordError
+from shared.timing import MIN_SAMPLES
 
 REFERENCES = ROOT / "results" / "reference"
-DEFAULT_REFERENCE = REFERENCES / "cpu-2core"
-TIME_TOLERANCE = 1.5   # measured / reference time above this is "slower", below its inverse "faster"
-QUALITY_MARGIN = 0.05  # accuracy or AUC may differ from the reference's by this much
+TIME_TOLERANCE = 1.5     # a normalised steady-state ratio beyond this (either way) is off, if the rank test agrees
+WAITED_TOLERANCE = 2.0   # the time as waited beyond this (normalised) adds a note
+OVERALL_TOLERANCE = 2.0  # the whole run against a reference of the same machine class
+QUALITY_MARGIN = 0.05    # accuracy or AUC may differ from the reference's by this much
+ALPHA = 0.01             # the rank test's significance level (two-sided)
+INCOMPARABLE = 3         # exit code: nothing to compare with
 
 
 class VerifyError(Exception):
@@ -41,29 +58,69 @@ def records_by_id(folder):
         raise VerifyError(str(e)) from e
 
 
-def planned(folder):
-    """The cell ids the run meant to run (its plan.json), or None without a plan (a merged or hand-made folder):
-    then every reference cell is expected."""
-    return planned_ids(folder)
+# ---------------------------------------------------------------- what a record measured
+
+def machine_class(record):
+    """The record's machine class, or one derived from its facts for records written before the key existed."""
+    system = record.get("system") or {}
+    return system.get("machine_class") or sysinfo.machine_class(system, record["cell"]["device"],
+                                                                record["cell"]["gpus"])
 
 
-def time_of(record):
-    task, metrics = record["cell"]["task"], record["metrics"]
-    value = metrics.get(report.TIME_METRIC[task])
-    if value is None and task == "densenet121" and metrics.get("train_seconds") is not None:
-        value = metrics["train_seconds"] / 60
-    return value
+def samples(record):
+    """The post-warm-up samples of an ok record (seconds per step or per pass), [] where it kept none."""
+    timing = record.get("timing") or {}
+    return [float(v) for v in timing.get("values") or []] if timing.get("unit") else []
 
 
-def first_line(text, width=70):
-    return (str(text or "").strip().splitlines() or [""])[0][:width]
+def steady(record):
+    """The steady-state figure the ratio is taken of: the median sample where the record has samples, else the
+    task's recorded time (older records)."""
+    values = samples(record)
+    if values:
+        return statistics.median(values)
+    metrics, task = record["metrics"], record["cell"]["task"]
+    value = metrics.get("steady_state_seconds") if task in report.TRAINING_TASKS else None
+    return value if value is not None else metrics.get(report.TIME_METRIC[task])
 
+
+def waited(record):
+    """The time a user waits for the cell's timed work, compile and first step included."""
+    metrics = record["metrics"]
+    if record["cell"]["task"] in report.TRAINING_TASKS:
+        return metrics.get("train_seconds")
+    timing = record.get("timing") or {}
+    passes = timing.get("values") or []
+    return (timing.get("warmup") or 0) + sum(passes) if passes else metrics.get("seconds_per_1000_images")
+
+
+def why_incomparable(expected, measured):
+    """Why two ok records of one cell id cannot be compared, or None where they can."""
+    reasons = []
+    if expected["cell"]["data"] != measured["cell"]["data"]:
+        reasons.append(f"data {measured['cell']['data']} vs the reference's {expected['cell']['data']}")
+    e_hash, m_hash = (r.get("system", {}).get("params_hash") for r in (expected, measured))
+    if expected["cell"]["scale"] != measured["cell"]["scale"]:
+        reasons.append(f"scale {measured['cell']['scale']} vs the reference's {expected['cell']['scale']}")
+    elif e_hash is None or e_hash != m_hash:
+        reasons.append("task parameters differ" if e_hash and m_hash else
+                       "task parameters not recorded (a record from before params_hash)")
+    e_class, m_class = machine_class(expected), machine_class(measured)
+    if e_class != m_class:
+        reasons.append(f"machine {m_class} vs the reference's {e_class}")
+    e_unit, m_unit = ((r.get("timing") or {}).get("unit") for r in (expected, measured))
+    if e_unit != m_unit:
+        reasons.append(f"timed in {m_unit or 'epochs/passes'} vs the reference's {e_unit or 'epochs/passes'}")
+    return "; ".join(reasons) or None
+
+
+# ---------------------------------------------------------------- judging
 
 def judge_status(expected, measured):
-    """(outcome, words) where one of the two cells did not run ok, else None: then the metrics decide."""
+    """(outcome, words) where one of the two cells did not run ok or they cannot be compared, else None."""
     if measured is None:
         return "missing", "missing: the run wrote no record of this planned cell"
-    status, why = measured["status"], first_line(measured["reason"])
+    status, why = measured["status"], report.first_line(measured["reason"])[:70]
     if status in ("failed", "timeout"):
         return "failed", f"{status}: {why}"
     if expected is None:
@@ -73,68 +130,127 @@ def judge_status(expected, measured):
             ("no reference", f"not compared: the reference cell is {expected['status']}")
     if status == "skipped":
         return "unexpected skip", f"skipped, the reference ran it: {why}"
+    reason = why_incomparable(expected, measured)
+    if reason:
+        return "incomparable", f"incomparable: {reason}"
+    if steady(measured) is None:
+        return "no time", f"no {report.TIME_METRIC[measured['cell']['task']]} in the record"
     return None
 
 
-def judge(expected, measured, tolerance, margin):
-    """(outcomes, verdict words, (expected time, measured time, ratio, expected quality, measured quality)) of one
-    cell; the outcomes are the tags the one-line verdict counts."""
-    e_time = time_of(expected) if expected and expected["status"] == "ok" else None
-    m_time = time_of(measured) if measured and measured["status"] == "ok" else None
+def rank_test(expected, measured, overall):
+    """The two-sided Mann-Whitney U p-value of the measured samples (divided by the overall factor) against the
+    reference's, or None with fewer than MIN_SAMPLES samples on a side."""
+    e, m = samples(expected), samples(measured)
+    if len(e) < MIN_SAMPLES or len(m) < MIN_SAMPLES:
+        return None
+    return float(mannwhitneyu([v / overall for v in m], e, alternative="two-sided").pvalue)
+
+
+def judge(expected, measured, overall, tolerance, margin):
+    """(outcomes, words, row values) of one cell. Row values: reference and measured steady state, their raw
+    ratio, the ratio after the overall factor, the rank test's p, measured quality."""
     by_status = judge_status(expected, measured)
     if by_status:
-        return [by_status[0]], by_status[1], (e_time, m_time, None, None, None)
-    task = expected["cell"]["task"]
-    ratio = m_time / e_time if m_time is not None and e_time else None
-    found = []  # (outcome, words)
-    if m_time is None:
-        found.append(("no time", f"no {report.TIME_METRIC[task]} in the record"))
-    elif ratio is not None and ratio > tolerance:
-        found.append(("slower", f"slower (×{ratio:.2f})"))
-    elif ratio is not None and ratio < 1 / tolerance:
-        found.append(("faster", f"faster (×{ratio:.2f})"))
-    quality = report.QUALITY_METRIC.get(task)
+        return [by_status[0]], by_status[1], (None,) * 6
+    e_time, m_time = steady(expected), steady(measured)
+    ratio = m_time / e_time if e_time else None
+    normalised = ratio / overall if ratio else None
+    p = rank_test(expected, measured, overall)
+    found, notes = [], []
+    if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):
+        faster = normalised < 1
+        if p is not None and p >= ALPHA:
+            notes.append(f"×{normalised:.2f} but within its noise (p={p:.2g})")
+        else:
+            test = f", p={p:.2g}" if p is not None else f", no rank test (<{MIN_SAMPLES} samples)"
+            found.append(("faster", f"faster than possible? check the clock (×{normalised:.2f}{test})") if faster
+                         else ("slower", f"slower (×{normalised:.2f}{test})"))
+    e_wait, m_wait = waited(expected), waited(measured)
+    if e_wait and m_wait:
+        wait_ratio = m_wait / e_wait / overall
+        if wait_ratio > WAITED_TOLERANCE or wait_ratio < 1 / WAITED_TOLERANCE:
+            notes.append(f"time as waited ×{wait_ratio:.2f} (compile, caches, first step)")
+            found.append(("waited", None))
+    quality = report.QUALITY_METRIC.get(expected["cell"]["task"])
     e_q, m_q = (expected["metrics"].get(quality), measured["metrics"].get(quality)) if quality else (None, None)
     if e_q is not None and (m_q is None or abs(m_q - e_q) > margin):
         found.append(("quality", f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
-    return [o for o, _ in found] or ["ok"], "; ".join(w for _, w in found) or "ok", (e_time, m_time, ratio, e_q, m_q)
+    outcomes = [o for o, _ in found if o != "waited"] or ["ok"]
+    outcomes += [o for o, _ in found if o == "waited"]
+    words = "; ".join([w for _, w in found if w] + notes) or "ok"
+    return outcomes, words, (e_time, m_time, ratio, normalised, p, m_q)
+
+
+def overall_factor(reference, measured, ids):
+    """The geometric mean of the steady-state ratios of the comparable ok cells (1.0 where there are none) and how
+    many cells it rests on."""
+    logs = []
+    for cell_id in ids:
+        expected, got = reference.get(cell_id), measured.get(cell_id)
+        if judge_status(expected, got) is None:
+            logs.append(math.log(steady(got) / steady(expected)))
+    return (math.exp(statistics.mean(logs)) if logs else 1.0), len(logs)
 
 
 def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN):
     """Judge every cell the run planned (or, without a plan, every reference cell) and every cell the run has.
-    Returns (table rows, Counter of outcomes, number of reference cells outside the plan)."""
-    expected_ids = [i for i in reference if plan is None or i in plan]
+    Returns (table rows, Counter of outcomes, number of reference cells outside the plan, overall factor)."""
+    wanted = None if plan is None else set(plan)
+    expected_ids = [i for i in reference if wanted is None or i in wanted]
     ids = expected_ids + sorted(set(measured) - set(expected_ids))
+    overall, basis = overall_factor(reference, measured, ids)
     rows, counts = [], Counter()
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
-        outcomes, words, (e_time, m_time, ratio, e_q, m_q) = judge(expected, got, tolerance, margin)
+        outcomes, words, values = judge(expected, got, overall, tolerance, margin)
         counts.update(outcomes)
-        counts["compared"] += "no reference" not in outcomes
-        metric = report.TIME_METRIC[(expected or got)["cell"]["task"]]
-        rows.append([cell_id, metric, e_time, m_time, ratio, e_q, m_q, words])
-    return rows, counts, len(reference) - len(expected_ids)
+        counts["compared"] += not {"no reference", "incomparable"} & set(outcomes)
+        rows.append([cell_id, *values, words])
+    counts["overall basis"] = basis
+    return rows, counts, len(reference) - len(expected_ids), overall
 
 
 def plural(n, word):
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def one_line(counts, outside, tolerance, margin):
+def overall_line(overall, basis, same_class=True):
+    """The run's speed relative to the reference in words, and whether it is itself off."""
+    if basis == 0:
+        return "overall: nothing comparable", False
+    words = "as fast as" if abs(math.log(overall)) < math.log(1.05) else \
+        (f"{overall:.2f}× slower than" if overall > 1 else f"{1 / overall:.2f}× faster than")
+    line = f"overall: this run is {words} the reference (geometric mean over {plural(basis, 'cell')})"
+    off = same_class and (overall > OVERALL_TOLERANCE or overall < 1 / OVERALL_TOLERANCE)
+    if off and overall < 1:
+        line += (f" — beyond ×{OVERALL_TOLERANCE:g} on the same machine class: faster than the same hardware can be; "
+                 "check the clock (a missing barrier, a timer that stops early)")
+    elif off:
+        line += (f" — beyond ×{OVERALL_TOLERANCE:g} on the same machine class: a throttled, busy or misconfigured "
+                 "machine (power profile, another load, fewer cores than it claims)")
+    return line, off
+
+
+def one_line(counts, outside, tolerance, margin, overall_off=False):
     """The verdict a person can act on: what is off and how much, or that all is as expected; then what was not
     compared and why."""
     n = counts["compared"]
     notes = []
-    if counts["faster"]:
-        notes.append(f"{counts['faster']} faster than the reference beyond ×{tolerance:g} (a faster machine?)")
+    if counts["incomparable"]:
+        notes.append(f"{plural(counts['incomparable'], 'cell')} incomparable (see each row)")
     if counts["no reference"]:
         notes.append(f"{plural(counts['no reference'], 'cell')} not compared (no reference record)")
     if outside:
         notes.append(f"{plural(outside, 'reference cell')} not in this run's plan")
+    if counts["waited"]:
+        notes.append(f"{plural(counts['waited'], 'cell')} with a time as waited beyond ×{WAITED_TOLERANCE:g} "
+                     "(compile, caches: a note, not a failure)")
     if n == 0:
-        return ("FAIL: nothing compared — this run and the reference share no cell; pass the reference of this "
-                "profile and machine with --reference" + "".join(f"; {x}" for x in notes))
+        return "INCOMPARABLE: nothing compared" + "".join(f"; {x}" for x in notes)
     problems = []
+    if overall_off:
+        problems.append("the whole run is off the reference (see the overall line)")
     if counts["failed"]:
         problems.append(f"{counts['failed']} of {plural(n, 'cell')} failed or timed out (see each log under logs/)")
     if counts["missing"]:
@@ -144,16 +260,56 @@ def one_line(counts, outside, tolerance, margin):
     if counts["no time"]:
         problems.append(f"{counts['no time']} ok but without a time (a runner that broke the record contract)")
     if counts["slower"]:
-        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the reference beyond ×{tolerance:g}")
+        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the run overall beyond "
+                        f"×{tolerance:g}")
+    if counts["faster"]:
+        problems.append(f"{counts['faster']} of {plural(n, 'cell')} faster than the run overall beyond "
+                        f"×{tolerance:g} (faster than possible? check the clock)")
     if counts["quality"]:
         problems.append(f"{counts['quality']} of {plural(n, 'cell')} with accuracy/AUC off the reference by more "
                         f"than ±{margin:g}")
-    elif problems:
-        problems.append("accuracy/AUC as expected")
     if problems:
         return "FAIL: " + "; ".join(problems + notes)
-    return (f"OK: {plural(n, 'cell')} as expected — time within ×{tolerance:g} of the reference, accuracy/AUC within "
-            f"±{margin:g} of it" + "".join(f"; {x}" for x in notes))
+    return (f"OK: {plural(n, 'cell')} as expected — steady state within ×{tolerance:g} of the reference once the "
+            f"overall factor is divided out (or within its noise), accuracy/AUC within ±{margin:g}"
+            + "".join(f"; {x}" for x in notes))
+
+
+# ---------------------------------------------------------------- which reference
+
+def classes_of(folder):
+    """The machine classes of a reference's ok records."""
+    found = Counter()
+    for path in sorted(Path(folder).glob("cells/*.json")):
+        try:
+            record = records.read(path)
+        except RecordError:
+            continue
+        if record["status"] == "ok":
+            found[machine_class(record)] += 1
+    return found
+
+
+def fitting_references(wanted_classes, exclude=None):
+    """The reference folders holding records of any of `wanted_classes`, best first."""
+    scored = []
+    for folder in sorted(REFERENCES.iterdir()) if REFERENCES.is_dir() else []:
+        if folder.is_dir() and folder != exclude:
+            hits = sum(n for c, n in classes_of(folder).items() if c in wanted_classes)
+            if hits:
+                scored.append((hits, folder))
+    return [folder for _, folder in sorted(scored, key=lambda x: -x[0])]
+
+
+def this_machine():
+    """This machine's class for a CPU cell (what the demo profile runs)."""
+    facts = sysinfo.cpu_facts()
+    return sysinfo.machine_class(facts, "cpu")
+
+
+def how_to_make_one(machine):
+    return (f"make one on this machine with `make reference` (the `reference` profile; it writes "
+            f"results/reference/{sysinfo.slug(machine)}), or pass --reference")
 
 
 def latest_run(profile):
@@ -165,17 +321,29 @@ def latest_run(profile):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.verify", description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE, help="a reference run folder")
+    ap.add_argument("--reference", type=Path, help="a reference run folder (default: the one of this machine class)")
     ap.add_argument("--run", type=Path, help="compare this run folder instead of running the profile")
     ap.add_argument("--profile", default="demo", help="the profile to run when no --run is given")
     ap.add_argument("--time-tolerance", type=float, default=TIME_TOLERANCE, metavar="RATIO",
-                    help=f"measured/reference time above this is slower (default {TIME_TOLERANCE})")
+                    help=f"normalised steady-state ratio beyond which a cell is off (default {TIME_TOLERANCE})")
     ap.add_argument("--quality-margin", type=float, default=QUALITY_MARGIN, metavar="DELTA",
                     help=f"largest accepted accuracy/AUC difference (default {QUALITY_MARGIN})")
     args = ap.parse_args(argv)
     if args.time_tolerance <= 1 or args.quality_margin < 0:
         ap.error("--time-tolerance must be above 1 and --quality-margin 0 or more")
     try:
+        if args.reference is None:
+            machine = this_machine() if args.run is None else None
+            if args.run is not None:
+                wanted = {machine_class(r) for r in records_by_id(args.run).values() if r["status"] == "ok"}
+            else:
+                wanted = {machine}
+            fitting = fitting_references(wanted)
+            if not fitting:
+                print(f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
+                      f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'))}", file=sys.stderr)
+                return INCOMPARABLE
+            args.reference = fitting[0]
         reference = records_by_id(args.reference)
         if not reference:
             available = ", ".join(p.name for p in REFERENCES.iterdir()) if REFERENCES.exists() else "none"
@@ -190,13 +358,21 @@ def main(argv=None):
     except VerifyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    rows, counts, outside = compare(reference, measured, planned(args.run), args.time_tolerance,
-                                    args.quality_margin)
+    rows, counts, outside, overall = compare(reference, measured, planned_ids(args.run), args.time_tolerance,
+                                             args.quality_margin)
     print(f"reference {args.reference} vs {args.run}")
-    print(tabulate(rows, headers=["cell", "metric", "expected", "measured", "ratio", "quality expected",
-                                  "quality measured", "verdict"], floatfmt=".3g", missingval="—"))
-    verdict = one_line(counts, outside, args.time_tolerance, args.quality_margin)
+    print(tabulate(rows, headers=["cell", "reference", "measured", "ratio", "÷ overall", "rank test p", "quality",
+                                  "verdict"], floatfmt=".3g", missingval="—"))
+    line, overall_off = overall_line(overall, counts["overall basis"])
+    print(line)
+    verdict = one_line(counts, outside, args.time_tolerance, args.quality_margin, overall_off)
     print(verdict)
+    if verdict.startswith("INCOMPARABLE"):
+        wanted = {machine_class(r) for r in measured.values() if r["status"] == "ok"}
+        fitting = fitting_references(wanted, exclude=args.reference)
+        print("a reference that fits: " + ", ".join(map(str, fitting)) if fitting else
+              how_to_make_one(next(iter(sorted(wanted)), "this machine")))
+        return INCOMPARABLE
     return 0 if verdict.startswith("OK") else 1
 
 

@@ -3,6 +3,7 @@
 Values come from the seed notebooks (DESIGN.md, "The tasks"). Non-Python runners (R, Julia) read the same values from
 `params.json`, which `python -m shared.params` writes and a test keeps in sync.
 """
+import hashlib
 import json
 from pathlib import Path
 
@@ -102,6 +103,13 @@ def task_params(task, scale="full"):
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
     return {**TASK_PARAMS[task], **SCALE_OVERRIDES[scale].get(task, {})}
+
+
+def params_hash(task, scale="full"):
+    """A short digest of `task`'s effective hyperparameters at `scale`: records with different digests did different
+    work (another crop size, more passes) and are never compared as if they had not."""
+    text = json.dumps(task_params(task, scale), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def as_json():

@@ -17,7 +17,7 @@ from pathlib import Path
 from shared import params
 from shared.datasets import DataError, data_source
 from shared.record import Skip, make_record, now, write_record
-from shared.sysinfo import system_info
+from shared.sysinfo import machine_class, system_info
 
 LOG_TAIL_LINES = 40
 
@@ -133,6 +133,8 @@ def run(cfg, load_task, framework_info):
         except Exception as e:  # the cell fails, the record says why; the matrix goes on
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
     system = system_info({**info, "switches": result.get("switches", {})})
+    system["machine_class"] = machine_class(system, cfg.device, cfg.gpus)  # what verify and the report compare by
+    system["params_hash"] = params.params_hash(cfg.task, cfg.scale)         # … with the work the cell did
     record = make_record(cell_of(cfg, data), status, run_id=cfg.run_id, reason=reason, log_tail=log_tail,
                          metrics=result.get("metrics"), timing=result.get("timing"), system=system,
                          started_at=started)

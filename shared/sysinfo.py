@@ -8,15 +8,108 @@ import subprocess
 from shared import buildinfo
 
 
-def cpu_name():
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+             "amx_fp16", "asimd", "sve", "sve2")   # what decides a CPU's GEMM rate (x86 and Arm)
+ISA_LEVELS = (("amx_bf16", "amx"), ("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"), ("avx2", "avx2"),
+              ("sve", "sve"), ("asimd", "neon"))     # the class names the best the CPU has
+
+
+def cpuinfo():
+    """(model name, set of flags, physical cores) from /proc/cpuinfo; physical cores = distinct (package, core)."""
+    model, flags, cores = None, set(), set()
+    package = None
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = (s.strip() for s in line.partition(":"))
+                if key == "model name" and model is None:
+                    model = value
+                elif key in ("flags", "Features") and not flags:
+                    flags = set(value.split())
+                elif key == "physical id":
+                    package = value
+                elif key == "core id":
+                    cores.add((package, value))
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return model or platform.processor() or platform.machine(), flags, len(cores) or None
+
+
+def cpu_name():
+    return cpuinfo()[0]
+
+
+def usable_cpus():
+    """The CPUs this process may use: its affinity mask (taskset, Slurm, Kubernetes' static policy) and, inside a
+    container, the cgroup's CPU quota (`docker --cpus`, a pod's limit), whichever is smaller."""
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+        if quota != "max":
+            return min(count, round(int(quota) / int(period), 2))
+    except (OSError, ValueError):
+        pass
+    return count
+
+
+def memory_gib():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 2 ** 20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def gpu_facts():
+    """What nvidia-smi says of each GPU this process sees: name, memory, maximum clocks, compute capability, driver;
+    [] without an NVIDIA driver. (Streaming multiprocessors: from the framework, where it reports them.)"""
+    fields = ("name", "memory.total", "clocks.max.sm", "clocks.max.memory", "compute_cap", "driver_version")
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    gpus = []
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        values = [v.strip() for v in line.split(",")]
+        if len(values) == len(fields):
+            name, memory, sm_clock, mem_clock, capability, driver = values
+            gpus.append({"name": name, "memory_mib": number(memory), "max_sm_clock_mhz": number(sm_clock),
+                         "max_memory_clock_mhz": number(mem_clock), "compute_capability": capability,
+                         "driver": driver})
+    return gpus
+
+
+def number(text):
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def slug(text):
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower().replace("(r)", "").replace("(tm)", "")).strip("-")
+
+
+def machine_class(system, device, gpus=1):
+    """What the speed of a cell depends on, in one key that never holds a host name: for a CPU cell the CPU model,
+    its best instruction set and the CPUs the cell could use ('cpu:amd-epyc-9b14:avx512-bf16:2c'); for a GPU cell
+    the GPU model, its memory and how many ('gpu:nvidia-h200:141g:x1'). Records of one class are comparable."""
+    if device == "gpu":
+        facts = (system.get("gpu_facts") or [{}])[0]
+        name = facts.get("name") or ((system.get("gpus") or ["unknown"])[0])
+        memory = facts.get("memory_mib")
+        return f"gpu:{slug(name)}:{round(memory / 1024) if memory else '?'}g:x{gpus}"
+    flags = set(system.get("cpu_flags") or ())
+    isa = next((name for flag, name in ISA_LEVELS if flag in flags), "isa-unknown" if not flags else "baseline")
+    usable = system.get("cpu_usable") or system.get("cpu_count")
+    return f"cpu:{slug(system.get('cpu') or 'unknown')}:{isa}:{usable if usable is not None else '?'}c"
 
 
 def nvidia_driver():
@@ -47,6 +140,12 @@ def placement():
             "gpu_ids": os.environ.get("ROSETTA_GPU_IDS") or os.environ.get("CUDA_VISIBLE_DEVICES") or None}
 
 
+def cpu_facts():
+    model, flags, physical = cpuinfo()
+    return {"cpu": model, "cpu_flags": sorted(f for f in ISA_FLAGS if f in flags), "cpu_count": os.cpu_count(),
+            "cpu_physical_cores": physical, "cpu_usable": usable_cpus(), "memory_gib": memory_gib()}
+
+
 def system_info(framework):
     """Merge host facts with `framework`, the dict a runner reports: framework_version, cuda, cudnn, gpus, switches."""
     return {
@@ -58,8 +157,8 @@ def system_info(framework):
         **framework,
         "driver": nvidia_driver(),
         "python": platform.python_version(),
-        "cpu": cpu_name(),
-        "cpu_count": os.cpu_count(),
+        **cpu_facts(),
+        "gpu_facts": gpu_facts(),
         **placement(),
         "os": platform.platform(),
         "image": os.environ.get("ROSETTA_IMAGE"),  # set by the Dockerfile: which image a containerized cell ran in

@@ -1,13 +1,24 @@
-"""Timing discipline (STYLE.md: pyperf, airbench): warm-up apart, raw values kept, spread reported and flagged.
+"""Timing discipline (STYLE.md: pyperf, airbench, asv): warm-up apart, every sample kept, spread as IQR, noise flagged.
 
 Every clock edge calls the framework's own barrier (`torch.cuda.synchronize`, `block_until_ready`, `nd.waitall`, …)
 so that asynchronous GPU work is inside the interval it belongs to.
+
+A number is reported with its samples: training is timed in windows of WINDOW_STEPS steps after the first step (one
+barrier per window edge, never per step), feature extraction in passes after a warm-up that lasts until two passes
+agree. The steady state is the median sample; the spread is IQR / median over those post-warm-up samples, and with
+fewer than MIN_SAMPLES samples there is no spread estimate (None, never 0).
 """
 import statistics
 import time
 from contextlib import contextmanager
 
-UNSTABLE_SPREAD = 0.10  # (max - min) / median above this marks a timing as unstable; it is flagged, never dropped
+import numpy as np
+
+WINDOW_STEPS = 5        # training steps per timed window: one sample, a barrier at each edge
+MIN_SAMPLES = 5         # fewer samples than this give no spread estimate
+UNSTABLE_SPREAD = 0.10  # IQR / median above this marks a timing as noisy (†); it is flagged, never dropped
+WARMUP_AGREEMENT = 0.10  # feature extraction warms up until two consecutive passes differ by less than this …
+WARMUP_CAP = 5           # … or this many warm-up passes have run (then `warm` says it did not settle)
 
 
 def no_barrier():
@@ -25,60 +36,80 @@ def stopwatch(barrier=no_barrier):
     elapsed.append(time.perf_counter() - start)
 
 
-def summarize(values, warmup=None):
-    """The `timing` block of a result record from raw seconds."""
+def summarize(values, warmup=None, unit="seconds", warm=None):
+    """The `timing` block of a result record from post-warm-up samples: every value, median, quartiles, and the
+    spread (IQR / median) where there are MIN_SAMPLES or more, else None. `warmup` is the warm-up's seconds, `warm`
+    whether the warm-up settled (feature extraction), `unit` what one value measures."""
     values = [float(v) for v in values]
-    median = statistics.median(values)
-    spread = (max(values) - min(values)) / median if median > 0 else 0.0
-    return {
-        "warmup": warmup,
-        "repeats": len(values),
-        "values": values,
-        "median": median,
-        "min": min(values),
-        "max": max(values),
-        "spread": spread,
-        "unstable": len(values) > 1 and spread > UNSTABLE_SPREAD,
-    }
+    block = {"warmup": warmup, "repeats": len(values), "values": values, "unit": unit, "warm": warm,
+             "median": None, "min": None, "max": None, "q1": None, "q3": None, "spread": None, "unstable": None}
+    if not values:
+        return block
+    median = float(statistics.median(values))
+    q1, q3 = (float(q) for q in np.percentile(values, [25, 75]))  # linear interpolation (Hyndman-Fan 7, as Julia)
+    spread = (q3 - q1) / median if len(values) >= MIN_SAMPLES and median > 0 else None
+    block.update(median=median, min=min(values), max=max(values), q1=q1, q3=q3, spread=spread,
+                 unstable=None if spread is None else spread > UNSTABLE_SPREAD)
+    return block
 
 
-def repeat(fn, *, repeats, warmup=1, barrier=no_barrier):
-    """Call `fn` `warmup` times untimed (compile, autotune, caches), then `repeats` times timed; return the summary."""
-    with stopwatch(barrier) as warm:
-        for _ in range(warmup):
+def repeat(fn, *, repeats, barrier=no_barrier):
+    """Feature extraction's clock: call `fn` untimed until two consecutive calls agree within WARMUP_AGREEMENT
+    (compile, autotune, caches; at most WARMUP_CAP calls), then max(`repeats`, MIN_SAMPLES) times timed; the summary,
+    whose `warmup` is the warm-up's seconds and `warm` whether it settled."""
+    warm_times = []
+    while len(warm_times) < WARMUP_CAP:
+        with stopwatch(barrier) as t:
             fn()
+        warm_times.append(t())
+        if len(warm_times) >= 2 and abs(warm_times[-1] - warm_times[-2]) <= WARMUP_AGREEMENT * warm_times[-2]:
+            break
+    settled = len(warm_times) >= 2 and abs(warm_times[-1] - warm_times[-2]) <= WARMUP_AGREEMENT * warm_times[-2]
     values = []
-    for _ in range(repeats):
+    for _ in range(max(repeats, MIN_SAMPLES)):
         with stopwatch(barrier) as t:
             fn()
         values.append(t())
-    return summarize(values, warmup=warm() if warmup else None)
+    return summarize(values, warmup=sum(warm_times), unit="seconds per pass", warm=settled)
 
 
-def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier):
-    """The training clock: run `step(batch)` for every batch of `epoch_batches(epoch)`, one timed interval per epoch.
+def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_STEPS):
+    """The training clock: run `step(batch)` for every batch of `epoch_batches(epoch)`, one timed interval per epoch
+    and, inside it, one sample per `window` steps after the very first step (barriers at the window edges).
 
     The very first step (compile, autotune, lazy allocation) is also timed on its own and returned as the warm-up;
-    it still counts towards its epoch, as it would for a user. Returns (epoch_seconds, warmup_seconds, last output).
-    """
-    epoch_seconds, warmup, out = [], None, None
+    it still counts towards its epoch, as it would for a user. A window never spans two epochs (the shuffle between
+    them is not a step); the steps left at an epoch's end count in its time but give no sample. Returns
+    (epoch_seconds, warmup_seconds, last output, windows: seconds per step of each full window)."""
+    epoch_seconds, warmup, out, windows = [], None, None, []
     for epoch in range(epochs):
         with stopwatch(barrier) as epoch_time:
-            for i, batch in enumerate(epoch_batches(epoch)):
+            in_window, window_start = 0, time.perf_counter()   # a window holds its batches' gathering too
+            for batch in epoch_batches(epoch):
                 if warmup is None:
                     with stopwatch(barrier) as first:
                         out = step(batch)
                     warmup = first()
-                else:
-                    out = step(batch)
+                    window_start = time.perf_counter()
+                    continue
+                out = step(batch)
+                in_window += 1
+                if in_window == window:
+                    barrier()
+                    now = time.perf_counter()
+                    windows.append((now - window_start) / window)
+                    in_window, window_start = 0, now
         epoch_seconds.append(epoch_time())
-    return epoch_seconds, warmup, out
+    return epoch_seconds, warmup, out, windows
 
 
-def steady_state_seconds(epoch_seconds, warmup=None, steps=None):
-    """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median epoch after
-    the first, times the number of epochs; with one epoch, the epoch minus its first step, scaled back up to `steps`
-    steps. None where neither can be known (one epoch and no separately timed first step)."""
+def steady_state_seconds(epoch_seconds, warmup=None, steps=None, windows=None):
+    """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median window's
+    seconds per step times every step of the run; without a full window, the epochs after the first (their median
+    times the number of epochs), or the one epoch minus its first step scaled back up to `steps` steps. None where
+    none of these can be known."""
+    if windows and steps:
+        return float(statistics.median(windows) * steps * len(epoch_seconds))
     if len(epoch_seconds) > 1:
         return float(statistics.median(epoch_seconds[1:]) * len(epoch_seconds))
     if warmup is not None and steps and steps > 1:
@@ -86,18 +117,23 @@ def steady_state_seconds(epoch_seconds, warmup=None, steps=None):
     return None
 
 
-def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, **extra):
+def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, windows=None, **extra):
     """The `metrics` block of a training task: the time a user waits (`train_seconds`, compile and first step
     included), the steady-state time beside it, throughput, and whatever the task adds (accuracy, auc, …)."""
     train_seconds = float(sum(epoch_seconds))
     return {"train_seconds": train_seconds, "epoch_seconds": [float(s) for s in epoch_seconds],
-            "steady_state_seconds": steady_state_seconds(epoch_seconds, warmup, steps),
+            "steady_state_seconds": steady_state_seconds(epoch_seconds, warmup, steps, windows),
             "warmup_seconds": warmup,
             "samples_per_second": samples_per_epoch * len(epoch_seconds) / train_seconds, **extra}
+
+
+def train_timing(windows, warmup=None):
+    """The `timing` block of a training task: its windows' seconds per step (WINDOW_STEPS steps each)."""
+    return {**summarize(windows, warmup=warmup, unit="seconds per step"), "window_steps": WINDOW_STEPS}
 
 
 def extraction_metrics(timing, images, batch_size, image_size, **extra):
     """The `metrics` block of feature extraction: the median pass over `images` images, per 1,000 images (the seed's
     unit) and per second, plus what the task adds (weights, …)."""
-    return {"seconds_per_1000_images": timing["median"] / images * 1000, "samples_per_second": images / timing["median"],
-            "images": images, "image_size": image_size, "batch_size": batch_size, **extra}
+    return {"seconds_per_1000_images": timing["median"] / images * 1000,
+            "samples_per_second": images / timing["median"], "images": images, "image_size": image_size, "batch_size": batch_size, **extra}

@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+from shared import timing
+
 from conftest import framework_tasks, run_runner
 
 # Measured at tiny scale (issue 7's mutation check). Correct runners: cnn 1.00 (jax .98), gru .99-1.00. Mutated: cnn
@@ -63,7 +65,7 @@ def test_feature_and_multi_device_tasks_run(framework, task, synthetic_data, tmp
     assert proc.returncode == 0 and record["status"] == "ok", (record["reason"], record["log_tail"], proc.stdout)
     m = record["metrics"]
     if task == "resnet50":
-        assert m["seconds_per_1000_images"] > 0 and record["timing"]["repeats"] == 2
+        assert m["seconds_per_1000_images"] > 0 and record["timing"]["repeats"] == timing.MIN_SAMPLES
     else:
         assert m["devices"] == gpus and m["train_minutes"] > 0
         assert m["auc"] >= MIN_AUC, m

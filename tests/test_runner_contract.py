@@ -5,7 +5,9 @@ import pytest
 
 from conftest import run_runner
 from runners import FRAMEWORKS
+from shared.params import params_hash
 from shared.runner import parser
+from shared.timing import MIN_SAMPLES
 
 
 def test_missing_data_is_a_failed_record_that_says_what_to_do(tmp_path):
@@ -96,10 +98,17 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     assert set(record) == {"schema", "run_id", "cell", "status", "reason", "log_tail", "metrics", "timing", "system",
                            "started_at", "finished_at", "git_commit"}
     assert record["status"] == "ok", record["log_tail"]
-    assert record["timing"]["repeats"] == 3 and len(record["timing"]["values"]) == 3
+    # --repeats 3 asks for fewer passes than a spread needs: MIN_SAMPLES are timed, after a warm-up that settled
+    assert record["timing"]["repeats"] == MIN_SAMPLES == len(record["timing"]["values"])
+    assert record["timing"]["unit"] == "seconds per pass" and record["timing"]["spread"] is not None
     assert record["system"]["switches"]["channels_last"] is True and record["metrics"]["weights"] == "random"
     assert record["metrics"]["data_placement"] == "host" and record["metrics"]["differences"] == []  # report fields
     assert {"python", "cpu", "framework_version", "cuda", "cudnn", "driver", "gpus", "host"} <= set(record["system"])
+    # the machine fingerprint, and the key that verify and the report compare by (never the host name)
+    system = record["system"]
+    assert {"cpu_flags", "cpu_physical_cores", "cpu_usable", "memory_gib", "gpu_facts"} <= set(system)
+    assert system["machine_class"].startswith("cpu:") and system["host"] not in system["machine_class"]
+    assert system["params_hash"] == params_hash("resnet50", "tiny")
 
 
 def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_error(synthetic_data, tmp_path):

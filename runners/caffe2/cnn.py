@@ -8,7 +8,7 @@ from runners.caffe2 import CPU, check_precision, count_parameters, device_name, 
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -154,7 +154,7 @@ def main(cfg):
     workspace.RunNetOnce(train.param_init_net)                         # parameters, momenta, lr, iteration counter
     train_step = make_train_step(train, device, ["data", "label"] if placement == "host" else ["index"])
 
-    epoch_seconds, warmup, _ = timed_epochs(
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, placement),
         train_step, sync())
 
@@ -162,11 +162,11 @@ def main(cfg):
     accuracy = evaluate(test, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=final_loss, parameters=count_parameters(train),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=placement, differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "cudnn": cudnn["cudnn"], "memory_format": "NCHW", "dtype": "float32",
                      "device": device_name(device)},
     }

@@ -132,7 +132,7 @@ def main(cfg):
 
     features = []
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"], device)),
-                    repeats=cfg.repeats, warmup=1, barrier=sync())
+                    repeats=cfg.repeats, barrier=sync())
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

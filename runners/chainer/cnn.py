@@ -9,7 +9,7 @@ from runners.chainer import count_parameters, select_device, set_precision, setu
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -116,7 +116,7 @@ def main(cfg):
                                 classifier, loss_scaling)              # v = μv - lr·g, no unit gain (lesson 8)
     train_step = make_train_step(classifier, optimizer)
 
-    epoch_seconds, warmup, loss = timed_epochs(
+    epoch_seconds, warmup, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device,
                                                  chainer.get_dtype()),
         lambda batch: train_step(*batch), sync(device))
@@ -124,11 +124,11 @@ def main(cfg):
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(loss.array), parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "memory_format": "NCHW", "dtype": "mixed16" if loss_scaling else "float32",
                      "loss_scaling": "dynamic" if loss_scaling else None, "device": str(device)},
     }

@@ -21,7 +21,7 @@ from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -215,7 +215,7 @@ def worker(cfg, world):
         optimizer.is_changed(classifier)
     train_step = make_train_step(classifier, optimizer)
 
-    epoch_seconds, warmup, loss = timed_epochs(
+    epoch_seconds, warmup, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(train, cfg, epoch, rank, world, device, chainer.get_dtype()),
         lambda batch: train_step(*batch), sync(device))
 
@@ -225,12 +225,13 @@ def worker(cfg, world):
     steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
+                                 windows=windows,
                                  auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
                                  final_loss=float(loss.array), devices=world, weights=source,
                                  global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                  epochs=p["epochs"], data_placement="host", differences=[ADAM_EPSILON_HAT]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "communicator": name, "data_parallel": "ChainerMN" if comm else None,
                      "processes": world, "memory_format": "NCHW", "dtype": "mixed16" if loss_scaling else "float32",
                      "loss_scaling": "dynamic" if loss_scaling else None, "device": str(device)},

@@ -7,7 +7,7 @@ from runners.cntk import (check_precision, count_parameters, is_gpu, one_hot, se
 from shared import batching, metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -109,18 +109,18 @@ def main(cfg):
     trainer = C.Trainer(model, loss, [learner])            # no metric: accuracy is measured after training
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
-    epoch_seconds, warmup, trainer = timed_epochs(
+    epoch_seconds, warmup, trainer, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(*batch), sync(model, device))
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(trainer.previous_minibatch_loss_average),
                                  parameters=count_parameters(model), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement="host", differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "memory_format": "NCHW", "dtype": "float32", "unit_gain": False,
                      "device": "gpu(0)" if is_gpu(device) else "cpu"},
     }

@@ -8,7 +8,7 @@ from runners.cntk import (ADAM_EPSILON_HAT, check_precision, count_parameters, i
 from shared import batching, metrics
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
@@ -159,7 +159,7 @@ def main(cfg):
     trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [learner])
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
-    epoch_seconds, warmup, trainer = timed_epochs(
+    epoch_seconds, warmup, trainer, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(*batch), sync(model, device))
 
@@ -167,11 +167,11 @@ def main(cfg):
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     differences = [ADAM_EPSILON_HAT] + ([] if cudnn else [GRU_RESET_BEFORE, GRU_ONE_BIAS])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(trainer.previous_minibatch_loss_average),
                                  parameters=count_parameters(model), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement="host", differences=differences),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": cudnn,
                      "gru": "optimized_rnnstack (cuDNN)" if cudnn else "Recurrence(GRU)",
                      "gru_formulation": "reset after matmul (canonical)" if cudnn else "reset before matmul",

@@ -135,7 +135,7 @@ def main(cfg):
 
     features = []
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])),
-                    repeats=cfg.repeats, warmup=1, barrier=sync(model, device))
+                    repeats=cfg.repeats, barrier=sync(model, device))
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

@@ -14,7 +14,7 @@ from runners.jax import count_parameters, load_torchvision_names, select_devices
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -205,7 +205,8 @@ def main(cfg):
         state, loss = train_step(state, *batch)
         return loss
 
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_batches, step, lambda: jax.block_until_ready(state))
+    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, step,
+                                                        lambda: jax.block_until_ready(state))
     nnx.update((model, optimizer, loss_scale), state)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], batch_sharding)
@@ -213,12 +214,13 @@ def main(cfg):
     differences = [DIFFERENCES["biased_var"]] + ([DIFFERENCES["sync_bn"]] if world > 1 else [])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
+                                 windows=windows,
                                  auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
                                  final_loss=float(loss), devices=world, weights=source,
                                  global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                  epochs=p["epochs"], data_placement="host", differences=differences),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "data_parallel": "jax.sharding (mesh axis 'data')", "devices": world,
                      "device_list": [str(d) for d in devices], "memory_format": "NHWC",
                      "compute_dtype": jnp.dtype(dtype).name, "batchnorm": "synchronized over the global batch",

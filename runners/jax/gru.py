@@ -10,7 +10,7 @@ from runners.jax import count_parameters, select_devices, set_precision, train_b
 from shared import batching, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
@@ -156,7 +156,7 @@ def main(cfg):
         return loss
 
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
-    epoch_seconds, warmup, loss = timed_epochs(
+    epoch_seconds, warmup, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
         lambda: jax.block_until_ready(state))
     nnx.update((model, optimizer, loss_scale), state)
@@ -164,11 +164,11 @@ def main(cfg):
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": False, "compute_dtype": jnp.dtype(dtype).name,
                      "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},
     }

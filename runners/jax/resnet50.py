@@ -137,7 +137,7 @@ def main(cfg):
 
     features = []
     timing = repeat(lambda: features.append(extract(lambda x: apply(state, x), images, p["batch_size"], device)),
-                    repeats=cfg.repeats, warmup=1)
+                    repeats=cfg.repeats)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

@@ -106,17 +106,18 @@ function main(cfg)
         w.opt = Momentum(lr=p["lr"], gamma=p["momentum"])
     end
 
-    epoch_seconds, warmup, loss = timed_epochs(
+    epoch_seconds, warmup, loss, windows = timed_epochs(
         epoch -> train_steps(model, xtrn, ytrn, orders, p["batch_size"], epoch, atype), p["epochs"]; barrier=barrier)
 
     accuracy = evaluate(model, xtst, ytst, p["batch_size"], atype)
     steps = size(orders, 1) ÷ p["batch_size"]
     return Dict(
         "metrics" => train_metrics(epoch_seconds, steps * p["batch_size"]; warmup=warmup, steps=steps,
+                                   windows=windows,
                                    accuracy=accuracy, final_loss=Float64(loss), parameters=count_parameters(model),
                                    epochs=p["epochs"], train_samples=length(ytrn), test_samples=length(ytst),
                                    data_placement=switches["data_placement"], differences=String[]),
-        "timing" => summarize(epoch_seconds; warmup=warmup),
+        "timing" => train_timing(windows; warmup=warmup),
         "switches" => merge(switches, Dict("memory_format" => "NCHW", "device" => cfg["device"])),
         "system" => system_of(cfg))
 end

@@ -16,7 +16,7 @@
 
 import Pkg
 import Random
-using Statistics: median
+using Statistics: median, quantile
 
 # ---------------------------------------------------------------- JSON (the stdlib of Julia 1.5 has none)
 
@@ -155,7 +155,11 @@ end
 
 # ---------------------------------------------------------------- timing (shared/timing.py, the same numbers)
 
+const WINDOW_STEPS = 5
+const MIN_SAMPLES = 5
 const UNSTABLE_SPREAD = 0.10
+const WARMUP_AGREEMENT = 0.10
+const WARMUP_CAP = 5
 
 no_barrier() = nothing
 
@@ -168,60 +172,90 @@ function stopwatch(f, barrier=no_barrier)
     return (time_ns() - start) / 1e9
 end
 
-"The `timing` block of a result record from raw seconds."
-function summarize(values; warmup=nothing)
+"""The `timing` block of a result record from post-warm-up samples: every value, median, quartiles (Julia's default
+quantile is NumPy's linear one), and IQR / median as the spread from MIN_SAMPLES samples on, else nothing."""
+function summarize(values; warmup=nothing, unit="seconds", warm=nothing)
     values = Float64.(values)
-    med = median(values)
-    spread = med > 0 ? (maximum(values) - minimum(values)) / med : 0.0
-    return Dict{String,Any}("warmup" => warmup, "repeats" => length(values), "values" => values, "median" => med,
-                            "min" => minimum(values), "max" => maximum(values), "spread" => spread,
-                            "unstable" => length(values) > 1 && spread > UNSTABLE_SPREAD)
+    block = Dict{String,Any}("warmup" => warmup, "repeats" => length(values), "values" => values, "unit" => unit,
+                             "warm" => warm, "median" => nothing, "min" => nothing, "max" => nothing,
+                             "q1" => nothing, "q3" => nothing, "spread" => nothing, "unstable" => nothing)
+    isempty(values) && return block
+    med, q1, q3 = median(values), quantile(values, 0.25), quantile(values, 0.75)
+    spread = length(values) >= MIN_SAMPLES && med > 0 ? (q3 - q1) / med : nothing
+    merge!(block, Dict("median" => med, "min" => minimum(values), "max" => maximum(values), "q1" => q1, "q3" => q3,
+                       "spread" => spread, "unstable" => spread === nothing ? nothing : spread > UNSTABLE_SPREAD))
+    return block
 end
 
-"`warmup` untimed calls of `f` (compile, autotune, caches), then `repeats` timed ones; the summary."
-function repeat_timed(f; repeats, warmup=1, barrier=no_barrier)
-    warm = stopwatch(() -> foreach(_ -> f(), 1:warmup), barrier)
-    return summarize([stopwatch(f, barrier) for _ in 1:repeats]; warmup=warmup > 0 ? warm : nothing)
+"""Untimed calls of `f` until two consecutive ones agree within WARMUP_AGREEMENT (at most WARMUP_CAP), then
+max(`repeats`, MIN_SAMPLES) timed ones; the summary (shared.timing.repeat)."""
+function repeat_timed(f; repeats, barrier=no_barrier)
+    agree(t) = length(t) >= 2 && abs(t[end] - t[end-1]) <= WARMUP_AGREEMENT * t[end-1]
+    warm = Float64[]
+    while length(warm) < WARMUP_CAP
+        push!(warm, stopwatch(f, barrier))
+        agree(warm) && break
+    end
+    values = [stopwatch(f, barrier) for _ in 1:max(repeats, MIN_SAMPLES)]
+    return summarize(values; warmup=sum(warm), unit="seconds per pass", warm=agree(warm))
 end
 
 """The training clock: every iteration of `steps(epoch)` is one training step (Knet's `minimize` iterator runs the
-step when it is iterated), one timed interval per epoch. The very first step (Julia's compilation of every method
-it calls, cuDNN's algorithm search) is also timed on its own and returned as the warm-up; it still counts towards its
-epoch. Returns (epoch_seconds, warmup_seconds, last output)."""
-function timed_epochs(steps, epochs; barrier=no_barrier)
-    epoch_seconds, warmup, out = Float64[], nothing, nothing
+step when it is iterated), one timed interval per epoch and one sample per WINDOW_STEPS steps after the very first
+step (barriers at the window edges; a window never spans two epochs). The first step (Julia's compilation of every
+method it calls, cuDNN's algorithm search) is also timed on its own and returned as the warm-up; it still counts
+towards its epoch. Returns (epoch_seconds, warmup_seconds, last output, windows: seconds per step)."""
+function timed_epochs(steps, epochs; barrier=no_barrier, window=WINDOW_STEPS)
+    epoch_seconds, warmup, out, windows = Float64[], nothing, nothing, Float64[]
     for epoch in 1:epochs
         barrier()
         start = time_ns()
-        for y in steps(epoch)
+        in_window, window_start = 0, time_ns()   # a window holds its batches' gathering too
+        for y in steps(epoch)                      # the step runs while iterating; the body sees its output
+            out = y
             if warmup === nothing
                 barrier()
                 warmup = (time_ns() - start) / 1e9
+                window_start = time_ns()
+                continue
             end
-            out = y
+            in_window += 1
+            if in_window == window
+                barrier()
+                now = time_ns()
+                push!(windows, (now - window_start) / 1e9 / window)
+                in_window, window_start = 0, now
+            end
         end
         barrier()
         push!(epoch_seconds, (time_ns() - start) / 1e9)
     end
-    return epoch_seconds, warmup, out
+    return epoch_seconds, warmup, out, windows
 end
 
 "The training time at the steady rate (shared.timing.steady_state_seconds)."
-function steady_state_seconds(epoch_seconds; warmup=nothing, steps=nothing)
+function steady_state_seconds(epoch_seconds; warmup=nothing, steps=nothing, windows=nothing)
+    windows !== nothing && !isempty(windows) && steps !== nothing &&
+        return median(windows) * steps * length(epoch_seconds)
     length(epoch_seconds) > 1 && return median(epoch_seconds[2:end]) * length(epoch_seconds)
     warmup !== nothing && steps !== nothing && steps > 1 && return (epoch_seconds[1] - warmup) * steps / (steps - 1)
     return nothing
 end
 
 "The `metrics` block of a training task (shared.timing.train_metrics)."
-function train_metrics(epoch_seconds, samples_per_epoch; warmup=nothing, steps=nothing, extra...)
+function train_metrics(epoch_seconds, samples_per_epoch; warmup=nothing, steps=nothing, windows=nothing, extra...)
     train_seconds = sum(epoch_seconds)
     return Dict{String,Any}("train_seconds" => train_seconds, "epoch_seconds" => Float64.(epoch_seconds),
-                            "steady_state_seconds" => steady_state_seconds(epoch_seconds; warmup=warmup, steps=steps),
+                            "steady_state_seconds" => steady_state_seconds(epoch_seconds; warmup=warmup, steps=steps,
+                                                                           windows=windows),
                             "warmup_seconds" => warmup,
                             "samples_per_second" => samples_per_epoch * length(epoch_seconds) / train_seconds,
                             (string(k) => v for (k, v) in extra)...)
 end
+
+"The `timing` block of a training task (shared.timing.train_timing)."
+train_timing(windows; warmup=nothing) =
+    merge(summarize(windows; warmup=warmup, unit="seconds per step"), Dict{String,Any}("window_steps" => WINDOW_STEPS))
 
 "The `metrics` block of feature extraction (shared.timing.extraction_metrics)."
 function extraction_metrics(timing, images, batch_size, image_size; extra...)
@@ -280,14 +314,15 @@ function contract_check(cfg)
     arrays = read_arrays(dirname(cfg["result"]))
     fake = cfg["contract_check"]
     seconds, warmup, steps = Float64.(fake["epoch_seconds"]), fake["warmup"], fake["steps"]
+    windows = Float64.(fake["windows"])
     # what Julia read: the params, and each array's shape (in NumPy's order), element type and sum
     read = Dict("params" => p, "arrays" => Dict(name => Dict("shape" => collect(reverse(size(a))),
                                                              "eltype" => string(eltype(a)),
                                                              "sum" => Float64(sum(Float64, a)))
                                                 for (name, a) in arrays))
-    metrics = train_metrics(seconds, steps * get(p, "batch_size", 1); warmup=warmup, steps=steps,
+    metrics = train_metrics(seconds, steps * get(p, "batch_size", 1); warmup=warmup, steps=steps, windows=windows,
                             contract_check=read, parameters=0, differences=String[])
-    return Dict("metrics" => metrics, "timing" => summarize(seconds; warmup=warmup),
+    return Dict("metrics" => metrics, "timing" => train_timing(windows; warmup=warmup),
                 "switches" => Dict("contract_check" => true), "system" => Dict("julia_version" => string(VERSION)))
 end
 

@@ -103,19 +103,20 @@ function main(cfg)
         w.opt = Adam(lr=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"])
     end
 
-    epoch_seconds, warmup, loss = timed_epochs(
+    epoch_seconds, warmup, loss, windows = timed_epochs(
         epoch -> train_steps(model, xtrn, ytrn, orders, p["batch_size"], epoch), p["epochs"]; barrier=barrier)
 
     accuracy = evaluate(model, xtst, ytst, p["batch_size"])
     steps = size(orders, 1) ÷ p["batch_size"]
     return Dict(
         "metrics" => train_metrics(epoch_seconds, steps * p["batch_size"]; warmup=warmup, steps=steps,
+                                   windows=windows,
                                    accuracy=accuracy, final_loss=Float64(loss), parameters=count_parameters(model),
                                    epochs=p["epochs"], train_samples=length(ytrn), test_samples=length(ytst),
                                    data_placement="host",
                                    differences=["GRU recurrent matrices Glorot-uniform per gate (Knet's RNN " *
                                                 "default); the Python runners initialize them orthogonal"]),
-        "timing" => summarize(epoch_seconds; warmup=warmup),
+        "timing" => train_timing(windows; warmup=warmup),
         "switches" => merge(switches, Dict("cudnn_rnn" => cfg["device"] == "gpu", "device" => cfg["device"])),
         "system" => system_of(cfg))
 end

@@ -107,7 +107,7 @@ function main(cfg)
 
     features = []
     timing = repeat_timed(() -> push!(features, extract(model, images, p["batch_size"], atype));
-                          repeats=cfg["repeats"], warmup=1, barrier=barrier)
+                          repeats=cfg["repeats"], barrier=barrier)
     feature_mean = evaluate(features[end], size(images, 4), p["features"])
     return Dict(
         "metrics" => extraction_metrics(timing, size(images, 4), p["batch_size"], p["image_size"];

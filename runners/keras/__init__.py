@@ -9,6 +9,7 @@ import numpy as np
 
 from shared import batching
 from shared.record import GpuMissing, Skip
+from shared.timing import WINDOW_STEPS
 
 BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
 # Keras' Adam (also TF's: tf.keras.optimizers.Adam) updates w -= lr·√(1−β₂ᵗ)/(1−β₁ᵗ) · m / (√v + ε): ε is added before
@@ -148,7 +149,8 @@ class EpochBatches(keras.utils.PyDataset):
 
 class EpochTimer(keras.callbacks.Callback):
     """The training clock inside `model.fit`: one interval per epoch, and the end of the first step (trace/compile) as
-    the warm-up, as shared.timing.timed_epochs does, without adding work to `fit`.
+    the warm-up, and a sample per WINDOW_STEPS steps after it, as shared.timing.timed_epochs does, without adding work
+    to `fit`.
 
     Epoch edges are barriers already: Keras waits for its asynchronous batch hooks and converts the epoch's logs to
     Python floats before `on_epoch_end`. Per-batch hooks would make Keras call every batch hook synchronously, pulling
@@ -160,7 +162,7 @@ class EpochTimer(keras.callbacks.Callback):
 
     def __init__(self):
         super().__init__()
-        self.epoch_seconds, self.warmup = [], None
+        self.epoch_seconds, self.warmup, self.windows = [], None, []
 
     def on_train_begin(self, logs=None):
         # Read here, not in the batch hook: on JAX, `self.model` syncs the model's variables with the training state,
@@ -169,11 +171,17 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.start = time.perf_counter()
+        self.window_start, self.window_after = self.start, 0   # a window: WINDOW_STEPS steps after step `window_after`
 
     def on_train_batch_end(self, batch, logs=None):
         # `batch` is the last step of a compiled call: the first call ends below steps_per_execution.
+        now = time.perf_counter()
         if not self.epoch_seconds and batch < self.steps_per_execution:
-            self.warmup = time.perf_counter() - self.start
+            self.warmup = now - self.start
+            self.window_start, self.window_after = now, batch + 1
+        elif batch + 1 - self.window_after >= WINDOW_STEPS:
+            self.windows.append((now - self.window_start) / (batch + 1 - self.window_after))
+            self.window_start, self.window_after = now, batch + 1
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)

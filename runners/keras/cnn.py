@@ -9,7 +9,7 @@ from runners.keras import (EpochBatches, EpochTimer, check_device, count_paramet
 from shared import metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import summarize, train_metrics
+from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -111,10 +111,11 @@ def main(cfg):
     samples = len(batches) * p["batch_size"]
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
+                                 windows=timer.windows,
                                  accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[]),
-        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "timing": train_timing(timer.windows, warmup=timer.warmup),
         "switches": {**switches, "data_format": data_format, "dtype_policy": policy,
                      "jit_compile_resolved": model.jit_compile, "backend": keras.backend.backend()},
     }

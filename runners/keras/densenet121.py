@@ -14,7 +14,7 @@ from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
-from shared.timing import summarize, train_metrics
+from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -165,13 +165,14 @@ def main(cfg):
     differences = [DIFFERENCES["adam"], DIFFERENCES["biased_var"]] + (
         [DIFFERENCES["sync_bn"]] if BACKEND == "jax" and world > 1 else [])
     return {
-        "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches), auc=auc,
+        "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
+                                 windows=timer.windows, auc=auc,
                                  auc_classes=classes, train_minutes=sum(timer.epoch_seconds) / 60,
                                  final_loss=timer.final_loss, devices=world, weights=source,
                                  parameters=count_parameters(model), global_batch=p["batch_size"] * world,
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                  epochs=p["epochs"], data_placement="host", differences=differences),
-        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "timing": train_timing(timer.windows, warmup=timer.warmup),
         "switches": {**switches, "loader_workers": workers, "data_parallel": parallel, "data_format": DATA_FORMAT,
                      "dtype_policy": policy, "jit_compile_resolved": model.jit_compile, "backend": BACKEND,
                      "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},

@@ -8,7 +8,7 @@ from runners.keras import ADAM_EPSILON_HAT, EpochBatches, EpochTimer, check_devi
 from shared import metrics
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
-from shared.timing import summarize, train_metrics
+from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
@@ -103,10 +103,11 @@ def main(cfg):
     samples = len(batches) * p["batch_size"]
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
+                                 windows=timer.windows,
                                  accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[ADAM_EPSILON_HAT]),
-        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "timing": train_timing(timer.windows, warmup=timer.warmup),
         "switches": {**switches, "cudnn_rnn": cfg.device == "gpu" and keras.backend.backend() != "jax",
                      "dtype_policy": policy, "jit_compile_resolved": model.jit_compile,
                      "backend": keras.backend.backend(),

@@ -48,6 +48,7 @@ from keras.utils.layer_utils import count_params  # noqa: E402
 
 from shared import batching  # noqa: E402
 from shared.record import GpuMissing, Skip  # noqa: E402
+from shared.timing import WINDOW_STEPS  # noqa: E402
 
 BACKEND = keras.backend.backend()             # "cntk" | "theano"
 # Keras' Adam updates w -= lr·√(1−β₂ᵗ)/(1−β₁ᵗ) · m / (√v + ε): ε is added before the bias correction (Kingma & Ba's
@@ -176,8 +177,8 @@ class EpochBatches(keras.utils.Sequence):
 
 
 class EpochTimer(keras.callbacks.Callback):
-    """The training clock around `model.fit`: one interval per epoch, and the end of the first step as the warm-up,
-    as shared.timing.timed_epochs does.
+    """The training clock around `model.fit`: one interval per epoch, the end of the first step as the warm-up, and a
+    sample per WINDOW_STEPS steps after it, as shared.timing.timed_epochs does.
 
     Keras 2 builds the training function inside `fit` but before the first epoch begins (`_make_train_function`:
     Theano compiles its C code there, CNTK builds its graph), so the first epoch's clock starts when `fit` is called
@@ -187,7 +188,7 @@ class EpochTimer(keras.callbacks.Callback):
 
     def __init__(self):
         super().__init__()
-        self.epoch_seconds, self.warmup, self.start, self.final_loss = [], None, None, None
+        self.epoch_seconds, self.warmup, self.start, self.final_loss, self.windows = [], None, None, None, []
 
     def start_fit(self):
         self.start = time.perf_counter()
@@ -195,10 +196,17 @@ class EpochTimer(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self.epoch_seconds or self.start is None:   # epoch 0 started with `fit`
             self.start = time.perf_counter()
+        self.window_start, self.in_window = time.perf_counter(), 0
 
     def on_train_batch_end(self, batch, logs=None):
+        now = time.perf_counter()
         if self.warmup is None:
-            self.warmup = time.perf_counter() - self.start
+            self.warmup, self.window_start = now - self.start, now
+            return
+        self.in_window += 1
+        if self.in_window == WINDOW_STEPS:                # one sample per WINDOW_STEPS steps after the first
+            self.windows.append((now - self.window_start) / WINDOW_STEPS)
+            self.window_start, self.in_window = now, 0
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)

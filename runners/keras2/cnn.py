@@ -9,7 +9,7 @@ from runners.keras2 import (EpochBatches, EpochTimer, backend_switches, check_de
 from shared import metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import summarize, train_metrics
+from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -111,10 +111,11 @@ def main(cfg):
     samples = len(batches) * p["batch_size"]
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
+                                 windows=timer.windows,
                                  accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=differences()),
-        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "timing": train_timing(timer.windows, warmup=timer.warmup),
         "switches": {**switches, "image_data_format": keras.backend.image_data_format(),
                      "backend": keras.backend.backend(), "floatx": keras.backend.floatx(), **backend_switches()},
     }

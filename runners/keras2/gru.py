@@ -10,7 +10,7 @@ from runners.keras2 import (ADAM_EPSILON_HAT, EpochBatches, EpochTimer, backend_
 from shared import metrics
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
-from shared.timing import summarize, train_metrics
+from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
@@ -108,10 +108,11 @@ def main(cfg):
     samples = len(batches) * p["batch_size"]
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
+                                 windows=timer.windows,
                                  accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[ADAM_EPSILON_HAT] + differences()),
-        "timing": summarize(timer.epoch_seconds, warmup=timer.warmup),
+        "timing": train_timing(timer.windows, warmup=timer.warmup),
         "switches": {**switches, "cudnn_rnn": False, "reset_after": True, "backend": keras.backend.backend(),
                      "floatx": keras.backend.floatx(), "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)",
                      **backend_switches()},

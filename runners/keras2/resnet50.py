@@ -123,7 +123,7 @@ def main(cfg):
     features = []
     # predict() returns numpy, so each pass ends with the features on the host: that is the barrier. The warm-up pass
     # builds the predict function (CNTK's graph) once.
-    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats, warmup=1)
+    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

@@ -12,7 +12,7 @@ from runners.lasagne import check_precision, count_parameters, layers_by_name, s
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import stopwatch, summarize, timed_epochs, train_metrics
+from shared.timing import stopwatch, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -145,7 +145,7 @@ def main(cfg):
     # the warm-up (with the first step), and stays out of the steady-state time (shared/timing.py).
     with stopwatch() as compile_time:
         train_step = make_train_step(model, p["lr"], p["momentum"], *((x_train, y_train) if on_device else ()))
-    epoch_seconds, first_step, loss = timed_epochs(
+    epoch_seconds, first_step, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, on_device),
         lambda batch: train_step(*batch))
     # theano.function returns host arrays, so every call has finished on the device when it returns: no barrier.
@@ -155,12 +155,12 @@ def main(cfg):
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], compile_seconds=compile_time(),
                                  differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "memory_format": "NCHW", "dtype": theano.config.floatX, "device": device,
                      "blas_ldflags": theano.config.blas.ldflags,
                      "loss": "categorical_crossentropy(softmax), fused by Theano into a log-softmax op"},

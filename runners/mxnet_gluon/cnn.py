@@ -11,7 +11,7 @@ from runners.mxnet_gluon import (GLOROT_UNIFORM, check_precision, contexts, coun
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -125,17 +125,17 @@ def main(cfg):
         amp.init_trainer(trainer)                                   # dynamic loss scaling; skips overflowing steps
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
-    epoch_seconds, warmup, loss = timed_epochs(
+    epoch_seconds, warmup, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(*batch), sync())
 
     accuracy = evaluate(net, x_test, y_test, p["batch_size"], ctx)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(loss.mean().asscalar()),
                                  parameters=count_parameters(net), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement=switches["data_placement"], differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "amp": use_amp, "memory_format": "NCHW", "device": str(ctx)},
     }

@@ -14,7 +14,7 @@ from runners.mxnet_gluon import (ADAM_EPSILON_HAT, batchnorm, check_precision, c
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -180,7 +180,7 @@ def main(cfg):
         amp.init_trainer(trainer)
     train_step = make_train_step(net, trainer, ctxs, use_amp)
 
-    epoch_seconds, warmup, losses = timed_epochs(
+    epoch_seconds, warmup, losses, windows = timed_epochs(
         p["epochs"], lambda epoch: global_batches(train, cfg, epoch, world),
         lambda batch: train_step(*batch), sync())
 
@@ -188,13 +188,14 @@ def main(cfg):
     steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
+                                 windows=windows,
                                  auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
                                  final_loss=float(np.mean([l.mean().asscalar() for l in losses])), devices=world,
                                  weights=source, global_batch=p["batch_size"] * world,
                                  parameters=count_parameters(net), train_samples=len(train), test_samples=len(test),
                                  crop_size=p["crop_size"], epochs=p["epochs"], data_placement="host",
                                  differences=[BIASED_VAR, ADAM_EPSILON_HAT]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "amp": use_amp, "kvstore": switches["kvstore"] if world > 1 else None,
                      "memory_format": "NCHW", "device": ", ".join(map(str, ctxs))},
     }

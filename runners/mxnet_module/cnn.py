@@ -9,7 +9,7 @@ from runners.mxnet_module import check_precision, contexts, count_parameters, cr
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -110,7 +110,7 @@ def main(cfg):
     # of SoftmaxOutput becomes the batch mean (Gluon says the same with trainer.step(N)).
     model.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": p["lr"], "momentum": p["momentum"]})
 
-    epoch_seconds, warmup, batch = timed_epochs(
+    epoch_seconds, warmup, batch, windows = timed_epochs(
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(model, batch), sync())
 
@@ -118,10 +118,10 @@ def main(cfg):
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps,
+        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "memory_format": "NCHW", "device": str(ctx[0])},
     }

@@ -15,7 +15,7 @@ from runners.pytorch import count_parameters, load_state, select_device, set_pre
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -138,7 +138,7 @@ def worker(rank, world, cfg, port, results):
     if workers is None:
         workers = max(1, (os.cpu_count() or 1) // world) if device.type == "cuda" else 0
 
-    epoch_seconds, warmup, loss = timed_epochs(
+    epoch_seconds, warmup, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: loader(train, cfg, epoch, rank, world, device, workers),
         lambda batch: train_step(*batch), sync(device))
 
@@ -147,12 +147,13 @@ def worker(rank, world, cfg, port, results):
         steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
         result = {
             "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
+                                     windows=windows,
                                      auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
                                      final_loss=float(loss), devices=world, weights=source,
                                      global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                      train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                      epochs=p["epochs"], data_placement="host", differences=[]),
-            "timing": summarize(epoch_seconds, warmup=warmup),
+            "timing": train_timing(windows, warmup=warmup),
             "switches": {**switches, "loader_workers": workers, "ddp": world > 1,
                          "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,
                          "memory_format": "NHWC" if switches["channels_last"] else "NCHW", "device": str(device)},

@@ -87,7 +87,7 @@ def main(cfg):
 
     features = []
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"], device, autocast)),
-                    repeats=cfg.repeats, warmup=1, barrier=sync(device))
+                    repeats=cfg.repeats, barrier=sync(device))
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

@@ -115,7 +115,7 @@ main <- function(cfg) {
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host", differences = list()),
-    timing = timing$summarize(timer$epoch_seconds, warmup = timer$warmup),
+    timing = timing$train_timing(timer$windows, warmup = timer$warmup),
     switches = c(switches, list(data_format = data_format, dtype_policy = policy,
                                 jit_compile_resolved = model$jit_compile, backend = keras$backend$backend(),
                                 language = "R", bridge = "reticulate"))

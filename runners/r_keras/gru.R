@@ -104,7 +104,7 @@ main <- function(cfg) {
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host", differences = list(py_keras$ADAM_EPSILON_HAT)),
-    timing = timing$summarize(timer$epoch_seconds, warmup = timer$warmup),
+    timing = timing$train_timing(timer$windows, warmup = timer$warmup),
     switches = c(switches, list(cudnn_rnn = cfg$device == "gpu", dtype_policy = policy,
                                 jit_compile_resolved = model$jit_compile, backend = keras$backend$backend(),
                                 adam_epsilon = sprintf("%g, before bias correction (Keras)", p$eps),

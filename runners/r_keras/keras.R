@@ -36,5 +36,6 @@ epoch_batches <- function(x, y, batch_size) {
 fit_metrics <- function(timer, batches, batch_size, ...) {
   epoch_seconds <- timer$epoch_seconds
   steps <- py_len(batches)
-  timing$train_metrics(epoch_seconds, steps * batch_size, warmup = timer$warmup, steps = steps, ...)
+  timing$train_metrics(epoch_seconds, steps * batch_size, warmup = timer$warmup, steps = steps,
+                       windows = timer$windows, ...)
 }

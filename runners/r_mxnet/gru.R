@@ -122,18 +122,19 @@ main <- function(cfg) {
   clock <- timing$timed_epochs(
     as.integer(p$epochs), \(epoch) py_gluon$train_batches(d$x_train, d$y_train, as.integer(p$batch_size), epoch),
     train_step, sync
-  ) |> unpack(c("epoch_seconds", "warmup", "loss"))
+  ) |> unpack(c("epoch_seconds", "warmup", "loss", "windows"))
 
   accuracy <- evaluate(net, d$x_test, d$y_test, p$batch_size, ctx)
   steps <- py_to_r(batching$steps_per_epoch(py_len(d$x_train), as.integer(p$batch_size)))
   list(
     metrics = timing$train_metrics(clock$epoch_seconds, steps * p$batch_size, warmup = clock$warmup, steps = steps,
-                                   accuracy = accuracy, final_loss = clock$loss$mean()$asscalar()$item(),
+                                   windows = clock$windows, accuracy = accuracy,
+                                   final_loss = clock$loss$mean()$asscalar()$item(),
                                    parameters = count_parameters(net), epochs = p$epochs,
                                    train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                                    data_placement = switches$data_placement,
                                    differences = list(py_gluon$ADAM_EPSILON_HAT)),
-    timing = timing$summarize(clock$epoch_seconds, warmup = clock$warmup),
+    timing = timing$train_timing(clock$windows, warmup = clock$warmup),
     switches = c(switches, list(amp = use_amp, fused_rnn = TRUE, cudnn_rnn = py_to_r(ctx$device_type) == "gpu",
                                 device = py_str(ctx), language = "R", bridge = "reticulate"))
   )

@@ -86,7 +86,7 @@ main <- function(cfg) {
 
   features <- NULL
   passes <- timing$`repeat`(\() features <<- extract(net, images, p$batch_size, ctx),
-                            repeats = as.integer(cfg$repeats), warmup = 1L, barrier = sync)
+                            repeats = as.integer(cfg$repeats), barrier = sync)
   feature_mean <- evaluate(features, py_len(images), p$features)
   list(
     metrics = timing$extraction_metrics(passes, py_len(images), p$batch_size, p$image_size, weights = weights$source,

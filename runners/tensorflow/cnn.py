@@ -10,7 +10,7 @@ from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.record import Skip
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -148,16 +148,16 @@ def main(cfg):
         step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
     else:
         dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
+    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
-        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, accuracy=accuracy,
+        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, windows=windows, accuracy=accuracy,
                                  final_loss=float(loss), parameters=count_parameters(model), epochs=p["epochs"],
                                  train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "xla": auto(switches["xla"], on_gpu), "memory_format": fmt, "device": device,
                      "policy": tf.keras.mixed_precision.global_policy().name,
                      "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled()},

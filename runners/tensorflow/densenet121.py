@@ -11,7 +11,7 @@ from runners.tensorflow import (count_parameters, epoch_iterator, optimizer_for,
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import summarize, timed_epochs, train_metrics
+from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -128,18 +128,19 @@ def main(cfg):
     steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
     dataset = train_dataset(train, p["crop_size"], p["batch_size"], world, p["epochs"], parallel)
     batches = strategy.experimental_distribute_dataset(dataset)    # splits each global batch across the replicas
-    epoch_seconds, warmup, loss = timed_epochs(p["epochs"], epoch_iterator(batches, steps), train_step, sync)
+    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_iterator(batches, steps), train_step, sync)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"])
     samples = steps * p["batch_size"] * world
     return {
-        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, auc=auc, auc_classes=classes,
+        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps,
+                                 windows=windows, auc=auc, auc_classes=classes,
                                  train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
                                  devices=strategy.num_replicas_in_sync, weights=source,
                                  parameters=count_parameters(model), global_batch=p["batch_size"] * world,
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                  epochs=p["epochs"], data_placement="host", differences=DIFFERENCES),
-        "timing": summarize(epoch_seconds, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "strategy": type(strategy).__name__, "devices": list(strategy.extended.worker_devices),
                      "cross_device_ops": (type(cross_device_ops).__name__ if cross_device_ops else "NcclAllReduce")
                      if world > 1 else None,

@@ -70,7 +70,7 @@ def main(cfg):
     dataset = batch_dataset((images,), batching.eval_batches(len(images), p["batch_size"]), device)
 
     features = []
-    timing = repeat(lambda: features.append(extract(predict, dataset)), repeats=cfg.repeats, warmup=1, barrier=sync)
+    timing = repeat(lambda: features.append(extract(predict, dataset)), repeats=cfg.repeats, barrier=sync)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

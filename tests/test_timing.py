@@ -1,0 +1,70 @@
+"""The clock every runner uses (shared/timing.py): samples after the warm-up, spread as IQR, no spread from too few
+samples, windows that never hold the first step. A fake clock: no test here depends on this machine's speed."""
+import pytest
+
+from shared import timing
+
+
+class FakeClock:
+    """time.perf_counter for shared.timing: advances only when a step runs (by that step's cost) and counts barriers."""
+
+    def __init__(self, monkeypatch):
+        self.now, self.barriers = 0.0, 0
+        monkeypatch.setattr(timing.time, "perf_counter", lambda: self.now)
+
+    def barrier(self):
+        self.barriers += 1
+
+    def step(self, seconds):
+        def run(batch):
+            self.now += seconds(batch) if callable(seconds) else seconds
+            return batch
+        return run
+
+
+def test_training_windows_exclude_the_first_step_and_never_span_epochs(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    cost = lambda batch: 10.0 if batch == (0, 0) else 0.5     # the first step compiles
+    epochs, warmup, out, windows = timing.timed_epochs(
+        2, lambda epoch: [(epoch, i) for i in range(13)], clock.step(cost), clock.barrier)
+    assert warmup == 10.0 and out == (1, 12)
+    assert epochs == [10.0 + 12 * 0.5, 13 * 0.5]             # the first step counts in its epoch, as a user waits
+    # epoch 0: 12 steps after the first → 2 windows of 5 (2 left over); epoch 1: 13 steps → 2 windows (3 left over)
+    assert windows == [0.5] * 4
+    # barriers at the epoch edges (2 each), around the first step (2) and at each window's end (4): never per step
+    assert clock.barriers == 2 * 2 + 2 + 4
+
+
+def test_the_steady_state_is_the_median_window_over_every_step():
+    windows = [0.5, 0.5, 0.6, 0.5, 0.7]
+    assert timing.steady_state_seconds([16.0, 6.5], warmup=10.0, steps=13, windows=windows) == 0.5 * 13 * 2
+    # without a full window: the epochs after the first, or the one epoch less its first step
+    assert timing.steady_state_seconds([16.0, 6.5, 7.5], steps=13) == 7.0 * 3
+    assert timing.steady_state_seconds([16.0], warmup=10.0, steps=13) == pytest.approx(6.0 * 13 / 12)
+    assert timing.steady_state_seconds([16.0]) is None
+
+
+def test_a_summary_has_a_spread_only_from_enough_samples():
+    few = timing.summarize([1.0, 2.0, 3.0, 4.0])
+    assert few["repeats"] == 4 and few["median"] == 2.5 and few["spread"] is None and few["unstable"] is None
+    block = timing.summarize([1.0, 1.0, 1.1, 1.2, 2.0], unit="seconds per step")
+    assert (block["q1"], block["median"], block["q3"]) == (1.0, 1.1, 1.2)
+    assert block["spread"] == pytest.approx(0.2 / 1.1) and block["unstable"] is True
+    assert timing.summarize([1.0] * 5)["spread"] == 0.0                # measured as zero, not unknown
+    assert timing.summarize([])["median"] is None                       # a cell too short for one window
+
+
+def test_feature_extraction_warms_up_until_two_passes_agree(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    costs = iter([9.0, 3.0, 2.05, 2.0] + [2.0] * 10)
+    block = timing.repeat(lambda: clock.step(lambda _: next(costs))(None), repeats=3, barrier=clock.barrier)
+    assert block["warmup"] == pytest.approx(9.0 + 3.0 + 2.05 + 2.0) and block["warm"] is True
+    assert block["repeats"] == timing.MIN_SAMPLES and block["values"] == [2.0] * 5   # 3 asked, 5 needed for a spread
+    assert block["unit"] == "seconds per pass"
+
+
+def test_a_warm_up_that_never_settles_stops_at_the_cap_and_says_so(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    costs = iter([1.0, 2.0, 1.0, 2.0, 1.0] + [1.5] * 8)
+    block = timing.repeat(lambda: clock.step(lambda _: next(costs))(None), repeats=8)
+    assert block["warm"] is False and block["warmup"] == 7.0 and block["repeats"] == 8
