@@ -9,7 +9,7 @@ RUN ?= latest
 # `sudo -n`; NO_SYSTEM_PACKAGES=1 (here or in the environment) installs nothing and skips those systems' cells instead.
 TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests wait on imports and compiles much of the time
 
-.PHONY: host demo test test-fast venvs matrix data weights images setup report verify clean
+.PHONY: host demo test test-fast venvs matrix data weights images setup report verify reference clean
 
 # A stamp, not the interpreter: .venv/host/bin/python is a link to the system's python, which `touch` would follow
 # (and which a non-root user may not touch).
@@ -53,8 +53,11 @@ setup: $(HOST_ENV)                 ## write .env: plain `docker compose` on GPU 
 report: $(HOST_ENV)                ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
 	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN))
 
-verify: $(HOST_ENV)                ## run the demo profile and compare with results/reference/cpu-2core (REFERENCE=…)
+verify: $(HOST_ENV)                ## run the demo profile and compare with this machine class's reference (REFERENCE=…)
 	$(HOST) -m scripts.verify $(if $(REFERENCE),--reference $(REFERENCE))
+
+reference: $(HOST_ENV)             ## run the reference profile and write results/reference/MACHINE-CLASS for verify
+	$(HOST) -m scripts.reference
 
 clean:                             ## environments and results (data stays)
 	rm -rf .venv results/*-*

@@ -276,7 +276,8 @@ def expand(matrix, profile_name):
     if profile_name not in matrix.profiles:
         raise MatrixError(f"unknown profile {profile_name!r}; defined: {', '.join(matrix.profiles)}")
     p = matrix.profiles[profile_name]
-    cells = []
+    rules = matrix.exclude + p["exclude"]
+    cells = {}   # a dict as an ordered set: membership in O(1) (a list made expansion quadratic in the cells)
     for fid, task, variant, precision, gpus in itertools.product(p["frameworks"], p["tasks"], p["variants"],
                                                                  p["precisions"], p["gpus"]):
         fw = matrix.frameworks[fid]
@@ -287,8 +288,8 @@ def expand(matrix, profile_name):
         if task not in params.MULTI_DEVICE_TASKS:
             gpus = 1  # single-device tasks run once per other axes, whatever the GPU counts
         cell = Cell(fid, task, variant, precision, gpus, p["device"], p["data"], p["scale"])
-        if not excluded(cell, matrix.exclude + p["exclude"]) and cell not in cells:
-            cells.append(cell)
+        if cell not in cells and not excluded(cell, rules):
+            cells[cell] = None
     if not cells:
         raise MatrixError(f"profiles.{profile_name}: expands to no cell (check its frameworks' tasks, precisions, "
                           f"variants and device against the frameworks section, and the exclude rules)")

@@ -46,6 +46,7 @@ WEIGHTS = {"imagenet": "ImageNet (torchvision's, in the canonical layout)",
 PLACEMENT = {"host": "host memory, each batch copied to the device inside the clock",
              "device": "the whole set on the device before the clock starts"}
 PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:orange", "amp": "tab:green", "bf16": "tab:red"}
+PLOT_CAP = 60   # rows per task panel: 10,000 cells in one canvas would pass Pillow's decompression-bomb limit
 STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
 MARKS = ("±n% the steady state's spread (IQR / median of the post-warm-up samples; none below five samples) · "
          "† that spread over 10 % (noise) · * first step (compile/trace/autotune) over half the training time · "
@@ -339,19 +340,22 @@ def draw_task(ax, rows, task):
 
 
 def plot(frame, path):
-    """One panel per task, one row per cell, lower is better; the legend says what colours and hatching mean."""
+    """One panel per task, one row per cell up to PLOT_CAP (the tables hold the rest), lower is better; the legend
+    says what colours and hatching mean."""
     tasks = [t for t in TIME_METRIC if (frame["cell.task"] == t).any()]
-    sizes = [max((frame["cell.task"] == t).sum(), 1) for t in tasks] or [1]
+    sizes = [min(max((frame["cell.task"] == t).sum(), 1), PLOT_CAP) for t in tasks] or [1]
     fig, axes = plt.subplots(len(sizes), 1, figsize=(9, 1.4 + sum(0.9 + 0.32 * n for n in sizes)), squeeze=False,
                              gridspec_kw={"height_ratios": [0.9 + 0.32 * n for n in sizes]})
     for ax, task in zip(axes[:, 0], tasks):
         rows = frame[frame["cell.task"] == task]
-        draw_task(ax, rows, task)
+        draw_task(ax, bar_rows(rows)[0].head(PLOT_CAP), task)
         what = f"{in_words(rows, 'cell.data')} data, {in_words(rows, 'cell.scale')} scale"
         if task in WEIGHT_TASKS:
             what += f", {in_words(rows[rows['status'] == 'ok'], 'metrics.weights')} weights"
         if rows["cell.gpus"].nunique() == 1 and rows["cell.gpus"].iloc[0] > 1:  # else the row labels say it
             what += f", data-parallel over {rows['cell.gpus'].iloc[0]}×{rows['cell.device'].iloc[0]}"
+        if len(rows) > PLOT_CAP:
+            what += f"; the first {PLOT_CAP} of {len(rows)} cells, every cell is in the tables"
         ax.set_title(f"{TITLES[task]} ({what})", fontsize=9, loc="left")
         ax.set_xlabel(TIME_LABEL[TIME_METRIC[task]] + " — lower is better", fontsize=8)
         ax.tick_params(labelsize=7)

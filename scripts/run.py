@@ -177,10 +177,11 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
     pool = GpuPool(executor.gpu_ids)
     bar = tqdm(total=len(todo), unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo)
     progress = threading.Lock()
+    not_run = set(unfit) | set(broken)   # once, not per cell: plans of 10,000 cells
 
     def one(cell):
         started = time.time()
-        with pool.take(cell.gpus if executor.gpu_ids and cell.id not in {**unfit, **broken} else 0) as devices:
+        with pool.take(cell.gpus if executor.gpu_ids and cell.id not in not_run else 0) as devices:
             record = run_cell(executor, cell, run, run_dir, devices, unfit.get(cell.id), broken.get(cell.id))
         with progress:
             bar.update()

@@ -270,6 +270,8 @@ def one_line(counts, outside, tolerance, margin, overall_off=False):
                         f"than ±{margin:g}")
     if problems:
         return "FAIL: " + "; ".join(problems + notes)
+    if counts["overall basis"] == 0 and counts["incomparable"]:   # only skips agreed: no time was compared
+        return "INCOMPARABLE: nothing compared" + "".join(f"; {x}" for x in notes)
     return (f"OK: {plural(n, 'cell')} as expected — steady state within ×{tolerance:g} of the reference once the "
             f"overall factor is divided out (or within its noise), accuracy/AUC within ±{margin:g}"
             + "".join(f"; {x}" for x in notes))

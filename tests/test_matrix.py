@@ -73,7 +73,7 @@ def test_a_merged_profile_is_validated_like_any_other(tmp_path):
     text = (ROOT / "matrix.yaml").read_text().replace("    <<: *demo\n", "    <<: *demo\n    precison: [fp32]\n", 1)
     path = tmp_path / "matrix.yaml"
     path.write_text(text)
-    with pytest.raises(MatrixError, match="profiles.demo-full: unknown key 'precison'"):
+    with pytest.raises(MatrixError, match="profiles.reference: unknown key 'precison'"):
         load(path)
 
 

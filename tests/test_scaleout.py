@@ -20,11 +20,13 @@ SYSTEM = {"cpu": "AMD EPYC 9B14", "cpu_count": 2, "gpus": ["NVIDIA H100"], "driv
           "cudnn": 91002, "framework_version": "2.14.1"}
 
 
-def record(framework, status="ok", host="node-a", gpu_ids="0", started="2026-12-03T10:00:00+00:00", **metrics):
+def record(framework, status="ok", host="node-a", gpu_ids="0", started="2026-12-03T10:00:00+00:00", gpu=None,
+           **metrics):
     cell = Cell(framework, "cnn", "cu130", "fp32", 1, "gpu", "synthetic", "tiny")
     r = make_record(vars(cell), status, run_id="full-1", reason=None if status == "ok" else "CUDA error: out of memory",
                     metrics=metrics or {"train_seconds": 10.0, "accuracy": 0.9},
-                    system={**SYSTEM, "host": host, "gpu_ids": gpu_ids}, started_at=started)
+                    system={**SYSTEM, "host": host, "gpu_ids": gpu_ids, **({"gpus": [gpu]} if gpu else {})},
+                    started_at=started)
     r["finished_at"] = started.replace("10:00", "10:05")
     return cell.id, r
 
@@ -129,7 +131,8 @@ def test_site_container_runtimes_start_the_cells_image_with_data_read_only(tmp_p
 def test_records_from_several_hosts_merge_into_one_report_idempotently(tmp_path):
     first = record("pytorch", status="failed", host="node-a", gpu_ids="1")
     retry = record("pytorch", host="node-b", gpu_ids="0", started="2026-12-03T11:00:00+00:00")
-    other = record("tensorflow", host="node-c", gpu_ids="2", train_seconds=20.0, accuracy=0.91)
+    other = record("tensorflow", host="node-c", gpu_ids="2", gpu="NVIDIA A100-SXM4-80GB", train_seconds=20.0,
+                   accuracy=0.91)
     sources = [host_folder(tmp_path / "artifacts", "record-a", first),
                host_folder(tmp_path / "artifacts", "record-b", retry, other)]
     run_dir = tmp_path / "run"
@@ -147,7 +150,7 @@ def test_records_from_several_hosts_merge_into_one_report_idempotently(tmp_path)
     md = paths["markdown"].read_text()
     assert f"retried {first[0]}: failed on node-a" in md and "→ ok on node-b" in md
     assert "1 cell(s) of the plan have no record" in md and "jax-cnn-cu130-fp32-1gpu" in md
-    assert "cu130 · fp32 · 1×gpu ‡" in md                       # two machines (hosts) in one column: flagged
+    assert "cu130 · fp32 · 1×gpu ‡" in md                       # two machine classes in one column: flagged
     assert len(paths["jsonl"].read_text().splitlines()) == 2   # one row per cell, not per attempt
 
     before = snapshot(run_dir)
