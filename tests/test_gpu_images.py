@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -137,7 +136,10 @@ def resolve(variant):
     but what PyPI serves as metadata): {name: version}."""
     files = [variant.requirements]
     tags = wheelhouse.platform_tags(wheelhouse.glibc_minor(variant.glibc), "x86_64")
-    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-",
+    # --no-cache-dir: older wheels have no separate metadata on PyPI, so pip fetches them whole (1–4 GB a variant)
+    # into a temporary folder it removes; the cache would keep a second copy of each on CI's disk.
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--no-cache-dir",
+            "--report", "-",
             "--python-version", variant.python, "--implementation", "cp", "--only-binary", ":all:",
             "--target", "/nonexistent", *(a for t in tags for a in ("--platform", t)),
             *(["--no-deps"] if variant.parent else []), *(a for f in files for a in ("-r", str(ROOT / f)))]
@@ -157,8 +159,8 @@ def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
     variants = {k: v for k, v in wheel_route.items() if not wheelhouse.sdist_requirements(ROOT / v.requirements)}
     variants.update({k: replace(v, requirements=str(sdist_free(v))) for k, v in wheel_route.items()
                      if wheelhouse.sdist_requirements(ROOT / v.requirements)})
-    with ThreadPoolExecutor(4) as pool:
-        resolved = dict(zip(variants, pool.map(resolve, variants.values())))
+    # One at a time: each resolution holds its variant's wheels on disk until it ends (CI ran out of disk with four).
+    resolved = {key: resolve(variant) for key, variant in variants.items()}
     for key, versions in resolved.items():
         variant = gpu_variants()[key]
         if variant.parent:
@@ -196,7 +198,7 @@ def inspect(docker, tag):
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_gpu_images_build_here_and_report_their_cuda_cudnn_and_architectures(engine):
+def test_gpu_images_build_here_and_report_their_cuda_cudnn_and_architectures(engine, gpu_images_removed_after):
     """PyTorch's CUDA 13.0 image, its cuDNN-only sibling and Caffe2's CUDA 10.2 image build from the local Debian
     base with no registry; `make images` itself refuses an image whose report differs from matrix.yaml."""
     assert images.main(["--framework", "pytorch", "--variant", "cu130-cudnn928"]) == 0   # builds cu130 first
@@ -214,3 +216,14 @@ def test_gpu_images_build_here_and_report_their_cuda_cudnn_and_architectures(eng
     gpu = json.loads(subprocess.run([engine, "image", "inspect", "rosetta/pytorch:gpu", "rosetta/pytorch:cu130"],
                                     check=True, capture_output=True, text=True).stdout)
     assert gpu[0]["Id"] == gpu[1]["Id"]                   # `make setup`'s rosetta/FAMILY:gpu is the first GPU variant
+
+
+@pytest.fixture
+def gpu_images_removed_after(engine):
+    """The GPU images and their dangling build cache are gone once their test has read them:
+    nothing else in the suite runs them, and CI's disk is shared with every other image and environment."""
+    yield
+    tags = ["rosetta/pytorch:cu130-cudnn928", "rosetta/pytorch:cu130", "rosetta/pytorch:gpu", "rosetta/caffe2:cu102",
+            "rosetta/caffe2:gpu"]
+    subprocess.run([engine, "image", "rm", "--force", *tags], capture_output=True)
+    subprocess.run([engine, "builder", "prune", "--force"], capture_output=True)   # dangling cache only
