@@ -21,16 +21,16 @@ def main(argv=None):
     os.environ["ROSETTA_DEVICE"] = cfg.device  # for backends that fix their device at import (Theano, Keras 2 on CNTK)
     package = prepare_environment(cfg.framework)
 
-    def framework_info():
+    def family():
         try:
-            family = importlib.import_module(f"runners.{package}")
+            return importlib.import_module(f"runners.{package}")
         except ImportError as e:
             raise RuntimeError(f"{cfg.framework} cannot be imported in {sys.executable}: {e} (the framework or a "
                                f"library it loads is missing); rebuild its environment with `python -m scripts.venvs "
                                f"{cfg.framework}` or run the cell in its image") from e
-        return family.framework_info()
 
-    return run(cfg, lambda c: importlib.import_module(f"runners.{package}.{c.task}"), framework_info)
+    return run(cfg, lambda c: importlib.import_module(f"runners.{package}.{c.task}"),
+               lambda: family().framework_info(), family)
 
 
 if __name__ == "__main__":

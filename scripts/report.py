@@ -50,7 +50,9 @@ PLOT_CAP = 60   # rows per task panel: 10,000 cells in one canvas would pass Pil
 STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
 MARKS = ("±n% the steady state's spread (IQR / median of the post-warm-up samples; none below five samples) · "
          "† that spread over 10 % (noise) · * first step (compile/trace/autotune) over half the training time · "
-         "‡ records of different machine classes in one column · [n] see the note under the table (a formulation "
+         "eff n% the steady state's model FLOP/s as a share of the framework's own GEMM rate on that device "
+         "(measured after the cell) · ‡ records of different machine classes in one column · [n] see the note under "
+         "the table (a formulation "
          "difference from the canonical definition, or why a cell did not run)")
 
 
@@ -212,6 +214,8 @@ def cell_text(row, task, footnotes):
         text += f" ±{row['timing.spread']:.0%}"
     if row.get("timing.unstable") is True:
         text += "†"
+    if known(row.get("metrics.efficiency")):
+        text += f" eff {row['metrics.efficiency']:.0%}"
     quality = QUALITY_METRIC.get(task)
     if quality and known(row.get(f"metrics.{quality}")):
         q = row[f"metrics.{quality}"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared import params
+from shared.calibration import calibrate, efficiency
 from shared.datasets import DataError, data_source
 from shared.record import Skip, make_record, now, write_record
 from shared.sysinfo import machine_class, system_info
@@ -114,9 +115,10 @@ def tail(text, lines=LOG_TAIL_LINES):
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def run(cfg, load_task, framework_info):
-    """Run `load_task(cfg).main(cfg)` and write its record: ok, skipped (Skip raised) or failed (anything else).
-    Returns the process exit code: 0 for ok and skipped, 1 for failed."""
+def run(cfg, load_task, framework_info, family=None):
+    """Run `load_task(cfg).main(cfg)` and write its record: ok, skipped (Skip raised) or failed (anything else); an
+    ok cell is followed by the device's calibration in `family`'s framework (shared/calibration.py) and reports its
+    efficiency against it. Returns the process exit code: 0 for ok and skipped, 1 for failed."""
     started = now()
     result, status, reason, log_tail, info = {}, "ok", None, None, {}
     try:
@@ -132,7 +134,17 @@ def run(cfg, load_task, framework_info):
             status, reason = "skipped", str(e)
         except Exception as e:  # the cell fails, the record says why; the matrix goes on
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
+    calibration = None
+    if status == "ok" and family is not None:
+        # After the cell, never before: TensorFlow and JAX fix their logical devices when their runtime starts, which
+        # a GEMM would do before the cell could split the CPU into devices; the device is warm by now as well.
+        try:
+            calibration = calibrate(family(), cfg)
+            result["metrics"].update(efficiency(cfg, result["metrics"], calibration))
+        except Exception as e:  # a calibration that breaks must not cost the cell its result: the record says why
+            calibration = {"note": f"calibration failed: {type(e).__name__}: {e}"[:300]}
     system = system_info({**info, "switches": result.get("switches", {})})
+    system["calibration"] = calibration
     system["machine_class"] = machine_class(system, cfg.device, cfg.gpus)  # what verify and the report compare by
     system["params_hash"] = params.params_hash(cfg.task, cfg.scale)         # … with the work the cell did
     record = make_record(cell_of(cfg, data), status, run_id=cfg.run_id, reason=reason, log_tail=log_tail,

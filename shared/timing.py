@@ -121,10 +121,12 @@ def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, 
     """The `metrics` block of a training task: the time a user waits (`train_seconds`, compile and first step
     included), the steady-state time beside it, throughput, and whatever the task adds (accuracy, auc, …)."""
     train_seconds = float(sum(epoch_seconds))
+    steady = steady_state_seconds(epoch_seconds, warmup, steps, windows)
+    samples = samples_per_epoch * len(epoch_seconds)
     return {"train_seconds": train_seconds, "epoch_seconds": [float(s) for s in epoch_seconds],
-            "steady_state_seconds": steady_state_seconds(epoch_seconds, warmup, steps, windows),
-            "warmup_seconds": warmup,
-            "samples_per_second": samples_per_epoch * len(epoch_seconds) / train_seconds, **extra}
+            "steady_state_seconds": steady, "warmup_seconds": warmup,
+            "samples_per_second": samples / train_seconds,
+            "steady_samples_per_second": samples / steady if steady else None, **extra}
 
 
 def train_timing(windows, warmup=None):
@@ -136,4 +138,5 @@ def extraction_metrics(timing, images, batch_size, image_size, **extra):
     """The `metrics` block of feature extraction: the median pass over `images` images, per 1,000 images (the seed's
     unit) and per second, plus what the task adds (weights, …)."""
     return {"seconds_per_1000_images": timing["median"] / images * 1000,
-            "samples_per_second": images / timing["median"], "images": images, "image_size": image_size, "batch_size": batch_size, **extra}
+            "samples_per_second": images / timing["median"], "images": images, "image_size": image_size,
+            "batch_size": batch_size, **extra}

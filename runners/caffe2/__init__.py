@@ -159,3 +159,14 @@ def train_batches(x_train, y_train, batch_size, epoch, placement):
             yield {"index": idx.astype(np.int32)}
         else:
             yield {"data": x_train[idx], "label": y_train[idx]}
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): one MatMul operator on the cell's device."""
+    if dtype != "float32":
+        raise ValueError("Caffe2's MatMul runs float32 here")
+    device = select_device(cfg)
+    workspace.FeedBlob("calibration_a", np.ones((n, n), np.float32), device)
+    op = core.CreateOperator("MatMul", ["calibration_a", "calibration_a"], ["calibration_c"], device_option=device)
+    fetch = (lambda: workspace.FetchBlob("calibration_c")) if is_gpu(device) else (lambda: None)
+    return (lambda: workspace.RunOperatorOnce(op)), fetch

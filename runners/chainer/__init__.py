@@ -76,6 +76,12 @@ def sync(device):
     """The clock's barrier: CuPy launches kernels asynchronously, so wait for the device before reading the time."""
     return device.device.synchronize if device.xp is not np else (lambda: None)
 
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): `F.matmul` on the cell's device (NumPy or CuPy)."""
+    device = select_device(cfg)
+    a = device.send(np.ones((n, n), dtype=dtype))
+    return (lambda: chainer.functions.matmul(a, a)), sync(device)
+
 
 def set_precision(precision, device):
     """Set Chainer's default dtype for `precision` and return whether the optimizer must scale the loss.

@@ -118,3 +118,15 @@ def train_batches(x_train, y_train, batch_size, epoch):
     set kept on the device would have to live inside the graph (a constant gathered by index), not CNTK's idiom."""
     for idx in batching.train_batches(len(x_train), batch_size, epoch):
         yield x_train[idx], y_train[idx]
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): `C.times` of a batch of n rows by a constant n×n matrix,
+    evaluated to numpy (so finished when it returns). CNTK's Python API computes in float32 here."""
+    if dtype != "float32":
+        raise ValueError("CNTK runs float32 only here")
+    select_device(cfg)
+    # An input, not two constants: CNTK folds a constant-only graph once and returns the cached value.
+    rows, a = C.input_variable(n), np.ones((n, n), np.float32)
+    product = C.times(rows, C.constant(a))
+    return (lambda: product.eval({rows: a})), (lambda: None)

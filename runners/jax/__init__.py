@@ -186,3 +186,13 @@ def train_batches(x_train, y_train, batch_size, epoch, device):
     steps still queued, and it is a no-op for a batch already there."""
     for idx in batching.train_batches(len(x_train), batch_size, epoch):
         yield jax.device_put((x_train[idx], y_train[idx]), device)
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): a jitted n×n product on the cell's first device."""
+    a = jax.device_put(jnp.ones((n, n), dtype), select_devices(cfg)[0])
+    product, last = jax.jit(lambda x: x @ x), []
+
+    def matmul():
+        last[:] = [product(a)]
+    return matmul, lambda: last and last[0].block_until_ready()

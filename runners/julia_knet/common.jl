@@ -245,11 +245,12 @@ end
 "The `metrics` block of a training task (shared.timing.train_metrics)."
 function train_metrics(epoch_seconds, samples_per_epoch; warmup=nothing, steps=nothing, windows=nothing, extra...)
     train_seconds = sum(epoch_seconds)
+    steady = steady_state_seconds(epoch_seconds; warmup=warmup, steps=steps, windows=windows)
+    samples = samples_per_epoch * length(epoch_seconds)
     return Dict{String,Any}("train_seconds" => train_seconds, "epoch_seconds" => Float64.(epoch_seconds),
-                            "steady_state_seconds" => steady_state_seconds(epoch_seconds; warmup=warmup, steps=steps,
-                                                                           windows=windows),
-                            "warmup_seconds" => warmup,
-                            "samples_per_second" => samples_per_epoch * length(epoch_seconds) / train_seconds,
+                            "steady_state_seconds" => steady, "warmup_seconds" => warmup,
+                            "samples_per_second" => samples / train_seconds,
+                            "steady_samples_per_second" => steady === nothing ? nothing : samples / steady,
                             (string(k) => v for (k, v) in extra)...)
 end
 

@@ -191,3 +191,13 @@ class EpochTimer(keras.callbacks.Callback):
 def count_parameters(model):
     """Trainable parameters only: BatchNorm's moving statistics are weights to Keras, not parameters."""
     return sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py) through keras.ops on the backend's default device; the barrier
+    reads the last product back."""
+    a, last = keras.ops.cast(keras.random.normal((n, n)), dtype), []
+
+    def matmul():
+        last[:] = [keras.ops.matmul(a, a)]
+    return matmul, lambda: last and keras.ops.convert_to_numpy(last[0])

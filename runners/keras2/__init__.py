@@ -225,3 +225,14 @@ def count_parameters(model):
     """Trainable parameters, as model.summary() counts them: BatchNorm's moving statistics are non-trainable weights
     to Keras, not parameters."""
     return int(count_params(model.trainable_weights))
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): `K.dot` compiled by the backend into a function that returns
+    numpy (so it has finished when it returns). Keras 2 here computes in float32 only."""
+    from keras import backend as K
+    if dtype != "float32":
+        raise ValueError(f"Keras 2 on {BACKEND} runs float32 only here")
+    x = K.variable(np.ones((n, n), np.float32))
+    product = K.function([], [K.dot(x, x)])
+    return (lambda: product([])), (lambda: None)

@@ -108,3 +108,10 @@ def train_batches(x_train, y_train, batch_size, epoch, by_index=False):
     index vector, for a function that gathers the batch from shared variables itself (`givens`)."""
     for idx in batching.train_batches(len(x_train), batch_size, epoch):
         yield (idx,) if by_index else (x_train[idx], y_train[idx])
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): Theano's `T.dot` of a shared variable, compiled once; the
+    compiled function returns numpy, so it has finished when it returns."""
+    x = theano.shared(np.ones((n, n), dtype=dtype))
+    return theano.function([], theano.tensor.dot(x, x)), (lambda: None)

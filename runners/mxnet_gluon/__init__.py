@@ -64,6 +64,12 @@ def sync():
     """The clock's barrier: wait until MXNet's engine has finished every queued operation (seed lesson 14)."""
     return mx.nd.waitall
 
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): `nd.dot` on the cell's first context; the engine's waitall is
+    the barrier."""
+    a = mx.nd.ones((n, n), ctx=contexts(cfg)[0], dtype=dtype)
+    return (lambda: mx.nd.dot(a, a)), sync()
+
 
 def check_precision(precision, ctx):
     """Skip what MXNet cannot do here; returns True where mixed precision (mxnet.contrib.amp, float16 with dynamic

@@ -16,7 +16,7 @@ user should know when reading these runners:
 import mxnet as mx
 import numpy as np
 
-from runners.mxnet_gluon import contexts, framework_info, sync, train_batches  # noqa: F401 (shared with Gluon)
+from runners.mxnet_gluon import contexts, framework_info, gemm, sync, train_batches  # noqa: F401 (as Gluon's)
 from shared.record import Skip
 
 # MXNet's BatchNorm names its four arrays differently from torchvision; conv and dense layers keep `weight`/`bias`

@@ -32,6 +32,12 @@ def sync(device):
     """The clock's barrier: CUDA runs asynchronously, so wait for queued kernels before reading the time."""
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py): an n×n product of `dtype` on the cell's device, and its barrier."""
+    device = select_device(cfg)
+    a = torch.randn(n, n, device=device).to(getattr(torch, dtype))
+    return (lambda: a @ a), sync(device)
+
 
 def set_precision(precision, device):
     """Configure matmul/conv precision and return (autocast context factory, GradScaler or None).

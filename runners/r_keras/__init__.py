@@ -16,3 +16,9 @@ def framework_info():
     info = py_keras.framework_info()
     r = rscript.r_info(f"keras {info['keras_version']} ({info['backend']} {info['backend_version']})")
     return {**info, **r}
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM: the Keras (TensorFlow backend) the R scripts drive, from this launcher's Python."""
+    from runners import keras as py_keras
+    return py_keras.gemm(cfg, n, dtype)

@@ -14,3 +14,9 @@ def framework_info():
     from runners import mxnet_gluon
     info = mxnet_gluon.framework_info()
     return {**info, **rscript.r_info(f"mxnet {info['framework_version']}")}
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM: the MXNet the R scripts drive, from this launcher's Python."""
+    from runners import mxnet_gluon
+    return mxnet_gluon.gemm(cfg, n, dtype)

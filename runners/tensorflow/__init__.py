@@ -154,3 +154,17 @@ def sync():
 
 def count_parameters(model):
     return sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+
+
+def gemm(cfg, n, dtype):
+    """The calibration GEMM (shared/calibration.py) on the cell's first device; the barrier reads the last product
+    back, which waits for everything queued before it."""
+    device = select_devices(cfg)[0]
+    with tf.device(device):
+        a = tf.cast(tf.random.normal((n, n)), dtype)
+    last = []
+
+    def matmul():
+        with tf.device(device):
+            last[:] = [tf.linalg.matmul(a, a)]
+    return matmul, lambda: last and last[0].numpy()

@@ -1,0 +1,83 @@
+"""How fast this device can go, measured in the cell's own framework just before the cell: a fixed square GEMM in
+fp32 (and in the cell's reduced precision where it has one) and, on the CPU, a memory-bandwidth probe. A few seconds
+at most. The record keeps it (`system.calibration`) and each ok cell's achieved FLOP/s is reported as a percentage
+of the GEMM rate (`metrics.efficiency`): which framework leaves the machine idle, and by how much.
+
+A runner package offers `gemm(cfg, n, dtype) -> (matmul, barrier)`: `matmul()` queues one n×n by n×n product of
+`dtype` on the cell's device, `barrier()` waits for it. Runs on Python 3.6 like the rest of `shared`.
+"""
+import statistics
+import time
+
+import numpy as np
+
+from shared import flops
+
+N = 1024            # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
+CALLS = 4           # products per timed sample
+SAMPLES = 5
+REDUCED = {"amp": "float16", "bf16": "bfloat16"}   # the product a reduced-precision cell's kernels run
+BANDWIDTH_BYTES = 256 * 2 ** 20
+
+
+def gemm_rate(matmul, barrier, n=N):
+    """FLOP/s of `matmul` (n×n × n×n): two untimed calls, then the median of SAMPLES samples of CALLS calls."""
+    for _ in range(2):
+        matmul()
+    barrier()
+    rates = []
+    for _ in range(SAMPLES):
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            matmul()
+        barrier()
+        rates.append(2 * n ** 3 * CALLS / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def host_bandwidth():
+    """Bytes per second a copy of BANDWIDTH_BYTES moves in host memory (read + write), the median of five."""
+    src = np.ones(BANDWIDTH_BYTES // 8)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(6):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return 2 * BANDWIDTH_BYTES / statistics.median(times[1:])
+
+
+def calibrate(family, cfg):
+    """The `calibration` block of a record: the framework's GEMM rates and the host's copy bandwidth. Where the
+    package offers no GEMM, or a dtype fails on this device, the value is None with the reason."""
+    block = {"gemm_n": N, "gemm_fp32_flops": None, "gemm_reduced_flops": None, "reduced_dtype": None,
+             "host_copy_bytes_per_s": host_bandwidth() if cfg.device == "cpu" else None, "note": None}
+    if not hasattr(family, "gemm"):
+        block["note"] = "this runner package has no calibration GEMM"
+        return block
+    try:
+        block["gemm_fp32_flops"] = gemm_rate(*family.gemm(cfg, N, "float32"))
+    except Exception as e:   # a calibration that fails must not fail the cell: it says why instead
+        block["note"] = f"fp32 GEMM failed: {type(e).__name__}: {e}"[:300]
+    dtype = REDUCED.get(cfg.precision)
+    if dtype:
+        block["reduced_dtype"] = dtype
+        try:
+            block["gemm_reduced_flops"] = gemm_rate(*family.gemm(cfg, N, dtype))
+        except Exception as e:
+            block["note"] = f"{dtype} GEMM failed: {type(e).__name__}: {e}"[:300]
+    return block
+
+
+def efficiency(cfg, metrics, calibration):
+    """{model_flops_per_sample, achieved_flops, efficiency}: the cell's steady-state FLOP/s and its share of the
+    calibrated GEMM rate of its compute dtype (times the devices on a GPU; CPU 'devices' share the same cores)."""
+    per_sample = flops.per_sample(cfg.task, cfg.params)
+    rate = metrics.get("steady_samples_per_second") or metrics.get("samples_per_second")
+    if cfg.task == "resnet50" and metrics.get("images") and metrics.get("seconds_per_1000_images"):
+        rate = 1000 / metrics["seconds_per_1000_images"]
+    achieved = per_sample * rate if rate else None
+    peak = (calibration or {}).get("gemm_reduced_flops") or (calibration or {}).get("gemm_fp32_flops")
+    devices = metrics.get("devices", 1) if cfg.device == "gpu" else 1
+    return {"model_flops_per_sample": per_sample, "achieved_flops": achieved,
+            "efficiency": achieved / (peak * devices) if achieved and peak else None}
