@@ -68,6 +68,7 @@ def framework_info():
         "cuda": cuda,
         "cudnn": cudnn,
         "gpus": [d.device_kind for d in jax.devices()] if gpu else [],
+        "gpu_sm_counts": [getattr(d, "core_count", None) for d in jax.devices()] if gpu else [],  # nvidia-smi has none
     }
 
 

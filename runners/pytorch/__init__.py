@@ -15,6 +15,9 @@ def framework_info():
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
+        # streaming multiprocessors, which nvidia-smi does not report (shared/sysinfo.py: gpu_facts)
+        "gpu_sm_counts": [torch.cuda.get_device_properties(i).multi_processor_count
+                          for i in range(torch.cuda.device_count())] if cuda else [],
     }
 
 
