@@ -1,8 +1,9 @@
 """How fast this device can go, measured in the cell's own framework right after the cell: a fixed square GEMM in
-fp32 (and in the cell's reduced precision where it has one) and, on the CPU, a memory-bandwidth probe. A few seconds
-at most (after, not before: TensorFlow and JAX fix their logical devices when their runtime starts, which a GEMM
-would do before the cell splits the CPU into devices; and the device is warm by then). The record keeps it (`system.calibration`) and each ok cell's achieved FLOP/s is reported as a percentage
-of the GEMM rate (`metrics.efficiency`): which framework leaves the machine idle, and by how much.
+fp32 (and in the cell's reduced precision where it has one) and, on the CPU, a memory-bandwidth probe; a few seconds
+at most. After, not before: TensorFlow and JAX fix their logical devices when their runtime starts, which a GEMM
+would do before the cell splits the CPU into devices; and the device is warm by then. The record keeps it
+(`system.calibration`) and each ok cell's achieved FLOP/s is reported as a share of the GEMM rate
+(`metrics.efficiency`): which framework leaves the machine idle, and by how much.
 
 A runner package offers `gemm(cfg, n, dtype) -> (matmul, barrier)`: `matmul()` queues one n×n by n×n product of
 `dtype` on the cell's device, `barrier()` waits for it. Runs on Python 3.6 like the rest of `shared`.
