@@ -1,6 +1,6 @@
 """Check this install against reference records shipped in the repo (results/reference/NAME/cells/*.json).
 
-    python -m scripts.verify                                   # run the demo profile, compare with this machine's reference
+    python -m scripts.verify                 # run the demo profile, compare with this machine class's reference
     python -m scripts.verify --run results/demo-… --reference results/reference/nvidia-h200
 
 A cell is compared only with the reference cell of the same id, data kind, task parameters (`system.params_hash`)
@@ -323,7 +323,8 @@ def latest_run(profile):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.verify", description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", type=Path, help="a reference run folder (default: the one of this machine class)")
+    ap.add_argument("--reference", type=Path,
+                    help="a reference run folder (default: the one of this machine class)")
     ap.add_argument("--run", type=Path, help="compare this run folder instead of running the profile")
     ap.add_argument("--profile", default="demo", help="the profile to run when no --run is given")
     ap.add_argument("--time-tolerance", type=float, default=TIME_TOLERANCE, metavar="RATIO",

@@ -45,7 +45,8 @@ def resnet50(p):
         for block in range(blocks):
             s = stride if block == 0 else 1
             out = out_size(size, 3, s, 1)
-            flops += conv(c_in, width, 1, size, size) + conv(width, width, 3, out, out) + conv(width, 4 * width, 1, out, out)
+            flops += (conv(c_in, width, 1, size, size) + conv(width, width, 3, out, out)
+                      + conv(width, 4 * width, 1, out, out))
             if block == 0:                              # the projected shortcut
                 flops += conv(c_in, 4 * width, 1, out, out)
             c_in, size = 4 * width, out
