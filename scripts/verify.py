@@ -44,6 +44,7 @@ WAITED_TOLERANCE = 2.0   # the time as waited beyond this (normalised) adds a no
 OVERALL_TOLERANCE = 2.0  # the whole run against a reference of the same machine class
 QUALITY_MARGIN = 0.05    # accuracy or AUC may differ from the reference's by this much
 ALPHA = 0.01             # the rank test's significance level (two-sided)
+MIN_OVERALL_CELLS = 5    # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
 INCOMPARABLE = 3         # exit code: nothing to compare with
 
 
@@ -183,14 +184,14 @@ def judge(expected, measured, overall, tolerance, margin):
 
 
 def overall_factor(reference, measured, ids):
-    """The geometric mean of the steady-state ratios of the comparable ok cells (1.0 where there are none) and how
-    many cells it rests on."""
+    """The geometric mean of the steady-state ratios of the comparable ok cells and how many cells it rests on; 1.0
+    with fewer than MIN_OVERALL_CELLS (a subset is then judged by its raw ratios)."""
     logs = []
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
         if judge_status(expected, got) is None:
             logs.append(math.log(steady(got) / steady(expected)))
-    return (math.exp(statistics.mean(logs)) if logs else 1.0), len(logs)
+    return (math.exp(statistics.mean(logs)) if len(logs) >= MIN_OVERALL_CELLS else 1.0), len(logs)
 
 
 def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN):
@@ -219,6 +220,9 @@ def overall_line(overall, basis, same_class=True):
     """The run's speed relative to the reference in words, and whether it is itself off."""
     if basis == 0:
         return "overall: nothing comparable", False
+    if basis < MIN_OVERALL_CELLS:
+        return (f"overall: not estimated from {plural(basis, 'cell')} (at least {MIN_OVERALL_CELLS}); cells are judged "
+                "by their raw ratios"), False
     words = "as fast as" if abs(math.log(overall)) < math.log(1.05) else \
         (f"{overall:.2f}× slower than" if overall > 1 else f"{1 / overall:.2f}× faster than")
     line = f"overall: this run is {words} the reference (geometric mean over {plural(basis, 'cell')})"
@@ -260,11 +264,11 @@ def one_line(counts, outside, tolerance, margin, overall_off=False):
     if counts["no time"]:
         problems.append(f"{counts['no time']} ok but without a time (a runner that broke the record contract)")
     if counts["slower"]:
-        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the run overall beyond "
-                        f"×{tolerance:g}")
+        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the reference beyond ×{tolerance:g} "
+                        "(the run's overall factor divided out)")
     if counts["faster"]:
-        problems.append(f"{counts['faster']} of {plural(n, 'cell')} faster than the run overall beyond "
-                        f"×{tolerance:g} (faster than possible? check the clock)")
+        problems.append(f"{counts['faster']} of {plural(n, 'cell')} faster than the reference beyond ×{tolerance:g} "
+                        "(the run's overall factor divided out: faster than possible? check the clock)")
     if counts["quality"]:
         problems.append(f"{counts['quality']} of {plural(n, 'cell')} with accuracy/AUC off the reference by more "
                         f"than ±{margin:g}")

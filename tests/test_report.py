@@ -229,7 +229,7 @@ def test_verify_a_cell_slower_than_the_run_fails_with_a_count(reference, tmp_pat
     code, rows, verdict = verify_main(reference, run, capsys)
     assert code == 1
     assert "slower" in rows["pytorch-gru-fp32-a"] and "no rank test" in rows["pytorch-gru-fp32-a"]
-    assert verdict.startswith("FAIL: 1 of 5 cells slower than the run overall beyond ×1.5")
+    assert verdict.startswith("FAIL: 1 of 5 cells slower than the reference beyond ×1.5")
     # a looser tolerance, for a noisy shared machine, accepts the same run
     assert verify_main(reference, run, capsys, "--time-tolerance", "3.5")[0] == 0
 
@@ -245,7 +245,7 @@ def test_verify_quality_off_fails_even_when_fast(reference, tmp_path, capsys):
     code, rows, verdict = verify_main(reference, run, capsys)
     assert code == 1 and "accuracy 0.500, expected 0.912" in rows["pytorch-cnn-fp32-a"]
     assert "faster than possible? check the clock" in rows["pytorch-cnn-fp32-a"]
-    assert "1 of 5 cells faster than the run overall" in verdict and "1 of 5 cells with accuracy/AUC off" in verdict
+    assert "1 of 5 cells faster than the reference beyond ×1.5" in verdict and "1 of 5 cells with accuracy/AUC off" in verdict
 
 
 def test_verify_failed_missing_and_unexpectedly_skipped_cells_fail(reference, tmp_path, capsys):
