@@ -10,6 +10,7 @@ classes are refused, as are runs with failed cells (a reference must be a health
 import argparse
 import shutil
 import sys
+import textwrap
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +27,7 @@ def describe(records, run_dir, classes):
     statuses = Counter(r["status"] for r in records)
     seconds = sum(r["metrics"].get("train_seconds") or 0 for r in ok) + \
         sum(sum((r.get("timing") or {}).get("values") or []) for r in ok if r["cell"]["task"] == "resnet50")
-    return "\n".join([
+    return textwrap.fill(" ".join([
         f"Reference records of the `{PROFILE}` profile ({len(records)} cells: "
         + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) + ") for the machine class",
         f"`{next(iter(classes))}`: {first.get('cpu')} ({', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
@@ -36,7 +37,7 @@ def describe(records, run_dir, classes):
         f"names its commit in `git_commit`); {seconds / 60:.1f} minutes of timed work.",
         "Every training cell holds its post-warm-up windows and every ResNet-50 cell at least five passes: "
         "`python -m scripts.verify` picks this folder for runs of the same machine class and judges cells against "
-        "these samples (README: \"Verify\"). results.md is the run's merged table.", ""])
+        "these samples (README: \"Verify\"). results.md is the run's merged table."]), width=118, break_on_hyphens=False) + "\n"
 
 
 def copy(run_dir, allow_failed=False):

@@ -52,8 +52,11 @@ def reference():
 def verify_run(reference_dir, run_dir, capsys):
     code = verify.main(["--reference", str(reference_dir), "--run", str(run_dir)])
     out = capsys.readouterr().out.strip().splitlines()
-    rows = {line.split()[0]: line for line in out if line.split() and line.split()[0] in verify.records_by_id(run_dir)}
-    return code, rows, out[-2], out[-1]
+    ids = verify.records_by_id(run_dir)
+    rows = {line.split()[0]: line for line in out if line.split() and line.split()[0] in ids}
+    overall = next(line for line in out if line.startswith("overall:"))
+    verdict = next(line for line in out if line.startswith(("OK:", "FAIL:", "INCOMPARABLE:")))
+    return code, rows, overall, verdict
 
 
 def test_the_reference_holds_samples_of_one_machine_class(reference):
