@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from shared import flops
+from shared import flops, sysinfo
 
 N = 1024            # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
 CALLS = 4           # products per timed sample
@@ -33,7 +33,7 @@ def gemm_rate(matmul, barrier, n=N):
         for _ in range(CALLS):
             matmul()
         barrier()
-        rates.append(2 * n ** 3 * CALLS / (time.perf_counter() - start))
+        rates.append(2 * n ** 3 * CALLS / max(time.perf_counter() - start, 1e-9))
     return statistics.median(rates)
 
 
@@ -49,6 +49,15 @@ def host_bandwidth():
     return 2 * BANDWIDTH_BYTES / statistics.median(times[1:])
 
 
+def cpu_ceiling(system):
+    """An upper bound on a CPU's fp32 FLOP/s no GEMM can pass: usable cores × 5 GHz × two FMA units of the widest
+    vector it has (AVX-512: 64 FLOP a cycle, AVX2: 32, else 16). A rate above it is a product that did not run
+    (a cached graph, a lazy result never forced): recorded as implausible, never used."""
+    flags = set(system.get("cpu_flags") or ())
+    per_cycle = 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
+    return (system.get("cpu_usable") or system.get("cpu_count") or 1) * 5e9 * per_cycle
+
+
 def calibrate(family, cfg):
     """The `calibration` block of a record: the framework's GEMM rates and the host's copy bandwidth. Where the
     package offers no GEMM, or a dtype fails on this device, the value is None with the reason."""
@@ -61,6 +70,11 @@ def calibrate(family, cfg):
         block["gemm_fp32_flops"] = gemm_rate(*family.gemm(cfg, N, "float32"))
     except Exception as e:   # a calibration that fails must not fail the cell: it says why instead
         block["note"] = f"fp32 GEMM failed: {type(e).__name__}: {e}"[:300]
+    ceiling = cpu_ceiling(sysinfo.cpu_facts()) if cfg.device == "cpu" else None
+    if ceiling and (block["gemm_fp32_flops"] or 0) > ceiling:
+        block["note"] = (f"implausible fp32 GEMM rate {block['gemm_fp32_flops'] / 1e9:.0f} GFLOP/s, above this CPU's "
+                         f"ceiling of {ceiling / 1e9:.0f}: the product did not run each time (a cached graph?)")
+        block["gemm_fp32_flops"] = None
     dtype = REDUCED.get(cfg.precision)
     if dtype:
         block["reduced_dtype"] = dtype

@@ -65,3 +65,17 @@ def test_efficiency_is_the_steady_state_flops_over_the_calibrated_gemm_rate():
                      {"gemm_fp32_flops": 1.0, "gemm_reduced_flops": flops.per_sample("densenet121", gpu.params) * 10})
     assert got["efficiency"] == 0.5
     assert efficiency(cfg, {"samples_per_second": 1.0}, {"gemm_fp32_flops": None})["efficiency"] is None
+
+
+def test_a_gemm_faster_than_the_cpu_can_be_is_recorded_as_implausible_not_used(monkeypatch):
+    from types import SimpleNamespace
+
+    from shared import calibration
+    from shared.runner import RunConfig
+    cfg = RunConfig("cntk", "cnn", data=None, out=None, scale="demo")
+    monkeypatch.setattr(calibration.sysinfo, "cpu_facts", lambda: {"cpu_flags": ["avx2"], "cpu_usable": 2})
+    monkeypatch.setattr(calibration, "host_bandwidth", lambda: 1e10)
+    cached = SimpleNamespace(gemm=lambda cfg, n, dtype: ((lambda: None), (lambda: None)))   # returns at once
+    block = calibration.calibrate(cached, cfg)
+    assert block["gemm_fp32_flops"] is None and "implausible fp32 GEMM rate" in block["note"]
+    assert calibration.cpu_ceiling({"cpu_flags": ["avx2", "avx512f"], "cpu_usable": 2}) == 2 * 5e9 * 64
