@@ -274,7 +274,7 @@ def heading(task):
     if task in TRAINING_TASKS:
         unit += ": as waited (compile and first step included) / steady state"
     else:
-        unit += ", median of the timed passes after an untimed warm-up pass"
+        unit += ", median of the timed passes after a warm-up that lasts until two passes agree"
     quality = QUALITY_METRIC.get(task)
     return f"### {TITLES[task]} — {unit}" + (f" ({QUALITY_LABEL[quality]})" if quality else "")
 
@@ -320,8 +320,8 @@ def draw_bar(ax, y, value, spread, colour, height, hatched=False):
 
 def draw_task(ax, rows, task):
     """Bars coloured by precision: the time as waited, and for training tasks the steady-state time hatched beside it;
-    whiskers span min–max where the value is a statistic over repeats or epochs; a cell that did not run keeps its
-    slot, outlined and hatched, with its status and reason."""
+    whiskers span the samples' interquartile range (min–max in records older than the samples); a cell that did not
+    run keeps its slot, outlined and hatched, with its status and reason."""
     rows, labels = bar_rows(rows)
     values = [v for v in rows["time"] if known(v)] + [x[1] for x in rows["spread"] if known(x)]
     largest = max(values + [1e-9])
@@ -369,8 +369,8 @@ def plot(frame, path):
     handles += [Patch(facecolor="gray", label="as waited (compile included)"),
                 Patch(facecolor="white", edgecolor="gray", hatch="////", label="steady state (training tasks)")]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)
-    fig.text(0.01, 0.003, "whiskers: min–max over the timed passes (ResNet-50) or over the epochs after the first "
-             "(steady state); hatched outline: a cell that did not run, with its status", fontsize=6.5, color="dimgray")
+    fig.text(0.01, 0.003, "whiskers: interquartile range of the post-warm-up samples (steady state; ResNet-50's "
+             "passes); hatched outline: a cell that did not run, with its status", fontsize=6.5, color="dimgray")
     fig.tight_layout(rect=(0, 0.012, 1, 1 - 0.35 / fig.get_figheight()))
     fig.savefig(path, dpi=120)
     plt.close(fig)
