@@ -14,6 +14,7 @@ from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "use_cudnn": "auto",   # NStepGRU runs as one cuDNN RNN call on the GPU ('never' = Chainer's step-by-step loop)
@@ -40,7 +41,8 @@ def load_data(cfg, device, placement):
 
 # ==== Model ====
 class GRUClassifier(chainer.Chain):
-    def __init__(self, max_features=30_000, embedding_dim=125, hidden=100, num_classes=2):
+    def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
+                 num_classes=SIZES["num_classes"]):
         super().__init__()
         with self.init_scope():
             self.embedding = L.EmbedID(max_features, embedding_dim, initialW=initializers.Uniform(0.05))

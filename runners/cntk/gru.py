@@ -5,12 +5,13 @@ import numpy as np
 
 from runners.cntk import (ADAM_EPSILON_HAT, check_precision, count_parameters, is_gpu, one_hot, select_device, sync,
                           train_batches)
-from shared import batching, metrics
+from shared import batching, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "cudnn_rnn": True,     # GPU cells: C.optimized_rnnstack, one cuDNN call for the whole sequence (the seed's
@@ -67,7 +68,8 @@ def CuDNNGRU(hidden, name=""):
     return gru
 
 
-def build_model(cfg=None, cudnn=False, max_features=30_000, embedding_dim=125, hidden=100, num_classes=2):
+def build_model(cfg=None, cudnn=False, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
+                hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
     """Token ids -> embedding -> GRU -> last step -> dense: a Function of the sequence input `tokens`, whose output is
     the logits. `cudnn` picks the GPU-only fused GRU, else Recurrence(GRU); both start from Keras' initializers."""
     tokens = C.sequence.input_variable((), np.float32, name="tokens")              # one token id per step

@@ -13,6 +13,7 @@ from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "jit": True,        # compile the whole train step, time loop included, into one XLA program
@@ -74,7 +75,8 @@ class GRU(nnx.Module):
 
 
 class GRUClassifier(nnx.Module):
-    def __init__(self, max_features=30_000, embedding_dim=125, hidden=100, num_classes=2, dtype=jnp.float32,
+    def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
+                 num_classes=SIZES["num_classes"], dtype=jnp.float32,
                  unroll=1, *, rngs):
         # Keras' initializers, so every framework starts from the same distribution.
         uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -0.05, 0.05)

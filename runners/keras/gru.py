@@ -5,12 +5,13 @@ import numpy as np
 from keras import layers
 
 from runners.keras import ADAM_EPSILON_HAT, EpochBatches, EpochTimer, check_device, count_parameters, set_precision
-from shared import metrics
+from shared import metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "use_cudnn": "auto",       # layers.GRU's fused cuDNN kernel where the backend has one and the GRU allows it
@@ -32,7 +33,8 @@ def load_data(cfg):
 
 
 # ==== Model ====
-def build_model(cfg=None, use_cudnn="auto", max_features=30_000, embedding_dim=125, hidden=100, num_classes=2):
+def build_model(cfg=None, use_cudnn="auto", max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
+                hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
     """Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels,
     orthogonal recurrent kernel, zero biases). reset_after=True, tanh/sigmoid, no recurrent dropout and unroll=False
     are the conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after=True is also the canonical GRU."""
@@ -108,7 +110,10 @@ def main(cfg):
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[ADAM_EPSILON_HAT]),
         "timing": train_timing(timer.windows, warmup=timer.warmup),
-        "switches": {**switches, "cudnn_rnn": cfg.device == "gpu" and keras.backend.backend() != "jax",
+        # What ran, not what the device allows: the fused kernel exists on TF and torch GPUs, and `use_cudnn=off`
+        # keeps the layer on its generic loop there.
+        "switches": {**switches, "cudnn_rnn": (cfg.device == "gpu" and keras.backend.backend() != "jax"
+                                               and switches["use_cudnn"] is not False),
                      "dtype_policy": policy, "jit_compile_resolved": model.jit_compile,
                      "backend": keras.backend.backend(),
                      "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},

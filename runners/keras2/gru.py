@@ -7,12 +7,13 @@ from keras import layers
 
 from runners.keras2 import (ADAM_EPSILON_HAT, EpochBatches, EpochTimer, backend_switches, check_device,
                             check_precision, count_parameters, differences)
-from shared import metrics
+from shared import metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "implementation": 2,   # GRUCell: 2 = one matmul for all three gates per step (Keras 2.3's default), 1 = three
@@ -35,7 +36,8 @@ def load_data(cfg):
 
 
 # ==== Model ====
-def build_model(cfg=None, implementation=2, max_features=30000, embedding_dim=125, hidden=100, num_classes=2):
+def build_model(cfg=None, implementation=2, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
+                hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
     """Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels,
     orthogonal recurrent kernel, zero biases). Keras 2's GRU defaults to reset_after=False (the reset gate applied
     before the recurrent matmul), so the canonical cuDNN formulation is asked for; the activations are spelled out

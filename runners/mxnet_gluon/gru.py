@@ -15,6 +15,7 @@ from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "hybridize": True,         # cache the graph: embedding, fused GRU and dense run as one program (seed lesson 15)
@@ -44,7 +45,8 @@ def load_data(cfg, ctx, placement):
 
 # ==== Model ====
 class GRUClassifier(gluon.HybridBlock):
-    def __init__(self, max_features=30_000, embedding_dim=125, hidden=100, num_classes=2, **kwargs):
+    def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
+                 num_classes=SIZES["num_classes"], **kwargs):
         super().__init__(**kwargs)
         with self.name_scope():
             # Keras' initializers, so every framework starts from the same distributions: embedding U(±0.05), input

@@ -12,6 +12,7 @@ from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
@@ -36,7 +37,8 @@ def load_data(cfg, ctx, placement):
 
 
 # ==== Model ====
-def gru_symbol(max_features=30_000, embedding_dim=125, hidden=100, num_classes=2):
+def gru_symbol(max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
+               num_classes=SIZES["num_classes"]):
     """Tokens `data` (N, T) -> embedding -> fused GRU -> last time step -> dense -> SoftmaxOutput.
 
     MXNet's `RNN` operator in mode "gru" is the cuDNN formulation (= PyTorch's nn.GRU = the canonical GRU): gates
@@ -60,7 +62,7 @@ class KerasGRUInit(mx.init.Initializer):
     the whole (3H, E) matrix and each recurrent block is orthogonal scaled by 1/√3, the size of one (H, H) block
     of an orthogonal (3H, H) matrix."""
 
-    def __init__(self, embedding_dim=125, hidden=100):
+    def __init__(self, embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"]):
         super().__init__(embedding_dim=embedding_dim, hidden=hidden)
         self.gate_input = mx.init.Uniform(np.sqrt(6 / (embedding_dim + 3 * hidden)))
         self.gate_recurrent = mx.init.Orthogonal(scale=3 ** -0.5)
@@ -76,7 +78,7 @@ class KerasGRUInit(mx.init.Initializer):
             GLOROT_UNIFORM._init_weight(name, arr)
 
 
-def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, maxlen=150, for_training=False):
+def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, maxlen=SIZES["maxlen"], for_training=False):
     """A Module bound to (batch_size, maxlen) token batches on `ctx`, initialized like Keras (KerasGRUInit). The
     bound length is not baked into the weights: predict binds other lengths to the same parameters."""
     model = mx.mod.Module(gru_symbol(), data_names=("data",), label_names=("softmax_label",), context=list(ctx))

@@ -11,6 +11,7 @@ from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
+SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
     "cudnn_benchmark": True,   # let cuDNN pick its fastest kernels for the fixed (batch, 150) shape
@@ -38,7 +39,8 @@ def load_data(cfg, device, placement):
 
 # ==== Model ====
 class GRUClassifier(nn.Module):
-    def __init__(self, max_features=30_000, embedding_dim=125, hidden=100, num_classes=2):
+    def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
+                 num_classes=SIZES["num_classes"]):
         super().__init__()
         self.embedding = nn.Embedding(max_features, embedding_dim)
         # PyTorch's GRU is the cuDNN formulation: gates (r, z, n), reset applied after the recurrent matmul,

@@ -3,6 +3,7 @@
 source(file.path(Sys.getenv("ROSETTA_ROOT", unset = "."), "runners", "r_keras", "keras.R"))
 
 # ==== Config ====
+SIZES <- import("shared.params")$GRU   # the canonical sizes (max_features, embedding_dim, hidden, …)
 # Hyperparameters come from shared/params.py through cfg$params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES <- list(
   use_cudnn = "auto",        # layers$GRU's fused cuDNN kernel where the backend has one and the GRU allows it
@@ -27,8 +28,9 @@ load_data <- function(cfg) {
 # Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels, orthogonal
 # recurrent kernel, zero biases). reset_after = TRUE, tanh/sigmoid, no recurrent dropout and unroll = FALSE are the
 # conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after = TRUE is also the canonical GRU.
-build_model <- function(use_cudnn = "auto", max_features = 30000L, embedding_dim = 125L, hidden = 100L,
-                        num_classes = 2L) {
+build_model <- function(use_cudnn = "auto", max_features = SIZES$max_features,
+                        embedding_dim = SIZES$embedding_dim, hidden = SIZES$hidden,
+                        num_classes = SIZES$num_classes) {
   keras$Sequential(list(
     keras$Input(shape = list(NULL), dtype = "int32"),   # (N, T): sequences of any length
     layers$Embedding(as.integer(max_features), as.integer(embedding_dim), name = "embedding"),
@@ -105,7 +107,8 @@ main <- function(cfg) {
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host", differences = list(py_keras$ADAM_EPSILON_HAT)),
     timing = timing$train_timing(timer$windows, warmup = timer$warmup),
-    switches = c(switches, list(cudnn_rnn = cfg$device == "gpu", dtype_policy = policy,
+    # what ran, not what the device allows: use_cudnn = off keeps the GPU on the generic loop
+    switches = c(switches, list(cudnn_rnn = cfg$device == "gpu" && !isFALSE(switches$use_cudnn), dtype_policy = policy,
                                 jit_compile_resolved = model$jit_compile, backend = keras$backend$backend(),
                                 adam_epsilon = sprintf("%g, before bias correction (Keras)", p$eps),
                                 language = "R", bridge = "reticulate"))

@@ -3,6 +3,7 @@
 source(file.path(Sys.getenv("ROSETTA_ROOT", unset = "."), "runners", "r_mxnet", "mxnet.R"))
 
 # ==== Config ====
+SIZES <- import("shared.params")$GRU   # the canonical sizes (max_features, embedding_dim, hidden, …)
 # Hyperparameters come from shared/params.py through cfg$params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES <- list(
   hybridize = TRUE,          # cache the graph: embedding, fused GRU and dense run as one program (seed lesson 15)
@@ -38,8 +39,9 @@ load_data <- function(cfg, ctx, placement) {
 # framework starts from the same distributions: embedding U(±0.05), input kernels Glorot uniform, recurrent kernels
 # orthogonal (gain 1), zero biases. The fused GRU is the cuDNN formulation: gates (r, z, n), reset after the
 # recurrent matmul, two biases — the canonical GRU, so weights load unchanged.
-build_model <- function(ctx = mx$cpu(), max_features = 30000L, embedding_dim = 125L, hidden = 100L,
-                        num_classes = 2L) {
+build_model <- function(ctx = mx$cpu(), max_features = SIZES$max_features,
+                        embedding_dim = SIZES$embedding_dim, hidden = SIZES$hidden,
+                        num_classes = SIZES$num_classes) {
   last_step <- \(F, x) F$slice_axis(x, axis = 1L, begin = -1L, end = NULL)  # (N, T, h) → (N, 1, h): front padding
   net <- py_gluon$named_sequential(                                          # makes the last step real text
     tuple("embedding", nn$Embedding(as.integer(max_features), as.integer(embedding_dim),
