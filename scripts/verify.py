@@ -318,6 +318,18 @@ def how_to_make_one(machine):
             f"results/reference/{sysinfo.slug(machine)}), or pass --reference")
 
 
+def read_run(folder):
+    """A run folder's records by cell id; VerifyError for a folder that is not a run."""
+    if not (folder / "cells").is_dir():
+        raise VerifyError(f"{folder} is not a run folder (no cells/); pass one of results/PROFILE-DATE-TIME")
+    return records_by_id(folder)
+
+
+def ok_classes(records):
+    """The machine classes of the ok records among `records` ({cell id: record})."""
+    return {machine_class(r) for r in records.values() if r["status"] == "ok"}
+
+
 def latest_run(profile):
     runs = run.runs_of(run.RESULTS, profile)
     if not runs:
@@ -339,12 +351,11 @@ def main(argv=None):
     if args.time_tolerance <= 1 or args.quality_margin < 0:
         ap.error("--time-tolerance must be above 1 and --quality-margin 0 or more")
     try:
+        measured = None
         if args.reference is None:
+            measured = None if args.run is None else read_run(args.run)
             machine = this_machine() if args.run is None else None
-            if args.run is not None:
-                wanted = {machine_class(r) for r in records_by_id(args.run).values() if r["status"] == "ok"}
-            else:
-                wanted = {machine}
+            wanted = {machine} if args.run is None else ok_classes(measured)
             fitting = fitting_references(wanted)
             if not fitting:
                 print(f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
@@ -359,9 +370,7 @@ def main(argv=None):
             if run.main(["--profile", args.profile]) == 2:
                 return 2  # the run could not start; it said why
             args.run = latest_run(args.profile)
-        if not (args.run / "cells").is_dir():
-            raise VerifyError(f"{args.run} is not a run folder (no cells/); pass one of results/PROFILE-DATE-TIME")
-        measured = records_by_id(args.run)
+        measured = measured if measured is not None else read_run(args.run)
     except VerifyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -375,7 +384,7 @@ def main(argv=None):
     verdict = one_line(counts, outside, args.time_tolerance, args.quality_margin, overall_off)
     print(verdict)
     if verdict.startswith("INCOMPARABLE"):
-        wanted = {machine_class(r) for r in measured.values() if r["status"] == "ok"}
+        wanted = ok_classes(measured)
         fitting = fitting_references(wanted, exclude=args.reference)
         print("a reference that fits: " + ", ".join(map(str, fitting)) if fitting else
               how_to_make_one(next(iter(sorted(wanted)), "this machine")))

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from shared import flops, sysinfo
+from shared import flops
 
 N = 1024            # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
 CALLS = 4           # products per timed sample
@@ -58,9 +58,10 @@ def cpu_ceiling(system):
     return (system.get("cpu_usable") or system.get("cpu_count") or 1) * 5e9 * per_cycle
 
 
-def calibrate(family, cfg):
+def calibrate(family, cfg, system):
     """The `calibration` block of a record: the framework's GEMM rates and the host's copy bandwidth. Where the
-    package offers no GEMM, or a dtype fails on this device, the value is None with the reason."""
+    package offers no GEMM, or a dtype fails on this device, the value is None with the reason. `system`: the
+    record's system block (its CPU facts bound a plausible rate)."""
     block = {"gemm_n": N, "gemm_fp32_flops": None, "gemm_reduced_flops": None, "reduced_dtype": None,
              "host_copy_bytes_per_s": host_bandwidth() if cfg.device == "cpu" else None, "note": None}
     if not hasattr(family, "gemm"):
@@ -70,7 +71,7 @@ def calibrate(family, cfg):
         block["gemm_fp32_flops"] = gemm_rate(*family.gemm(cfg, N, "float32"))
     except Exception as e:   # a calibration that fails must not fail the cell: it says why instead
         block["note"] = f"fp32 GEMM failed: {type(e).__name__}: {e}"[:300]
-    ceiling = cpu_ceiling(sysinfo.cpu_facts()) if cfg.device == "cpu" else None
+    ceiling = cpu_ceiling(system) if cfg.device == "cpu" else None
     if ceiling and (block["gemm_fp32_flops"] or 0) > ceiling:
         block["note"] = (f"implausible fp32 GEMM rate {block['gemm_fp32_flops'] / 1e9:.0f} GFLOP/s, above this CPU's "
                          f"ceiling of {ceiling / 1e9:.0f}: the product did not run each time (a cached graph?)")

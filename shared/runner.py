@@ -134,17 +134,16 @@ def run(cfg, load_task, framework_info, family=None):
             status, reason = "skipped", str(e)
         except Exception as e:  # the cell fails, the record says why; the matrix goes on
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
-    calibration = None
+    system = system_info({**info, "switches": result.get("switches", {})})
+    system["calibration"] = None
     if status == "ok" and family is not None:
         # After the cell, never before: TensorFlow and JAX fix their logical devices when their runtime starts, which
         # a GEMM would do before the cell could split the CPU into devices; the device is warm by now as well.
         try:
-            calibration = calibrate(family(), cfg)
-            result["metrics"].update(efficiency(cfg, result["metrics"], calibration))
+            system["calibration"] = calibrate(family(), cfg, system)
+            result["metrics"].update(efficiency(cfg, result["metrics"], system["calibration"]))
         except Exception as e:  # a calibration that breaks must not cost the cell its result: the record says why
-            calibration = {"note": f"calibration failed: {type(e).__name__}: {e}"[:300]}
-    system = system_info({**info, "switches": result.get("switches", {})})
-    system["calibration"] = calibration
+            system["calibration"] = {"note": f"calibration failed: {type(e).__name__}: {e}"[:300]}
     system["machine_class"] = machine_class(system, cfg.device, cfg.gpus)  # what verify and the report compare by
     system["params_hash"] = params.params_hash(cfg.task, cfg.scale)         # … with the work the cell did
     record = make_record(cell_of(cfg, data), status, run_id=cfg.run_id, reason=reason, log_tail=log_tail,

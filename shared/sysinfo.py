@@ -35,10 +35,6 @@ def cpuinfo():
     return model or platform.processor() or platform.machine(), flags, len(cores) or None
 
 
-def cpu_name():
-    return cpuinfo()[0]
-
-
 def usable_cpus():
     """The CPUs this process may use: its affinity mask (taskset, Slurm, Kubernetes' static policy) and, inside a
     container, the cgroup's CPU quota (`docker --cpus`, a pod's limit), whichever is smaller."""

@@ -73,9 +73,8 @@ def test_a_gemm_faster_than_the_cpu_can_be_is_recorded_as_implausible_not_used(m
     from shared import calibration
     from shared.runner import RunConfig
     cfg = RunConfig("cntk", "cnn", data=None, out=None, scale="demo")
-    monkeypatch.setattr(calibration.sysinfo, "cpu_facts", lambda: {"cpu_flags": ["avx2"], "cpu_usable": 2})
     monkeypatch.setattr(calibration, "host_bandwidth", lambda: 1e10)
     cached = SimpleNamespace(gemm=lambda cfg, n, dtype: ((lambda: None), (lambda: None)))   # returns at once
-    block = calibration.calibrate(cached, cfg)
+    block = calibration.calibrate(cached, cfg, {"cpu_flags": ["avx2"], "cpu_usable": 2})
     assert block["gemm_fp32_flops"] is None and "implausible fp32 GEMM rate" in block["note"]
     assert calibration.cpu_ceiling({"cpu_flags": ["avx2", "avx512f"], "cpu_usable": 2}) == 2 * 5e9 * 64
