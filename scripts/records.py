@@ -54,6 +54,9 @@ SCHEMA = {
         "system": {"type": "object", "properties": {
             "host": {"type": ["string", "null"], "pattern": SAFE_ID},
             "cpu": _text, "cpu_count": {"type": ["integer", "null"]},
+            # what verify and the report's ‡ compare by: shared.sysinfo.machine_class's alphabet, params_hash's hex
+            "machine_class": {"type": ["string", "null"], "pattern": "^[a-z0-9?][a-z0-9?:._-]{0,199}\\Z"},
+            "params_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{12}\\Z"},
             "gpus": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}}}},
         "started_at": {"type": "string", "maxLength": 40},
         "finished_at": {"type": "string", "maxLength": 40},

@@ -69,6 +69,8 @@ HOSTILE = {   # name: the file's text, each a record that must not be merged
     "metric-as-text": with_(honest(), "metrics.train_seconds", "fast"),
     "unknown-status": with_(honest(), "status", "excellent"),
     "unknown-schema": with_(honest(), "schema", 99),
+    "machine-class-injection": with_(honest(), "system.machine_class", "cpu:x\n| forged | row |"),
+    "params-hash-not-hex": with_(honest(), "system.params_hash", "../../x"),
 }
 RAW = {"truncated": '{"schema": 1, "cell": {', "a-list": "[1, 2, 3]", "a-string": '"ok"',
        "deep-nesting": nested(100_000), "not-json": "\x00\x01binary"}
@@ -111,7 +113,8 @@ def test_hostile_records_are_quarantined_and_the_merge_and_report_finish(tmp_pat
     for fragment in ("cell/device", "system/host", "run id 'another-run' is not this run's", "not in the run's plan",
                      "lie in the future", "not an ISO 8601 time", "'started_at' is a required property",
                      "Additional properties are not allowed", "not a readable result record",
-                     "a record is a JSON object", "nested too deeply", "schema 99"):
+                     "a record is a JSON object", "nested too deeply", "schema 99", "system/machine_class",
+                     "system/params_hash"):
         assert any(fragment in r for r in reasons), fragment
 
     md = report.write_report(run_dir)["markdown"].read_text()
