@@ -69,9 +69,11 @@ DENSENET121 = {
 SCALE_OVERRIDES = {
     "full": {},
     "demo": {
-        "cnn": {"epochs": 1, "train_samples": 1280, "test_samples": 512, "batch_size": 32},
-        "gru": {"epochs": 1, "train_samples": 4096, "test_samples": 1024},
-        "resnet50": {"batches": 1, "batch_size": 16},  # 16 images of 224² a pass: a warm-up and 3 timed passes
+        # Sized for the budget (cells ≤ 20 minutes on two AVX2 cores) with enough samples for a spread: the first
+        # step, then at least five windows of shared.timing.WINDOW_STEPS steps.
+        "cnn": {"epochs": 1, "train_samples": 960, "test_samples": 256, "batch_size": 32},     # 30 steps: 5 windows
+        "gru": {"epochs": 1, "train_samples": 2048, "test_samples": 512},                     # 32 steps: 6 windows
+        "resnet50": {"batches": 1, "batch_size": 8},  # 8 images of 224² a pass: warm-up until settled, 5 timed passes
         "densenet121": {"epochs": 1, "train_samples": 256, "test_samples": 128, "crop_size": 64, "stored_size": 80},
         # (2 steps of 2 × 64 crops of 64²: the compile of the first step is most of what DenseNet-121 costs here),
     },
