@@ -16,6 +16,7 @@ from pathlib import Path
 from scripts.executors import collect_from_own_folder, kill_group, own_folder, popen, prepare_own_folder, runner_args
 from scripts.matrix import ROOT
 from shared.record import git_commit
+from shared.sysinfo import memory_gib, usable_cpus
 
 COMPOSE_FILES = ("compose.yaml",)
 GPU_FILE = "compose.gpu.yaml"
@@ -146,6 +147,15 @@ def visible_gpus():
     return tuple(line.strip() for line in out.stdout.splitlines() if line.strip()) if out.returncode == 0 else ()
 
 
+def cell_limits(gpus, gpu_count, cores=None, memory=None):
+    """(ROSETTA_CPUS, ROSETTA_MEMORY) of a cell: a CPU cell runs alone and gets the host's usable cores and all but
+    1 GiB of its memory; a GPU cell, which shares the host with cells on other GPUs, the share of both its GPUs hold."""
+    cores = cores or usable_cpus()
+    memory = memory or memory_gib() or 9
+    share = min(gpus, gpu_count) / gpu_count if gpu_count else 1
+    return f"{max(cores * share, 1):g}", f"{max(int((memory - 1) * share), 1)}g"
+
+
 def images_of(plan, matrix):
     return sorted({matrix.frameworks[c.framework].variants[c.variant].image(matrix.frameworks[c.framework].family)
                    for c in plan.cells})
@@ -194,8 +204,10 @@ class ComposeExecutor:
         """The argv and environment of one cell: the results volume is the cell's own folder (own_folder), where the
         runner writes /results/ID.json; collect() moves it into the run afterwards."""
         inside = Path("/results") / Path(out).name
+        cpus, memory = cell_limits(cell.gpus if cell.device == "gpu" else 0, len(self.gpu_ids))
         env = {**os.environ, **self.env, "ROSETTA_VARIANT": cell.variant, "ROSETTA_DATA": str(run.data_root),
                "ROSETTA_RESULTS": str(own_folder(out)), "ROSETTA_GPU_IDS": ",".join(devices),
+               "ROSETTA_CPUS": cpus, "ROSETTA_MEMORY": memory,
                "COMPOSE_DOCKER_CLI_BUILD": "1", "DOCKER_BUILDKIT": "1"}
         files = [arg for f in self.files for arg in ("-f", str(self.root / f))]
         argv = [*self.compose, *files, "run", "--rm", "--name", container_name(run.run_id, cell.id),

@@ -11,13 +11,21 @@ with one completion per line. The pod runs `python -m runners` in the cell's ima
 /data and the record written to /results/RUN_ID/cells/ID.json on the results claim; `scripts.merge` gathers them.
 The plan is never expanded again, and nothing is written when the plan does not fit (exit status 2, with what to
 change). A pod killed at its deadline writes no record: the merged report lists that cell as missing.
+
+Images are pinned by digest where one is known (`--digests FILE`: {"rosetta/FAMILY:VARIANT": "sha256:…"}, or the
+local engine's RepoDigests of an image pushed to or pulled from the prefix's registry), so every node runs the same
+bytes; an image known only by its tag is pulled on every start (imagePullPolicy Always), never taken stale from a
+node's cache, and the next steps name it.
 """
 import argparse
 import hashlib
+import json
 import re
 import shlex
+import shutil
+import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -68,6 +76,7 @@ class Target:
     git_commit: str = ""  # the checkout's commit for the records, as compose passes it; "" when unknown
     cpu: str = "8"        # each pod's CPU and memory, requested and limited alike (Guaranteed QoS): a cell owns its
     memory: str = "32Gi"  # cores, so timings are not shared with a neighbour, and is not the first pod evicted
+    digests: dict = field(default_factory=dict)   # rosetta/FAMILY:VARIANT → sha256:… (image_ref)
 
 
 def kube_version(text):
@@ -136,6 +145,59 @@ def metadata(name, target, run_label):
     return meta
 
 
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def image_ref(target, image):
+    """(the pod's image, its pull policy): PREFIXrosetta/FAMILY:VARIANT@sha256:… where the digest is known, taken
+    from the node's cache if there; else the tag, pulled on every start from a registry (a node's copy of a tag may
+    be an old build), or, with no registry, the node's own image."""
+    digest = target.digests.get(image)
+    if digest:
+        return f"{target.image_prefix}{image}@{digest}", "IfNotPresent"
+    return target.image_prefix + image, "Always" if target.image_prefix else "IfNotPresent"
+
+
+def read_digests(path, images):
+    """{image: digest} from a JSON file; K8sError for anything but digests of the plan's images."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise K8sError(f"--digests {path}: not a readable JSON file ({e})") from e
+    if not isinstance(doc, dict):
+        raise K8sError(f"--digests {path}: expected an object {{\"rosetta/FAMILY:VARIANT\": \"sha256:…\"}}")
+    for image, digest in doc.items():
+        if image not in images:
+            raise K8sError(f"--digests {path}: {image!r} is not an image of this plan ({', '.join(sorted(images))})")
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+            raise K8sError(f"--digests {path}: {image}: {digest!r} is not a digest (sha256: and 64 hex digits)")
+    return doc
+
+
+def local_digests(prefix, images, docker=None):
+    """{image: digest} of the plan's images the local Docker engine knows by a RepoDigest under `prefix` (it pushed
+    or pulled them there); empty without a prefix or an engine. One `docker image inspect` for all of them."""
+    docker = docker or shutil.which("docker")
+    if not prefix or not docker or not images:
+        return {}
+    try:   # exit status 1 when some are missing; stdout still lists the ones found
+        out = subprocess.run([docker, "image", "inspect", *(prefix + image for image in images)],
+                             capture_output=True, text=True, timeout=60)
+        found = json.loads(out.stdout or "[]")
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {}
+    digests = {}
+    for entry in found if isinstance(found, list) else []:
+        for tag in entry.get("RepoTags") or []:
+            image = tag[len(prefix):] if tag.startswith(prefix) else None
+            repository = tag.rsplit(":", 1)[0]
+            for repo_digest in entry.get("RepoDigests") or []:
+                name, _, digest = repo_digest.partition("@")
+                if image in images and name == repository and DIGEST.fullmatch(digest):
+                    digests[image] = digest
+    return digests
+
+
 def pod_spec(name, target, image, gpus, timeout_s):
     """One cell's pod, hardened as Pod Security "restricted" asks: not root, no privilege escalation, every
     capability dropped (Chainer's SYS_PTRACE is added back), the runtime's seccomp profile, a read-only root file
@@ -147,7 +209,8 @@ def pod_spec(name, target, image, gpus, timeout_s):
     limits = {"cpu": target.cpu, "memory": target.memory, **({"nvidia.com/gpu": gpus} if gpus else {})}
     container = {
         "name": "runner",
-        "image": target.image_prefix + image,
+        "image": image_ref(target, image)[0],
+        "imagePullPolicy": image_ref(target, image)[1],
         "command": ["sh", "-c", SELECT],   # the image's ENTRYPOINT is `python -m runners`; its WORKDIR is /app
         "env": env,
         "resources": {"requests": {k: v for k, v in limits.items() if k != "nvidia.com/gpu"}, "limits": limits},
@@ -251,6 +314,10 @@ def next_steps(plan_path, plan_file, target, docs, out):
         gpus = limits.get("nvidia.com/gpu")
         lines.append(f"  {job['metadata']['name']}  {job['spec']['template']['spec']['containers'][0]['image']}  "
                      f"{job['spec']['completions']} cells, {f'{gpus} GPU' if gpus else 'CPU'} each")
+    by_tag = sorted({c.image for c in plan_file.cells} - set(target.digests))
+    if by_tag:
+        lines.append(f"by tag only (no digest known; pulled on every start): {', '.join(by_tag)} — pin them with "
+                     "--digests FILE, or push them from this host first")
     lines += [f"apply:  kubectl apply{namespace} -f {out or '- (pipe the output into it)'}",
               f"watch:  kubectl get jobs{namespace} -l {LABEL}={label_value(plan_file.run_id)}",
               f"merge:  mount the claim {target.results_claim} on a host (here at /mnt/results), then",
@@ -287,6 +354,8 @@ def main(argv=None):
     ap.add_argument("--cpu", default=Target.cpu, help=f"CPUs per pod, requested = limit (default {Target.cpu})")
     ap.add_argument("--memory", default=Target.memory,
                     help=f"memory per pod, requested = limit (default {Target.memory})")
+    ap.add_argument("--digests", type=Path, help='JSON {"rosetta/FAMILY:VARIANT": "sha256:…"}: pin those images by '
+                    "digest (default: what the local Docker engine knows of the prefix's registry)")
     ap.add_argument("--out", type=Path, help="the manifests' file (default: stdout)")
     ap.add_argument("--gpu-arch", action="append", default=[], metavar="sm_XY",
                     help="the cluster's GPU architecture (repeatable): cells whose image has no kernels for it are "
@@ -303,6 +372,10 @@ def main(argv=None):
         if bad:
             raise K8sError(f"--gpu-arch {bad[0]}: expected an architecture like sm_90 (compute capability 9.0)")
         plan_file = plans.read(args.plan)
+        images = {c.image for c in plan_file.cells}
+        digests = read_digests(args.digests, images) if args.digests else \
+            local_digests(args.image_prefix, sorted(images))
+        target = replace(target, digests=digests)
         planned = len(plan_file.cells)
         plan_file = leave_out_unfit(plan_file, args.gpu_arch, args.results) if args.gpu_arch else plan_file
         if len(plan_file.cells) < planned:

@@ -4,9 +4,12 @@
                                                                     # GitHub Actions artifacts or a Slurm array
 
 Idempotent: a record already in the run (the same JSON) is left alone, so merging the same sources twice changes
-nothing. A cell's records are its attempts: the latest (by start time, compared as times) is the cell's record in
-cells/ID.json, the earlier ones are kept under attempts/ID/ and the report lists them (a retry supersedes the failed
-attempt, visibly). Records are copied whole, never edited (DESIGN.md): each still says which host and GPUs ran it.
+nothing. A cell's records are its attempts: the latest is the cell's record in cells/ID.json, the earlier ones are
+kept under attempts/ID/ and the report lists them (a retry supersedes the failed attempt, visibly). Latest by the
+attempt number the host side gave it, never by what the record says: the folder a scheduler put it in
+(`record-ID-N`, GitHub's artifact of run attempt N; Slurm's `JOB_TASK`, by job id; `attempt-N`), kept in
+RUN/attempts.json; only records that no
+folder numbers are ordered by their start times (compared as times, a host's clock being all there is). Records are copied whole, never edited (DESIGN.md): each still says which host and GPUs ran it.
 The run's plan.json (copied from the first source that has one, or --plan) lets the report name the cells that have
 no record at all.
 
@@ -16,6 +19,7 @@ lists it. Every path the merge writes is built from checked ids and confined to 
 """
 import argparse
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -24,7 +28,10 @@ from scripts import records, report
 from scripts.matrix import Cell
 from shared.record import RecordError, write_record
 
-SKIP = {"plan.json"}
+SKIP = {"plan.json", "attempts.json"}
+# A folder that numbers the attempt inside it: GitHub's artifact record-ID-RUN_ATTEMPT, Slurm's RUN/slurm/JOB_TASK
+# (array job ids only grow on a cluster: a resubmission is a later attempt), or attempt-N.
+ATTEMPT = re.compile(r"(?:record-.+|attempt)-(\d{1,6})|(\d{1,12})_\d{1,7}")
 
 
 class MergeError(Exception):
@@ -36,47 +43,80 @@ def cell_id(record):
 
 
 def sources(paths):
-    """Every record file under `paths` (files or folders, searched recursively), with its log if one sits beside it
-    (SOURCE/…/cells/ID.json → SOURCE/…/logs/ID.log). Report outputs and plans are not records."""
+    """Every record file under `paths` (files or folders, searched recursively) as (file, log, attempt): its log if
+    one sits beside it (SOURCE/…/cells/ID.json → SOURCE/…/logs/ID.log), the attempt number of the innermost folder
+    below the source that gives one (attempt_of). Report outputs and plans are not records."""
     for path in map(Path, paths):
         if not path.exists():
             raise MergeError(f"{path}: no such file or folder")
         for file in sorted([path] if path.is_file() else path.rglob("*.json")):
-            if file.name in SKIP or {"attempts", "quarantine"} & set(file.parts[len(path.parts):]):
+            inside = file.parts[len(path.parts):-1]
+            if file.name in SKIP or {"attempts", "quarantine"} & set(inside):
                 continue
             log = file.parent.parent / "logs" / f"{file.stem}.log"
-            yield file, log if log.exists() else None
+            yield file, log if log.exists() else None, attempt_of(inside)
 
 
-def attempt_name(record):
+def attempt_of(folders):
+    """The attempt number a scheduler gave the record by the folder it put it in (ATTEMPT), or None."""
+    for name in reversed(folders):
+        match = ATTEMPT.fullmatch(name)
+        if match:
+            return int(match.group(1) or match.group(2))
+    return None
+
+
+def order(record, attempt):
+    """The sort key of a cell's attempts: the host-given number first (an unnumbered record counts as 0), then the
+    record's own start and finish times, which decide only among records no folder numbers."""
+    return (attempt or 0, *records.started(record))
+
+
+def attempt_name(record, attempt=None):
     host = (record.get("system") or {}).get("host") or "unknown-host"
-    return f"{record['started_at']}-{record['status']}-{host}.json".replace(":", "").replace("+", "")
+    number = f"attempt{attempt:03d}-" if attempt else ""
+    return f"{number}{record['started_at']}-{record['status']}-{host}.json".replace(":", "").replace("+", "")
 
 
-def keep_attempt(run_dir, record):
+def keep_attempt(run_dir, record, attempt):
     """Store a superseded record under attempts/ID/ unless that very record is already there."""
-    path = records.confined(run_dir, "attempts", cell_id(record), attempt_name(record))
+    path = records.confined(run_dir, "attempts", cell_id(record), attempt_name(record, attempt))
     if not path.exists():
         write_record(path, record)
 
 
-def merge_one(run_dir, record, log):
-    """Place one (checked) record; returns what happened: 'new', 'same', 'superseded' (it replaced an earlier
-    attempt) or 'older' (it is an earlier attempt of a cell that has a later one)."""
-    target = records.confined(run_dir, "cells", f"{cell_id(record)}.json")
+def numbers(run_dir):
+    """{cell id: attempt number} of the records in cells/ (RUN/attempts.json; what the merge wrote, or empty)."""
+    try:
+        index = json.loads((run_dir / "attempts.json").read_text())
+        return {k: v for k, v in index.items() if isinstance(k, str) and isinstance(v, int)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def merge_one(run_dir, record, log, attempt=None):
+    """Place one (checked) record, `attempt` being the number its folder gave it; returns what happened: 'new',
+    'same', 'superseded' (it replaced an earlier attempt) or 'older' (an earlier attempt of a cell that has a later
+    one)."""
+    cid = cell_id(record)
+    target = records.confined(run_dir, "cells", f"{cid}.json")
     try:
         current = records.read(target) if target.exists() else None
     except RecordError as e:    # what a bad earlier merge or a hand edit left: aside, and this record takes its place
         records.quarantine(run_dir, target, str(e))
         current = None
+    index = numbers(run_dir)
     if current == record:
         return "same"
-    if current is not None and records.started(current) > records.started(record):
-        keep_attempt(run_dir, record)
+    if current is not None and order(current, index.get(cid)) > order(record, attempt):
+        keep_attempt(run_dir, record, attempt)
         return "older"
     if current is not None:
-        keep_attempt(run_dir, current)
+        keep_attempt(run_dir, current, index.get(cid))
     write_record(target, record)
+    if attempt or cid in index:
+        index[cid] = attempt or 0
+        (run_dir / "attempts.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     if log is not None:
         copy = records.confined(run_dir, "logs", f"{cell_id(record)}.log")
         copy.parent.mkdir(parents=True, exist_ok=True)
@@ -122,9 +162,9 @@ def merge(run_dir, paths, plan=None):
                         None)
     run_id, cell_ids = expected(run_dir, plan)
     counts = {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 0}
-    for file, log in sources(paths):
+    for file, log, attempt in sources(paths):
         try:
-            counts[merge_one(run_dir, admit(records.read(file), run_id, cell_ids, file), log)] += 1
+            counts[merge_one(run_dir, admit(records.read(file), run_id, cell_ids, file), log, attempt)] += 1
         except RecordError as e:
             records.quarantine(run_dir, file, str(e))
             counts["quarantined"] += 1

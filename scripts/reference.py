@@ -3,12 +3,18 @@ copied to results/reference/MACHINE-CLASS/ with a README that says what and wher
 
     python -m scripts.reference                    # run the profile, then copy (make reference)
     python -m scripts.reference --from results/reference-20261204-120000   # copy a finished run only
+    python -m scripts.reference --add              # run it again and keep it beside the first (runs/RUN_ID/)
+
+One run shows a cell's noise within a run (its samples); a healthy install also moves between runs (a CNTK GRU at
+half speed in one run of two, a thread placement), which only further runs show: `--add` keeps them under
+runs/RUN_ID/ and verify widens each cell's tolerance to what its runs differ by (scripts/verify.py).
 
 A reference holds one machine class (shared.sysinfo.machine_class): the records of a run whose ok cells span several
 classes are refused, as are runs with failed cells (a reference must be a healthy install) unless --allow-failed.
 """
 import argparse
 import shutil
+import statistics
 import sys
 import textwrap
 from collections import Counter
@@ -40,8 +46,8 @@ def describe(records, run_dir, classes):
         "these samples (README: \"Verify\"). results.md is the run's merged table."]), width=118, break_on_hyphens=False) + "\n"
 
 
-def copy(run_dir, allow_failed=False):
-    """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one."""
+def checked(run_dir, allow_failed):
+    """(record files, records, machine classes) of a run fit to be a reference. ValueError when it is not."""
     cells = sorted((run_dir / "cells").glob("*.json"))
     records = [verify.records.read(p) for p in cells]
     if not records:
@@ -54,6 +60,50 @@ def copy(run_dir, allow_failed=False):
     if broken and not allow_failed:
         raise ValueError(f"{run_dir}: {len(broken)} cells failed or timed out; a reference must come from a healthy "
                          "install (fix them, or pass --allow-failed to keep them as failed cells)")
+    return cells, records, classes
+
+
+RUNS_MARK = "Further runs, for the noise between runs:"
+
+
+def between_runs_line(target):
+    """The README's paragraph on the reference's further runs and how far its cells move between them."""
+    runs = verify.reference_runs(target)
+    factors = verify.between_runs(runs)
+    if len(runs) < 2 or not factors:
+        return ""
+    widest = sorted(factors.items(), key=lambda kv: -kv[1])[:3]
+    return textwrap.fill(
+        f"{RUNS_MARK} runs/{', runs/'.join(p.name for p in sorted((target / 'runs').glob('*')))} ({len(runs)} runs "
+        f"in all). Between them a cell's steady state moved by ×{statistics.median(factors.values()):.2f} at the "
+        "median and at most by " + ", ".join(f"×{f:.2f} ({cell_id})" for cell_id, f in widest)
+        + "; verify widens each cell's tolerance to what its runs differ by.", width=118,
+        break_on_hyphens=False) + "\n"
+
+
+def add(run_dir, allow_failed=False):
+    """Keep a further run of an existing reference's machine class under its runs/RUN_ID/; returns the folder."""
+    cells, records, classes = checked(run_dir, allow_failed)
+    target = verify.REFERENCES / sysinfo.slug(next(iter(classes)))
+    if not (target / "cells").is_dir():
+        raise ValueError(f"no reference of {next(iter(classes))} to add to; make one first (make reference)")
+    if {r["run_id"] for r in records} & {r["run_id"] for r in verify.records_by_id(target).values()}:
+        raise ValueError(f"{run_dir} is the reference's own first run")
+    extra = target / "runs" / sysinfo.safe_name(run_dir.name)
+    if extra.exists():
+        shutil.rmtree(extra)
+    extra.mkdir(parents=True)
+    for path in cells:
+        shutil.copyfile(path, extra / path.name)
+    readme = target / "README.md"
+    kept = readme.read_text().split(RUNS_MARK)[0].rstrip("\n") if readme.exists() else ""
+    readme.write_text(kept + "\n" + between_runs_line(target))
+    return target
+
+
+def copy(run_dir, allow_failed=False):
+    """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one."""
+    cells, records, classes = checked(run_dir, allow_failed)
     target = verify.REFERENCES / sysinfo.slug(next(iter(classes)))
     if target.exists():
         shutil.rmtree(target)
@@ -72,13 +122,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.reference", description=__doc__.split("\n")[0])
     ap.add_argument("--from", dest="source", type=Path, help="copy this finished run instead of running the profile")
     ap.add_argument("--allow-failed", action="store_true", help="keep failed cells in the reference")
+    ap.add_argument("--add", action="store_true",
+                    help="keep the run beside the reference's first (runs/RUN_ID/): how far cells move between runs")
     args = ap.parse_args(argv)
     if args.source is None:
         if run.main(["--profile", PROFILE]) == 2:
             return 2
         args.source = run.runs_of(run.RESULTS, PROFILE)[-1]
     try:
-        target = copy(args.source, args.allow_failed)
+        target = (add if args.add else copy)(args.source, args.allow_failed)
     except (ValueError, verify.RecordError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.compose import ExecutorError, cdi_has_nvidia, check_engine, docker_cli, quiet
+from scripts.compose import ExecutorError, cdi_has_nvidia, cell_limits, check_engine, docker_cli, quiet
 from scripts.matrix import ROOT
 
 MARK = "# written by `make setup` (python -m scripts.setup); rerun it after changing Docker or the driver"
@@ -51,9 +51,11 @@ def detect():
 
 def settings(gpu):
     device = "gpu" if gpu else "cpu"
+    cpus, memory = cell_limits(0, 0)      # a `docker compose run` by hand: the whole host, less 1 GiB of memory
     return {"COMPOSE_FILE": "compose.yaml:compose.gpu.yaml" if gpu else "compose.yaml",
             "ROSETTA_DEVICE": device, "ROSETTA_VARIANT": device,
-            "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
+            "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()),
+            "ROSETTA_CPUS": cpus, "ROSETTA_MEMORY": memory}
 
 
 def merged(text, values):

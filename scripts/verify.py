@@ -11,9 +11,13 @@ The noise model (asv's `compare`, pyperf): the run's overall speed relative to t
 the comparable cells' steady-state ratios. It is reported on its own line and divided out before cells are judged, so
 a uniformly slower machine is "1.3× slower overall", not "21 cells slower"; on the same machine class an overall
 factor beyond ×OVERALL_TOLERANCE either way is itself off (faster than the same hardware can be: check the clock).
-A cell is off when its normalised ratio is beyond the time tolerance either way *and* a Mann-Whitney U test on the
+A cell is off when its normalised ratio is beyond its time tolerance either way *and* a Mann-Whitney U test on the
 two cells' samples agrees (with fewer than MIN_SAMPLES samples on a side the ratio alone decides, and the row says
-so). Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the
+so). A cell's tolerance is ×TIME_TOLERANCE, wider where the reference itself knows better: a reference made of several
+honest runs (`python -m scripts.reference --add`, kept under runs/) shows how far a healthy install moves between runs
+(a thread placement that halves a CNTK GRU's speed in one run of two), and a cell of that machine class then gets
+×(its between-run factor × BETWEEN_RUNS_MARGIN); a cell timed by one value (no samples: a demo DenseNet's two steps)
+gets at least ×SINGLE_VALUE_TOLERANCE. Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the
 time as waited only adds a note, since compile caches and imports move it on a healthy machine. Quality (accuracy,
 AUC) beyond the margin, a failed or missing cell and a skip where the reference ran are off as before.
 
@@ -44,6 +48,8 @@ WAITED_TOLERANCE = 2.0   # the time as waited beyond this (normalised) adds a no
 OVERALL_TOLERANCE = 2.0  # the whole run against a reference of the same machine class
 QUALITY_MARGIN = 0.05    # accuracy or AUC may differ from the reference's by this much
 ALPHA = 0.01             # the rank test's significance level (two-sided)
+BETWEEN_RUNS_MARGIN = 1.25   # a cell's tolerance: at least its reference runs' own spread, times this
+SINGLE_VALUE_TOLERANCE = 2.0  # a cell timed by fewer than MIN_SAMPLES samples: one value, compile noise and all
 MIN_OVERALL_CELLS = 5    # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
 INCOMPARABLE = 3         # exit code: nothing to compare with
 
@@ -57,6 +63,41 @@ def records_by_id(folder):
         return {p.stem: records.read(p) for p in sorted(Path(folder).glob("cells/*.json"))}
     except RecordError as e:
         raise VerifyError(str(e)) from e
+
+
+def reference_runs(folder):
+    """The reference's runs, each {cell id: record}: cells/ (the one verify compares samples with) first, then every
+    further honest run kept under runs/RUN_ID/."""
+    runs = [records_by_id(folder)]
+    for extra in sorted(p for p in Path(folder).glob("runs/*") if p.is_dir()):
+        try:
+            runs.append({p.stem: records.read(p) for p in sorted(extra.glob("*.json"))})
+        except RecordError as e:
+            raise VerifyError(str(e)) from e
+    return runs
+
+
+def between_runs(runs):
+    """{cell id: (slowest / fastest steady state) over the reference's runs}, for the cells that are ok and
+    comparable with the first run's in at least two runs."""
+    factors = {}
+    for cell_id, first in runs[0].items():
+        times = [steady(r[cell_id]) for r in runs if cell_id in r and r[cell_id]["status"] == "ok"
+                 and first["status"] == "ok" and why_incomparable(first, r[cell_id]) is None]
+        times = [t for t in times if t]
+        if len(times) >= 2:
+            factors[cell_id] = max(times) / min(times)
+    return factors
+
+
+def cell_tolerance(expected, measured, tolerance, between=None):
+    """(the cell's tolerance, why it is wider than `tolerance` or None)."""
+    wider, why = tolerance, None
+    if between and between * BETWEEN_RUNS_MARGIN > wider:
+        wider, why = between * BETWEEN_RUNS_MARGIN, f"the reference's runs differ by ×{between:.2f}"
+    if min(len(samples(expected)), len(samples(measured))) < MIN_SAMPLES and SINGLE_VALUE_TOLERANCE > wider:
+        wider, why = SINGLE_VALUE_TOLERANCE, "one value, no samples"
+    return wider, why
 
 
 # ---------------------------------------------------------------- what a record measured
@@ -148,18 +189,20 @@ def rank_test(expected, measured, overall):
     return float(mannwhitneyu([v / overall for v in m], e, alternative="two-sided").pvalue)
 
 
-def judge(expected, measured, overall, tolerance, margin):
-    """(outcomes, words, row values) of one cell. Row values: reference and measured steady state, their raw
-    ratio, the ratio after the overall factor, the rank test's p, measured quality."""
+def judge(expected, measured, overall, tolerance, margin, between=None):
+    """(outcomes, words, row values) of one cell; `between` is the reference's between-run factor of the cell. Row
+    values: reference and measured steady state, their raw ratio, the ratio after the overall factor, the cell's
+    tolerance, the rank test's p, measured quality."""
     by_status = judge_status(expected, measured)
     if by_status:
-        return [by_status[0]], by_status[1], (None,) * 6
+        return [by_status[0]], by_status[1], (None,) * 7
     e_time, m_time = steady(expected), steady(measured)
     ratio = m_time / e_time if e_time else None
     normalised = ratio / overall if ratio else None
     p = rank_test(expected, measured, overall)
+    limit, wider = cell_tolerance(expected, measured, tolerance, between)
     found, notes = [], []
-    if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):
+    if normalised is not None and (normalised > limit or normalised < 1 / limit):
         faster = normalised < 1
         if p is not None and p >= ALPHA:
             notes.append(f"×{normalised:.2f} but within its noise (p={p:.2g})")
@@ -167,6 +210,8 @@ def judge(expected, measured, overall, tolerance, margin):
             test = f", p={p:.2g}" if p is not None else f", no rank test (<{MIN_SAMPLES} samples)"
             found.append(("faster", f"faster than possible? check the clock (×{normalised:.2f}{test})") if faster
                          else ("slower", f"slower (×{normalised:.2f}{test})"))
+    elif normalised is not None and wider and (normalised > tolerance or normalised < 1 / tolerance):
+        notes.append(f"×{normalised:.2f}, within its tolerance of ×{limit:.2f} ({wider})")
     e_wait, m_wait = waited(expected), waited(measured)
     if e_wait and m_wait:
         wait_ratio = m_wait / e_wait / overall
@@ -180,7 +225,7 @@ def judge(expected, measured, overall, tolerance, margin):
     outcomes = [o for o, _ in found if o != "waited"] or ["ok"]
     outcomes += [o for o, _ in found if o == "waited"]
     words = "; ".join([w for _, w in found if w] + notes) or "ok"
-    return outcomes, words, (e_time, m_time, ratio, normalised, p, m_q)
+    return outcomes, words, (e_time, m_time, ratio, normalised, limit, p, m_q)
 
 
 def overall_factor(reference, measured, ids):
@@ -194,9 +239,11 @@ def overall_factor(reference, measured, ids):
     return (math.exp(statistics.mean(logs)) if len(logs) >= MIN_OVERALL_CELLS else 1.0), len(logs)
 
 
-def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN):
-    """Judge every cell the run planned (or, without a plan, every reference cell) and every cell the run has.
-    Returns (table rows, Counter of outcomes, number of reference cells outside the plan, overall factor)."""
+def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, between=None):
+    """Judge every cell the run planned (or, without a plan, every reference cell) and every cell the run has;
+    `between`: the reference's between-run factors (between_runs). Returns (table rows, Counter of outcomes, number
+    of reference cells outside the plan, overall factor)."""
+    between = between or {}
     wanted = None if plan is None else set(plan)
     expected_ids = [i for i in reference if wanted is None or i in wanted]
     ids = expected_ids + sorted(set(measured) - set(expected_ids))
@@ -204,7 +251,7 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     rows, counts = [], Counter()
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
-        outcomes, words, values = judge(expected, got, overall, tolerance, margin)
+        outcomes, words, values = judge(expected, got, overall, tolerance, margin, between.get(cell_id))
         counts.update(outcomes)
         counts["compared"] += not {"no reference", "incomparable"} & set(outcomes)
         rows.append([cell_id, *values, words])
@@ -264,11 +311,12 @@ def one_line(counts, outside, tolerance, margin, overall_off=False):
     if counts["no time"]:
         problems.append(f"{counts['no time']} ok but without a time (a runner that broke the record contract)")
     if counts["slower"]:
-        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the reference beyond ×{tolerance:g} "
-                        "(the run's overall factor divided out)")
+        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the reference beyond their "
+                        f"tolerance (×{tolerance:g} or wider, see each row; the run's overall factor divided out)")
     if counts["faster"]:
-        problems.append(f"{counts['faster']} of {plural(n, 'cell')} faster than the reference beyond ×{tolerance:g} "
-                        "(the run's overall factor divided out: faster than possible? check the clock)")
+        problems.append(f"{counts['faster']} of {plural(n, 'cell')} faster than the reference beyond their "
+                        f"tolerance (×{tolerance:g} or wider, see each row; the run's overall factor divided out: "
+                        "faster than possible? check the clock)")
     if counts["quality"]:
         problems.append(f"{counts['quality']} of {plural(n, 'cell')} with accuracy/AUC off the reference by more "
                         f"than ±{margin:g}")
@@ -276,8 +324,9 @@ def one_line(counts, outside, tolerance, margin, overall_off=False):
         return "FAIL: " + "; ".join(problems + notes)
     if counts["overall basis"] == 0 and counts["incomparable"]:   # only skips agreed: no time was compared
         return "INCOMPARABLE: nothing compared" + "".join(f"; {x}" for x in notes)
-    return (f"OK: {plural(n, 'cell')} as expected — steady state within ×{tolerance:g} of the reference once the "
-            f"overall factor is divided out (or within its noise), accuracy/AUC within ±{margin:g}"
+    return (f"OK: {plural(n, 'cell')} as expected — steady state within ×{tolerance:g} of the reference (wider where "
+            f"the reference's own runs differ more, or a cell has one value) once the overall factor is divided out "
+            f"(or within its noise), accuracy/AUC within ±{margin:g}"
             + "".join(f"; {x}" for x in notes))
 
 
@@ -362,7 +411,8 @@ def main(argv=None):
                       f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'))}", file=sys.stderr)
                 return INCOMPARABLE
             args.reference = fitting[0]
-        reference = records_by_id(args.reference)
+        runs = reference_runs(args.reference)
+        reference = runs[0]
         if not reference:
             available = ", ".join(p.name for p in REFERENCES.iterdir()) if REFERENCES.exists() else "none"
             raise VerifyError(f"no reference records under {args.reference}/cells; available: {available}")
@@ -375,10 +425,10 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     rows, counts, outside, overall = compare(reference, measured, planned_ids(args.run), args.time_tolerance,
-                                             args.quality_margin)
-    print(f"reference {args.reference} vs {args.run}")
-    print(tabulate(rows, headers=["cell", "reference", "measured", "ratio", "÷ overall", "rank test p", "quality",
-                                  "verdict"], floatfmt=".3g", missingval="—"))
+                                             args.quality_margin, between_runs(runs))
+    print(f"reference {args.reference} ({plural(len(runs), 'run')}) vs {args.run}")
+    print(tabulate(rows, headers=["cell", "reference", "measured", "ratio", "÷ overall", "tolerance", "rank test p",
+                                  "quality", "verdict"], floatfmt=".3g", missingval="—"))
     line, overall_off = overall_line(overall, counts["overall basis"])
     print(line)
     verdict = one_line(counts, outside, args.time_tolerance, args.quality_margin, overall_off)

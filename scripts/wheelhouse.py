@@ -8,11 +8,16 @@ the folder in. pip download skips files the folder already has, so a second run 
         --python-version 3.11 --dest .wheelhouse/pytorch-cpu
 
 The wheels must match the image's Python, not the host's: Debian 12 ships 3.11, Ubuntu 24.04 (the CUDA bases) 3.12.
+
+pip checks each download against the hash the index publishes; the folder then outlives the download, so it keeps
+the SHA-256 of every wheel as first downloaded (DEST/SHA256SUMS, `sha256sum -c` format) and refuses to go on when a
+wheel it already holds has changed since: a build never installs a wheel swapped in the folder between builds.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import subprocess
 import sys
@@ -77,6 +82,35 @@ def build_sdists(requirements: Path, dest: Path) -> int:
                            "--find-links", str(dest), "--progress-bar", "off", *pins], env=env).returncode
 
 
+SUMS = "SHA256SUMS"
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_sums(dest: Path) -> list[str]:
+    """Trust on first use: every wheel in `dest` against DEST/SHA256SUMS; wheels new since are added to it. Returns
+    the wheels that changed since their hash was kept (nothing is added then)."""
+    sums = dest / SUMS
+    known = {}
+    if sums.exists():
+        for line in sums.read_text().splitlines():
+            digest, _, name = line.partition("  ")
+            if len(digest) == 64 and name:
+                known[name] = digest
+    current = {wheel.name: sha256(wheel) for wheel in sorted(dest.glob("*.whl"))}
+    changed = [f"{name} (SHA-256 {digest}, kept {known[name]})" for name, digest in current.items()
+               if name in known and known[name] != digest]
+    if not changed and current.keys() - known.keys():
+        sums.write_text("".join(f"{digest}  {name}\n" for name, digest in sorted({**known, **current}.items())))
+    return changed
+
+
 def folder_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
 
@@ -104,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
                                platform_tags(args.glibc, args.arch), args.no_deps)
     if subprocess.run(command).returncode != 0:
         print(f"wheelhouse: pip download failed for {args.requirements}; see pip's message above", file=sys.stderr)
+        return 1
+    changed = check_sums(args.dest)
+    if changed:
+        print(f"wheelhouse: {len(changed)} wheel(s) in {args.dest} changed since they were downloaded: "
+              f"{'; '.join(changed)}. Nothing was built from them; delete {args.dest} to download them again",
+              file=sys.stderr)
         return 1
     wheels = sum(1 for _ in args.dest.glob("*.whl"))
     print(f"wheelhouse: {args.dest} holds {wheels} wheels, {folder_size(args.dest) / 1e9:.2f} GB")

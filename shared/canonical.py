@@ -11,6 +11,8 @@ A runner converts from this layout to its framework's (e.g. Keras: kernels HWIO,
 `load(root, task)` uses the ImageNet weights of the `weights` step (shared/weights.py) where they are under the data
 root, else that seeded init, and says which.
 """
+import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +135,24 @@ def weights_path(root, task):
     return Path(root) / "weights" / f"{task}.npz"
 
 
+def check_digest(root, task, path):
+    """The npz is the one `python -m shared.weights` wrote: its SHA-256 as the manifest recorded it (where the manifest
+    records one: files converted before it did are taken on their shapes alone). ValueError with the fix otherwise."""
+    try:
+        with open(Path(root) / "weights" / "manifest.json") as f:
+            expected = json.load(f)["tasks"][task].get("npz_sha256")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        expected = None
+    if expected:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        if digest.hexdigest() != expected:
+            raise ValueError(f"{path}: SHA-256 {digest.hexdigest()}, not the {expected} its manifest recorded when it "
+                             f"was converted (changed since); rebuild it with `python -m shared.weights --root {root}`")
+
+
 def load(root, task, seed=params.SEED):
     """(weights, source) for resnet50 / densenet121: ImageNet weights from the data root ('imagenet') with any new head
     from the seeded init, else the seeded init alone ('random'). Shapes are checked: a wrong file is an error."""
@@ -140,6 +160,7 @@ def load(root, task, seed=params.SEED):
     path = weights_path(root, task)
     if not path.exists():
         return weights, "random"
+    check_digest(root, task, path)
     with np.load(path) as stored:
         for name in SHAPES[task]:
             if name in HEADS.get(task, ()):

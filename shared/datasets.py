@@ -57,6 +57,7 @@ CHEST_PAGE = "https://nihcc.app.box.com/v/ChestXray-NIHCC"
 CHEST_LABELS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
                 "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia")
 CHEST_CSV = "Data_Entry_2017.csv"
+CHEST_PINS = "archives.sha256.json"   # NIH publishes no hashes: each archive's, as first downloaded (pinned_download)
 CHEST_CSV_COLUMNS = ("Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age", "Patient Gender",
                      "View Position", "OriginalImage[Width", "Height]", "OriginalImagePixelSpacing[x", "y]")
 
@@ -213,6 +214,30 @@ def download(url, dest, algorithm=None, expected=None, opener=urllib.request.url
             raise
     part.rename(dest)
     return dest
+
+
+def pinned_download(url, dest, pins, opener=urllib.request.urlopen):
+    """Trust on first use, for files nobody publishes a hash of (ChestX-ray14's archives): the SHA-256 of `dest` as
+    first downloaded is kept in the JSON file `pins`, and every later download or reuse of that file must match it,
+    so a file replaced on the server or on the disk afterwards is refused. Returns (dest, its SHA-256)."""
+    pins, name = Path(pins), Path(dest).name
+    try:
+        known = json.loads(pins.read_text()) if pins.exists() else {}
+        if not isinstance(known, dict):
+            raise ValueError("not an object")
+    except ValueError as e:
+        raise DataError(f"{pins}: not a readable list of pinned hashes ({e}); delete it to trust the archives "
+                        "as they are downloaded next") from e
+    if name in known:
+        try:
+            return download(url, dest, "sha256", known[name], opener=opener), known[name]
+        except DataError as e:
+            raise DataError(f"{e} ({name} was pinned in {pins} when first downloaded: the server or the disk "
+                            "now has another file)") from e
+    dest = download(url, dest, opener=opener)
+    known[name] = file_digest(dest, "sha256")
+    write_atomic(pins, json.dumps(known, indent=1, sort_keys=True) + "\n")
+    return dest, known[name]
 
 
 def write_manifest(folder, dataset, source, **extra):
@@ -462,7 +487,7 @@ def prepare_chestxray_real(root, force=False):
     folder = Path(root) / "chestxray14"
     raw = folder / "raw"
     for i, url in enumerate([] if raw_chestxray_complete(raw) else CHEST_ARCHIVES, start=1):
-        archive = download(url, raw / f"images_{i:03d}.tar.gz")
+        archive, _ = pinned_download(url, raw / f"images_{i:03d}.tar.gz", raw / CHEST_PINS)
         try:
             with tarfile.open(archive) as tar:  # reading it whole checks gzip's CRC
                 tar.extractall(raw, filter="data")
@@ -470,7 +495,9 @@ def prepare_chestxray_real(root, force=False):
             archive.unlink()
             raise DataError(f"{archive} is corrupt or partial ({e}); deleted it, run `make data` again") from e
     n = prepare_chestxray(root)
-    write_manifest(folder, "chestxray14", "real", images=n, page=CHEST_PAGE, files=file_sizes(folder, CHEST_PREPARED))
+    pins = raw / CHEST_PINS
+    write_manifest(folder, "chestxray14", "real", images=n, page=CHEST_PAGE, files=file_sizes(folder, CHEST_PREPARED),
+                   archives_sha256=json.loads(pins.read_text()) if pins.exists() else None)
 
 
 def make_chestxray_synthetic(root, n=640, size=300, seed=params.SEED):

@@ -35,29 +35,59 @@ def cpuinfo():
     return model or platform.processor() or platform.machine(), flags, len(cores) or None
 
 
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def cgroup_cpus():
+    """The cgroup's CPU quota in CPUs (`docker --cpus`, a pod's limit), or None: cgroup v2's cpu.max ('150000 100000';
+    'max …' = none), else v1's cfs files (Docker on a v1 host; quota -1 = none)."""
+    v2 = read_text("/sys/fs/cgroup/cpu.max")
+    quota, period = v2.split() if v2 else (read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+                                           read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
+    try:
+        return int(quota) / int(period) if int(quota) > 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def cgroup_memory():
+    """The cgroup's memory limit in bytes, or None: v2's memory.max ('max' = none), else v1's limit_in_bytes (a number
+    near 2⁶³ = none)."""
+    text = read_text("/sys/fs/cgroup/memory.max") or read_text("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    try:
+        return int(text) if int(text) < 2 ** 60 else None
+    except (TypeError, ValueError):
+        return None
+
+
 def usable_cpus():
     """The CPUs this process may use: its affinity mask (taskset, Slurm, Kubernetes' static policy) and, inside a
-    container, the cgroup's CPU quota (`docker --cpus`, a pod's limit), whichever is smaller."""
+    container, the cgroup's CPU quota, whichever is smaller."""
     count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
-            quota, period = f.read().split()
-        if quota != "max":
-            return min(count, round(int(quota) / int(period), 2))
-    except (OSError, ValueError):
-        pass
-    return count
+    quota = cgroup_cpus()
+    return min(count, round(quota, 2)) if quota else count
 
 
 def memory_gib():
+    """The memory this process may use: the host's, or inside a container the cgroup's limit (`docker --memory`, a
+    pod's limit) where that is smaller."""
+    total = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemTotal:"):
-                    return round(int(line.split()[1]) / 2 ** 20, 1)
+                    total = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    limit = cgroup_memory()
+    if limit:
+        total = min(total or limit, limit)
+    return round(total / 2 ** 30, 1) if total else None
 
 
 def gpu_facts():

@@ -310,6 +310,7 @@ def convert(root, task, pth, source, digest=None):
     save_npz_atomic(canonical.weights_path(root, task), weights)
     manifest = read_manifest(root)
     manifest["tasks"][task] = {"url": SOURCES[task], "from": str(source), "sha256": digest, "arrays": len(weights),
+                               "npz_sha256": file_digest(canonical.weights_path(root, task), "sha256"),
                                "created_at": now()}
     write_atomic(manifest_path(root), json.dumps(manifest, indent=2) + "\n")
     return canonical.weights_path(root, task)
@@ -329,6 +330,13 @@ def fetch(root, task, opener=urllib.request.urlopen):
     except DataError as e:
         dest.unlink()                                 # never leave a bad file to be found again
         raise DataError(f"{e}; deleted it: run `python -m shared.weights --root {root}` to download it again") from e
+    # torchvision publishes 32 bits of the hash, which a crafted file can match: the full SHA-256 of the file as
+    # first downloaded (kept in the manifest) must match every later download of the same URL.
+    first = read_manifest(root)["tasks"].get(task, {})
+    if first.get("url") == url and first.get("sha256") and first["sha256"] != digest:
+        raise DataError(f"{dest}: SHA-256 {digest}, but this URL gave {first['sha256']} when first downloaded "
+                        f"(the prefix {hash_prefix(url)} matches both): another file; if you trust it, delete the "
+                        f"{task} entry of {manifest_path(root)} and run `python -m shared.weights --root {root}`")
     return convert(root, task, dest, url, digest)
 
 

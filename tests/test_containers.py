@@ -77,6 +77,27 @@ def test_cell_command_translates_paths_and_gpus(tmp_path):
     assert env["ROSETTA_DATA"] == str(tmp_path / "data")
 
 
+def test_each_cell_gets_its_share_of_the_host(tmp_path, monkeypatch):
+    """A CPU cell runs alone: all usable cores, all memory but 1 GiB. A GPU cell shares the host with cells on the
+    other GPUs: its GPUs' share of both. compose.yaml turns them into cpus, mem_limit and memswap_limit."""
+    monkeypatch.setattr(compose, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(compose, "memory_gib", lambda: 129.0)
+    run = RunSettings("full-1", 5, 60.0, tmp_path / "data")
+    out = tmp_path / "results" / "full-1" / "cells" / "x.json"
+    cpu = ComposeExecutor(("docker", "compose"), "docker")
+    _, env = cpu.command(Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "demo"), out, run)
+    assert (env["ROSETTA_CPUS"], env["ROSETTA_MEMORY"]) == ("16", "128g")
+    gpu = ComposeExecutor(("docker", "compose"), "docker", ("compose.yaml", "compose.gpu.yaml"), ("0", "1", "2", "3"))
+    _, env = gpu.command(Cell("pytorch", "densenet121", "cu130", "fp32", 2, "gpu", "real", "full"), out, run, ("0", "1"))
+    assert (env["ROSETTA_CPUS"], env["ROSETTA_MEMORY"]) == ("8", "64g")
+    config = subprocess.run([*compose_command(), "-f", "compose.yaml", "config"], cwd=ROOT, capture_output=True,
+                            env={**os.environ, **env}, text=True, check=True).stdout
+    for name, service in yaml.safe_load(config)["services"].items():
+        if name != "data":
+            assert float(service["cpus"]) == 8 and service["mem_limit"] in ("64g", 64 * 2 ** 30), name
+            assert service["memswap_limit"] == service["mem_limit"], name
+
+
 def test_no_engine_is_a_clear_error_before_launching(tmp_path, monkeypatch):
     fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
@@ -135,13 +156,15 @@ def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
     env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
            "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()),
            # the CPU path whatever a developer's `make setup` put in .env (shell variables win over it)
-           "COMPOSE_FILE": "compose.yaml", "ROSETTA_VARIANT": "cpu", "ROSETTA_DEVICE": "cpu"}
+           "COMPOSE_FILE": "compose.yaml", "ROSETTA_VARIANT": "cpu", "ROSETTA_DEVICE": "cpu",
+           "ROSETTA_CPUS": "1.5", "ROSETTA_MEMORY": "6g"}    # a limit the record must read back
     proc = subprocess.run([*compose.compose_cli(engine), "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     record = read_record(results / "pytorch-cnn.json")
     assert record["status"] == "ok" and record["cell"]["scale"] == "tiny" and record["cell"]["data"] == "synthetic"
     assert record["system"]["image"] == "rosetta/pytorch:cpu"
+    assert record["system"]["cpu_usable"] == 1.5 and record["system"]["memory_gib"] == 6.0
     assert record["system"]["build"]["frameworks"]["torch"] and record["system"]["build"]["cuda"]   # what it carries
     assert (results / "pytorch-cnn.json").stat().st_uid == os.getuid()
 

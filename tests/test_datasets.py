@@ -67,6 +67,28 @@ def test_an_existing_file_is_verified_not_trusted(tmp_path):
         datasets.download("http://x/f", tmp_path / "f.bin", "sha256", SHA, opener=opener_serving(PAYLOAD))
 
 
+def test_a_file_nobody_publishes_a_hash_of_is_pinned_when_first_downloaded(tmp_path):
+    """ChestX-ray14's archives: trust on first use. The first download's SHA-256 is kept; the same file again is
+    fine; a file changed on the disk, or another file from the server, is refused and never used."""
+    pins, dest = tmp_path / "pins.json", tmp_path / "images_001.tar.gz"
+    serving = {"payload": PAYLOAD}
+    opener = lambda request: opener_serving(serving["payload"])(request)    # noqa: E731 (what the server has now)
+    assert datasets.pinned_download("http://x/a", dest, pins, opener) == (dest, SHA)
+    assert json.loads(pins.read_text()) == {"images_001.tar.gz": SHA}
+    assert datasets.pinned_download("http://x/a", dest, pins, opener) == (dest, SHA)          # the same file: fine
+    dest.write_bytes(PAYLOAD[:-1] + b"!")                                               # changed on the disk
+    with pytest.raises(datasets.DataError, match="pinned in .*pins.json when first downloaded"):
+        datasets.pinned_download("http://x/a", dest, pins, opener)
+    dest.unlink()
+    serving["payload"] = PAYLOAD[::-1]                                                  # the server's file changed
+    with pytest.raises(datasets.DataError, match="another file"):
+        datasets.pinned_download("http://x/a", dest, pins, opener)
+    assert not dest.exists() and json.loads(pins.read_text()) == {"images_001.tar.gz": SHA}
+    pins.write_text("[1, 2]")
+    with pytest.raises(datasets.DataError, match="not a readable list of pinned hashes"):
+        datasets.pinned_download("http://x/a", dest, pins, opener)
+
+
 def test_missing_dataset_says_how_to_get_it(tmp_path):
     with pytest.raises(datasets.DataError, match="make data.*--synthetic"):
         datasets.load_cifar10(tmp_path)

@@ -55,13 +55,23 @@ def test_workflows_pass_actionlint_with_the_declared_runner_labels():
 
 def test_zizmor_finds_nothing_left_unexplained():
     """zizmor's audit (offline: no network here): every finding is fixed, or opened by a rule in .github/zizmor.yml
-    that says why (GitHub's own actions by tag: no SHA can be checked from these machines)."""
+    that says why. Actions are pinned by commit SHA with or without that file's help."""
     got = subprocess.run([tool("zizmor"), "--offline", "--no-progress", "--config", str(ROOT / ".github" / "zizmor.yml"),
                           "--format", "plain", str(WORKFLOWS)], capture_output=True, text=True, timeout=120)
     assert got.returncode == 0 and "No findings" in got.stdout + got.stderr, got.stdout + got.stderr
     unexplained = subprocess.run([tool("zizmor"), "--offline", "--no-progress", "--no-config", "--format", "plain",
                                   str(WORKFLOWS)], capture_output=True, text=True, timeout=120)
     assert "artipacked" not in unexplained.stdout       # persist-credentials: false, without any rule's help
+    assert "unpinned-uses" not in unexplained.stdout    # every action by its full commit SHA
+
+
+def test_every_action_is_pinned_by_a_commit_sha_with_its_tag_beside_it():
+    uses = re.findall(r"uses: (\S+)(.*)", "".join(p.read_text() for p in sorted(WORKFLOWS.glob("*.yml"))))
+    remote = [(ref, rest) for ref, rest in uses if not ref.startswith("./")]
+    assert remote, "no remote action found: the pattern no longer matches the workflows"
+    for ref, rest in remote:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{ref} is not pinned by a full commit SHA"
+        assert re.fullmatch(r"\s+# v\d+(\.\d+)*", rest), f"{ref}: say its release tag in a comment ({rest!r})"
 
 
 def test_workflows_match_githubs_workflow_schema():

@@ -1,6 +1,7 @@
 """Kubernetes Indexed Jobs from a plan (scripts/k8s.py): the manifests pass the real schema validator for every
 version claimed, the fields it cannot check (enums, limits, names) are checked here, the pod's command picks the
 right cell, and a plan or option the backend cannot take is refused before anything is written."""
+import json
 import os
 import re
 import shlex
@@ -250,6 +251,52 @@ def test_bad_options_are_refused_and_nothing_is_written(plan_paths, tmp_path, ca
     out = tmp_path / "jobs.yaml"
     assert k8s.main([str(plan_paths["smoke"]), *ARGS, "--out", str(out), *extra]) == 2
     assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_images_are_pinned_by_digest_where_one_is_known_and_pulled_fresh_by_tag_elsewhere(plan_paths, tmp_path,
+                                                                                           capsys):
+    images = sorted({c.image for c in plans.read(plan_paths["full"]).cells})
+    digest = "sha256:" + "ab" * 32
+    (tmp_path / "digests.json").write_text(json.dumps({images[0]: digest}))
+    docs = generate(plan_paths["full"], tmp_path / "jobs.yaml", "--digests", str(tmp_path / "digests.json"))
+    pods = {c["image"]: c["imagePullPolicy"] for d in docs if d["kind"] == "Job"
+            for c in d["spec"]["template"]["spec"]["containers"]}
+    assert pods.pop(f"registry.example.org/{images[0]}@{digest}") == "IfNotPresent"
+    assert pods and set(pods.values()) == {"Always"}          # a node's cached copy of a tag may be an old build
+    code, said = validate(tmp_path / "jobs.yaml", "1.33.0")
+    assert code == 0, said
+    assert f"by tag only (no digest known; pulled on every start): {images[1]}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"rosetta/nope:cpu": "sha256:" + "0" * 64}, "is not an image of this plan"),
+    ("IMAGE", "is not a digest"),
+    ("not json", "not a readable JSON file"),
+    (["sha256:" + "0" * 64], "expected an object"),
+])
+def test_a_bad_digest_file_is_refused(plan_paths, tmp_path, capsys, content, message):
+    image = plans.read(plan_paths["smoke"]).cells[0].image
+    content = {image: "latest"} if content == "IMAGE" else content
+    (tmp_path / "d.json").write_text(content if isinstance(content, str) else json.dumps(content))
+    out = tmp_path / "jobs.yaml"
+    assert k8s.main([str(plan_paths["smoke"]), *ARGS, "--digests", str(tmp_path / "d.json"), "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_digests_come_from_the_local_engine_for_images_pushed_to_the_prefix(tmp_path):
+    """What `docker image inspect` says of an image pushed to the registry (its RepoDigests); one missing image and
+    another registry's digest are not taken."""
+    digest = "sha256:" + "cd" * 32
+    found = [{"RepoTags": ["reg.example/rosetta/pytorch:cpu"],
+              "RepoDigests": ["other.example/rosetta/pytorch@sha256:" + "ef" * 32, f"reg.example/rosetta/pytorch@{digest}"]},
+             {"RepoTags": ["reg.example/rosetta/jax:cpu"], "RepoDigests": []}]
+    docker = tmp_path / "docker"
+    docker.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(found)}\nEOF\nexit 1\n")
+    docker.chmod(0o755)
+    got = k8s.local_digests("reg.example/", ["rosetta/pytorch:cpu", "rosetta/jax:cpu", "rosetta/mxnet:cpu"],
+                            str(docker))
+    assert got == {"rosetta/pytorch:cpu": digest}
+    assert k8s.local_digests("", ["rosetta/pytorch:cpu"], str(docker)) == {}
 
 
 def test_a_missing_plan_is_refused(tmp_path, capsys):

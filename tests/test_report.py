@@ -214,8 +214,8 @@ def test_verify_passes_when_every_cell_is_as_expected(reference, tmp_path, capsy
     assert code == 0
     assert "ok" in rows["pytorch-cnn-fp32-a"] and "1.05" in rows["pytorch-cnn-fp32-a"]
     assert "skipped as in the reference" in rows["jax-densenet121-fp32-a"]
-    assert verdict.startswith("OK: 5 cells as expected — steady state within ×1.5 of the reference once the overall "
-                              "factor is divided out")
+    assert verdict.startswith("OK: 5 cells as expected — steady state within ×1.5 of the reference (wider where")
+    assert "once the overall factor is divided out" in verdict
 
 
 def test_verify_a_cell_slower_than_the_run_fails_with_a_count(reference, tmp_path, capsys):
@@ -229,14 +229,14 @@ def test_verify_a_cell_slower_than_the_run_fails_with_a_count(reference, tmp_pat
     code, rows, verdict = verify_main(reference, run, capsys)
     assert code == 1
     assert "slower" in rows["pytorch-gru-fp32-a"] and "no rank test" in rows["pytorch-gru-fp32-a"]
-    assert verdict.startswith("FAIL: 1 of 5 cells slower than the reference beyond ×1.5")
+    assert verdict.startswith("FAIL: 1 of 5 cells slower than the reference beyond their tolerance (×1.5")
     # a looser tolerance, for a noisy shared machine, accepts the same run
     assert verify_main(reference, run, capsys, "--time-tolerance", "3.5")[0] == 0
 
 
 def test_verify_quality_off_fails_even_when_fast(reference, tmp_path, capsys):
     run = write_run(tmp_path / "run", [
-        record(train_seconds=6.0, accuracy=0.5),  # twice as fast, and wrong: a broken install, not a fast one
+        record(train_seconds=3.0, accuracy=0.5),  # four times as fast, and wrong: a broken install, not a fast one
         record(task="gru", train_seconds=10.0, accuracy=0.9),
         record(task="resnet50", seconds_per_1000_images=50.0),
         record(task="densenet121", train_minutes=1.0, train_seconds=60.0, auc=0.8),
@@ -245,7 +245,7 @@ def test_verify_quality_off_fails_even_when_fast(reference, tmp_path, capsys):
     code, rows, verdict = verify_main(reference, run, capsys)
     assert code == 1 and "accuracy 0.500, expected 0.912" in rows["pytorch-cnn-fp32-a"]
     assert "faster than possible? check the clock" in rows["pytorch-cnn-fp32-a"]
-    assert "1 of 5 cells faster than the reference beyond ×1.5" in verdict and "1 of 5 cells with accuracy/AUC off" in verdict
+    assert "1 of 5 cells faster than the reference beyond their tolerance (×1.5" in verdict and "1 of 5 cells with accuracy/AUC off" in verdict
 
 
 def test_verify_failed_missing_and_unexpectedly_skipped_cells_fail(reference, tmp_path, capsys):

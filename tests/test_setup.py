@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from conftest import IN_CI, ROOT
+from shared.sysinfo import memory_gib, usable_cpus
 
 H200 = "GPU 0: NVIDIA H200 (UUID: GPU-5f1c0e4b-0000-0000-0000-000000000000)"
 CDI_SPEC = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n  - name: '0'\n"
@@ -52,8 +53,10 @@ def values(env_file):
     return dict(line.split("=", 1) for line in env_file.read_text().splitlines() if line and not line.startswith("#"))
 
 
+# A cell by hand may use the whole host less 1 GiB of memory (compose.yaml's cpus and mem_limit; the host's facts)
+LIMITS = {"ROSETTA_CPUS": f"{usable_cpus():g}", "ROSETTA_MEMORY": f"{int(memory_gib() - 1)}g"}
 GPU_VALUES = {"COMPOSE_FILE": "compose.yaml:compose.gpu.yaml", "ROSETTA_DEVICE": "gpu", "ROSETTA_VARIANT": "gpu",
-              "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
+              "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()), **LIMITS}
 CPU_VALUES = {**GPU_VALUES, "COMPOSE_FILE": "compose.yaml", "ROSETTA_DEVICE": "cpu", "ROSETTA_VARIANT": "cpu"}
 
 
@@ -145,3 +148,5 @@ def test_docker_compose_reads_the_cpu_env_as_cpu_image_without_reservation(tmp_p
     assert service["environment"]["ROSETTA_DEVICE"] == "cpu"
     assert service["user"] == f"{os.getuid()}:{os.getgid()}"
     assert "deploy" not in service
+    assert float(service["cpus"]) == usable_cpus() and service["mem_limit"] == service["memswap_limit"]
+    assert service["mem_limit"] in (LIMITS["ROSETTA_MEMORY"], int(LIMITS["ROSETTA_MEMORY"][:-1]) * 2 ** 30)

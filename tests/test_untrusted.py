@@ -147,6 +147,27 @@ def test_attempts_are_ordered_as_times_not_strings(tmp_path):
         assert read_record(run_dir / "cells" / f"{CELL.id}.json")["system"]["host"] == "node-b"
 
 
+def test_the_host_given_attempt_number_decides_not_the_records_clock(tmp_path):
+    """GitHub's artifact of run attempt 2 (record-ID-2) supersedes attempt 1 even where attempt 1 claims a start
+    hours later (a skewed or forged clock; a start in the future is refused outright), in whichever order the merges
+    see them; the loser is kept, numbered."""
+    first = with_(with_(honest(status="failed", host="node-a"), "started_at", "2026-12-03T23:00:00+00:00"),
+                  "finished_at", "2026-12-03T23:05:00+00:00")
+    second = honest(host="node-b")
+    for sequence in ([(1, first), (2, second)], [(2, second), (1, first)]):
+        run_dir = tmp_path / f"run-{sequence[0][0]}"
+        for attempt, record in sequence:
+            source = tmp_path / f"artifacts-{run_dir.name}-{attempt}" / f"record-{CELL.id}-{attempt}"
+            write_record(source / "cells" / f"{CELL.id}.json", record)
+            merge.merge(run_dir, [source.parent])               # one merge per artifact, as they arrive
+        assert read_record(run_dir / "cells" / f"{CELL.id}.json")["system"]["host"] == "node-b"
+        assert json.loads((run_dir / "attempts.json").read_text()) == {CELL.id: 2}
+        kept = list((run_dir / "attempts" / CELL.id).glob("*.json"))
+        assert [p.name.startswith("attempt001-") for p in kept] == [True]
+        assert merge.merge(run_dir, [tmp_path / f"artifacts-{run_dir.name}-{a}" for a in (1, 2)])["same"] == 1
+        assert "retried" in report.write_report(run_dir)["markdown"].read_text()
+
+
 def test_record_text_is_inert_in_markdown_and_csv(tmp_path):
     hostile = with_(honest(status="failed"), "reason",
                     "=HYPERLINK(\"http://evil\") | <img src=x onerror=alert(1)> [click](http://evil)\nsecond line")

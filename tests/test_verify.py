@@ -1,6 +1,6 @@
 """`verify`'s noise model on real records: the committed reference of this project's CPU machine class (made by
-`make reference`) and a second honest run of the same class (tests/data/second-run, the `reference` profile's cnn
-and gru cells, made the same day). Each test changes only what it names; the verdicts the old verify got wrong (an
+`make reference`, with a second honest run kept under runs/ by `scripts.reference --add`) and a third honest run of
+the same class (tests/data/second-run: the `reference` profile, made the same day). Each test changes only what it names; the verdicts the old verify got wrong (an
 OK for a broken clock or the wrong scale, a FAIL for a healthy install) are the cases."""
 import json
 import math
@@ -93,7 +93,35 @@ def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(reference
     assert code == 1 and "slower (×" in rows[slow] and "p=" in rows[slow]
     flagged = [i for i, row in rows.items() if "slower" in row or "faster than possible" in row]
     assert flagged == [slow]
-    assert verdict.startswith("FAIL: 1 of ") and "slower than the reference beyond ×1.5" in verdict
+    assert verdict.startswith("FAIL: 1 of ") and "slower than the reference beyond their tolerance (×1.5" in verdict
+
+
+def test_a_cell_whose_reference_runs_differ_gets_that_much_room_and_no_other_cell_does(reference, tmp_path, capsys):
+    """A healthy install moves some cells between runs (the reference's own runs show which and how far): such a
+    cell at its between-run factor is ok, a steady cell moved by the same factor is off."""
+    between = verify.between_runs(verify.reference_runs(REFERENCE))
+    wide = max(between, key=between.get)
+    narrow = "pytorch-gru-cpu-fp32-1cpu"
+    factor = between[wide]
+    assert factor > verify.TIME_TOLERANCE * 1.1 and between[narrow] < 1.2   # the committed runs show both kinds
+    run = run_from({i: scaled(r, factor) if i in (wide, narrow) else r for i, r in reference.items()},
+                   tmp_path / "run")
+    code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
+    assert code == 1 and "slower (×" in rows[narrow]
+    assert "within its tolerance" in rows[wide] and "the reference's runs differ by" in rows[wide]
+    assert verdict.startswith("FAIL: 1 of ")
+
+
+def test_a_cell_timed_by_one_value_gets_a_single_values_room(reference, tmp_path, capsys):
+    """A demo DenseNet times two steps: no samples, so one value, compile noise and all, is all there is."""
+    single = "tensorflow-densenet121-cpu-fp32-2cpu"
+    assert not verify.samples(reference[single])
+    for factor, off in ((1.8, False), (2.6, True)):
+        run = run_from({i: scaled(r, factor) if i == single else r for i, r in reference.items()},
+                       tmp_path / f"run-{factor}")
+        code, rows, _, _ = verify_run(REFERENCE, run, capsys)
+        assert (code == 1 and "slower (×" in rows[single]) if off else \
+            (code == 0 and "one value, no samples" in rows[single]), rows[single]
 
 
 def test_a_uniformly_slower_run_is_ok_with_the_factor_stated(reference, tmp_path, capsys):
@@ -131,3 +159,23 @@ def test_the_overall_factor_is_the_geometric_mean_of_the_cell_ratios_and_needs_f
     assert basis == 5 and overall == pytest.approx(math.prod(factors) ** (1 / 5), rel=0.02)
     # four cells estimate nothing: a subset's cells are judged by their own ratios, which a factor would hide
     assert verify.overall_factor(reference, run, ids[:4]) == (1.0, 4)
+
+
+def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path, monkeypatch):
+    """`scripts.reference` copies a run as the reference of its machine class; `--add` keeps another run of that
+    class under runs/RUN_ID/ and says in the README how far cells moved between them; the first run cannot be added
+    to itself, and a run of another class has no reference to join."""
+    from scripts import reference as make_reference
+    monkeypatch.setattr(verify, "REFERENCES", tmp_path / "reference")
+    first = tmp_path / "first"
+    run_from(verify.records_by_id(REFERENCE), first, plan=json.loads((REFERENCE / "plan.json").read_text())["cells"])
+    target = make_reference.copy(first)
+    assert make_reference.add(SECOND_RUN) == target
+    assert [p.name for p in (target / "runs").iterdir()] == [SECOND_RUN.name]
+    assert len(verify.reference_runs(target)) == 2 and verify.between_runs(verify.reference_runs(target))
+    readme = (target / "README.md").read_text()
+    assert readme.count(make_reference.RUNS_MARK) == 1 and "verify widens each cell's tolerance" in readme
+    make_reference.add(SECOND_RUN)                                       # again: replaced, not duplicated
+    assert (target / "README.md").read_text().count(make_reference.RUNS_MARK) == 1
+    with pytest.raises(ValueError, match="the reference's own first run"):
+        make_reference.add(first)

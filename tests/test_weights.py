@@ -218,6 +218,36 @@ def test_corrupt_download_is_deleted_and_reported(published, server, tmp_path, m
     assert capsys.readouterr().err.startswith("error: ")
 
 
+def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_load(published, server, tmp_path,
+                                                                                     monkeypatch):
+    """torchvision publishes 32 bits of each file's SHA-256: a later download of the same URL must be the file first
+    downloaded (all 256 bits), and the converted npz is the one the manifest recorded, on every load."""
+    files, _ = published
+    name = publish(server, tmp_path, monkeypatch, "resnet50", files["resnet50", "zip"])
+    root = tmp_path / "data"
+    weights.prepare(root, ["resnet50"])
+    manifest_file = root / "weights" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    entry = manifest["tasks"]["resnet50"]
+    assert len(entry["sha256"]) == 64 and len(entry["npz_sha256"]) == 64
+    assert canonical.load(root, "resnet50")[1] == "imagenet"
+
+    npz = canonical.weights_path(root, "resnet50")                    # changed after conversion: refused on load
+    stored = dict(np.load(npz))
+    first = sorted(stored)[0]
+    stored[first] = stored[first] + 1
+    np.savez(npz, **stored)
+    with pytest.raises(ValueError, match="not the .* its manifest recorded.*shared.weights --root"):
+        canonical.load(root, "resnet50")
+
+    npz.unlink()                                   # a new download whose prefix matches but whose full hash does not
+    entry["sha256"] = entry["sha256"][:8] + "0" * 56
+    manifest_file.write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=f"{name}: SHA-256 .* when first downloaded .*delete the resnet50 entry"):
+        weights.prepare(root, ["resnet50"])
+    assert not npz.exists()
+
+
 def test_unreachable_server_says_how_to_work_offline(tmp_path, monkeypatch):
     monkeypatch.setitem(weights.SOURCES, "resnet50", "http://127.0.0.1:9/resnet50-11ad3fa6.pth")
     with pytest.raises(DataError, match="cannot download .*--from resnet50-11ad3fa6.pth"):
