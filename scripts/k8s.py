@@ -207,10 +207,11 @@ def pod_spec(name, target, image, gpus, timeout_s):
         env.append({"name": "ROSETTA_GIT_COMMIT", "value": target.git_commit})
     family = image.rsplit("/", 1)[-1].split(":")[0]
     limits = {"cpu": target.cpu, "memory": target.memory, **({"nvidia.com/gpu": gpus} if gpus else {})}
+    reference, pull = image_ref(target, image)
     container = {
         "name": "runner",
-        "image": image_ref(target, image)[0],
-        "imagePullPolicy": image_ref(target, image)[1],
+        "image": reference,
+        "imagePullPolicy": pull,
         "command": ["sh", "-c", SELECT],   # the image's ENTRYPOINT is `python -m runners`; its WORKDIR is /app
         "env": env,
         "resources": {"requests": {k: v for k, v in limits.items() if k != "nvidia.com/gpu"}, "limits": limits},
