@@ -6,7 +6,7 @@ copied to results/reference/MACHINE-CLASS/ with a README that says what and wher
     python -m scripts.reference --add              # run it again and keep it beside the first (runs/RUN_ID/)
 
 One run shows a cell's noise within a run (its samples); a healthy install also moves between runs (a CNTK GRU at
-half speed in one run of two, a thread placement), which only further runs show: `--add` keeps them under
+half speed in one run of two), which only further runs show: `--add` keeps them under
 runs/RUN_ID/ and verify widens each cell's tolerance to what its runs differ by (scripts/verify.py).
 
 A reference holds one machine class (shared.sysinfo.machine_class): the records of a run whose ok cells span several

@@ -15,7 +15,7 @@ A cell is off when its normalised ratio is beyond its time tolerance either way 
 two cells' samples agrees (with fewer than MIN_SAMPLES samples on a side the ratio alone decides, and the row says
 so). A cell's tolerance is ×TIME_TOLERANCE, wider where the reference itself knows better: a reference made of several
 honest runs (`python -m scripts.reference --add`, kept under runs/) shows how far a healthy install moves between runs
-(a thread placement that halves a CNTK GRU's speed in one run of two), and a cell of that machine class then gets
+(a CNTK GRU at half speed in one run of two, cause unknown), and a cell of that machine class then gets
 ×(its between-run factor × BETWEEN_RUNS_MARGIN); a cell timed by one value (no samples: a demo DenseNet's two steps)
 gets at least ×SINGLE_VALUE_TOLERANCE. Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the
 time as waited only adds a note, since compile caches and imports move it on a healthy machine. Quality (accuracy,
