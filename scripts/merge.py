@@ -26,7 +26,7 @@ from pathlib import Path
 
 from scripts import records, report
 from scripts.matrix import Cell
-from shared.record import RecordError, write_record
+from shared.record import RecordError, write_atomic, write_record
 
 SKIP = {"plan.json", "attempts.json"}
 # A folder that numbers the attempt inside it: GitHub's artifact record-ID-RUN_ATTEMPT, Slurm's RUN/slurm/JOB_TASK
@@ -94,10 +94,11 @@ def numbers(run_dir):
         return {}
 
 
-def merge_one(run_dir, record, log, attempt=None):
-    """Place one (checked) record, `attempt` being the number its folder gave it; returns what happened: 'new',
-    'same', 'superseded' (it replaced an earlier attempt) or 'older' (an earlier attempt of a cell that has a later
-    one)."""
+def merge_one(run_dir, record, log, attempt=None, index=None):
+    """Place one (checked) record, `attempt` being the number its folder gave it; `index` is the run's {cell id:
+    attempt number} (numbers()), updated here, which the caller writes back. Returns what happened: 'new', 'same',
+    'superseded' (it replaced an earlier attempt) or 'older' (an earlier attempt of a cell that has a later one)."""
+    index = {} if index is None else index
     cid = cell_id(record)
     target = records.confined(run_dir, "cells", f"{cid}.json")
     try:
@@ -105,7 +106,6 @@ def merge_one(run_dir, record, log, attempt=None):
     except RecordError as e:    # what a bad earlier merge or a hand edit left: aside, and this record takes its place
         records.quarantine(run_dir, target, str(e))
         current = None
-    index = numbers(run_dir)
     if current == record:
         return "same"
     if current is not None and order(current, index.get(cid)) > order(record, attempt):
@@ -116,7 +116,6 @@ def merge_one(run_dir, record, log, attempt=None):
     write_record(target, record)
     if attempt or cid in index:
         index[cid] = attempt or 0
-        (run_dir / "attempts.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
     if log is not None:
         copy = records.confined(run_dir, "logs", f"{cell_id(record)}.log")
         copy.parent.mkdir(parents=True, exist_ok=True)
@@ -162,12 +161,16 @@ def merge(run_dir, paths, plan=None):
                         None)
     run_id, cell_ids = expected(run_dir, plan)
     counts = {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 0}
+    index = numbers(run_dir)
+    before = dict(index)
     for file, log, attempt in sources(paths):
         try:
-            counts[merge_one(run_dir, admit(records.read(file), run_id, cell_ids, file), log, attempt)] += 1
+            counts[merge_one(run_dir, admit(records.read(file), run_id, cell_ids, file), log, attempt, index)] += 1
         except RecordError as e:
             records.quarantine(run_dir, file, str(e))
             counts["quarantined"] += 1
+    if index != before:        # once per merge, not once per record: a GitHub run numbers every record
+        write_atomic(run_dir / "attempts.json", json.dumps(index, indent=1, sort_keys=True) + "\n")
     if plan is not None and not (run_dir / "plan.json").exists():
         shutil.copyfile(plan, run_dir / "plan.json")
     return counts

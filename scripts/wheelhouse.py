@@ -17,11 +17,12 @@ wheel it already holds has changed since: a build never installs a wheel swapped
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from shared.datasets import file_digest
 
 # The image's C library decides which manylinux wheels run there: Debian 12 has glibc 2.36, Ubuntu 24.04 2.39.
 DEFAULT_GLIBC = "2.36"
@@ -85,14 +86,6 @@ def build_sdists(requirements: Path, dest: Path) -> int:
 SUMS = "SHA256SUMS"
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def check_sums(dest: Path) -> list[str]:
     """Trust on first use: every wheel in `dest` against DEST/SHA256SUMS; wheels new since are added to it. Returns
     the wheels that changed since their hash was kept (nothing is added then)."""
@@ -103,7 +96,7 @@ def check_sums(dest: Path) -> list[str]:
             digest, _, name = line.partition("  ")
             if len(digest) == 64 and name:
                 known[name] = digest
-    current = {wheel.name: sha256(wheel) for wheel in sorted(dest.glob("*.whl"))}
+    current = {wheel.name: file_digest(wheel, "sha256") for wheel in sorted(dest.glob("*.whl"))}
     changed = [f"{name} (SHA-256 {digest}, kept {known[name]})" for name, digest in current.items()
                if name in known and known[name] != digest]
     if not changed and current.keys() - known.keys():

@@ -11,13 +11,13 @@ A runner converts from this layout to its framework's (e.g. Keras: kernels HWIO,
 `load(root, task)` uses the ImageNet weights of the `weights` step (shared/weights.py) where they are under the data
 root, else that seeded init, and says which.
 """
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 
 from shared import params
+from shared.datasets import file_digest
 
 BN_ARRAYS = ("weight", "bias", "running_mean", "running_var")
 BN_STATISTICS = ("running_mean", "running_var")   # buffers, not parameters: not counted, not trained
@@ -144,12 +144,9 @@ def check_digest(root, task, path):
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         expected = None
     if expected:
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        if digest.hexdigest() != expected:
-            raise ValueError(f"{path}: SHA-256 {digest.hexdigest()}, not the {expected} its manifest recorded when it "
+        digest = file_digest(path, "sha256")
+        if digest != expected:
+            raise ValueError(f"{path}: SHA-256 {digest}, not the {expected} its manifest recorded when it "
                              f"was converted (changed since); rebuild it with `python -m shared.weights --root {root}`")
 
 
