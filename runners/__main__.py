@@ -17,6 +17,8 @@ def main(argv=None):
     if argv[:1] == ["--inspect"]:   # what this environment carries for the GPU (scripts/images.py checks it)
         print(json.dumps(buildinfo.cached(), indent=1))
         return 0
+    if argv[:1] == ["--barrier-check"]:   # does FRAMEWORK's barrier wait for the GPU? (shared/barrier_check.py)
+        return barrier_check(*argv[1:])
     cfg = config_from_args(parser(FRAMEWORKS).parse_args(argv))
     os.environ["ROSETTA_DEVICE"] = cfg.device  # for backends that fix their device at import (Theano, Keras 2 on CNTK)
     package = prepare_environment(cfg.framework)
@@ -31,6 +33,25 @@ def main(argv=None):
 
     return run(cfg, lambda c: importlib.import_module(f"runners.{package}.{c.task}"),
                lambda: family().framework_info(), family)
+
+
+def barrier_check(framework=None, device="gpu"):
+    """`python -m runners --barrier-check FRAMEWORK [cpu|gpu]`: the self-test's result as JSON; exit 1 if it failed."""
+    from shared import barrier_check as check
+    if framework not in FRAMEWORKS:
+        print(f"usage: python -m runners --barrier-check FRAMEWORK [gpu|cpu]; frameworks: {', '.join(FRAMEWORKS)}",
+              file=sys.stderr)
+        return 2
+    os.environ["ROSETTA_DEVICE"] = device
+    try:
+        family = importlib.import_module(f"runners.{prepare_environment(framework)}")
+    except ImportError as e:
+        result = {"framework": framework, "status": "failed", "reason": f"{framework} is not importable in "
+                  f"{sys.executable}: {e}"}
+    else:
+        result = check.check(framework, family, device)
+    print(json.dumps(result))
+    return 1 if result["status"] == "failed" else 0
 
 
 if __name__ == "__main__":

@@ -79,13 +79,15 @@ def kill_group(proc):
 class LocalExecutor:
     """A subprocess per cell in the framework's virtual environment (`pythons`: framework id -> interpreter), with
     `root` (the checkout holding runners/ and shared/) as working directory and import path. A GPU cell sees only
-    its own devices (CUDA_VISIBLE_DEVICES)."""
+    its own devices (CUDA_VISIBLE_DEVICES). `name` is what the records say ran them (system.executor): `local` (the
+    frameworks' venvs) or `system` (one interpreter given as it is, scripts/run.py --python)."""
     pythons: dict
     root: Path = ROOT
     gpu_ids: tuple = ()
+    name: str = "local"
 
     def launch(self, cell, out, log, run, devices=()):
-        env = {**os.environ, "PYTHONPATH": str(self.root), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONPATH": str(self.root), "PYTHONUNBUFFERED": "1", "ROSETTA_EXECUTOR": self.name}
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         argv = [str(self.pythons[cell.framework]), "-m", "runners", *runner_args(cell, out, run, run.data_root)]

@@ -15,7 +15,8 @@ from shared import params
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = 1
-EXECUTORS = ("local", "compose")
+EXECUTORS = ("local", "compose", "system")
+SYSTEM = "system"    # the variant of a cell run by the system executor: an interpreter given, no venv, no image
 DATA_KINDS = ("synthetic", "real")
 TOP_KEYS = {"schema", "defaults", "frameworks", "profiles", "exclude"}
 DEFAULT_KEYS = {"repeats", "timeout_minutes"}
@@ -211,6 +212,11 @@ def parse_profile(name, spec, frameworks, defaults):
     all_variants = sorted({v for f in fws for v in frameworks[f].variants})
     profile = dict(spec)
     profile["frameworks"] = fws
+    if spec["executor"] == SYSTEM:   # an interpreter the user gives carries whatever it carries: no image variants
+        if spec.get("variants", [SYSTEM]) != [SYSTEM]:
+            raise MatrixError(f"{where}.variants: the system executor runs cells in an interpreter, not an image; "
+                              f"drop `variants` (its cells' variant is {SYSTEM!r})")
+        all_variants = [SYSTEM]
     profile["variants"] = check_list(spec.get("variants", all_variants), all_variants, f"{where}.variants")
     profile["tasks"] = check_list(spec["tasks"], params.TASKS, f"{where}.tasks")
     profile["precisions"] = check_list(spec["precisions"], params.PRECISIONS, f"{where}.precisions")
@@ -271,19 +277,24 @@ def excluded(cell, rules):
     return any(all(getattr(cell, k) == v for k, v in rule.items() if k != "reason") for rule in rules)
 
 
-def expand(matrix, profile_name):
-    """The profile's cells: product of its axes, minus what a framework lacks and what `exclude` names."""
+def expand(matrix, profile_name, executor=None):
+    """The profile's cells: product of its axes, minus what a framework lacks and what `exclude` names. `executor`
+    overrides the profile's; the system executor's cells have the one variant `system` (the interpreter given)."""
     if profile_name not in matrix.profiles:
         raise MatrixError(f"unknown profile {profile_name!r}; defined: {', '.join(matrix.profiles)}")
     p = matrix.profiles[profile_name]
+    executor = executor or p["executor"]
+    if executor not in EXECUTORS:
+        raise MatrixError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     rules = matrix.exclude + p["exclude"]
     cells = {}   # a dict as an ordered set: membership in O(1) (a list made expansion quadratic in the cells)
-    for fid, task, variant, precision, gpus in itertools.product(p["frameworks"], p["tasks"], p["variants"],
+    variants = (SYSTEM,) if executor == SYSTEM else p["variants"]
+    for fid, task, variant, precision, gpus in itertools.product(p["frameworks"], p["tasks"], variants,
                                                                  p["precisions"], p["gpus"]):
         fw = matrix.frameworks[fid]
-        if task not in fw.tasks or precision not in fw.precisions or variant not in fw.variants:
+        if task not in fw.tasks or precision not in fw.precisions:
             continue
-        if fw.variants[variant].device != p["device"]:
+        if variant != SYSTEM and (variant not in fw.variants or fw.variants[variant].device != p["device"]):
             continue  # a CPU image in a GPU profile (or the reverse) measures nothing useful
         if task not in params.MULTI_DEVICE_TASKS:
             gpus = 1  # single-device tasks run once per other axes, whatever the GPU counts
@@ -293,7 +304,7 @@ def expand(matrix, profile_name):
     if not cells:
         raise MatrixError(f"profiles.{profile_name}: expands to no cell (check its frameworks' tasks, precisions, "
                           f"variants and device against the frameworks section, and the exclude rules)")
-    return Plan(profile_name, p["executor"], p["repeats"], p["timeout_minutes"] * 60.0, tuple(cells))
+    return Plan(profile_name, executor, p["repeats"], p["timeout_minutes"] * 60.0, tuple(cells))
 
 
 def main(argv=None):

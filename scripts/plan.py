@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from scripts.matrix import ROOT, Cell, MatrixError, Plan, expand, load
+from scripts.matrix import ROOT, SYSTEM, Cell, MatrixError, Plan, expand, load
 from scripts.records import safe_id
 from shared.record import write_atomic
 
@@ -37,7 +37,7 @@ class PlanError(Exception):
 class PlannedCell:
     """A cell with what a backend needs to start it without the matrix: its image and compose service."""
     cell: Cell
-    image: str          # rosetta/FAMILY:VARIANT
+    image: str          # rosetta/FAMILY:VARIANT ("" for the system executor's cells: no image)
     service: str        # the compose service (FRAMEWORK-TASK)
     gpu_archs: tuple = ()  # the architectures the image has kernels for (the pre-flight's input); () = any
     ptx: tuple = ()        # the PTX it carries, which newer GPUs JIT-compile
@@ -81,7 +81,8 @@ def check_ids(plan_file, where="the plan"):
         cell = planned.cell
         bad = [(k, v) for k, v in vars(cell).items() if k != "gpus" and not safe_id(v)]
         bad += [("gpus", cell.gpus)] if not isinstance(cell.gpus, int) or isinstance(cell.gpus, bool) else []
-        bad += [("image", planned.image)] if not IMAGE.fullmatch(str(planned.image)) else []
+        no_image = cell.variant == SYSTEM and planned.image == ""
+        bad += [("image", planned.image)] if not (no_image or IMAGE.fullmatch(str(planned.image))) else []
         bad += [("service", planned.service)] if not safe_id(planned.service) else []
         if bad:
             raise PlanError(f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the "
@@ -89,12 +90,15 @@ def check_ids(plan_file, where="the plan"):
     return plan_file
 
 
-def make(matrix, profile, run_id=None):
-    """Expand `profile` once and attach each cell's image and service."""
-    plan = expand(matrix, profile)
+def make(matrix, profile, run_id=None, executor=None):
+    """Expand `profile` once (with `executor` instead of the profile's, if given) and attach each cell's image and
+    service."""
+    plan = expand(matrix, profile, executor)
     run_id = run_id or f"{profile}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     def planned(cell):
         fw = matrix.frameworks[cell.framework]
+        if cell.variant == SYSTEM:
+            return PlannedCell(cell, "", f"{cell.framework}-{cell.task}")
         variant = fw.variants[cell.variant]
         return PlannedCell(cell, variant.image(fw.family), f"{cell.framework}-{cell.task}", variant.gpu_archs,
                            variant.ptx, variant.cuda)
@@ -142,6 +146,14 @@ def read(path):
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"{path}: malformed plan ({type(e).__name__}: {e}); write it again with "
                         f"`python -m scripts.plan`") from e
+
+
+def planned_profile(folder):
+    """The profile a run folder's plan.json names, or None without a readable one."""
+    try:
+        return str(json.loads((Path(folder) / "plan.json").read_text())["profile"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def planned_ids(folder):

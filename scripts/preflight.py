@@ -52,6 +52,8 @@ def version(text):
 def unfit_reason(cell, matrix, gpus):
     """Why `cell`'s image cannot run on any of `gpus`, or None (see `reason`)."""
     fw = matrix.frameworks[cell.framework]
+    if cell.variant not in fw.variants:     # the system executor's cells: no image whose kernels could be known
+        return None
     variant = fw.variants[cell.variant]
     return reason(cell, variant.image(fw.family), variant.gpu_archs, gpus, variant.ptx, variant.cuda)
 

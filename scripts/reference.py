@@ -21,6 +21,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+from scripts import plan as plans
 from scripts import report, run, verify
 from shared import sysinfo
 
@@ -31,15 +32,20 @@ def describe(records, run_dir, classes):
     ok = [r for r in records if r["status"] == "ok"]
     first = ok[0]["system"] if ok else {}
     statuses = Counter(r["status"] for r in records)
+    profile = (plans.planned_profile(run_dir) or PROFILE)
     seconds = sum(r["metrics"].get("train_seconds") or 0 for r in ok) + \
         sum(sum((r.get("timing") or {}).get("values") or []) for r in ok if r["cell"]["task"] == "resnet50")
+    machine_class = next(iter(classes))
+    gpu = (f"{', '.join(first.get('gpus') or [])} (driver {first.get('driver')}) on " if machine_class.startswith("gpu:")
+           else "")
+    how = "`make gpu-check`" if profile == "gpu-check" else "`make reference`"
     return textwrap.fill(" ".join([
-        f"Reference records of the `{PROFILE}` profile ({len(records)} cells: "
+        f"Reference records of the `{profile}` profile ({len(records)} cells: "
         + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) + ") for the machine class",
-        f"`{next(iter(classes))}`: {first.get('cpu')} ({', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
+        f"`{machine_class}`: {gpu}{first.get('cpu')} ({', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
         f"{first.get('cpu_usable')} usable of {first.get('cpu_count')} logical CPUs, {first.get('memory_gib')} GiB, "
         f"{first.get('os')}.",
-        f"Made with `make reference` from run {run_dir.name} on {datetime.now(timezone.utc):%Y-%m-%d} (each record "
+        f"Made with {how} from run {run_dir.name} on {datetime.now(timezone.utc):%Y-%m-%d} (each record "
         f"names its commit in `git_commit`); {seconds / 60:.1f} minutes of timed work.",
         "Every training cell holds its post-warm-up windows and every ResNet-50 cell at least five passes: "
         "`python -m scripts.verify` picks this folder for runs of the same machine class and judges cells against "
@@ -111,6 +117,9 @@ def copy(run_dir, allow_failed=False):
     for path in cells:
         shutil.copyfile(path, target / "cells" / path.name)
     shutil.copyfile(run_dir / "plan.json", target / "plan.json")
+    for name in ("barriers.json", "gpu-check.json"):      # make gpu-check's barrier self-tests and summary
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, target / name)
     report.write_report(target, out=target / ".report")
     shutil.move(str(target / ".report" / "results.md"), target / "results.md")
     shutil.rmtree(target / ".report")

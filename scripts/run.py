@@ -21,7 +21,10 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from tqdm import tqdm
+try:
+    from tqdm import tqdm
+except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack it: progress lines only, no bar
+    tqdm = None
 
 from scripts import plan as plans
 from scripts import preflight, report
@@ -175,8 +178,8 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
     if done:
         print(f"resuming {run_dir.name}: {done} of {len(plan.cells)} cells already finished")
     pool = GpuPool(executor.gpu_ids)
-    bar = tqdm(total=len(todo), unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo)
-    progress = threading.Lock()
+    bar = tqdm(total=len(todo), unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo) if tqdm else None
+    progress, finished_cells = threading.Lock(), []
     not_run = set(unfit) | set(broken)   # once, not per cell: plans of 10,000 cells
 
     def one(cell):
@@ -184,10 +187,15 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
         with pool.take(cell.gpus if executor.gpu_ids and cell.id not in not_run else 0) as devices:
             record = run_cell(executor, cell, run, run_dir, devices, unfit.get(cell.id), broken.get(cell.id))
         with progress:
-            bar.update()
+            finished_cells.append(cell.id)
             on = f" on GPU {','.join(devices)}" if devices else ""
-            tqdm.write(f"[{done + bar.n}/{len(plan.cells)}] {cell.id}{on}: {record['status']} in "
-                       f"{time.time() - started:.0f} s — {describe(record)}", file=sys.stdout)
+            line = (f"[{done + len(finished_cells)}/{len(plan.cells)}] {cell.id}{on}: {record['status']} in "
+                    f"{time.time() - started:.0f} s — {describe(record)}")
+            if bar is not None:
+                bar.update()
+                tqdm.write(line, file=sys.stdout)
+            else:
+                print(line, flush=True)
         return record
 
     if executor.gpu_ids:
@@ -196,7 +204,8 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
     else:
         for cell in todo:
             one(cell)
-    bar.close()
+    if bar is not None:
+        bar.close()
 
 
 def local_environments(plan, matrix, refused=None):
@@ -220,8 +229,23 @@ def local_environments(plan, matrix, refused=None):
     return pythons, unavailable
 
 
-def make_executor(plan, matrix, refused=None):
-    """The plan's executor and {framework: (status, reason)} for frameworks it cannot launch at all."""
+def check_interpreter(python):
+    """The interpreter the system executor runs cells in: an executable file, else a RunError saying so."""
+    path = Path(python)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise RunError(f"--python {python}: no executable interpreter there; give the Python that has the "
+                       f"frameworks installed (e.g. --python $(which python3))")
+    return path
+
+
+def make_executor(plan, matrix, refused=None, python=None):
+    """The plan's executor and {framework: (status, reason)} for frameworks it cannot launch at all. The system
+    executor runs every cell in `python` (default: this interpreter) as it is: no environment is built, nothing is
+    installed, and each record names the interpreter (system.interpreter)."""
+    if plan.executor == "system":
+        gpus = visible_gpus() if any(c.device == "gpu" for c in plan.cells) else ()
+        interpreter = check_interpreter(python or sys.executable)
+        return LocalExecutor({c.framework: interpreter for c in plan.cells}, gpu_ids=gpus, name="system"), {}
     if plan.executor == "local":
         gpus = visible_gpus() if any(c.device == "gpu" for c in plan.cells) else ()
         pythons, unavailable = local_environments(plan, matrix, refused)
@@ -238,8 +262,10 @@ def plan_for(args, matrix):
             return plans.read(run_dir / "plan.json"), run_dir
         except plans.PlanError as e:
             raise RunError(f"cannot resume {run_dir.name}: {e}") from e
+    executor = "system" if args.python else None
     plan_file = plans.read(args.plan) if args.plan else plans.make(matrix, args.profile,
-                                                                  run_dir_for(args.results, args.profile, None).name)
+                                                                  run_dir_for(args.results, args.profile, None).name,
+                                                                  executor)
     run_dir = args.results / plan_file.run_id
     if args.only:
         cells = tuple(c for c in plan_file.cells if args.only in c.id)
@@ -258,6 +284,9 @@ def main(argv=None):
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
     ap.add_argument("--only", help="run only cells whose id contains this text")
+    ap.add_argument("--python", metavar="PATH",
+                    help="run every cell in this interpreter as it is (the system executor: no environment built, no "
+                         "image; the cells' variant is `system`), e.g. a GPU machine's own Python")
     ap.add_argument("--no-system-packages", action="store_true",
                     help="install no Debian package (also NO_SYSTEM_PACKAGES=1): cells that need one are skipped")
     args = ap.parse_args(argv)
@@ -268,7 +297,7 @@ def main(argv=None):
         plan = plan_file.plan
         check_data(plan, args.data_root)
         setup = time.time()
-        executor, unavailable = make_executor(plan, matrix, syspackages.refusal(args.no_system_packages))
+        executor, unavailable = make_executor(plan, matrix, syspackages.refusal(args.no_system_packages), args.python)
         setup = time.time() - setup
     except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError, plans.PlanError,
             syspackages.SystemPackageError) as e:

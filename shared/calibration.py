@@ -16,6 +16,8 @@ import numpy as np
 from shared import flops
 
 N = 1024            # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
+N_GPU = 8192        # … and on a GPU, where 1024² is far too small: on an H200 it gave JAX 34 TFLOP/s in bf16, so
+                    # ResNet-50 "used" 158 % of it (gpu-check, 2026-12-04); 8192² is ~1 TFLOP a product
 CALLS = 4           # products per timed sample
 SAMPLES = 5
 REDUCED = {"amp": "float16", "bf16": "bfloat16"}   # the product a reduced-precision cell's kernels run
@@ -62,13 +64,14 @@ def calibrate(family, cfg, system):
     """The `calibration` block of a record: the framework's GEMM rates and the host's copy bandwidth. Where the
     package offers no GEMM, or a dtype fails on this device, the value is None with the reason. `system`: the
     record's system block (its CPU facts bound a plausible rate)."""
-    block = {"gemm_n": N, "gemm_fp32_flops": None, "gemm_reduced_flops": None, "reduced_dtype": None,
+    n = N_GPU if cfg.device == "gpu" else N
+    block = {"gemm_n": n, "gemm_fp32_flops": None, "gemm_reduced_flops": None, "reduced_dtype": None,
              "host_copy_bytes_per_s": host_bandwidth() if cfg.device == "cpu" else None, "note": None}
     if not hasattr(family, "gemm"):
         block["note"] = "this runner package has no calibration GEMM"
         return block
     try:
-        block["gemm_fp32_flops"] = gemm_rate(*family.gemm(cfg, N, "float32"))
+        block["gemm_fp32_flops"] = gemm_rate(*family.gemm(cfg, n, "float32"), n)
     except Exception as e:   # a calibration that fails must not fail the cell: it says why instead
         block["note"] = f"fp32 GEMM failed: {type(e).__name__}: {e}"[:300]
     ceiling = cpu_ceiling(system) if cfg.device == "cpu" else None
@@ -80,7 +83,7 @@ def calibrate(family, cfg, system):
     if dtype:
         block["reduced_dtype"] = dtype
         try:
-            block["gemm_reduced_flops"] = gemm_rate(*family.gemm(cfg, N, dtype))
+            block["gemm_reduced_flops"] = gemm_rate(*family.gemm(cfg, n, dtype), n)
         except Exception as e:
             block["note"] = f"{dtype} GEMM failed: {type(e).__name__}: {e}"[:300]
     return block

@@ -603,27 +603,35 @@ def random_images(n, size, seed=params.SEED):
 
 SYNTHETIC = {"cifar10": make_cifar10_synthetic, "imdb": make_imdb_synthetic, "chestxray14": make_chestxray_synthetic}
 REAL = {"cifar10": prepare_cifar10_real, "imdb": prepare_imdb_real, "chestxray14": prepare_chestxray_real}
+FULL_SIZE = {"cifar10": {"train": 50_000, "test": 10_000}, "imdb": {"train": 25_000, "test": 25_000}}  # the real sets'
 
 
-def prepare(root, synthetic, datasets=tuple(SYNTHETIC), force=False):
+def prepare(root, synthetic, datasets=tuple(SYNTHETIC), force=False, full_size=False):
     """Make each dataset ready under `root` unless its manifest says it already is.
 
     `force` rebuilds it: a synthetic twin is generated from scratch; real data keeps its verified downloads (one that
-    fails its checksum is fetched again) and is extracted and prepared again.
+    fails its checksum is fetched again) and is extracted and prepared again. `full_size` makes the CIFAR-10 and IMDB
+    twins as large as the real sets (FULL_SIZE), so that a full-scale cell on them does the real amount of work
+    (make gpu-check); a twin of another size is generated again.
     """
     for name in datasets:
         folder = Path(root) / name
+        size = FULL_SIZE.get(name, {}) if synthetic and full_size else {}
+        rebuild = force
         if (folder / "manifest.json").exists() and not force:
-            print(f"{name}: ready in {folder}")
-            continue
-        if force and folder.exists():
+            manifest = json.loads((folder / "manifest.json").read_text())
+            if all(manifest.get(key) == value for key, value in size.items()):
+                print(f"{name}: ready in {folder}")
+                continue
+            rebuild = True                  # a twin of another size
+        if rebuild and folder.exists():
             if synthetic:
                 shutil.rmtree(folder)
             else:
                 (folder / "manifest.json").unlink(missing_ok=True)  # not ready until the rebuild has finished
         print(f"{name}: preparing {'synthetic' if synthetic else 'real'} data in {folder} …", flush=True)
         if synthetic:
-            SYNTHETIC[name](root)
+            SYNTHETIC[name](root, **size)
         else:
             REAL[name](root, force=force)
 
@@ -635,12 +643,14 @@ def main(argv=None):
     kind.add_argument("--synthetic", action="store_true", help="generate the small learnable twins")
     kind.add_argument("--real", action="store_true", help="download (checksum-verified) and prepare the real data")
     parser.add_argument("--datasets", nargs="+", choices=list(SYNTHETIC), default=list(SYNTHETIC))
+    parser.add_argument("--full-size", action="store_true",
+                        help="synthetic CIFAR-10 and IMDB as large as the real sets (default: small twins)")
     parser.add_argument("--force", action="store_true",
                         help="rebuild even if present: regenerate a synthetic twin; re-extract and re-prepare real "
                              "data from its verified downloads (fetching again any that fails its checksum)")
     args = parser.parse_args(argv)
     try:
-        prepare(args.root, args.synthetic, args.datasets, args.force)
+        prepare(args.root, args.synthetic, args.datasets, args.force, args.full_size)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

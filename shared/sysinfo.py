@@ -4,6 +4,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 
 from shared import buildinfo
 
@@ -183,6 +184,8 @@ def system_info(framework):
         **framework,
         "driver": nvidia_driver(),
         "python": platform.python_version(),
+        "interpreter": sys.executable,             # which Python ran the cell: a venv's, an image's, a machine's own
+        "executor": os.environ.get("ROSETTA_EXECUTOR"),   # local (venvs), system (one interpreter), compose, …
         **cpu_facts(),
         "gpu_facts": gpu_facts(),
         **placement(),

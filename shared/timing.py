@@ -14,11 +14,17 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from shared.devsync import device_sync
+
 WINDOW_STEPS = 5        # training steps per timed window: one sample, a barrier at each edge
 MIN_SAMPLES = 5         # fewer samples than this give no spread estimate
 UNSTABLE_SPREAD = 0.10  # IQR / median above this marks a timing as noisy (†); it is flagged, never dropped
 WARMUP_AGREEMENT = 0.10  # feature extraction warms up until two consecutive passes differ by less than this …
 WARMUP_CAP = 5           # … or this many warm-up passes have run (then `warm` says it did not settle)
+LEAK_SECONDS = 1e-3      # a CUDA device synchronize right after the barrier that takes longer than this …
+LEAK_SHARE = 0.02        # … and than this share of the interval found work the barrier did not wait for
+
+_audit = []              # (interval, seconds a device synchronize took right after its closing barrier)
 
 
 def no_barrier():
@@ -27,13 +33,29 @@ def no_barrier():
 
 @contextmanager
 def stopwatch(barrier=no_barrier):
-    """`with stopwatch(sync) as t: ...` then `t()` gives the seconds, barriers at both edges."""
+    """`with stopwatch(sync) as t: ...` then `t()` gives the seconds, barriers at both edges. On a GPU the closing
+    barrier is audited: a CUDA device synchronize right after it (outside the interval) must find nothing to wait
+    for, else the barrier returned early and the interval is too short (`barrier_audit` in the timing block)."""
     barrier()
     start = time.perf_counter()
     elapsed = []
     yield lambda: elapsed[0]
     barrier()
     elapsed.append(time.perf_counter() - start)
+    sync = device_sync()
+    if sync is not None:
+        _audit.append((elapsed[0], sync()))
+
+
+def barrier_audit():
+    """The timing block's check of the barrier: at how many clock edges a device synchronize followed it, the
+    longest it took, and how many found work left (leaks); None where no CUDA context exists (the CPU)."""
+    if not _audit:
+        return None
+    after = [seconds for _, seconds in _audit]
+    leaks = sum(1 for interval, seconds in _audit if seconds > max(LEAK_SECONDS, LEAK_SHARE * interval))
+    return {"checks": len(_audit), "max_after_seconds": max(after),
+            "median_after_seconds": float(statistics.median(after)), "leaks": leaks}
 
 
 def summarize(values, warmup=None, unit="seconds", warm=None):
@@ -42,7 +64,8 @@ def summarize(values, warmup=None, unit="seconds", warm=None):
     whether the warm-up settled (feature extraction), `unit` what one value measures."""
     values = [float(v) for v in values]
     block = {"warmup": warmup, "repeats": len(values), "values": values, "unit": unit, "warm": warm,
-             "median": None, "min": None, "max": None, "q1": None, "q3": None, "spread": None, "unstable": None}
+             "median": None, "min": None, "max": None, "q1": None, "q3": None, "spread": None, "unstable": None,
+             "barrier_audit": barrier_audit()}
     if not values:
         return block
     median = float(statistics.median(values))

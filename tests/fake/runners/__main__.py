@@ -4,7 +4,9 @@ raise  the task raises: the real harness writes a failed record
 crash  the process dies by a signal without writing anything
 hang   sleep until the orchestrator's timeout kills the process
 slow   sleep FAKE_SLOW_SECONDS, then ok (for killing a run mid-cell)
+`--barrier-check FRAMEWORK` answers as shared/barrier_check.py does: FAKE_BARRIER=ok (default) or leak.
 """
+import json
 import os
 import sys
 import time
@@ -36,9 +38,19 @@ class Task:
                 "timing": {"median": 1.5, "unstable": False}, "switches": {"fake": True}}
 
 
+def barrier_check(framework, *_):
+    leak = os.environ.get("FAKE_BARRIER") == "leak"
+    print(json.dumps({"framework": framework, "status": "failed" if leak else "ok",
+                      "reason": "the barrier returns early (on purpose)" if leak else None, "barrier_seconds": 0.2,
+                      "after_seconds": 0.15 if leak else 1e-5, "control_seconds": 0.2}))
+    return 1 if leak else 0
+
+
 def main():
+    if sys.argv[1:2] == ["--barrier-check"]:
+        return barrier_check(*sys.argv[2:])
     behaviours = dict(item.split("=") for item in os.environ.get("FAKE_BEHAVIOUR", "").split(",") if item)
-    cfg = config_from_args(parser(["pytorch"]).parse_args(sys.argv[1:]))
+    cfg = config_from_args(parser(["pytorch", "jax"]).parse_args(sys.argv[1:]))
     return run(cfg, lambda c: Task(behaviours.get(c.task, "ok")), lambda: {"framework_version": "fake"})
 
 
