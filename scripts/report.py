@@ -5,7 +5,9 @@
 Tables: one per task, rows = framework, columns = variant · precision · devices. Above each table, in words: the data,
 the scale, the weights, where the data sat during the clock, the machine and the software. Each cell holds the time
 (training tasks: the time a user waits, compile and first step included, then the steady-state time) with the quality
-metric beside it, and footnote numbers for the formulation differences its runner declares. Marks flag, never hide:
+metric beside it, and footnote numbers for the differences its runner declares: formulation differences from the
+canonical definition, and host syncs the framework imposes on every step (PyTorch's GradScaler and MXNet's loss scaler
+under amp, Keras' per-step logs on TensorFlow), which the clock includes. Marks flag, never hide:
 ± the spread (interquartile range over median) of the post-warm-up samples where there are five or more, † that
 spread over 10 % (noise, never compile cost), * the first step (compile, trace, autotune) took over half of the
 training time — short runs measure start-up more than training — and ‡ records of different machine classes in one
@@ -53,7 +55,8 @@ MARKS = ("±n% the steady state's spread (IQR / median of the post-warm-up sampl
          "eff n% the steady state's model FLOP/s as a share of the framework's own GEMM rate on that device "
          "(measured after the cell) · ‡ records of different machine classes in one column · [n] see the note under "
          "the table (a formulation "
-         "difference from the canonical definition, or why a cell did not run)")
+         "difference from the canonical definition, a host sync the framework imposes on every step, or why a cell "
+         "did not run)")
 
 
 class ReportError(Exception):

@@ -111,6 +111,26 @@ def test_formulation_differences_are_numbered_footnotes(tmp_path):
     assert "[1] GRU bias layout" in md and f"[2] {eps_hat}" in md
 
 
+def test_host_syncs_a_framework_imposes_are_footnoted_on_the_cells_that_have_them(tmp_path):
+    """The runners name them in `differences` (runners/pytorch, runners/mxnet_gluon: AMP_HOST_SYNC under amp;
+    runners/keras: FIT_HOST_SYNCS on TensorFlow, every precision); the same text is one note, wherever it appears."""
+    scaler = "amp: GradScaler.step reads its inf/NaN check on the host every step (a sync PyTorch imposes)"
+    logs = "Keras on TensorFlow: fit converts every step's logs to Python floats (a host sync it imposes)"
+    run = write_run(tmp_path / "run", [
+        record(precision="amp", train_seconds=3.0, accuracy=0.9, differences=[scaler]),
+        record(precision="fp32", train_seconds=4.0, accuracy=0.9, differences=[]),
+        record(framework="keras-tf", precision="amp", train_seconds=5.0, accuracy=0.9, differences=[logs]),
+        record(framework="keras-tf", precision="fp32", train_seconds=6.0, accuracy=0.9, differences=[logs]),
+    ])
+    md = report.write_report(run)["markdown"].read_text()
+    keras_row = next(line for line in md.splitlines() if line.startswith("| keras-tf"))
+    pytorch_row = next(line for line in md.splitlines() if line.startswith("| pytorch"))
+    assert keras_row.count("[1]") == 2 and f"[1] {logs}" in md         # one note, both keras-tf cells
+    assert "3 (90.0%) [2]" in pytorch_row and f"[2] {scaler}" in md     # amp only: fp32 has no note
+    assert re.search(r"\| 4 \(90\.0%\) +\|", pytorch_row)
+    assert "a host sync the framework imposes on every step" in md      # the legend says what such a note is
+
+
 def test_columns_mixing_machine_classes_are_flagged_and_two_hosts_of_one_class_are_not(tmp_path):
     a = write_run(tmp_path / "a", [record(host="a")])
     b = write_run(tmp_path / "b", [record(host="b", train_seconds=20.0, accuracy=0.9)])

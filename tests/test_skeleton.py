@@ -76,3 +76,27 @@ def test_runners_never_import_the_host_side(path):
 @pytest.mark.parametrize("path", sorted((ROOT / "shared").glob("*.py")), ids=lambda p: p.name)
 def test_shared_is_framework_free(path):
     assert not set(imported_modules(path)) & FRAMEWORK_MODULES
+
+
+GRU_SIZES = {"max_features", "embedding_dim", "hidden", "maxlen", "num_classes"}
+GRU_SCRIPTS = sorted(p for p in (ROOT / "runners").glob("*/gru.*") if p.suffix in (".py", ".R", ".jl"))
+
+
+@pytest.mark.parametrize("path", GRU_SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_gru_sizes_come_from_params(path):
+    """No GRU runner spells a size as a number (`hidden=100` as a default or an argument): they come from
+    shared/params.py (params.GRU, cfg.params; params.json for R and Julia), so a changed size changes every runner."""
+    text = path.read_text()
+    if path.suffix != ".py":
+        spelt = re.findall(rf"\b({'|'.join(GRU_SIZES)})\s*=\s*[0-9]", text)
+    else:
+        spelt = []
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.arguments):
+                named = node.posonlyargs + node.args
+                pairs = list(zip(named[len(named) - len(node.defaults):], node.defaults))
+                pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+                spelt += [a.arg for a, d in pairs if a.arg in GRU_SIZES and isinstance(d, ast.Constant)]
+            elif isinstance(node, ast.keyword) and node.arg in GRU_SIZES and isinstance(node.value, ast.Constant):
+                spelt.append(node.arg)
+    assert not spelt, f"sizes spelt as numbers: {spelt}"

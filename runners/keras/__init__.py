@@ -16,6 +16,11 @@ BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
 # the bias correction (Kingma & Ba's "epsilon hat"), where PyTorch and optax add it to √v̂ after it. The same ε = 1e-8
 # is thus ε/√(1−β₂ᵗ) in PyTorch's terms: 32× larger at step 1, the same once β₂ᵗ → 0. A record names it.
 ADAM_EPSILON_HAT = "Adam ε added before bias correction (Keras' epsilon-hat form; PyTorch/optax add it after)"
+# On TensorFlow, whose backend Keras does not mark thread-safe, `fit` runs the batch callbacks on the main thread and
+# converts each step's logs to Python floats first (keras/src/callbacks/callback_list.py), so every step waits for the
+# device: a sync Keras imposes in every precision, which the training runners add to `differences`.
+FIT_HOST_SYNCS = (("Keras on TensorFlow: fit converts every step's logs to Python floats (a host sync it imposes)",)
+                  if BACKEND == "tensorflow" else ())
 
 
 def _backend_info():
@@ -103,6 +108,20 @@ def set_precision(precision, device):
     policy = {"amp": "mixed_float16", "bf16": "mixed_bfloat16"}.get(precision, "float32")
     keras.mixed_precision.set_global_policy(policy)
     return policy
+
+
+def cudnn_gru(layer, device, jit_compile=False):
+    """Whether the GRU `layer` runs cuDNN's fused kernel, decided as Keras decides it (layers.GRU.inner_loop): the
+    layer's `use_cudnn` not off, a GPU cell, a backend with the kernel (TF and torch; JAX's GRU is a lax.scan), the
+    canonical reset_after form, no recurrent dropout, and Keras' own test of the activations, unrolling, bias and a
+    visible GPU (backend.cudnn_ok, not public API). On torch a compiled step leaves cuDNN too: Keras' torch GRU falls
+    back to its loop while torch.compile traces it."""
+    from keras.src import backend
+
+    cell = layer.cell
+    return bool(device == "gpu" and layer.use_cudnn is not False and BACKEND in ("tensorflow", "torch")
+                and cell.reset_after and not layer.recurrent_dropout and not (BACKEND == "torch" and jit_compile)
+                and backend.cudnn_ok(cell.activation, cell.recurrent_activation, layer.unroll, cell.use_bias))
 
 
 def data_format_of(switches, cfg):

@@ -4,8 +4,8 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras import (EpochBatches, EpochTimer, check_device, count_parameters, data_format_of, nchw_to,
-                           set_precision)
+from runners.keras import (FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device, count_parameters, data_format_of,
+                           nchw_to, set_precision)
 from shared import metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -114,7 +114,7 @@ def main(cfg):
                                  windows=timer.windows,
                                  accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement="host", differences=[]),
+                                 data_placement="host", differences=[*FIT_HOST_SYNCS]),
         "timing": train_timing(timer.windows, warmup=timer.warmup),
         "switches": {**switches, "data_format": data_format, "dtype_policy": policy,
                      "jit_compile_resolved": model.jit_compile, "backend": keras.backend.backend()},

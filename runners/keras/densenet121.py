@@ -7,8 +7,8 @@ import os
 import keras
 import numpy as np
 
-from runners.keras import (ADAM_EPSILON_HAT, BACKEND, EpochBatches, EpochTimer, check_device, count_parameters,
-                           nchw_to, set_precision)
+from runners.keras import (ADAM_EPSILON_HAT, BACKEND, FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device,
+                           count_parameters, nchw_to, set_precision)
 from runners.keras.networks import densenet121, load_canonical, predict_logits  # noqa: F401 (equivalence interface)
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
@@ -163,7 +163,7 @@ def main(cfg):
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"] * world, world)
     samples = len(batches) * p["batch_size"] * world
     differences = [DIFFERENCES["adam"], DIFFERENCES["biased_var"]] + (
-        [DIFFERENCES["sync_bn"]] if BACKEND == "jax" and world > 1 else [])
+        [DIFFERENCES["sync_bn"]] if BACKEND == "jax" and world > 1 else []) + [*FIT_HOST_SYNCS]
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
                                  windows=timer.windows, auc=auc,

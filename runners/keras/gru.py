@@ -4,7 +4,8 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras import ADAM_EPSILON_HAT, EpochBatches, EpochTimer, check_device, count_parameters, set_precision
+from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device, count_parameters,
+                           cudnn_gru, set_precision)
 from shared import metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -108,12 +109,10 @@ def main(cfg):
                                  windows=timer.windows,
                                  accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement="host", differences=[ADAM_EPSILON_HAT]),
+                                 data_placement="host", differences=[ADAM_EPSILON_HAT, *FIT_HOST_SYNCS]),
         "timing": train_timing(timer.windows, warmup=timer.warmup),
-        # What ran, not what the device allows: the fused kernel exists on TF and torch GPUs, and `use_cudnn=off`
-        # keeps the layer on its generic loop there.
-        "switches": {**switches, "cudnn_rnn": (cfg.device == "gpu" and keras.backend.backend() != "jax"
-                                               and switches["use_cudnn"] is not False),
+        # What ran, not what the device allows: the switch, the device and Keras' own dispatch test together.
+        "switches": {**switches, "cudnn_rnn": cudnn_gru(model.get_layer("gru"), cfg.device, model.jit_compile),
                      "dtype_policy": policy, "jit_compile_resolved": model.jit_compile,
                      "backend": keras.backend.backend(),
                      "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},

@@ -22,6 +22,9 @@ GLOROT_UNIFORM = mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude
 # & Ba's "ε-hat" form (as Keras does). PyTorch and optax add ε after the correction. Recorded in `differences`.
 ADAM_EPSILON_HAT = ("Adam ε added before bias correction (MXNet's epsilon-hat form, like Keras; PyTorch/optax add it "
                     "after)")
+# amp's dynamic loss scaler (mxnet.contrib.amp, set up by amp.init_trainer) reads its overflow check back to the host
+# before every update (lesson 13: asking for a value waits for the engine), a sync MXNet imposes. In `differences`.
+AMP_HOST_SYNC = "amp: MXNet's loss scaler reads its overflow check on the host every step (a sync MXNet imposes)"
 
 
 def wheel_cuda():

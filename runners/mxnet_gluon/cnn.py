@@ -6,8 +6,8 @@ from mxnet import autograd, gluon
 from mxnet.contrib import amp
 from mxnet.gluon import nn
 
-from runners.mxnet_gluon import (GLOROT_UNIFORM, check_precision, contexts, count_parameters, load_structural,
-                                  sync, train_batches)
+from runners.mxnet_gluon import (AMP_HOST_SYNC, GLOROT_UNIFORM, check_precision, contexts, count_parameters,
+                                  load_structural, sync, train_batches)
 from shared import batching, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -135,7 +135,8 @@ def main(cfg):
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(loss.mean().asscalar()),
                                  parameters=count_parameters(net), epochs=p["epochs"], train_samples=len(x_train),
-                                 test_samples=len(x_test), data_placement=switches["data_placement"], differences=[]),
+                                 test_samples=len(x_test), data_placement=switches["data_placement"],
+                                 differences=[AMP_HOST_SYNC] if use_amp else []),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "amp": use_amp, "memory_format": "NCHW", "device": str(ctx)},
     }

@@ -9,8 +9,8 @@ from mxnet import autograd, gluon
 from mxnet.contrib import amp
 from mxnet.gluon import nn
 
-from runners.mxnet_gluon import (ADAM_EPSILON_HAT, batchnorm, check_precision, contexts, count_parameters,
-                                  load_torchvision_names, named_sequential, sync)
+from runners.mxnet_gluon import (ADAM_EPSILON_HAT, AMP_HOST_SYNC, batchnorm, check_precision, contexts,
+                                  count_parameters, load_torchvision_names, named_sequential, sync)
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
@@ -194,7 +194,7 @@ def main(cfg):
                                  weights=source, global_batch=p["batch_size"] * world,
                                  parameters=count_parameters(net), train_samples=len(train), test_samples=len(test),
                                  crop_size=p["crop_size"], epochs=p["epochs"], data_placement="host",
-                                 differences=[BIASED_VAR, ADAM_EPSILON_HAT]),
+                                 differences=[BIASED_VAR, ADAM_EPSILON_HAT] + ([AMP_HOST_SYNC] if use_amp else [])),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "amp": use_amp, "kvstore": switches["kvstore"] if world > 1 else None,
                      "memory_format": "NCHW", "device": ", ".join(map(str, ctxs))},

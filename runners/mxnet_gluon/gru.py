@@ -7,8 +7,8 @@ from mxnet import autograd, gluon
 from mxnet.contrib import amp
 from mxnet.gluon import nn, rnn
 
-from runners.mxnet_gluon import (ADAM_EPSILON_HAT, GLOROT_UNIFORM, check_precision, contexts, count_parameters,
-                                  load_structural, sync, train_batches)
+from runners.mxnet_gluon import (ADAM_EPSILON_HAT, AMP_HOST_SYNC, GLOROT_UNIFORM, check_precision, contexts,
+                                  count_parameters, load_structural, sync, train_batches)
 from shared import batching, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -144,7 +144,7 @@ def main(cfg):
                                  accuracy=accuracy, final_loss=float(loss.mean().asscalar()),
                                  parameters=count_parameters(net), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement=switches["data_placement"],
-                                 differences=[ADAM_EPSILON_HAT]),
+                                 differences=[ADAM_EPSILON_HAT] + ([AMP_HOST_SYNC] if use_amp else [])),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "amp": use_amp, "fused_rnn": True, "cudnn_rnn": ctx.device_type == "gpu",
                      "device": str(ctx)},

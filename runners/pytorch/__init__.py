@@ -7,6 +7,10 @@ import torch
 from shared import batching
 from shared.record import GpuMissing, Skip
 
+# GradScaler.step reads its inf/NaN check back to the host (`found_inf.item()`) before it lets the optimizer step: under
+# amp every step waits for the device there, a sync PyTorch imposes and the report footnotes (`differences`).
+AMP_HOST_SYNC = "amp: GradScaler.step reads its inf/NaN check on the host every step (a sync PyTorch imposes)"
+
 
 def framework_info():
     cuda = torch.cuda.is_available()

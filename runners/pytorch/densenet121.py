@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import torchvision
 from torch.nn.parallel import DistributedDataParallel
 
-from runners.pytorch import count_parameters, load_state, select_device, set_precision, sync
+from runners.pytorch import AMP_HOST_SYNC, count_parameters, load_state, select_device, set_precision, sync
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
@@ -152,7 +152,8 @@ def worker(rank, world, cfg, port, results):
                                      final_loss=float(loss), devices=world, weights=source,
                                      global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                      train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                     epochs=p["epochs"], data_placement="host", differences=[]),
+                                     epochs=p["epochs"], data_placement="host",
+                                     differences=[AMP_HOST_SYNC] if scaler else []),
             "timing": train_timing(windows, warmup=warmup),
             "switches": {**switches, "loader_workers": workers, "ddp": world > 1,
                          "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,

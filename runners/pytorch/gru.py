@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import count_parameters, select_device, set_precision, sync, train_batches
+from runners.pytorch import AMP_HOST_SYNC, count_parameters, select_device, set_precision, sync, train_batches
 from shared import batching, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -133,7 +133,8 @@ def main(cfg):
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"], differences=[]),
+                                 data_placement=switches["data_placement"],
+                                 differences=[AMP_HOST_SYNC] if scaler else []),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": device.type == "cuda" and torch.backends.cudnn.enabled,
                      "device": str(device)},

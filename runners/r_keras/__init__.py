@@ -1,5 +1,8 @@
 """r-keras: R scripts driving Keras 3 (TensorFlow backend) through reticulate (R 4.2, reticulate 1.28, keras 3.15).
 
+They call Keras' Python API from R with raw reticulate calls (`keras$layers$GRU(...)`), not the R `keras3` package's
+verbs (`layer_gru()`), which is not installable here (no CRAN): R's idioms where R has them, Python's API throughout.
+
 The code to read is R: runners/r_keras/{cnn,gru,resnet50}.R, the twins of runners/keras/*.py. This package is only
 what the Python contract needs: one small launcher module per task (runners/rscript.py runs the script with
 `Rscript` in this environment) and the system block's provenance, R's versions beside Keras'.

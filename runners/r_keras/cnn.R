@@ -114,7 +114,7 @@ main <- function(cfg) {
     metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, final_loss = timer$final_loss,
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
-                          data_placement = "host", differences = list()),
+                          data_placement = "host", differences = py_to_r(py_keras$FIT_HOST_SYNCS)),
     timing = timing$train_timing(timer$windows, warmup = timer$warmup),
     switches = c(switches, list(data_format = data_format, dtype_policy = policy,
                                 jit_compile_resolved = model$jit_compile, backend = keras$backend$backend(),

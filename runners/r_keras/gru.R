@@ -105,10 +105,12 @@ main <- function(cfg) {
     metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, final_loss = timer$final_loss,
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
-                          data_placement = "host", differences = list(py_keras$ADAM_EPSILON_HAT)),
+                          data_placement = "host",
+                          differences = c(list(py_keras$ADAM_EPSILON_HAT), py_to_r(py_keras$FIT_HOST_SYNCS))),
     timing = timing$train_timing(timer$windows, warmup = timer$warmup),
-    # what ran, not what the device allows: use_cudnn = off keeps the GPU on the generic loop
-    switches = c(switches, list(cudnn_rnn = cfg$device == "gpu" && !isFALSE(switches$use_cudnn), dtype_policy = policy,
+    # what ran, not what the device allows: the switch, the device and Keras' own dispatch test together
+    switches = c(switches, list(cudnn_rnn = py_keras$cudnn_gru(model$get_layer("gru"), cfg$device, model$jit_compile),
+                                dtype_policy = policy,
                                 jit_compile_resolved = model$jit_compile, backend = keras$backend$backend(),
                                 adam_epsilon = sprintf("%g, before bias correction (Keras)", p$eps),
                                 language = "R", bridge = "reticulate"))

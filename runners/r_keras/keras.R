@@ -1,5 +1,6 @@
-# Helpers shared by the r-keras scripts (cnn.R, gru.R, resnet50.R): Keras 3 reached from R through reticulate, as
-# the R `keras3` package reaches it (not installable here: no CRAN), with the Python Keras runners' own plumbing for
+# Helpers shared by the r-keras scripts (cnn.R, gru.R, resnet50.R): Keras 3 driven from R by raw reticulate calls
+# (`keras$layers$GRU(...)`, `model$fit(...)`: the Python API spelt in R), not by the R `keras3` package's own verbs
+# (`layer_gru()`, `fit()`), which is not installable here (no CRAN); with the Python Keras runners' own plumbing for
 # what must match them exactly (precision policy, device check, the shared batch order, the epoch timer).
 source(file.path(Sys.getenv("ROSETTA_ROOT", unset = "."), "runners", "rscript.R"))
 

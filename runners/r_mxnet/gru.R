@@ -135,7 +135,8 @@ main <- function(cfg) {
                                    parameters = count_parameters(net), epochs = p$epochs,
                                    train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                                    data_placement = switches$data_placement,
-                                   differences = list(py_gluon$ADAM_EPSILON_HAT)),
+                                   differences = c(list(py_gluon$ADAM_EPSILON_HAT),
+                                                   if (use_amp) list(py_gluon$AMP_HOST_SYNC))),
     timing = timing$train_timing(clock$windows, warmup = clock$warmup),
     switches = c(switches, list(amp = use_amp, fused_rnn = TRUE, cudnn_rnn = py_to_r(ctx$device_type) == "gpu",
                                 device = py_str(ctx), language = "R", bridge = "reticulate"))
