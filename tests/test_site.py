@@ -1,0 +1,175 @@
+"""make site: every runner's sections are found, the site builds offline from references and run folders, results of
+different machine classes stay apart, and in a real browser (Debian's chromium through Selenium, from file://) the
+choosers and filters change what is shown, with no console error and no request outside file://."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import IN_CI, ROOT
+from scripts import site
+
+PAGES = ["index.html", "lessons.html"] + [f"{kind}-{t}.html" for t in ("cnn", "gru", "resnet50", "densenet121")
+                                          for kind in ("code", "results")]
+
+
+@pytest.mark.parametrize("task, package", [(t, p) for t, runners in site.runner_files().items() for p in runners])
+def test_every_runner_has_its_six_sections(task, package):
+    path, _ = site.runner_files()[task][package]
+    found = site.sections(path)
+    assert list(found) == list(site.SECTIONS) and all(found[name].strip() for name in ("Model", "Main"))
+
+
+def test_every_system_and_task_is_on_the_side_by_side_pages():
+    files = site.runner_files()
+    frameworks = {fid for runners in files.values() for _, fids in runners.values() for fid in fids}
+    assert frameworks == set(site.load().frameworks)
+    assert any(path.suffix == ".R" for _, (path, _) in files["cnn"].items())
+    assert any(path.suffix == ".jl" for _, (path, _) in files["gru"].items())
+
+
+def test_a_runner_without_its_markers_is_named(tmp_path):
+    text = (ROOT / "runners" / "pytorch" / "cnn.py").read_text().replace("# ==== Evaluate ====", "# evaluate")
+    (tmp_path / "cnn.py").write_text(text)
+    with pytest.raises(site.SiteError, match=r"cnn.py: sections .*'Train step', 'Main'.*Evaluate"):
+        site.sections(tmp_path / "cnn.py")
+
+
+def test_the_lessons_a_section_cites_are_found():
+    assert site.lessons_in("ReLU after pooling (lesson 10), dropout off (lessons 4), TNC (lesson RNN 2), lesson 99") \
+        == ["cnn-4", "cnn-10", "rnn-2"]
+
+
+@pytest.fixture(scope="module")
+def run_folders(tmp_path_factory):
+    """A run folder of the fake runners (records and logs), and a copy of it whose records claim another machine."""
+    root = tmp_path_factory.mktemp("runs")
+    data = root / "data"
+    from shared import datasets
+    datasets.prepare(data / "synthetic", synthetic=True)
+    first = root / "demo-20261204-100000"
+    subprocess.run([sys.executable, str(ROOT / "tests" / "fake_run.py"), str(first), str(data)], check=True,
+                   timeout=300)
+    second = root / "demo-20261204-110000"
+    shutil.copytree(first, second)
+    for path in (second / "cells").glob("*.json"):
+        record = json.loads(path.read_text())
+        record["system"]["machine_class"] = "cpu:other-cpu:avx2:8c"
+        path.write_text(json.dumps(record))
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def built(run_folders, tmp_path_factory):
+    out = tmp_path_factory.mktemp("site") / "site"
+    return out, site.build(out, run_folders)
+
+
+def test_the_site_builds_every_page_and_links_only_inside_itself(built):
+    out, summary = built
+    assert all((out / name).is_file() for name in PAGES) and summary["plots"] >= 1
+    for path in out.rglob("*.html"):
+        text = path.read_text()
+        for link in re.findall(r'(?:src|href)="([^"#]+)', text):
+            assert not re.match(r"[a-z]+:|//", link), f"{path.name} links outside the site: {link}"
+            assert (path.parent / link).exists(), f"{path.name} links to {link}, which is not in the site"
+    for path in [*out.rglob("*.css"), *out.rglob("*.js")]:
+        assert not re.search(r"url\(|@import|https?://", path.read_text()), path
+    for path in out.rglob("*.svg"):     # namespace names (http://www.w3.org/2000/svg …) are names, not requests
+        assert not re.search(r"""href=["'](?!#)|url\((?!#)""", path.read_text()), path
+
+
+def test_results_of_two_machine_classes_are_two_columns_with_their_records(built, run_folders):
+    out, _ = built
+    text = (out / "results-cnn.html").read_text()
+    (group,) = re.findall(r'<section class="group"[^>]*data-scale="demo">(.*?)</section>', text, re.S)
+    assert "cpu:other-cpu:avx2:8c · run/demo-20261204-110000" in group
+    head = re.search(r"<thead>(.*?)</thead>", group, re.S).group(1)
+    assert head.count("data-col=") >= 2 + 1      # each run's column, besides the committed CPU reference
+    record = re.search(r'href="(records/run/demo-20261204-110000/[^"]+\.json)"', group).group(1)
+    assert json.loads((out / record).read_text())["system"]["machine_class"] == "cpu:other-cpu:avx2:8c"
+    assert re.search(r'href="logs/run/demo-20261204-100000/[^"]+\.log"', group)
+
+
+def test_make_site_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
+    assert site.main([str(tmp_path), "--out", str(tmp_path / "site")]) == 2
+    assert "not run folders" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- a real browser
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        message = "Debian's chromium and chromium-driver are not installed (make test installs them as root)"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,900"):
+        options.add_argument(argument)
+    options.binary_location = shutil.which("chromium")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
+    yield driver
+    driver.quit()
+
+
+def visible_columns(browser):
+    return [th.get_attribute("class")[2:] for th in browser.find_elements("css selector", "table.code thead th")
+            if th.get_attribute("class").startswith("c-") and th.is_displayed()]
+
+
+def open_page(browser, out, name, shots):
+    browser.get((out / name).as_uri())
+    browser.save_screenshot(str(shots / f"{name}.png"))
+
+
+def only_local_requests(browser):
+    names = browser.execute_script("return performance.getEntriesByType('navigation').concat("
+                                   "performance.getEntriesByType('resource')).map(function (e) { return e.name; })")
+    assert names, "the page reported no request at all: the check would prove nothing"
+    return [n for n in names if not n.startswith("file://")]
+
+
+@pytest.mark.slow
+def test_in_a_browser_the_choosers_pick_columns_and_nothing_leaves_file(built, browser, tmp_path):
+    out, _ = built
+    for name in PAGES:
+        open_page(browser, out, name, tmp_path)
+        assert browser.get_log("browser") == [], name
+        assert only_local_requests(browser) == [], name
+    open_page(browser, out, "code-cnn.html", tmp_path)
+    assert visible_columns(browser) == ["pytorch", "tensorflow"]
+    rows = [th.text for th in browser.find_elements("css selector", "table.code tbody th.section")]
+    assert rows[:6] == list(site.SECTIONS)
+    for package in ("cntk", "jax", "r_keras"):
+        browser.find_element("css selector", f'label[for="pick-{package}"]').click()
+    assert visible_columns(browser) == ["tensorflow", "jax", "cntk", "r_keras"]   # at most four: the oldest pick goes
+    browser.save_screenshot(str(tmp_path / "code-cnn-four.png"))
+    assert browser.get_log("browser") == []
+
+
+@pytest.mark.slow
+def test_in_a_browser_the_filters_hide_columns_and_groups(built, browser, tmp_path):
+    out, _ = built
+    open_page(browser, out, "results-resnet50.html", tmp_path)
+    from selenium.webdriver.support.ui import Select
+    columns = lambda: [th for th in browser.find_elements("css selector", "th[data-col]") if th.is_displayed()]
+    everything = len(columns())
+    assert everything >= 2
+    Select(browser.find_element("css selector", 'select[name="source"]')).select_by_visible_text(
+        "run/demo-20261204-110000")
+    shown = columns()
+    assert 0 < len(shown) < everything and {th.get_attribute("data-source") for th in shown} == \
+        {"run/demo-20261204-110000"}
+    groups = [g for g in browser.find_elements("css selector", "section.group") if g.is_displayed()]
+    assert [g.get_attribute("data-scale") for g in groups] == ["demo"]     # the full-scale GPU group has no such column
+    Select(browser.find_element("css selector", 'select[name="source"]')).select_by_visible_text("all")
+    assert len(columns()) == everything
+    browser.save_screenshot(str(tmp_path / "results-filtered.png"))
+    assert browser.get_log("browser") == []
