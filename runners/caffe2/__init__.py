@@ -11,7 +11,8 @@ graph. A train and a test model share weights simply by using the same blob name
 - every operator carries a DeviceOption: nets built under `core.DeviceScope(DeviceOption(CUDA, i))` run on GPU i, and
   `FeedBlob(..., device_option=...)` copies an array there; cuDNN is an operator *engine* (`use_cudnn` in brew);
 - `workspace.RunNet` returns when its work is done (each operator ends with FinishDeviceComputation, a CUDA stream
-  synchronize, and the async executors wait for the net's events), so the clock needs no extra barrier;
+  synchronize, and the async executors wait for the net's events); the clock's barrier still fetches a blob the
+  net's last operator writes (`sync`), a wait that needs no such detail;
 - training vs inference is not a global mode but an operator argument (`is_test` on Dropout and SpatialBN): the test
   net is a second net.
 Seed lesson 12 (building Caffe2 from source for Python 3.5) is history: caffe2.python ships inside the torch 1.8.1
@@ -97,9 +98,13 @@ def check_precision(precision):
                    "(its float16 path means converting the graph by hand, and CUDA 10.2 has no TF32 or bfloat16)")
 
 
-def sync():
-    """The clock's barrier: none needed, `workspace.RunNet` returns when the net's operators have finished."""
-    return lambda: None
+def sync(net):
+    """The training clock's barrier: fetch the blob that `net`'s last operator writes last (for a training net, the
+    parameter its final MomentumSGDUpdate writes: fc2's bias in the cnn, 10 floats). RunNet already waits for its
+    operators; this fetch makes the wait explicit and depends on no executor detail, as the copy to the host cannot
+    finish before the operator that writes the blob has. Returns the fetched array (the test checks it)."""
+    blob = net.Proto().op[-1].output[-1]
+    return lambda: workspace.FetchBlob(blob)
 
 
 def seed_ops(net, seed):

@@ -156,7 +156,7 @@ def main(cfg):
 
     epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, placement),
-        train_step, sync())
+        train_step, sync(train.net))
 
     final_loss = float(workspace.FetchBlob(loss))
     accuracy = evaluate(test, x_test, y_test, p["batch_size"], device)

@@ -4,7 +4,7 @@ import numpy as np
 from caffe2.python import brew, core, model_helper, workspace
 
 from runners.caffe2 import CPU, IDEEP, check_precision, count_parameters, device_name, feed_canonical, is_gpu, \
-    is_ideep, select_device, sync
+    is_ideep, select_device
 from shared import batching, canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
@@ -131,8 +131,9 @@ def main(cfg):
     workspace.CreateNet(model.net, input_blobs=["data"])
 
     features = []
-    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"], device)),
-                    repeats=cfg.repeats, barrier=sync())
+    # No barrier of its own: each pass ends with FetchBlob of the net's last output (the features of the last batch),
+    # which waits for the operator that writes it.
+    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"], device)), repeats=cfg.repeats)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

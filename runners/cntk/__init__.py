@@ -28,7 +28,8 @@ import numpy as np
 from shared import batching
 from shared.record import GpuMissing, Skip
 
-# Learning rates, checked against NumPy over a few steps (mean-loss SGD with momentum, mean-loss Adam):
+# Learning rates, checked against NumPy over a few steps (mean-loss SGD with momentum, mean-loss Adam) by
+# tests/test_cntk_learners.py, which trains with the runners' own `make_learner`:
 # - SGD: C.learning_parameter_schedule(lr) applies lr to the minibatch *mean* gradient whatever the minibatch size,
 #   i.e. w -= lr·v with v = μv + mean(g) under unit_gain=False; the per-sample spelling would apply it to the sum
 #   (64× the step at batch 64).
@@ -82,15 +83,15 @@ def is_gpu(device):
     return device.type() == C.device.DeviceKind.GPU
 
 
-def sync(model, device):
-    """The clock's barrier. CNTK launches GPU kernels asynchronously (synchronous launches are a debugging switch,
-    C.cntk_py.enable_synchronous_gpukernel_execution) and has no public synchronize; reading a value back to the host
-    waits for the queued work, so the barrier reads the model's smallest parameter (a few bytes). A no-op on the CPU,
-    where CNTK computes synchronously."""
-    if not is_gpu(device):
-        return lambda: None
-    smallest = min(model.parameters, key=lambda p: int(np.prod(p.shape)))
-    return lambda: smallest.value
+def sync(trainer):
+    """The training clock's barrier: read back a value computed from the step's last operation. CNTK launches GPU
+    kernels asynchronously and has no public synchronize. train_minibatch runs forward, backward, then the learners,
+    and a learner updates its parameters in the order it was given them (Trainer::TrainLocalMinibatch,
+    LearnerBase::Update), so a step's last write is the update of the last learner's last parameter; the barrier
+    evaluates that parameter's sum and copies the scalar to the host, which cannot finish before the update it reads
+    has (4 bytes, not the parameter: the GRU's last is its 15 MB embedding). Returns the scalar (the test checks it)."""
+    total = C.reduce_sum(trainer.parameter_learners[-1].parameters[-1])
+    return lambda: float(total.eval())
 
 
 def check_precision(precision):

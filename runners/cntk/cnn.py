@@ -71,6 +71,14 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+def make_learner(parameters, p):
+    """Plain momentum, v = μv + g, w -= lr·v (lesson 8): unit_gain=False, because CNTK's default unit gain would scale
+    the gradient by (1 − μ). learning_parameter_schedule(lr) applies lr to the minibatch's mean gradient although
+    CNTK's criterion is the minibatch sum (tests/test_cntk_learners.py checks the steps against NumPy)."""
+    return C.momentum_sgd(parameters, lr=C.learning_parameter_schedule(p["lr"]),
+                          momentum=C.momentum_schedule(p["momentum"]), unit_gain=False)
+
+
 def make_train_step(trainer, features, labels):
     """train_minibatch copies the batch to the device, runs forward in training mode (dropout on) and backward, and
     lets the learner update the parameters: the whole step. It returns the trainer, whose last loss is read after
@@ -101,17 +109,13 @@ def main(cfg):
     model = build_model(num_classes=p["num_classes"])
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     loss = C.cross_entropy_with_softmax(model, labels)     # softmax + cross-entropy in one op (lesson 6)
-    # Plain momentum, v = μv + g, w -= lr·v (lesson 8): unit_gain=False, because CNTK's default unit gain would scale
-    # the gradient by (1 − μ). learning_parameter_schedule(lr) applies lr to the minibatch's mean gradient although
-    # CNTK's criterion is the minibatch sum (checked against NumPy: runners/cntk/__init__.py).
-    learner = C.momentum_sgd(model.parameters, lr=C.learning_parameter_schedule(p["lr"]),
-                             momentum=C.momentum_schedule(p["momentum"]), unit_gain=False)
+    learner = make_learner(model.parameters, p)
     trainer = C.Trainer(model, loss, [learner])            # no metric: accuracy is measured after training
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
     epoch_seconds, warmup, trainer, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync(model, device))
+        lambda batch: train_step(*batch), sync(trainer))
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])

@@ -122,6 +122,16 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+def make_learner(parameters, p):
+    """Adam as in the paper: unit_gain=True is its m = β1·m + (1 − β1)·g (lesson 8's plain momentum concerns SGD; the
+    seed's notebook turned unit gain off here too, which scales Adam's first moment by 1/(1 − β1)). CNTK's criterion
+    is the minibatch sum: the per-sample rate makes the steps lr, and ε·batch is ε on the mean gradient
+    (tests/test_cntk_learners.py checks the steps against NumPy)."""
+    return C.adam(parameters, lr=C.learning_parameter_schedule_per_sample(p["lr"]),
+                  momentum=C.momentum_schedule(p["beta1"]), variance_momentum=C.momentum_schedule(p["beta2"]),
+                  epsilon=p["eps"] * p["batch_size"], unit_gain=True)
+
+
 def make_train_step(trainer, tokens, labels):
     """train_minibatch copies the batch to the device, runs forward and backward (through time, on the CPU) and
     Adam's update. It returns the trainer; its last loss is read after the clock."""
@@ -151,19 +161,13 @@ def main(cfg):
     model = build_model(cudnn=cudnn, max_features=p["max_features"], embedding_dim=p["embedding_dim"],
                         hidden=p["hidden"], num_classes=p["num_classes"])
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
-    # Adam as in the paper: unit_gain=True is its m = β1·m + (1 − β1)·g (lesson 8's plain momentum concerns SGD; the
-    # seed's notebook turned unit gain off here too, which scales Adam's first moment by 1/(1 − β1)). CNTK's
-    # criterion is the minibatch sum: the per-sample rate makes the steps lr, and ε·batch is ε on the mean gradient
-    # (both checked against NumPy: runners/cntk/__init__.py).
-    learner = C.adam(model.parameters, lr=C.learning_parameter_schedule_per_sample(p["lr"]),
-                     momentum=C.momentum_schedule(p["beta1"]), variance_momentum=C.momentum_schedule(p["beta2"]),
-                     epsilon=p["eps"] * p["batch_size"], unit_gain=True)
+    learner = make_learner(model.parameters, p)
     trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [learner])
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
     epoch_seconds, warmup, trainer, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync(model, device))
+        lambda batch: train_step(*batch), sync(trainer))
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])

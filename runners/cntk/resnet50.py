@@ -3,7 +3,7 @@ extraction with `model.eval`."""
 import cntk as C
 import numpy as np
 
-from runners.cntk import check_precision, count_parameters, is_gpu, select_device, sync
+from runners.cntk import check_precision, count_parameters, is_gpu, select_device
 from shared import batching, canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
@@ -134,8 +134,9 @@ def main(cfg):
     load_canonical(model, weights)
 
     features = []
-    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])),
-                    repeats=cfg.repeats, barrier=sync(model, device))
+    # No barrier of its own: each pass ends with `model.eval` copying the last operation's output (the features) to
+    # NumPy, which waits for that operation, as Keras' predict does in runners/keras2/resnet50.py.
+    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

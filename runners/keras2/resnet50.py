@@ -33,27 +33,37 @@ def load_data(cfg, data_format):
 
 
 # ==== Model ====
-def build_model(cfg=None, data_format="channels_first"):
-    """torchvision's ResNet-50 v1.5 up to global average pooling: (N, 3, H, W) of any size → (N, 2048). Layer names are
-    torchvision's module paths with "_" for ".": `layer2_0_conv2` holds `layer2.0.conv2.weight`.
+def build_model(cfg=None, data_format="channels_first", image_size=None):
+    """torchvision's ResNet-50 v1.5 up to global average pooling: (N, 3, H, W) → (N, 2048), for images of
+    `image_size`² (None: any size). Layer names are torchvision's module paths with "_" for ".": `layer2_0_conv2`
+    holds `layer2.0.conv2.weight`.
 
-    Convolutions have no bias (BatchNorm follows each). torchvision pads k×k convolutions by k // 2 on every side;
-    Keras' "same" pads a stride-2 convolution on the bottom/right only, so padding is explicit. The max pool's zero
-    padding equals torchvision's -∞ padding because it follows a ReLU.
+    Convolutions have no bias (BatchNorm follows each) and pad k // 2 zeros on every side, as torchvision's. On CNTK,
+    Keras' "same" is CNTK's centred auto-padding, which is exactly that for these odd kernels at strides 1 and 2 (the
+    equivalence test checks it; at 224² the features equal the explicitly padded model's bit for bit) and adds
+    no layer, where a ZeroPadding2D layer copies the map before each conv: with them a demo pass took 1.5× as long on
+    a quiet CPU, 2-3× on a busy one. Explicit zeros stay where "same" is another padding or is refused: on other
+    backends (TensorFlow's "same" pads a stride-2 conv on the bottom/right only; Keras 2 on Theano has no resnet50
+    cell to check it), and on CNTK in the last stage when its maps may be smaller than the 3×3 kernel (images under
+    96², or any size: CNTK refuses "same" there, "kernel dim 3 <= input dim 2"), as runners/cntk/resnet50.py does.
+    The max pool's padding equals torchvision's -∞ padding because it follows a ReLU.
     """
     keras.backend.set_image_data_format(data_format)    # every layer below follows it
     axis = 1 if data_format == "channels_first" else -1
+    explicit = keras.backend.backend() != "cntk"
+    small = image_size is None or image_size < 32 * 3   # the last stage's maps are H/32
 
-    def conv_bn(x, filters, kernel, stride, name, bn_name, relu=True):
-        if kernel > 1:
+    def conv_bn(x, filters, kernel, stride, name, bn_name, relu=True, pad=explicit):
+        if pad and kernel > 1:
             x = layers.ZeroPadding2D(kernel // 2)(x)
-        x = layers.Conv2D(filters, kernel, strides=stride, use_bias=False, name=name)(x)
+        x = layers.Conv2D(filters, kernel, strides=stride, padding="valid" if pad else "same", use_bias=False,
+                          name=name)(x)
         x = layers.BatchNormalization(axis=axis, name=bn_name, **BN)(x)
         return layers.Activation("relu")(x) if relu else x
 
-    def bottleneck(x, width, stride, name):
+    def bottleneck(x, width, stride, name, pad):
         y = conv_bn(x, width, 1, 1, f"{name}_conv1", f"{name}_bn1")
-        y = conv_bn(y, width, 3, stride, f"{name}_conv2", f"{name}_bn2")          # v1.5: the stride is here
+        y = conv_bn(y, width, 3, stride, f"{name}_conv2", f"{name}_bn2", pad=pad)  # v1.5: the stride is here
         y = conv_bn(y, 4 * width, 1, 1, f"{name}_conv3", f"{name}_bn3", relu=False)
         if stride != 1 or keras.backend.int_shape(x)[axis] != 4 * width:         # projection shortcut
             x = conv_bn(x, 4 * width, 1, stride, f"{name}_downsample_0", f"{name}_downsample_1", relu=False)
@@ -61,11 +71,13 @@ def build_model(cfg=None, data_format="channels_first"):
 
     inputs = layers.Input((3, None, None) if axis == 1 else (None, None, 3))
     x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")                                  # (N, 64, H/2, W/2)
-    x = layers.ZeroPadding2D(1)(x)
-    x = layers.MaxPooling2D(3, strides=2)(x)                                       # (N, 64, H/4, W/4)
+    if explicit:
+        x = layers.ZeroPadding2D(1)(x)
+    x = layers.MaxPooling2D(3, strides=2, padding="valid" if explicit else "same")(x)   # (N, 64, H/4, W/4)
     for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3)), start=1):
         for i in range(blocks):
-            x = bottleneck(x, width, 2 if stage > 1 and i == 0 else 1, f"layer{stage}_{i}")
+            x = bottleneck(x, width, 2 if stage > 1 and i == 0 else 1, f"layer{stage}_{i}",
+                           pad=explicit or (small and stage == 4))
     features = layers.GlobalAveragePooling2D()(x)                                  # (N, 2048)
     return keras.models.Model(inputs, features, name="resnet50_v1_5")
 
@@ -116,7 +128,7 @@ def main(cfg):
     images = load_data(cfg, switches["data_format"])
     if switches["inference_graph"]:
         keras.backend.set_learning_phase(0)                      # a feature extractor never trains (Keras 2's idiom)
-    model = build_model(data_format=switches["data_format"])
+    model = build_model(data_format=switches["data_format"], image_size=p["image_size"])
     weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
 
