@@ -9,7 +9,7 @@ RUN ?= latest
 # `sudo -n`; NO_SYSTEM_PACKAGES=1 (here or in the environment) installs nothing and skips those systems' cells instead.
 TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests wait on imports and compiles much of the time
 
-.PHONY: host demo test test-fast venvs matrix data weights images setup report verify reference gpu-check site clean
+.PHONY: host demo test test-fast venvs matrix data weights images setup report verify reference gpu-check site submit clean
 # gpu-check runs in the GPU machine's own Python (PyTorch and JAX for CUDA installed there), not in a venv
 GPU_PYTHON ?= python3
 
@@ -63,6 +63,9 @@ reference: $(HOST_ENV)             ## run the reference profile and write result
 
 site: $(HOST_ENV)                  ## the static site in site/: runners side by side, every machine's results (RUNS=…)
 	$(HOST) -m scripts.site $(RUNS)
+
+submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=results/… [NAME=…] [NO_HOSTS=1]
+	$(HOST) -m scripts.submission submit $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN)) $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts)
 
 gpu-check:                         ## a bare GPU machine in 8 minutes: no Docker, no network, no venvs (GPU_PYTHON=…)
 	$(GPU_PYTHON) -m scripts.gpu_check --python $$(command -v $(GPU_PYTHON))

@@ -97,9 +97,17 @@ def code_hash(family, variant, parent=None):
              *(ROOT / "docker" / family).rglob("*"), ROOT / variant.requirements]
     if parent is not None:
         paths.append(ROOT / parent.requirements)
+    return files_hash((str(path.relative_to(ROOT)), path.read_bytes()) for path in sorted(
+        {p for p in paths if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}))
+
+
+def files_hash(files):
+    """16 hex digits of a SHA-256 over `files`, (path relative to the repository, content) pairs in the order given:
+    the one code-hash recipe, for an image's code (code_hash) and a community submission's runners/ + shared/
+    (scripts/submission.py, which recomputes it from git at any commit)."""
     digest = hashlib.sha256()
-    for path in sorted({p for p in paths if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}):
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for name, data in files:
+        digest.update(name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()[:16]
 
 

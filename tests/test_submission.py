@@ -1,0 +1,306 @@
+"""Community submissions: a real run folder (the fake runners through scripts.run.execute) is submitted and accepted;
+tampered copies are each rejected with their reason, one check at a time where one edit can isolate it (the digests
+and counts are re-made after the edit, so only the check under test can object); --no-hosts leaves no host name."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from scripts import plan as plans
+from scripts import submission
+from scripts.executors import LocalExecutor, RunSettings
+from scripts.matrix import load
+from scripts.run import execute
+
+RUN_ID = "demo-20261204-101500"
+TEST_HOST = "rosetta-test-host-7"
+NAME = "test-submission"
+WORKFLOW = ROOT / ".github" / "workflows" / "submissions.yml"
+HEAD = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory, synthetic_data):
+    """PyTorch's demo cells run by the fake runners: the GRU cell crashes (failed records the host writes), one
+    ResNet-50 cell is skipped by the pre-flight, the rest are ok with their samples; one log names the host."""
+    if submission.checkout_code_hash() != submission.committed_code_hash(HEAD):
+        pytest.skip("runners/ or shared/ differ from HEAD: a submission is made from committed runner code")
+    plan_file = plans.make(load(), "demo", RUN_ID)
+    cells = tuple(c for c in plan_file.cells if c.cell.framework == "pytorch")
+    plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
+    run_dir = tmp_path_factory.mktemp("run") / RUN_ID
+    plans.write(run_dir / "plan.json", plan_file)
+    skipped = next(c.id for c in cells if c.cell.task == "resnet50")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FAKE_BEHAVIOUR", "gru=crash")
+        mp.setenv("ROSETTA_HOST", TEST_HOST)
+        executor = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
+        execute(plan_file.plan, executor, run_dir, RunSettings(RUN_ID, 1, 60.0, synthetic_data.parent),
+                unfit={skipped: "no kernels for this host's GPUs (a test)"})
+    first_log = sorted((run_dir / "logs").glob("*.log"))[0]
+    first_log.write_text(first_log.read_text() + f"launched on {TEST_HOST} by the test\n")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def submitted(run_folder, tmp_path_factory):
+    return submission.submit(run_folder, NAME, community=tmp_path_factory.mktemp("community"))
+
+
+def records_of(folder):
+    return {p.name: json.loads(p.read_text()) for p in sorted((folder / "cells").glob("*.json"))}
+
+
+def by(folder, status, task=None):
+    """The file name of the first record of `status` (and `task`)."""
+    return next(name for name, r in records_of(folder).items()
+                if r["status"] == status and task in (None, r["cell"]["task"]))
+
+
+def edit_json(path, change):
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def reseal(folder, change_manifest=None):
+    """Re-make the manifest's counts (and `change_manifest`'s edit) and the digests after a test's edit, as a
+    careful forger would: only the check under test is left to object."""
+    manifest = json.loads((folder / submission.MANIFEST).read_text())
+    manifest["cells"] = submission.statuses(submission.check_records(folder)[0])   # of the records that validate
+    if change_manifest:
+        change_manifest(manifest)
+    submission.seal(folder, manifest)
+
+
+@pytest.fixture
+def copy(submitted, tmp_path):
+    return Path(shutil.copytree(submitted, tmp_path / NAME))
+
+
+# ---------------------------------------------------------------- accepted
+
+def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, capsys):
+    plan_ids = {c["id"] for c in json.loads((run_folder / "plan.json").read_text())["cells"]}
+    logs = {f"logs/{p.name}" for p in (run_folder / "logs").iterdir()}   # a cell the pre-flight skipped has none
+    assert set(submission.contents(submitted)) == {"submission.json", "digests.sha256", "plan.json",
+                                                   *(f"cells/{i}.json" for i in plan_ids), *logs}
+    for rel in ("plan.json", *(f"cells/{i}.json" for i in plan_ids)):   # without --no-hosts: byte for byte
+        assert (submitted / rel).read_bytes() == (run_folder / rel).read_bytes()
+    assert submission.findings(submitted) == []
+    manifest = json.loads((submitted / "submission.json").read_text())
+    assert manifest["cells"] == {"ok": len(plan_ids) - 2, "failed": 1, "skipped": 1, "timeout": 0}
+    assert manifest["git_commit"] == HEAD and not manifest["hosts_removed"]
+    assert manifest["code_hash"] == submission.committed_code_hash(manifest["git_commit"])
+    machine = manifest["machine"]
+    assert machine["machine_classes"] and machine["cpu"] and machine["cpu_count"]
+    assert machine["stacks"]["pytorch:cpu"]["framework_version"] == "fake"
+    # the digests are sha256sum's own format
+    assert subprocess.run(["sha256sum", "--check", "--quiet", "digests.sha256"], cwd=submitted).returncode == 0
+    assert submission.main(["check", str(submitted)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 submission(s) checked: 1 accepted, 0 rejected"
+    [(name, folder, summary)] = submission.accepted(submitted.parent)
+    assert (name, folder) == (NAME, submitted)
+    assert summary["cells"] == manifest["cells"] and summary["machine"] == machine
+    assert len(summary["records"]) == len(plan_ids) and len(summary["logs"]) == len(logs)
+
+
+def test_no_hosts_leaves_no_host_name_in_any_file(run_folder, tmp_path):
+    folder = submission.submit(run_folder, no_hosts=True, community=tmp_path)
+    assert re.fullmatch(r"cpu-.+-\d{8}", folder.name)          # MACHINECLASS-DATE
+    assert submission.findings(folder) == []
+    assert json.loads((folder / "submission.json").read_text())["hosts_removed"]
+    assert {r["system"]["host"] for r in records_of(folder).values()} == {submission.HOST_PLACEHOLDER}
+    names = [n for n in submission.host_names(records_of(run_folder)) if n != submission.HOST_PLACEHOLDER]
+    assert TEST_HOST in names
+    pattern = re.compile(r"(?<![A-Za-z0-9_-])(?:" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_-])", re.I)
+    for rel in submission.contents(folder):
+        assert not pattern.search((folder / rel).read_text()), rel
+    assert "launched on host-removed by the test" in "".join(p.read_text() for p in (folder / "logs").iterdir())
+
+
+def test_a_checkout_whose_runner_code_is_not_the_commit_is_refused(run_folder, tmp_path, monkeypatch):
+    monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=ROOT: "0" * 16)
+    with pytest.raises(submission.SubmissionError, match="uncommitted or later changes"):
+        submission.submit(run_folder, community=tmp_path)
+    assert list(tmp_path.iterdir()) == []                       # nothing left behind, staging included
+
+
+def test_the_command_line_submits_or_says_why_not(run_folder, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(submission, "COMMUNITY", tmp_path / "community")
+    assert submission.main(["submit", str(run_folder), "--name", "cli", "--no-hosts"]) == 0
+    assert "accepted by the checker" in capsys.readouterr().out
+    assert submission.main(["check"]) == 0                      # no folder: every submission under COMMUNITY
+    assert capsys.readouterr().out.splitlines()[-1] == "1 submission(s) checked: 1 accepted, 0 rejected"
+    assert submission.main(["submit", str(tmp_path)]) == 2
+    assert "is not a run folder (it needs plan.json and cells/)" in capsys.readouterr().err
+
+
+def test_an_existing_name_or_an_unsafe_one_is_refused(run_folder, submitted):
+    with pytest.raises(submission.SubmissionError, match="exists"):
+        submission.submit(run_folder, NAME, community=submitted.parent)
+    with pytest.raises(submission.SubmissionError, match="--name"):
+        submission.submit(run_folder, "../escape", community=submitted.parent)
+
+
+# ---------------------------------------------------------------- rejected, each with its reason
+
+def edited_value(folder):
+    edit_json(folder / "cells" / by(folder, "ok", "cnn"), lambda r: r["metrics"].update(train_seconds=0.5))
+    return [f"cells/{by(folder, 'ok', 'cnn')}: edited after submit"]
+
+
+def removed_log(folder):
+    log = sorted((folder / "logs").iterdir())[0]
+    log.unlink()
+    return [f"logs/{log.name}: listed in digests.sha256 but missing: removed after submit"]
+
+
+def added_log(folder):
+    (folder / "logs" / "extra.log").write_text("a better number\n")
+    return ["logs/extra.log: not in digests.sha256: added after submit"]
+
+
+def removed_record(folder):
+    name = by(folder, "failed")
+    (folder / "cells" / name).unlink()
+    reseal(folder)
+    return [f"cells/{name}: missing: the plan holds this cell"]
+
+
+def schema_breach(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["cell"].update(precision="fp64"))
+    reseal(folder)
+    return [f"cells/{name}: fails validation: cell/precision"]
+
+
+def no_samples(folder):
+    name = by(folder, "ok", "densenet121")
+    edit_json(folder / "cells" / name, lambda r: r["timing"].pop("values"))
+    reseal(folder)
+    return [f"cells/{name}: status ok without samples"]
+
+
+def short_training_at_full_scale(folder):
+    name = by(folder, "ok", "densenet121")
+    edit_json(folder / "cells" / name, lambda r: (r["timing"].update(values=[], repeats=0), r["cell"].update(
+        scale="full"), r["metrics"].update(epoch_seconds=[1.5])))
+    reseal(folder)
+    return [f"cells/{name}: status ok without samples"]
+
+
+def test_a_demo_training_cell_too_short_for_a_window_is_timed_by_its_epoch(copy):
+    """A demo DenseNet's two steps fill no timing window: its record says so (repeats 0) and it is accepted, as verify
+    takes it (one value); at full scale the same record is rejected (short_training_at_full_scale)."""
+    edit_json(copy / "cells" / by(copy, "ok", "densenet121"),
+              lambda r: (r["timing"].update(values=[], repeats=0), r["metrics"].update(epoch_seconds=[1.5])))
+    reseal(copy)
+    assert submission.findings(copy) == []
+
+
+def forged_median(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["timing"].update(median=1.0))
+    reseal(folder)
+    return [f"cells/{name}: timing.median 1 is not the median of its samples"]
+
+
+def failed_as_ok(folder):
+    name = by(folder, "failed")
+    edit_json(folder / "cells" / name, lambda r: r.update(status="ok"))
+    reseal(folder)
+    return [f"cells/{name}: status ok but it gives a failure reason",
+            f"cells/{name}: status ok without its time metric",
+            f"cells/{name}: status ok without a system description",
+            f"cells/{name}: status ok without samples"]
+
+
+def skip_without_reason(folder):
+    name = by(folder, "skipped")
+    edit_json(folder / "cells" / name, lambda r: r.update(reason=None))
+    reseal(folder)
+    return [f"cells/{name}: status skipped without a reason"]
+
+
+def unknown_code_hash(folder):
+    reseal(folder, lambda m: m.update(code_hash="0123456789abcdef"))
+    return ["submission.json: code_hash 0123456789abcdef is not the hash of runners/ and shared/ at commit"]
+
+
+def unknown_commit(folder):
+    reseal(folder, lambda m: m.update(git_commit="f" * 40))
+    return [f"submission.json: git_commit {'f' * 40} is not a commit of this repository"]
+
+
+def missing_machine_field(folder):
+    reseal(folder, lambda m: m["machine"].pop("cpu"))
+    return ["submission.json: machine.cpu is missing (the machine description must be complete)",
+            "submission.json: machine.cpu is None, the records say"]
+
+
+def miscounted(folder):
+    reseal(folder, lambda m: m["cells"].update(failed=0))
+    return ["submission.json: cells {'failed': 0, 'ok': "]
+
+
+@pytest.mark.parametrize("tamper", [edited_value, removed_log, added_log, removed_record, schema_breach, no_samples,
+                                    short_training_at_full_scale, forged_median, failed_as_ok, skip_without_reason,
+                                    unknown_code_hash, unknown_commit, missing_machine_field, miscounted])
+def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
+    expected = [f"{NAME}/{line}" for line in tamper(copy)]
+    found = submission.findings(copy)
+    assert len(found) == len(expected), "\n".join(found)
+    for want, got in zip(expected, found):
+        assert got.startswith(want), "\n".join(found)
+    assert submission.accepted(copy.parent) == []
+    assert submission.main(["check", str(copy)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:len(found)] == [f"ERROR {line}" for line in found]
+    assert out[-2:] == [f"{NAME}: REJECTED, {len(found)} finding(s)", "1 submission(s) checked: 0 accepted, 1 rejected"]
+
+
+def test_a_commit_off_the_named_branch_is_rejected(submitted):
+    """CI's --ancestor-of: the submission's commit must be on the base branch (HEAD~1 is an ancestor of nothing
+    newer than itself, so HEAD is not on it)."""
+    assert submission.findings(submitted, ancestor_of="HEAD") == []
+    [finding] = submission.findings(submitted, ancestor_of="HEAD~1")
+    assert finding.endswith("is not on HEAD~1")
+
+
+def test_a_folder_of_garbage_is_rejected_not_crashed_on(tmp_path):
+    folder = tmp_path / "junk"
+    (folder / "cells").mkdir(parents=True)
+    (folder / "cells" / "x.json").write_text("{not json")
+    (folder / "submission.json").write_text("[]")
+    found = submission.findings(folder)
+    assert any("digests.sha256: missing" in line for line in found)
+    assert any("cells/x.json: fails validation" in line for line in found)
+    assert any("submission.json: (the file): [] is not of type 'object'" in line for line in found)
+    assert any("plan.json:" in line for line in found)
+
+
+# ---------------------------------------------------------------- CI and make
+
+def test_the_workflow_checks_every_pull_request_touching_submissions():
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    on = doc.pop(True, doc.get("on"))
+    assert on["pull_request"]["paths"] == ["results/community/**"]
+    assert doc["permissions"] == {"contents": "read"}
+    steps = doc["jobs"]["check"]["steps"]
+    checkout = steps[0]
+    assert checkout["with"]["fetch-depth"] == 0 and checkout["with"]["persist-credentials"] is False
+    assert any("-m scripts.submission check" in step.get("run", "") and "--ancestor-of" in step.get("run", "")
+               for step in steps)
+
+
+def test_make_submit_calls_the_script():
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"^submit:.*\n\t\$\(HOST\) -m scripts\.submission submit ", make, re.M)
