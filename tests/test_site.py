@@ -54,6 +54,13 @@ def run_folders(tmp_path_factory):
     first = root / "demo-20261204-100000"
     subprocess.run([sys.executable, str(ROOT / "tests" / "fake_run.py"), str(first), str(data)], check=True,
                    timeout=300)
+    from dataclasses import replace
+    from scripts import plan as plans
+    from scripts.matrix import load
+    plan_file = plans.make(load(), "demo", first.name)     # the plan fake_run ran: PyTorch's demo cells
+    cells = tuple(c for c in plan_file.cells if c.cell.framework == "pytorch")
+    plans.write(first / "plan.json", replace(plan_file, cells=cells,
+                                             plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells))))
     second = root / "demo-20261204-110000"
     shutil.copytree(first, second)
     for path in (second / "cells").glob("*.json"):
@@ -93,6 +100,22 @@ def test_results_of_two_machine_classes_are_two_columns_with_their_records(built
     record = re.search(r'href="(records/run/demo-20261204-110000/[^"]+\.json)"', group).group(1)
     assert json.loads((out / record).read_text())["system"]["machine_class"] == "cpu:other-cpu:avx2:8c"
     assert re.search(r'href="logs/run/demo-20261204-100000/[^"]+\.log"', group)
+
+
+def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(run_folders, tmp_path, monkeypatch):
+    from scripts import submission
+    if submission.checkout_code_hash() != submission.committed_code_hash("HEAD"):
+        pytest.skip("runners/ or shared/ differ from HEAD: a submission is made from committed runner code")
+    community = tmp_path / "community"
+    submission.submit(run_folders[0], "someone-cpu", community=community)
+    tampered = Path(shutil.copytree(community / "someone-cpu", community / "tampered"))
+    record = next((tampered / "cells").glob("*.json"))
+    record.write_text(record.read_text().replace('"ok"', '"okay"', 1))
+    monkeypatch.setattr(site, "COMMUNITY", community)
+    out = tmp_path / "site"
+    site.build(out)
+    assert "someone-cpu" in (out / "index.html").read_text() and "tampered" not in (out / "index.html").read_text()
+    assert "community/someone-cpu" in (out / "results-cnn.html").read_text()
 
 
 def test_make_site_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
