@@ -49,8 +49,10 @@ weights: $(HOST_ENV)               ## only the ImageNet weights (ResNet-50, Dens
 images: $(HOST_ENV)                ## the images a profile needs (PROFILE=full), or FRAMEWORK=… VARIANT=…
 	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT))
 
+# PULL=ghcr.io/OWNER/ pulls the published images of that choice instead (DIGESTS=images.json pins them, FRAMEWORK=…)
 setup: $(HOST_ENV)                 ## write .env: plain `docker compose` on GPU images where Docker can (DEVICE=cpu|gpu)
-	$(HOST) -m scripts.setup $(if $(DEVICE),--$(DEVICE))
+	$(HOST) -m scripts.setup $(if $(DEVICE),--$(DEVICE)) $(if $(PULL),--pull $(PULL)) \
+	  $(if $(DIGESTS),--digests $(DIGESTS)) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
 
 report: $(HOST_ENV)                ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
 	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN))

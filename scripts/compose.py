@@ -216,9 +216,12 @@ class ComposeExecutor:
         env = {**os.environ, **self.env, "ROSETTA_VARIANT": cell.variant, "ROSETTA_DATA": str(run.data_root),
                "ROSETTA_RESULTS": str(own_folder(out)), "ROSETTA_GPU_IDS": ",".join(devices),
                "ROSETTA_CPUS": cpus, "ROSETTA_MEMORY": memory,
-               "COMPOSE_DOCKER_CLI_BUILD": "1", "DOCKER_BUILDKIT": "1"}
+               "COMPOSE_DOCKER_CLI_BUILD": "1", "DOCKER_BUILDKIT": "1",
+               "ROSETTA_REGISTRY": ""}     # the local rosetta/… names for_plan checked, whatever .env prefixes
+        # --no-deps: the run prepared its data before any cell, and parallel cells must not race to restart the
+        # family's twins service (compose.yaml), which only `docker compose run` by hand needs.
         files = [arg for f in self.files for arg in ("-f", str(self.root / f))]
-        argv = [*self.compose, *files, "run", "--rm", "--name", container_name(run.run_id, cell.id),
+        argv = [*self.compose, *files, "run", "--rm", "--no-deps", "--name", container_name(run.run_id, cell.id),
                 f"{cell.framework}-{cell.task}", *runner_args(cell, inside, run, "/data")]
         return argv, env
 

@@ -1,13 +1,20 @@
 """Build the runner images a profile needs: one per framework family × variant, tagged rosetta/FAMILY:VARIANT.
 
     python -m scripts.images --profile full                      # every image of the profile
-    python -m scripts.images --framework pytorch --variant cpu   # one image
+    python -m scripts.images --framework pytorch --variant cpu   # one image (--variant gpu: the default GPU one)
+    python -m scripts.images --profile full --list               # one job per image, JSON (workflows/images.yml)
+    python -m scripts.images --framework pytorch --variant cpu --push ghcr.io/OWNER/   # publish a built image
 
 Each build first fills a host wheelhouse (.wheelhouse/FAMILY-REQUIREMENTS) with the variant's pinned requirements for the
 image's Python and glibc, then installs from it with no network (scripts/wheelhouse.py says why). Every image is then
 asked what it carries (`IMAGE --inspect`: CUDA, cuDNN, GPU architectures) and refused if that differs from what
 matrix.yaml declares, because the pre-flight decides from the declaration which GPUs a cell may run on. A family's
 first GPU variant is also tagged rosetta/FAMILY:gpu, the image `make setup` points Compose at on a GPU host.
+
+--push REGISTRY publishes an image built here that holds this checkout's code: it adds its `--inspect` report as a
+label (org.rosetta.inspect; the code hash is already one), pushes it as REGISTRYrosetta/FAMILY:VARIANT and
+…:VARIANT-CODEHASH (the name `make setup PULL=REGISTRY` pulls for a checkout of that code; the gpu alias likewise),
+and prints {image: digest}; with --github-output it also appends name= and digest= for the provenance step.
 """
 import argparse
 import json
@@ -80,6 +87,8 @@ def wanted(matrix, profile, framework, variant):
         if framework not in matrix.frameworks:
             raise MatrixError(f"unknown framework {framework!r}; declared: {', '.join(matrix.frameworks)}")
         fw = matrix.frameworks[framework]
+        if variant == "gpu" and "gpu" not in fw.variants:     # the alias rosetta/FAMILY:gpu names
+            variant = default_gpu_variant(matrix, fw.family)
         names = [variant] if variant else list(fw.variants)
         unknown = [n for n in names if n not in fw.variants]
         if unknown:
@@ -191,6 +200,52 @@ def build(docker, family, variant, gpu_alias=False, parent=None):
           f"{f'; also tagged rosetta/{family}:gpu' if gpu_alias else ''}", flush=True)
 
 
+INSPECT_LABEL = "org.rosetta.inspect"
+
+
+def jobs(matrix, pairs):
+    """One job per image, for a GitHub matrix: [{"framework", "variant", "image"}], named by a framework id that
+    `--framework` knows (a child's job builds its parent first too, from the runner's Docker cache where it can)."""
+    framework_of = {fw.family: fid for fid, fw in reversed(matrix.frameworks.items())}
+    return [{"framework": framework_of[family], "variant": v.name, "image": v.image(family)} for family, v in pairs]
+
+
+def repo_digest(docker, name):
+    """The registry digest (sha256:…) the engine knows for `name` (REGISTRY/rosetta/FAMILY:TAG) after a push."""
+    out = quiet([docker, "image", "inspect", "-f", "{{json .RepoDigests}}", name])
+    repository = name.rsplit(":", 1)[0]
+    for entry in json.loads(out.stdout or "[]") if out.returncode == 0 else []:
+        found, _, digest = entry.partition("@")
+        if found == repository and digest.startswith("sha256:"):
+            return digest
+    raise ExecutorError(f"{name}: the engine knows no registry digest for it")
+
+
+def publish(docker, family, variant, registry, parent=None, gpu_alias=False):
+    """Push the local image of `variant` under `registry`; returns (repository, digest). Refuses an image that holds
+    other code than this checkout, which its code-hash tag would then misname."""
+    local, expected = variant.image(family), code_hash(family, variant, parent)
+    label = image_code_hash(docker, local)
+    if label != expected:
+        raise ExecutorError(f"{local} holds code {label or 'of no known hash'}, this checkout's is {expected}: "
+                            f"build it first (`python -m scripts.images --framework … --variant {variant.name}`)")
+    report = json.dumps(inspect(docker, local), sort_keys=True, separators=(",", ":"))
+    repository = f"{registry}rosetta/{family}"
+    names = [f"{repository}:{variant.name}", f"{repository}:{variant.name}-{expected}"]
+    if gpu_alias:
+        names = list(dict.fromkeys([*names, f"{repository}:gpu", f"{repository}:gpu-{expected}"]))
+    # The report as a label: a build of one FROM line changes only the image's configuration, no layer.
+    labelled = subprocess.run([docker, "build", "--label", f"{INSPECT_LABEL}={report}",
+                               *(arg for name in names for arg in ("-t", name)), "-"],
+                              input=f"FROM {local}\n", text=True, capture_output=True)
+    if labelled.returncode:
+        raise ExecutorError(f"could not label {local} with its report: {labelled.stderr.strip()[-500:]}")
+    for name in names:
+        if subprocess.run([docker, "push", name]).returncode:
+            raise ExecutorError(f"docker push {name} failed (its output is above; `docker login` to the registry?)")
+    return repository, repo_digest(docker, names[0])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.images", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="full")
@@ -198,12 +253,30 @@ def main(argv=None):
     ap.add_argument("--variant")
     ap.add_argument("--if-stale", action="store_true",
                     help="build only images that are missing or hold other code than this checkout (their label)")
+    ap.add_argument("--and-cpu", action="store_true", help="every family's cpu image too")
+    ap.add_argument("--list", action="store_true", help="print the images to build as JSON jobs; build nothing")
+    ap.add_argument("--push", metavar="REGISTRY", help="push the built image(s) as REGISTRYrosetta/FAMILY:… "
+                    "(e.g. ghcr.io/OWNER/), with the --inspect report as a label")
+    ap.add_argument("--github-output", type=Path, help="append the --list jobs (images=) or the pushed name= and "
+                    "digest= to this file (GitHub's $GITHUB_OUTPUT)")
     args = ap.parse_args(argv)
     try:
         matrix = load()
         pairs = wanted(matrix, args.profile, args.framework, args.variant)
+        if args.and_cpu:    # what `docker compose run` uses on a host without a GPU: each family's cpu image
+            pairs = list(dict.fromkeys([*pairs, *((fw.family, fw.variants["cpu"]) for fw in
+                                                  matrix.frameworks.values() if "cpu" in fw.variants)]))
+        if args.list:
+            listed = json.dumps(jobs(matrix, pairs))
+            print(listed)
+            if args.github_output:
+                with args.github_output.open("a") as out:
+                    out.write(f"images={listed}\n")
+            return 0
         docker = docker_cli()
         check_engine(docker)
+        if args.push:   # the image asked for, not the parent `wanted` adds before it (its own job pushes that)
+            return push(docker, matrix, pairs[-1:] if args.variant else pairs, args.push, args.github_output)
         for family, variant in pairs:
             parent = parent_of(matrix, family, variant)
             if args.if_stale and image_code_hash(docker, variant.image(family)) == code_hash(family, variant, parent):
@@ -214,6 +287,20 @@ def main(argv=None):
     except (MatrixError, ExecutorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def push(docker, matrix, pairs, registry, github_output=None):
+    """Publish the images of `pairs`; print {image: digest} as JSON."""
+    digests = {}
+    for family, variant in pairs:
+        repository, digests[variant.image(family)] = publish(
+            docker, family, variant, registry, parent_of(matrix, family, variant),
+            gpu_alias=variant.name == default_gpu_variant(matrix, family))
+        if github_output:
+            with github_output.open("a") as out:
+                out.write(f"name={repository}\ndigest={digests[variant.image(family)]}\n")
+    print(json.dumps(digests, indent=1, sort_keys=True))
     return 0
 
 

@@ -2,21 +2,35 @@
 
     python -m scripts.setup            # decide from the Docker engine and nvidia-smi (make setup)
     python -m scripts.setup --gpu      # force a choice, --cpu or --gpu (make setup DEVICE=gpu)
+    python -m scripts.setup --pull ghcr.io/OWNER/ [--digests images.json] [--framework pytorch …]
+                                       # and pull the published images of that choice (make setup PULL=…)
 
 A host runs GPU containers when its Docker engine knows the NVIDIA runtime (or has CDI specs for nvidia) and
 `nvidia-smi -L` lists a GPU: then .env adds compose.gpu.yaml (the reservation) and selects the `gpu` image of every
 family; elsewhere it selects the CPU images. Only the keys in `settings` are replaced, in a block under a comment that
 says `make setup` wrote it; every other line of .env stays. The orchestrator (scripts/compose.py) passes its files and
 variables explicitly, so .env changes only compose commands typed by hand.
+
+Then it names the images that choice uses and are not on this host, with the two ways to get them: build
+(`make images FRAMEWORK=… VARIANT=…`) or pull. --pull REGISTRY pulls each family's image of the choice as published
+by .github/workflows/images.yml: by digest where one is known (--digests, the workflow's images.json artifact:
+{"rosetta/FAMILY:VARIANT": "sha256:…"}), else by the tag that names this checkout's code (VARIANT-CODEHASH); refuses
+one whose code-hash label is not this checkout's; tags it REGISTRYrosetta/FAMILY:VARIANT and rosetta/FAMILY:VARIANT
+(the names Compose and the orchestrator look for, so neither pulls by a mutable tag), and writes
+ROSETTA_REGISTRY=REGISTRY to .env.
 """
 import argparse
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.compose import ExecutorError, cdi_has_nvidia, cell_limits, check_engine, docker_cli, quiet
-from scripts.matrix import ROOT
+from scripts.compose import (ExecutorError, cdi_has_nvidia, cell_limits, check_engine, code_hash, docker_cli,
+                             image_code_hash, missing_images, quiet)
+from scripts.images import default_gpu_variant, parent_of
+from scripts.k8s import K8sError, read_digests
+from scripts.matrix import ROOT, MatrixError, load
 
 MARK = "# written by `make setup` (python -m scripts.setup); rerun it after changing Docker or the driver"
 
@@ -58,6 +72,58 @@ def settings(gpu):
             "ROSETTA_CPUS": cpus, "ROSETTA_MEMORY": memory}
 
 
+def choice_images(matrix, gpu, frameworks=()):
+    """{local image: (framework id, code hash, the variant's own image)} that .env's choice runs: each family's cpu
+    image, or its gpu alias (the family's default GPU variant); only the families of `frameworks` where given."""
+    images = {}
+    for fid, fw in matrix.frameworks.items():
+        if frameworks and fid not in frameworks:
+            continue
+        name = default_gpu_variant(matrix, fw.family) if gpu else "cpu"
+        if name in fw.variants:
+            variant = fw.variants[name]
+            tag = f"rosetta/{fw.family}:{'gpu' if gpu else 'cpu'}"
+            images.setdefault(tag, (fid, code_hash(fw.family, variant, parent_of(matrix, fw.family, variant)),
+                                    variant.image(fw.family)))
+    return images
+
+
+def pull(docker, registry, images, digests):
+    """Pull each of `images` (choice_images) from `registry`, check and tag it (see the module's docstring)."""
+    for local, (_, expected, own) in images.items():
+        repository, tag = f"{registry}{local}".rsplit(":", 1)
+        source = f"{repository}@{digests[own]}" if own in digests else f"{repository}:{tag}-{expected}"
+        print(f"pulling {source}", flush=True)
+        if subprocess.run([docker, "pull", source]).returncode:
+            raise ExecutorError(f"docker pull {source} failed (its output is above): is this checkout's code "
+                                f"published (a release tag built by .github/workflows/images.yml)? Else build: "
+                                f"`make images FRAMEWORK={images[local][0]} VARIANT={tag}`")
+        label = image_code_hash(docker, source)
+        if label != expected:
+            raise ExecutorError(f"{source} holds code {label or 'of no known hash'}, this checkout's is {expected}: "
+                                f"its records would claim code it does not run. Check out the release it was built "
+                                f"from, or build: `make images FRAMEWORK={images[local][0]} VARIANT={tag}`")
+        for name in (f"{repository}:{tag}", local):
+            subprocess.run([docker, "tag", source, name], check=True)
+        print(f"{local}: {source} (code {expected})")
+
+
+def offer(images):
+    """Say which images of the choice are missing here, and how to build or pull them (nothing without an engine:
+    the choice's own line says so)."""
+    try:
+        docker = docker_cli()
+        check_engine(docker)
+    except ExecutorError:
+        return
+    missing = missing_images(docker, images)
+    if missing:
+        builds = "; ".join(f"`make images FRAMEWORK={images[image][0]} VARIANT={image.split(':')[1]}`"
+                           for image in missing)
+        print(f"not on this host: {', '.join(missing)}. Build them ({builds}: 1–4 min and 1–8 GB each), or pull "
+              f"the published ones: `make setup PULL=ghcr.io/OWNER/` (README, GPU host)")
+
+
 def merged(text, values):
     """The .env `text` without our mark and our keys' lines, then our block at the end; a rerun changes nothing."""
     kept = [line for line in text.splitlines()
@@ -73,6 +139,10 @@ def main(argv=None):
     force.add_argument("--cpu", action="store_true", help="CPU images, whatever the host has")
     force.add_argument("--gpu", action="store_true", help="GPU images and reservation, whatever the host has")
     ap.add_argument("--env-file", type=Path, default=ROOT / ".env")
+    ap.add_argument("--pull", metavar="REGISTRY", help="pull the published images of the choice from REGISTRY "
+                    "(e.g. ghcr.io/OWNER/, ending in /) instead of building them")
+    ap.add_argument("--digests", type=Path, help='JSON {"rosetta/FAMILY:VARIANT": "sha256:…"}: pull those by digest')
+    ap.add_argument("--framework", action="append", default=[], help="pull only these frameworks' images")
     args = ap.parse_args(argv)
     choice = Choice(False, "--cpu") if args.cpu else detect()
     if args.gpu and not choice.gpu:
@@ -81,10 +151,27 @@ def main(argv=None):
         choice = Choice(True, "--gpu")
     print(f"{choice.reason}: {'GPU' if choice.gpu else 'CPU'} images" + (f" ({choice.hint})" if choice.hint else ""))
     values = settings(choice.gpu)
+    try:
+        matrix = load()
+        images = choice_images(matrix, choice.gpu, args.framework)
+        if args.pull:
+            if not args.pull.endswith("/"):
+                raise ExecutorError(f"--pull {args.pull}: a registry prefix ends in / (e.g. ghcr.io/OWNER/)")
+            known = {v.image(fw.family) for fw in matrix.frameworks.values() for v in fw.variants.values()}
+            digests = read_digests(args.digests, known) if args.digests else {}
+            pull(docker_cli(), args.pull, images, digests)
+            values["ROSETTA_REGISTRY"] = args.pull
+        else:
+            offer(images)
+    except (ExecutorError, K8sError, MatrixError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     old = args.env_file.read_text() if args.env_file.exists() else ""
     args.env_file.write_text(merged(old, values))
     print(f"wrote {args.env_file}: " + " ".join(f"{k}={v}" for k, v in values.items()))
-    (ROOT / "results" / "compose").mkdir(parents=True, exist_ok=True)   # the services' results folder, yours
+    # The services' results folder and the data folder, yours: where either is missing, Docker creates it as root.
+    for folder in (ROOT / "results" / "compose", ROOT / "data" / "synthetic"):
+        folder.mkdir(parents=True, exist_ok=True)
     return 0
 
 

@@ -16,7 +16,9 @@ from scripts.run import execute
 from shared.record import read_record
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
-BENCHMARK_SERVICES = {name: s for name, s in COMPOSE["services"].items() if name != "data"}
+TWINS_SERVICES = {name: s for name, s in COMPOSE["services"].items() if name.startswith("twins-")}
+BENCHMARK_SERVICES = {name: s for name, s in COMPOSE["services"].items()
+                      if name != "data" and name not in TWINS_SERVICES}
 
 
 def test_compose_services_and_matrix_agree_both_ways():
@@ -27,7 +29,14 @@ def test_compose_services_and_matrix_agree_both_ways():
         framework, task = service["command"]
         assert name == f"{framework}-{task}"
         family = matrix.frameworks[framework].family
-        assert service["image"] == f"rosetta/{family}:${{ROSETTA_VARIANT:-cpu}}"
+        assert service["image"] == f"${{ROSETTA_REGISTRY:-}}rosetta/{family}:${{ROSETTA_VARIANT:-cpu}}"
+        # the synthetic twins first, in the same image, and the build that only names a missing image
+        assert service["depends_on"] == {f"twins-{family}": {"condition": "service_completed_successfully"}}
+        assert TWINS_SERVICES[f"twins-{family}"]["image"] == service["image"]
+        assert service["pull_policy"] == "never" and service["build"]["context"] == "docker/not-built"
+        assert service["build"]["args"]["FAMILY"] == family
+        assert matrix.frameworks[service["build"]["args"]["FRAMEWORK"]].family == family   # a `make images` id
+    assert {next(iter(s["depends_on"])) for s in BENCHMARK_SERVICES.values()} == set(TWINS_SERVICES)
 
 
 def test_benchmark_services_are_offline_with_read_only_data():
@@ -38,6 +47,9 @@ def test_benchmark_services_are_offline_with_read_only_data():
         assert service["environment"]["ROSETTA_OUT_DIR"] == "/results"
     gpu = yaml.safe_load((ROOT / "compose.gpu.yaml").read_text())
     assert set(gpu["services"]) == set(BENCHMARK_SERVICES)
+    for service in TWINS_SERVICES.values():    # the one writable /data a benchmark waits for: no network, no results
+        assert service["network_mode"] == "none" and service["volumes"] == ["${ROSETTA_DATA:-./data}:/data"]
+        assert service["command"] == ["${ROSETTA_DATASET:-synthetic}"] and "depends_on" not in service
 
 
 def compose_command():
@@ -66,7 +78,7 @@ def test_cell_command_translates_paths_and_gpus(tmp_path):
     cell = Cell("pytorch", "densenet121", "cu130", "bf16", 2, "gpu", "real", "full")
     out = tmp_path / "results" / "full-1" / "cells" / f"{cell.id}.json"
     argv, env = executor.command(cell, out, RunSettings("full-1", 5, 60.0, tmp_path / "data"), ("0", "1"))
-    assert argv[argv.index("run"):argv.index("run") + 5] == ["run", "--rm", "--name",
+    assert argv[argv.index("run"):argv.index("run") + 6] == ["run", "--rm", "--no-deps", "--name",
                                                               "rosetta-full-1-" + cell.id, "pytorch-densenet121"]
     args = argv[argv.index("pytorch-densenet121") + 1:]
     assert args[:2] == ["pytorch", "densenet121"]
@@ -75,6 +87,7 @@ def test_cell_command_translates_paths_and_gpus(tmp_path):
     assert env["ROSETTA_GPU_IDS"] == "0,1" and env["ROSETTA_VARIANT"] == "cu130"
     assert env["ROSETTA_RESULTS"] == str(out.parent / f".{cell.id}")    # the cell's own folder, not the run's
     assert env["ROSETTA_DATA"] == str(tmp_path / "data")
+    assert env["ROSETTA_REGISTRY"] == ""    # the local names for_plan checked, whatever .env says
 
 
 def test_each_cell_gets_its_share_of_the_host(tmp_path, monkeypatch):
@@ -264,3 +277,83 @@ def test_an_image_built_before_a_runner_change_is_refused(tmp_path, monkeypatch)
     changed = compose.code_hash("pytorch", cpu)
     (tmp_path / "runners" / "pytorch" / "__pycache__" / "x.pyc").write_bytes(b"compiled")
     assert compose.code_hash("pytorch", cpu) == changed                 # byte code is not code
+
+
+# ---------------------------------------------------------------- `docker compose run SERVICE` by hand, on first use
+
+@pytest.mark.parametrize("registry", ["", "ghcr.io/owner/"])
+def test_compose_config_names_images_with_and_without_a_registry(registry):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ROSETTA_", "COMPOSE_"))}
+    env.update({"ROSETTA_VARIANT": "cu130", **({"ROSETTA_REGISTRY": registry} if registry else {})})
+    out = subprocess.run([*compose_command(), "-f", "compose.yaml", "config"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    services = yaml.safe_load(out)["services"]
+    assert services["pytorch-cnn"]["image"] == f"{registry}rosetta/pytorch:cu130"
+    assert services["twins-pytorch"]["image"] == f"{registry}rosetta/pytorch:cu130"
+    assert services["keras-jax-gru"]["image"] == f"{registry}rosetta/keras:cu130"
+    assert services["pytorch-cnn"]["build"]["args"] == {"FAMILY": "pytorch", "FRAMEWORK": "pytorch",
+                                                        "VARIANT": "cu130", "REGISTRY": registry}
+
+
+def project_env(data, results, **more):
+    """A by-hand run: the CPU path whatever a developer's `make setup` put in .env (shell variables win over it)."""
+    return {**os.environ, "ROSETTA_DATA": str(data), "ROSETTA_RESULTS": str(results),
+            "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()), "COMPOSE_FILE": "compose.yaml",
+            "ROSETTA_VARIANT": "cpu", "ROSETTA_DEVICE": "cpu", "ROSETTA_REGISTRY": "", "ROSETTA_CPUS": "2",
+            "ROSETTA_MEMORY": "6g", **more}
+
+
+@pytest.fixture
+def by_hand(tmp_path):
+    """The compose command under a project name of its own, taken down afterwards (the twins' container stays
+    after a `run --rm` until then)."""
+    try:
+        compose.check_engine(compose.docker_cli())
+    except ExecutorError as e:
+        pytest.fail(str(e)) if IN_CI else pytest.skip(str(e))
+    command = [*compose_command(), "-p", f"rosetta-test-{os.getpid()}-{tmp_path.name}".lower()[:60]]
+    yield command
+    subprocess.run([*command, "down", "--volumes"], cwd=ROOT, capture_output=True, timeout=120)
+
+
+@pytest.mark.docker
+def test_an_image_that_is_not_built_is_named_with_the_command_that_builds_it(by_hand, tmp_path):
+    """No pull from Docker Hub (whose rosetta/… is not ours): the image, its variant, and `make images`."""
+    (tmp_path / "data").mkdir()
+    env = project_env(tmp_path / "data", tmp_path, ROSETTA_VARIANT="cu999")
+    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "rosetta/pytorch:cu999 is not on this host" in said, said[-3000:]
+    assert "`make images FRAMEWORK=pytorch VARIANT=cu999`" in said and "make setup PULL=" in said
+    assert "Pulling" not in said and "registry-1.docker.io" not in said and "pull access denied" not in said
+    assert not (tmp_path / "data" / "synthetic").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_first_use_prepares_the_synthetic_twins_and_ends_ok(by_hand, tmp_path):
+    """A fresh data folder: the family's twins service makes the data (writable /data, no network), then the cell
+    runs on it with /data read-only; a second run finds it ready. Real data is never fetched on the way."""
+    if compose.missing_images(compose.docker_cli(), ["rosetta/pytorch:cpu"]):
+        message = "rosetta/pytorch:cpu is not built: `make images FRAMEWORK=pytorch VARIANT=cpu`"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    data, results = tmp_path / "data", tmp_path / "results"
+    data.mkdir()
+    results.mkdir()
+    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=project_env(data, results),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "] ok:" in proc.stdout
+    record = read_record(results / "pytorch-cnn.json")
+    assert record["status"] == "ok" and record["cell"]["data"] == "synthetic"
+    assert {p.name for p in (data / "synthetic").iterdir()} == {"cifar10", "imdb", "chestxray14"}
+    manifest = (data / "synthetic" / "cifar10" / "manifest.json").stat().st_mtime_ns
+    # asked for real data that is absent: the twins service does nothing, the cell says what to do
+    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, capture_output=True, text=True,
+                          env=project_env(data, results, ROSETTA_DATASET="real"), timeout=600)
+    assert proc.returncode != 0
+    assert "not prepared under /data/real" in proc.stdout + proc.stderr and "make data" in proc.stdout + proc.stderr
+    assert not (data / "real").exists()
+    assert (data / "synthetic" / "cifar10" / "manifest.json").stat().st_mtime_ns == manifest   # made once

@@ -21,6 +21,7 @@ from scripts.matrix import load
 WORKFLOWS = ROOT / ".github" / "workflows"
 MATRIX_YML = WORKFLOWS / "matrix.yml"
 CELLS_YML = WORKFLOWS / "cells.yml"
+IMAGES_YML = WORKFLOWS / "images.yml"
 DEFAULT_LABELS = {"self-hosted", "linux"}   # GitHub gives every self-hosted Linux runner these (and its arch)
 
 
@@ -84,6 +85,7 @@ def test_workflows_match_githubs_workflow_schema():
     ("matrix.yml", "runs-on: [self-hosted, linux, rosetta, cpu]", "runs-on: [self-hosted, linux, rosetta, gpu-h900]",
      'label "gpu-h900" is unknown'),
     ("cells.yml", "timeout-minutes:", "timeout-minute:", 'unexpected key "timeout-minute"'),
+    ("images.yml", "steps.push.outputs.digest", "steps.pushed.outputs.digest", 'property "pushed" is not defined'),
 ])
 def test_actionlint_catches_an_undeclared_label_and_a_misspelled_key(tmp_path, file, old, new, finding):
     """The check above can fail: a broken copy of the workflows is refused, with the reason."""
@@ -217,3 +219,42 @@ def test_cell_jobs_outlast_every_profiles_cell_timeout():
     uploads = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
     assert len(uploads) == 1 and uploads[0]["if"] == "always()"
     assert re.fullmatch(r"record-\$\{\{ matrix\.id \}\}.*", uploads[0]["with"]["name"])
+
+
+# ---------------------------------------------------------------- images.yml: the published images
+
+def test_images_workflow_publishes_on_tags_with_least_privilege():
+    doc = workflow(IMAGES_YML)
+    assert doc["on"] == {"push": {"tags": ["v*"]}} and doc["permissions"] == {}
+    jobs = doc["jobs"]
+    writers = {name for name, job in jobs.items() if set(job["permissions"].values()) - {"read"}}
+    assert writers == {"image"}                    # only the job that pushes may write, and only there
+    assert jobs["image"]["permissions"] == {"contents": "read", "packages": "write", "id-token": "write",
+                                            "attestations": "write"}
+    assert jobs["image"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.list.outputs.images) }}"
+    steps = jobs["image"]["steps"]
+    push = next(step for step in steps if step.get("id") == "push")
+    assert "--push" in push["run"] and "$GITHUB_OUTPUT" in push["run"]
+    attest = next(step for step in steps if step.get("uses", "").startswith("actions/attest-build-provenance@"))
+    assert attest["with"] == {"subject-name": "${{ steps.push.outputs.name }}",
+                              "subject-digest": "${{ steps.push.outputs.digest }}", "push-to-registry": True}
+    assert steps.index(push) < steps.index(attest)
+
+
+def test_images_workflow_lists_every_full_profile_image_and_each_familys_cpu_image(tmp_path):
+    """What the list job's step writes: one job per image, each buildable alone by its framework id and variant."""
+    out = tmp_path / "github_output"
+    subprocess.run([sys.executable, "-m", "scripts.images", "--profile", "full", "--and-cpu", "--list",
+                    "--github-output", str(out)], cwd=ROOT, check=True, capture_output=True, timeout=120,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    (line,) = out.read_text().splitlines()
+    name, _, listed = line.partition("=")
+    jobs = json.loads(listed)
+    assert name == "images"
+    matrix = load()
+    wanted = {c.image for c in plans.make(matrix, "full", "t").cells}
+    wanted |= {fw.variants["cpu"].image(fw.family) for fw in matrix.frameworks.values() if "cpu" in fw.variants}
+    assert {job["image"] for job in jobs} == wanted and len(jobs) == len(wanted)
+    for job in jobs:
+        fw = matrix.frameworks[job["framework"]]
+        assert fw.variants[job["variant"]].image(fw.family) == job["image"]

@@ -124,6 +124,7 @@ def compose_config(tmp_path, info, gpus):
     project.mkdir()
     for name in ("compose.yaml", "compose.gpu.yaml"):
         shutil.copy(ROOT / name, project / name)
+    shutil.copytree(ROOT / "docker" / "not-built", project / "docker" / "not-built")   # the services' build context
     env = fake_host(tmp_path, info, gpus)
     setup(env, project / ".env")
     # Without --project-directory: docker-compose 1.29 reads .env from the project directory but resolves its
@@ -150,3 +151,72 @@ def test_docker_compose_reads_the_cpu_env_as_cpu_image_without_reservation(tmp_p
     assert "deploy" not in service
     assert float(service["cpus"]) == usable_cpus() and service["mem_limit"] == service["memswap_limit"]
     assert service["mem_limit"] in (LIMITS["ROSETTA_MEMORY"], int(LIMITS["ROSETTA_MEMORY"][:-1]) * 2 ** 30)
+
+
+# ---------------------------------------------------------------- pull or build (the published images)
+
+def fake_registry_docker(tmp_path, labels):
+    """A docker whose engine answers, whose `pull` succeeds for any name, whose `image inspect` reports `labels`
+    ({name pulled: code hash}) as the code-hash label, and which logs every pull and tag to calls.log."""
+    env = fake_host(tmp_path, CPU_HOST)
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "labels").write_text("".join(f"{name} {label}\n" for name, label in labels.items()))
+    (bin_dir / "docker").write_text(f'''#!/bin/sh
+log="{bin_dir}/calls.log"
+case "$1" in
+  info) cat "{bin_dir}/info.json";;
+  pull|tag) echo "$*" >> "$log";;
+  image) for last; do :; done
+         grep -q "^$last " "{bin_dir}/labels" || exit 1
+         grep "^$last " "{bin_dir}/labels" | cut -d' ' -f2;;
+  *) exit 1;;
+esac
+''')
+    return env, bin_dir / "calls.log"
+
+
+def pytorch_cpu_hash():
+    from scripts.compose import code_hash
+    from scripts.matrix import load
+    return code_hash("pytorch", load().frameworks["pytorch"].variants["cpu"])
+
+
+def test_pull_takes_the_tag_of_this_checkouts_code_and_names_it_locally(tmp_path):
+    code = pytorch_cpu_hash()
+    source = f"ghcr.io/owner/rosetta/pytorch:cpu-{code}"
+    env, calls = fake_registry_docker(tmp_path, {source: code})
+    proc = setup(env, tmp_path / ".env", "--cpu", "--pull", "ghcr.io/owner/", "--framework", "pytorch")
+    assert calls.read_text().splitlines() == [f"pull {source}", f"tag {source} ghcr.io/owner/rosetta/pytorch:cpu",
+                                              f"tag {source} rosetta/pytorch:cpu"]
+    assert values(tmp_path / ".env")["ROSETTA_REGISTRY"] == "ghcr.io/owner/"
+    assert f"rosetta/pytorch:cpu: {source} (code {code})" in proc.stdout
+
+
+def test_pull_goes_by_digest_where_one_is_known(tmp_path):
+    digest = "sha256:" + "ab" * 32
+    source = f"ghcr.io/owner/rosetta/pytorch@{digest}"
+    env, calls = fake_registry_docker(tmp_path, {source: pytorch_cpu_hash()})
+    (tmp_path / "images.json").write_text(json.dumps({"rosetta/pytorch:cpu": digest, "rosetta/jax:cuda": digest}))
+    setup(env, tmp_path / ".env", "--cpu", "--pull", "ghcr.io/owner/", "--framework", "pytorch",
+          "--digests", str(tmp_path / "images.json"))
+    assert calls.read_text().splitlines()[0] == f"pull {source}"    # never the tag where the digest is known
+
+
+def test_an_image_of_other_code_is_refused_and_env_left_alone(tmp_path):
+    source = f"ghcr.io/owner/rosetta/pytorch:cpu-{pytorch_cpu_hash()}"
+    env, calls = fake_registry_docker(tmp_path, {source: "0123456789abcdef"})
+    proc = subprocess.run([sys.executable, "-m", "scripts.setup", "--env-file", str(tmp_path / ".env"), "--cpu",
+                           "--pull", "ghcr.io/owner/", "--framework", "pytorch"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "holds code 0123456789abcdef, this checkout's is" in proc.stderr
+    assert "make images FRAMEWORK=pytorch VARIANT=cpu" in proc.stderr
+    assert not (tmp_path / ".env").exists() and "tag" not in calls.read_text()
+
+
+def test_without_pull_setup_names_the_missing_images_and_both_ways_to_get_them(tmp_path):
+    env, _ = fake_registry_docker(tmp_path, {"rosetta/pytorch:cpu": pytorch_cpu_hash()})
+    proc = setup(env, tmp_path / ".env", "--cpu")
+    assert "rosetta/pytorch:cpu," not in proc.stdout and "not on this host: rosetta/tensorflow:cpu" in proc.stdout
+    assert "`make images FRAMEWORK=keras-tf VARIANT=cpu`" in proc.stdout
+    assert "`make setup PULL=ghcr.io/OWNER/`" in proc.stdout
+    assert "ROSETTA_REGISTRY" not in values(tmp_path / ".env")
