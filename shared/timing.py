@@ -126,6 +126,34 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
     return epoch_seconds, warmup, out, windows
 
 
+class InputWait:
+    """Time the training loop spends blocked waiting for its next batch: wrap each epoch's batches, `wait(batches)`,
+    and every `iter()`/`next()` on them is timed (the batch a background worker has ready returns at once; one it has
+    not is waited for). `fraction(seconds)` is that time over the timed training: 0 = the input always kept up. The
+    same measure in every DenseNet-121 runner (README, "the input rule"); it reads a clock, it adds no device sync."""
+
+    def __init__(self):
+        self.seconds, self.batches = 0.0, 0
+
+    def __call__(self, batches):
+        start = time.perf_counter()
+        it = iter(batches)
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                self.seconds += time.perf_counter() - start
+                return
+            self.seconds += time.perf_counter() - start
+            self.batches += 1
+            yield batch
+            start = time.perf_counter()
+
+    def fraction(self, seconds):
+        """The waited share of `seconds` (the timed training: sum of the epochs)."""
+        return self.seconds / seconds if seconds > 0 else None
+
+
 def steady_state_seconds(epoch_seconds, warmup=None, steps=None, windows=None):
     """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median window's
     seconds per step times every step of the run; without a full window, the epochs after the first (their median

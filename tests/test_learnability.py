@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from shared import timing
+from shared import params, timing
 
 from conftest import framework_tasks, run_runner
 
@@ -69,3 +69,9 @@ def test_feature_and_multi_device_tasks_run(framework, task, synthetic_data, tmp
     else:
         assert m["devices"] == gpus and m["train_minutes"] > 0
         assert m["auc"] >= MIN_AUC, m
+        # The input rule (README): the framework's background workers, params' count per device, and the loop's wait
+        # for them as a share of the timed training.
+        assert m["loader_workers"] == params.task_params(task, "tiny")["loader_workers"], m
+        assert isinstance(m["input_pipeline"], str) and str(m["loader_workers"]) in m["input_pipeline"], m
+        assert 0 <= m["input_wait_seconds"] <= m["train_seconds"], m
+        assert m["input_wait_fraction"] == pytest.approx(m["input_wait_seconds"] / m["train_seconds"]), m

@@ -68,3 +68,48 @@ def test_a_warm_up_that_never_settles_stops_at_the_cap_and_says_so(monkeypatch):
     costs = iter([1.0, 2.0, 1.0, 2.0, 1.0] + [1.5] * 8)
     block = timing.repeat(lambda: clock.step(lambda _: next(costs))(None), repeats=8)
     assert block["warm"] is False and block["warmup"] == 7.0 and block["repeats"] == 8
+
+
+class SlowBatches:
+    """A fake input pipeline on the fake clock: iter() costs `start`, each next() `costs[i]` (a worker not yet done)."""
+
+    def __init__(self, clock, start, costs):
+        self.clock, self.start, self.costs = clock, start, costs
+
+    def __iter__(self):
+        self.clock.now += self.start
+        for i, cost in enumerate(self.costs):
+            self.clock.now += cost
+            yield i
+
+
+def test_input_wait_counts_only_the_time_blocked_for_the_next_batch(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    wait = timing.InputWait()
+    step = clock.step(1.0)                                    # each training step: 1 s the input can overlap
+    epochs, _, _, _ = timing.timed_epochs(
+        2, lambda epoch: wait(SlowBatches(clock, 0.5, [2.0, 0.0, 0.25, 0.0])), step, clock.barrier)
+    # per epoch: iter 0.5 + next 2.25, steps 4 × 1.0; the step time is never counted as waiting
+    assert wait.seconds == 2 * 2.75 and wait.batches == 8
+    assert sum(epochs) == 2 * (2.75 + 4.0)
+    assert wait.fraction(sum(epochs)) == 2.75 / 6.75
+    assert timing.InputWait().fraction(0.0) is None
+
+
+def test_input_wait_is_near_one_for_a_slow_source_and_near_zero_for_a_ready_one():
+    import time
+
+    def slow():
+        for i in range(4):
+            time.sleep(0.05)                                  # the loop does nothing but wait
+            yield i
+
+    starved = timing.InputWait()
+    start = time.perf_counter()
+    assert list(starved(slow())) == [0, 1, 2, 3]
+    assert starved.fraction(time.perf_counter() - start) > 0.9
+    fed = timing.InputWait()
+    start = time.perf_counter()
+    for _ in fed(range(4)):                                   # batches ready; the steps take the time
+        time.sleep(0.05)
+    assert fed.fraction(time.perf_counter() - start) < 0.1

@@ -1,6 +1,7 @@
 """Chainer 7.8 · densenet121 · DenseNet-121 written as a `chainer.Chain` with a new 14-way sigmoid head, fine-tuned on
 ChestX-ray14, data-parallel over N devices with ChainerMN: one MPI process per device, launched by this runner."""
 import importlib.util
+import itertools
 import os
 import pickle
 import shutil
@@ -21,7 +22,7 @@ from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
-from shared.timing import timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -40,6 +41,10 @@ SWITCHES = {
 # the canonical weights (ImageNet with the shared seeded head from the `weights` step, else the shared seeded init).
 # Data placement is "host" by the nature of the task: each process crops its batch in host memory and sends it to its
 # device inside the clock.
+# The input rule (README): each process builds one MultiprocessIterator for the whole run before the clock; its pool of
+# params' `loader_workers` processes (forked at the first batch, kept across epochs) crops the batches ahead of the
+# loop, and the record says how long the loop waited for them. One example is one whole batch (batch_size=1 below),
+# because the crops are seeded per batch, as in every framework; n_prefetch keeps every worker busy.
 MPI_NEEDED = "pip install mpi4py mpich (MPI for Python and an MPI runtime with mpiexec)"
 
 
@@ -51,13 +56,31 @@ def load_data(cfg):
     return train, test
 
 
-def train_batches(train, cfg, epoch, rank, world, device, dtype):
-    """One epoch of this process's batches on `device`: its slice of each global batch in the shared order, cropped and
+class RankBatches(chainer.dataset.DatasetMixin):
+    """Every epoch's batches of this process in turn: its slice of each global batch in the shared order, cropped and
     flipped with the same seeds as PyTorch's rank of that number, so both frameworks see identical pixels."""
-    p = cfg.params
-    for idx in batching.train_batches(len(train), p["batch_size"], epoch, rank, world):
-        x, y = train.batch(idx, p["crop_size"], np.random.default_rng([params.SEED, epoch, rank, int(idx[0])]))
-        yield device.send(x.astype(dtype)), device.send(y.astype(np.int32))   # int labels for sigmoid_cross_entropy
+
+    def __init__(self, train, cfg, rank, world, dtype):
+        p = cfg.params
+        self.train, self.crop, self.rank, self.dtype = train, p["crop_size"], rank, dtype
+        self.keys = [(epoch, idx) for epoch in range(p["epochs"])
+                     for idx in batching.train_batches(len(train), p["batch_size"], epoch, rank, world)]
+
+    def __len__(self):
+        return len(self.keys)
+
+    def get_example(self, i):                               # runs in the iterator's worker processes
+        epoch, idx = self.keys[i]
+        x, y = self.train.batch(idx, self.crop, np.random.default_rng([params.SEED, epoch, self.rank, int(idx[0])]))
+        return x.astype(self.dtype), y.astype(np.int32)     # int labels for sigmoid_cross_entropy
+
+
+def train_batches(train, cfg, rank, world, dtype):
+    """One iterator over the whole run, in order, its workers kept across epochs."""
+    workers = cfg.params["loader_workers"]
+    return chainer.iterators.MultiprocessIterator(RankBatches(train, cfg, rank, world, dtype), batch_size=1,
+                                                  repeat=False, shuffle=False, n_processes=workers,
+                                                  n_prefetch=workers)
 
 
 # ==== Model ====
@@ -215,14 +238,20 @@ def worker(cfg, world):
         optimizer.is_changed(classifier)
     train_step = make_train_step(classifier, optimizer)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(train, cfg, epoch, rank, world, device, chainer.get_dtype()),
-        lambda batch: train_step(*batch), sync(device))
+    batches, wait = train_batches(train, cfg, rank, world, chainer.get_dtype()), InputWait()
+    steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
+
+    def epoch_batches(epoch):
+        for [(x, y)] in wait(itertools.islice(batches, steps)):    # times each wait for the workers' next batch
+            yield device.send(x), device.send(y)
+
+    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
+                                                        sync(device))
+    batches.finalize()                                       # ends the worker pool
 
     if rank != 0:
         return None
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], device)
-    steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
                                  windows=windows,
@@ -230,7 +259,11 @@ def worker(cfg, world):
                                  final_loss=float(loss.array), devices=world, weights=source,
                                  global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                 epochs=p["epochs"], data_placement="host", differences=[ADAM_EPSILON_HAT]),
+                                 epochs=p["epochs"], data_placement="host", differences=[ADAM_EPSILON_HAT],
+                                 input_pipeline=f"chainer MultiprocessIterator, {p['loader_workers']} worker "
+                                                f"processes per device, one iterator for all epochs",
+                                 loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,  # rank 0's
+                                 input_wait_fraction=wait.fraction(sum(epoch_seconds))),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "communicator": name, "data_parallel": "ChainerMN" if comm else None,
                      "processes": world, "memory_format": "NCHW", "dtype": "mixed16" if loss_scaling else "float32",

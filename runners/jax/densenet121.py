@@ -1,7 +1,10 @@
 """JAX 0.10 + Flax NNX 0.12 · densenet121 · DenseNet-121 written in NNX with a new 14-way sigmoid head, trained on
 ChestX-ray14, data-parallel over N devices in one process: the batch is sharded over a device mesh, parameters are
 replicated, and XLA inserts the gradient all-reduce (jax.sharding's global-view SPMD, no per-device code)."""
+import collections
+import itertools
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +17,7 @@ from runners.jax import count_parameters, load_torchvision_names, select_devices
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -27,6 +30,10 @@ SWITCHES = {
 # from the `weights` step with the shared seeded head, else the shared seeded init; record field `weights`).
 # Data placement is "host" by the nature of the task: each global batch is cropped in host memory and device_put inside
 # the clock (asynchronously, while the devices still run the previous step).
+# The input rule (README): JAX has no input pipeline of its own (its docs point to Grain, tf.data or a PyTorch
+# DataLoader, none of which this image installs), so a concurrent.futures thread pool of params' `loader_workers`
+# threads per device, made once before the clock and kept for the run, crops the global batches ahead of the loop in
+# order (the NumPy crop holds the GIL part of the time, which threads share); the record says how long the loop waited.
 # Formulation differences from torchvision's DenseNet-121 (recorded in `differences`):
 # - under jit over a sharded batch, BatchNorm's mean and variance are computed over the *global* batch (XLA all-reduces
 #   them), i.e. synchronized BatchNorm; PyTorch's DDP normalizes each device's slice on its own;
@@ -48,15 +55,26 @@ def load_data(cfg):
     return train, test
 
 
-def global_batches(train, cfg, epoch, world):
-    """One epoch of global batches on the host: each is the `world` per-device slices side by side, every slice cropped
-    and flipped with the same seeds as PyTorch's rank of that number, so both frameworks see identical pixels."""
+def global_batch(train, crop, epoch, slices):
+    """One global batch on the host: the `world` per-device slices side by side, every slice cropped and flipped with
+    the same seeds as PyTorch's rank of that number, so both frameworks see identical pixels."""
+    parts = [train.batch(idx, crop, np.random.default_rng([params.SEED, epoch, rank, int(idx[0])]))
+             for rank, idx in enumerate(slices)]
+    return np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts])
+
+
+def global_batches(train, cfg, epoch, world, pool):
+    """One epoch of global batches in the shared order, made by `pool`'s threads up to 2 per thread ahead of the loop
+    (PyTorch's DataLoader prefetches as many)."""
     p = cfg.params
     per_rank = [batching.train_batches(len(train), p["batch_size"], epoch, rank, world) for rank in range(world)]
-    for slices in zip(*per_rank):
-        parts = [train.batch(idx, p["crop_size"], np.random.default_rng([params.SEED, epoch, rank, int(idx[0])]))
-                 for rank, idx in enumerate(slices)]
-        yield np.concatenate([x for x, _ in parts]), np.concatenate([y for _, y in parts])
+    keys = zip(*per_rank)
+    ahead = collections.deque(pool.submit(global_batch, train, p["crop_size"], epoch, slices)
+                              for slices in itertools.islice(keys, 2 * p["loader_workers"] * world))
+    while ahead:
+        batch = ahead.popleft().result()
+        ahead.extend(pool.submit(global_batch, train, p["crop_size"], epoch, s) for s in itertools.islice(keys, 1))
+        yield batch
 
 
 # ==== Model ====
@@ -195,9 +213,11 @@ def main(cfg):
     state = jax.device_put(state, replicated)
     train_step = make_train_step(graphdef, switches, batch_sharding, replicated)
 
+    pool, wait = ThreadPoolExecutor(p["loader_workers"] * world), InputWait()
+
     def epoch_batches(epoch):
-        # The host prepares batch i+1 while the devices still run step i: JAX dispatches steps asynchronously.
-        for x, y in global_batches(train, cfg, epoch, world):
+        # The threads prepare the next batches while the devices still run step i: JAX dispatches steps asynchronously.
+        for x, y in wait(global_batches(train, cfg, epoch, world, pool)):      # times each wait for the next batch
             yield jax.device_put((x, y), batch_sharding)                        # each device receives its own slice
 
     def step(batch):
@@ -207,6 +227,7 @@ def main(cfg):
 
     epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, step,
                                                         lambda: jax.block_until_ready(state))
+    pool.shutdown()
     nnx.update((model, optimizer, loss_scale), state)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], batch_sharding)
@@ -219,7 +240,11 @@ def main(cfg):
                                  final_loss=float(loss), devices=world, weights=source,
                                  global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                 epochs=p["epochs"], data_placement="host", differences=differences),
+                                 epochs=p["epochs"], data_placement="host", differences=differences,
+                                 input_pipeline=f"none in JAX: a concurrent.futures thread pool, {p['loader_workers']} "
+                                                f"threads per device ({p['loader_workers'] * world}), kept for the run",
+                                 loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
+                                 input_wait_fraction=wait.fraction(sum(epoch_seconds))),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "data_parallel": "jax.sharding (mesh axis 'data')", "devices": world,
                      "device_list": [str(d) for d in devices], "memory_format": "NHWC",

@@ -2,6 +2,7 @@
 framework ids. `runners.prepare_environment` sets KERAS_BACKEND before this import; the task modules are written
 once against the Keras API and only the precision, device and data-parallel plumbing below asks which backend runs.
 """
+import contextlib
 import time
 
 import keras
@@ -164,6 +165,21 @@ class EpochBatches(keras.utils.PyDataset):
     def __getitem__(self, i):
         parts = [self.make_batch(idx, self.epoch, rank) for rank, idx in enumerate(self.batches[i])]
         return tuple(np.concatenate(column) for column in zip(*parts)) if self.world > 1 else parts[0]
+
+
+@contextlib.contextmanager
+def input_wait(wait):
+    """While `fit` runs, time every wait of its training loop for the next batch with `wait` (shared.timing.InputWait).
+    Keras has no public hook for it, so this wraps the generator that its PyDataset adapter hands the trainer (Keras 3
+    internals: PyDatasetAdapter._get_iterator): every backend pulls that generator on the training thread (TF through
+    a tf.data from_generator without prefetch when Keras runs its own workers; JAX and torch directly)."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+    original = PyDatasetAdapter._get_iterator
+    PyDatasetAdapter._get_iterator = lambda adapter: wait(original(adapter))
+    try:
+        yield wait
+    finally:
+        PyDatasetAdapter._get_iterator = original
 
 
 class EpochTimer(keras.callbacks.Callback):

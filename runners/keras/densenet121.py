@@ -2,19 +2,18 @@
 BatchNorm, runners/keras/networks.py) fine-tuned on ChestX-ray14 (14 sigmoid outputs) with `model.fit`, data-parallel
 over N devices: the Keras distribution API (DataParallel) on JAX, tf.distribute.MirroredStrategy on TF; one device only on torch (see `data_parallel`)."""
 import contextlib
-import os
 
 import keras
 import numpy as np
 
 from runners.keras import (ADAM_EPSILON_HAT, BACKEND, FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device,
-                           count_parameters, nchw_to, set_precision)
+                           count_parameters, input_wait, nchw_to, set_precision)
 from runners.keras.networks import densenet121, load_canonical, predict_logits  # noqa: F401 (equivalence interface)
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
-from shared.timing import train_metrics, train_timing
+from shared.timing import InputWait, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -23,13 +22,16 @@ from shared.timing import train_metrics, train_timing
 SWITCHES = {
     "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU without
                                # tf.distribute only, torch never
-    "loader_workers": None,    # PyDataset worker threads (crop/flip/normalize); None = CPUs on a GPU, 1 on the CPU
 }
 DATA_FORMAT = "channels_last"
 # Weights: the canonical ones (ImageNet from the `weights` step with the shared seeded head, else the shared seeded
 # init; record field `weights`), not Keras' own ImageNet files, so every framework starts from the same numbers.
 # Data placement is "host" (the only choice with `fit` on a PyDataset): each global batch is cropped in host memory and
 # copied to the device inside the clock.
+# The input rule (README): the PyDataset's worker threads, params' `loader_workers` per device, crop the batches ahead
+# of fit's loop; the record says how long the loop waited for them (runners.keras.input_wait). Keras starts its thread
+# pool afresh every epoch (its OrderedEnqueuer: threads, which start in microseconds), and with one worker in all it
+# starts none and fit crops in its own thread: the record's `input_pipeline` says which.
 # Formulation differences from torchvision's DenseNet-121 and PyTorch's Adam (recorded in `differences`):
 # - Adam adds ε before the bias correction (runners.keras.ADAM_EPSILON_HAT);
 # - Keras updates BatchNorm's moving variance with the biased batch variance, PyTorch with the unbiased one (a factor
@@ -132,6 +134,10 @@ def train_step(model, batches, cfg, switches, timer, world):
                                                   beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
                   loss=keras.losses.BinaryCrossentropy(from_logits=True),  # sigmoid inside the loss (lesson 6)
                   jit_compile=switches["jit_compile"])
+    # Build the compiled loss here: else fit first peeks a batch through the PyDataset's worker queue to build it, and
+    # on JAX Keras 3.15 then serves the batches its workers made for that peek first, out of the shared order.
+    labels = np.zeros((1, p["num_classes"]), np.float32)
+    model.compute_loss(y=labels, y_pred=labels)
     model.fit(batches, epochs=p["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
 
 
@@ -150,7 +156,7 @@ def main(cfg):
     check_device(cfg)
     policy = set_precision(cfg.precision, cfg.device)
     keras.utils.set_random_seed(0)
-    workers = switches["loader_workers"] or ((os.cpu_count() or 1) if cfg.device == "gpu" else 1)
+    workers = p["loader_workers"] * world
     train, test = load_data(cfg)
     batches = train_batches(train, cfg, world, workers)
     timer = EpochTimer()
@@ -158,7 +164,8 @@ def main(cfg):
         model = build_model(num_classes=p["num_classes"])
         weights, source = canonical.load(cfg.data, "densenet121")  # ImageNet + seeded head, else the seeded init
         load_canonical(model, weights)
-        train_step(model, batches, cfg, switches, timer, world)
+        with input_wait(InputWait()) as wait:
+            train_step(model, batches, cfg, switches, timer, world)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"] * world, world)
     samples = len(batches) * p["batch_size"] * world
@@ -171,9 +178,15 @@ def main(cfg):
                                  final_loss=timer.final_loss, devices=world, weights=source,
                                  parameters=count_parameters(model), global_batch=p["batch_size"] * world,
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                 epochs=p["epochs"], data_placement="host", differences=differences),
+                                 epochs=p["epochs"], data_placement="host", differences=differences,
+                                 input_pipeline=(f"keras PyDataset, {workers} worker threads ({p['loader_workers']} "
+                                                 "per device), a new pool each epoch" if workers > 1 else
+                                                 "keras PyDataset in fit's own thread (1 worker in all: Keras "
+                                                 "starts no pool for one)"),
+                                 loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
+                                 input_wait_fraction=wait.fraction(sum(timer.epoch_seconds))),
         "timing": train_timing(timer.windows, warmup=timer.warmup),
-        "switches": {**switches, "loader_workers": workers, "data_parallel": parallel, "data_format": DATA_FORMAT,
+        "switches": {**switches, "data_parallel": parallel, "data_format": DATA_FORMAT,
                      "dtype_policy": policy, "jit_compile_resolved": model.jit_compile, "backend": BACKEND,
                      "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},
     }

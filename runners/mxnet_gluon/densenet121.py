@@ -14,7 +14,7 @@ from runners.mxnet_gluon import (ADAM_EPSILON_HAT, AMP_HOST_SYNC, batchnorm, che
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -32,6 +32,9 @@ SWITCHES = {
 # seeded head from the `weights` step, else the shared seeded init; record field `weights`).
 # Data placement is "host" by the nature of the task: each global batch is cropped in host memory, and split_and_load
 # copies one slice to each device inside the clock.
+# The input rule (README): one gluon.data.DataLoader for the whole run, built before the clock, whose pool of params'
+# `loader_workers` worker processes per device (forked once, in its constructor) crops the batches ahead of the loop;
+# the record says how long the loop waited for them.
 # Formulation differences from torchvision's DenseNet-121 (recorded in `differences`):
 # - MXNet updates BatchNorm's running variance with the biased batch variance, PyTorch with the unbiased one (a factor
 #   n / (n - 1), n = batch × height × width: negligible at 224², visible in the tiny scale's 1×1 last block).
@@ -50,15 +53,51 @@ def load_data(cfg):
     return train, test
 
 
-def global_batches(train, cfg, epoch, world):
-    """One epoch of global batches as host NDArrays: each is the `world` per-device slices side by side, every slice
-    cropped and flipped with the same seeds as PyTorch's rank of that number, so all frameworks see the same pixels."""
+class RankSlices(gluon.data.Dataset):
+    """Items are keys (epoch, rank, indices): that rank's slice of a global batch, cropped and flipped with the same
+    seeds as PyTorch's rank of that number, so all frameworks see the same pixels."""
+
+    def __init__(self, data, crop):
+        self.data, self.crop = data, crop
+
+    def __getitem__(self, key):
+        epoch, rank, idx = key
+        return self.data.batch(idx, self.crop, np.random.default_rng([params.SEED, epoch, rank, int(idx[0])]))
+
+    def __len__(self):
+        return len(self.data)
+
+
+class GlobalBatches(gluon.data.Sampler):
+    """The keys of one epoch's global batches (set_epoch picks it) in the shared order: the `world` ranks' slices."""
+
+    def __init__(self, n, batch_size, world):
+        self.n, self.batch_size, self.world, self.epoch = n, batch_size, world, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        per_rank = [batching.train_batches(self.n, self.batch_size, self.epoch, r, self.world) for r in range(self.world)]
+        for slices in zip(*per_rank):
+            yield [(self.epoch, rank, idx) for rank, idx in enumerate(slices)]
+
+    def __len__(self):
+        return batching.steps_per_epoch(self.n, self.batch_size, self.world)
+
+
+def side_by_side(slices):
+    """The workers' batchify: the ranks' (x, y) slices concatenated into shared-memory NDArrays (as Gluon's own
+    default_mp_batchify_fn stacks), which the main process receives without a copy."""
+    return [mx.nd.array(np.concatenate(part), ctx=mx.Context("cpu_shared", 0)) for part in zip(*slices)]
+
+
+def loader(train, cfg, sampler, world, ctx):
+    """One DataLoader for the whole run: its constructor forks the worker pool, which serves every epoch."""
     p = cfg.params
-    per_rank = [batching.train_batches(len(train), p["batch_size"], epoch, rank, world) for rank in range(world)]
-    for slices in zip(*per_rank):
-        parts = [train.batch(idx, p["crop_size"], np.random.default_rng([params.SEED, epoch, rank, int(idx[0])]))
-                 for rank, idx in enumerate(slices)]
-        yield mx.nd.array(np.concatenate([x for x, _ in parts])), mx.nd.array(np.concatenate([y for _, y in parts]))
+    return gluon.data.DataLoader(RankSlices(train, p["crop_size"]), batch_sampler=sampler,
+                                 batchify_fn=side_by_side, num_workers=p["loader_workers"] * world,
+                                 pin_memory=ctx.device_type == "gpu")
 
 
 # ==== Model ====
@@ -180,9 +219,15 @@ def main(cfg):
         amp.init_trainer(trainer)
     train_step = make_train_step(net, trainer, ctxs, use_amp)
 
-    epoch_seconds, warmup, losses, windows = timed_epochs(
-        p["epochs"], lambda epoch: global_batches(train, cfg, epoch, world),
-        lambda batch: train_step(*batch), sync())
+    sampler = GlobalBatches(len(train), p["batch_size"], world)
+    batches, wait = loader(train, cfg, sampler, world, ctxs[0]), InputWait()
+
+    def epoch_batches(epoch):
+        sampler.set_epoch(epoch)                                    # read when the epoch's iterator starts
+        return wait(batches)                                        # times each wait for the workers' next batch
+
+    epoch_seconds, warmup, losses, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
+                                                          sync())
 
     auc, classes = evaluate(net, test, p["crop_size"], p["batch_size"], ctxs[0])
     steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
@@ -194,7 +239,11 @@ def main(cfg):
                                  weights=source, global_batch=p["batch_size"] * world,
                                  parameters=count_parameters(net), train_samples=len(train), test_samples=len(test),
                                  crop_size=p["crop_size"], epochs=p["epochs"], data_placement="host",
-                                 differences=[BIASED_VAR, ADAM_EPSILON_HAT] + ([AMP_HOST_SYNC] if use_amp else [])),
+                                 differences=[BIASED_VAR, ADAM_EPSILON_HAT] + ([AMP_HOST_SYNC] if use_amp else []),
+                                 input_pipeline=f"gluon DataLoader, {p['loader_workers'] * world} worker processes "
+                                                f"({p['loader_workers']} per device), one pool for all epochs",
+                                 loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
+                                 input_wait_fraction=wait.fraction(sum(epoch_seconds))),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "amp": use_amp, "kvstore": switches["kvstore"] if world > 1 else None,
                      "memory_format": "NCHW", "device": ", ".join(map(str, ctxs))},

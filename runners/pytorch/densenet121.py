@@ -15,7 +15,7 @@ from runners.pytorch import AMP_HOST_SYNC, count_parameters, load_state, select_
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -23,26 +23,46 @@ SWITCHES = {
     "cudnn_benchmark": True,   # fixed 224² crops: autotune convolutions once
     "channels_last": False,    # NHWC for tensor cores under amp/bf16; NCHW is cuDNN's classic layout
     "compile": False,          # torch.compile the DDP model (compiles per process; reported as warm-up)
-    "loader_workers": None,    # DataLoader worker processes per device; None = CPUs / devices on GPU, 0 on CPU
 }
 # Data placement is "host" by the nature of the task (and shared.params.DATA_PLACEMENT): ChestX-ray14 does not fit on a
 # device, so DataLoader workers crop each batch in host memory and it is copied (pinned, asynchronous) inside the clock.
+# The input rule (README): each rank builds one DataLoader before the clock with params' `loader_workers` worker
+# processes, kept across epochs (persistent_workers); the record says how long the loop waited for them.
 
 
 # ==== Data ====
 class ChestBatches(torch.utils.data.Dataset):
-    """One epoch of one rank's batches: DataLoader workers crop/flip/normalize them (shared.datasets) in parallel."""
+    """One rank's training batches: DataLoader workers crop/flip/normalize them (shared.datasets) in parallel."""
 
-    def __init__(self, data, crop, epoch, rank):
-        self.data, self.crop, self.epoch, self.rank = data, crop, epoch, rank
+    def __init__(self, data, crop, rank):
+        self.data, self.crop, self.rank = data, crop, rank
 
     def __len__(self):
         return len(self.data)
 
-    def __getitems__(self, idx):               # DataLoader passes a whole batch of indices at once
-        rng = np.random.default_rng([params.SEED, self.epoch, self.rank, int(idx[0])])
-        x, y = self.data.batch(np.asarray(idx), self.crop, rng)
+    def __getitems__(self, key):               # DataLoader passes what the batch sampler yields: (epoch, indices)
+        epoch, idx = key                       # persistent workers learn the epoch (the crop seed) from each key
+        rng = np.random.default_rng([params.SEED, epoch, self.rank, int(idx[0])])
+        x, y = self.data.batch(idx, self.crop, rng)
         return torch.from_numpy(x), torch.from_numpy(y)
+
+
+class EpochBatchSampler(torch.utils.data.Sampler):
+    """This rank's batches in the shared order (shared.batching) of the epoch given to set_epoch, as
+    DistributedSampler.set_epoch does; each batch goes out with its epoch number."""
+
+    def __init__(self, n, batch_size, rank, world):
+        self.n, self.batch_size, self.rank, self.world, self.epoch = n, batch_size, rank, world, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        for idx in batching.train_batches(self.n, self.batch_size, self.epoch, self.rank, self.world):
+            yield self.epoch, idx
+
+    def __len__(self):
+        return batching.steps_per_epoch(self.n, self.batch_size, self.world)
 
 
 def load_data(cfg):
@@ -52,12 +72,16 @@ def load_data(cfg):
     return train, test
 
 
-def loader(train, cfg, epoch, rank, world, device, workers):
+def loader(train, cfg, rank, world, device):
+    """One DataLoader for the whole run: its worker processes start with the first epoch and persist. They fork from
+    this rank (mp.spawn made the rank, so spawn would be the default), sharing the memory-mapped images, which spawn
+    would pickle whole into every worker."""
     p = cfg.params
     return torch.utils.data.DataLoader(
-        ChestBatches(train, p["crop_size"], epoch, rank),
-        batch_sampler=list(batching.train_batches(len(train), p["batch_size"], epoch, rank, world)),
-        collate_fn=lambda batch: batch, num_workers=workers, pin_memory=device.type == "cuda")
+        ChestBatches(train, p["crop_size"], rank),
+        batch_sampler=EpochBatchSampler(len(train), p["batch_size"], rank, world),
+        collate_fn=lambda batch: batch, num_workers=p["loader_workers"], persistent_workers=True,
+        multiprocessing_context="fork", pin_memory=device.type == "cuda")
 
 
 # ==== Model ====
@@ -134,13 +158,14 @@ def worker(rank, world, cfg, port, results):
     train_step = make_train_step(ddp, optimizer, autocast, scaler, device)
     if switches["compile"]:
         train_step = torch.compile(train_step)
-    workers = switches["loader_workers"]
-    if workers is None:
-        workers = max(1, (os.cpu_count() or 1) // world) if device.type == "cuda" else 0
+    batches, wait = loader(train, cfg, rank, world, device), InputWait()
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
-        p["epochs"], lambda epoch: loader(train, cfg, epoch, rank, world, device, workers),
-        lambda batch: train_step(*batch), sync(device))
+    def epoch_batches(epoch):
+        batches.batch_sampler.set_epoch(epoch)
+        return wait(batches)                                        # times each wait for the workers' next batch
+
+    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
+                                                        sync(device))
 
     if rank == 0:
         auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], device, autocast)
@@ -153,9 +178,13 @@ def worker(rank, world, cfg, port, results):
                                      global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                      train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                      epochs=p["epochs"], data_placement="host",
-                                     differences=[AMP_HOST_SYNC] if scaler else []),
+                                     differences=[AMP_HOST_SYNC] if scaler else [],
+                                     input_pipeline=f"torch DataLoader, {p['loader_workers']} persistent worker "
+                                                    f"processes per device", loader_workers=p["loader_workers"],
+                                     input_wait_seconds=wait.seconds,  # rank 0's
+                                     input_wait_fraction=wait.fraction(sum(epoch_seconds))),
             "timing": train_timing(windows, warmup=warmup),
-            "switches": {**switches, "loader_workers": workers, "ddp": world > 1,
+            "switches": {**switches, "ddp": world > 1,
                          "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,
                          "memory_format": "NHWC" if switches["channels_last"] else "NCHW", "device": str(device)},
         }

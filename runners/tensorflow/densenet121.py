@@ -11,7 +11,7 @@ from runners.tensorflow import (count_parameters, epoch_iterator, optimizer_for,
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -19,12 +19,14 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 # (on a GPU, Grappler's layout optimizer may still run the convolutions in NCHW internally).
 SWITCHES = {
     "xla": False,              # jit_compile each replica's step; off: not yet measured on GPUs against plain graphs
-    "parallel_batches": None,  # global batches augmented in parallel by tf.data; None = tf.data.AUTOTUNE
 }
 # Weights: the canonical ones (ImageNet from the `weights` step with the shared seeded head, else the shared seeded
 # init; record field `weights`), not Keras' own ImageNet files, so every framework starts from the same numbers.
 # Data placement is "host" by the nature of the task: each global batch is cropped in host memory by tf.data's threads
 # and copied to the devices inside the clock, prefetched.
+# The input rule (README): one tf.data pipeline for the whole run, built before the clock, its map running params'
+# `loader_workers` parallel calls per device (tf.data's own threads, kept across epochs; the NumPy crop holds the GIL
+# part of the time, which threads share); the record says how long the loop waited for them.
 # Formulation differences from torchvision's DenseNet-121 and PyTorch's Adam (recorded in `differences`):
 # - TF's Adam (Keras 3's) adds ε before the bias correction (runners.keras.ADAM_EPSILON_HAT);
 # - Keras' BatchNorm updates its moving variance with the biased batch variance, PyTorch with the unbiased one (a
@@ -123,12 +125,14 @@ def main(cfg):
                                         epsilon=p["eps"])
         optimizer = optimizer_for(adam, cfg.precision, model.trainable_variables)
     train_step = make_train_step(model, optimizer, strategy, p["batch_size"] * world, switches["xla"])
-    parallel = switches["parallel_batches"] or tf.data.AUTOTUNE
+    parallel = p["loader_workers"] * world                          # the same workers per device as every framework
 
     steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
     dataset = train_dataset(train, p["crop_size"], p["batch_size"], world, p["epochs"], parallel)
     batches = strategy.experimental_distribute_dataset(dataset)    # splits each global batch across the replicas
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_iterator(batches, steps), train_step, sync)
+    epoch_batches, wait = epoch_iterator(batches, steps), InputWait()
+    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], lambda epoch: wait(epoch_batches(epoch)),
+                                                        train_step, sync)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"])
     samples = steps * p["batch_size"] * world
@@ -139,7 +143,11 @@ def main(cfg):
                                  devices=strategy.num_replicas_in_sync, weights=source,
                                  parameters=count_parameters(model), global_batch=p["batch_size"] * world,
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                 epochs=p["epochs"], data_placement="host", differences=DIFFERENCES),
+                                 epochs=p["epochs"], data_placement="host", differences=DIFFERENCES,
+                                 input_pipeline=f"tf.data map, {parallel} parallel calls ({p['loader_workers']} per "
+                                                f"device), one iterator for all epochs",
+                                 loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
+                                 input_wait_fraction=wait.fraction(sum(epoch_seconds))),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "strategy": type(strategy).__name__, "devices": list(strategy.extended.worker_devices),
                      "cross_device_ops": (type(cross_device_ops).__name__ if cross_device_ops else "NcclAllReduce")
