@@ -391,8 +391,8 @@ def index_page(found, counts):
             f"<ul>{tasks}</ul><h2>Where the results come from</h2><table><thead><tr><th>kind</th><th>name</th>"
             f"<th>machine classes</th><th>records</th></tr></thead><tbody>{rows}</tbody></table>"
             f"<p class=muted>reference: the committed references verify compares with (results/reference); "
-            f"community: accepted submissions (results/community; `make submit`, checked by "
-            f"`python -m scripts.submission check`); run: run folders given to `make site`.</p>")
+            f"community: accepted submissions (results/community; <code>make submit</code>, checked by "
+            f"<code>python -m scripts.submission check</code>); run: run folders given to <code>make site</code>.</p>")
     return page("The Rosetta Stone of deep-learning frameworks", body)
 
 
