@@ -173,12 +173,14 @@ function stopwatch(f, barrier=no_barrier)
 end
 
 """The `timing` block of a result record from post-warm-up samples: every value, median, quartiles (Julia's default
-quantile is NumPy's linear one), and IQR / median as the spread from MIN_SAMPLES samples on, else nothing."""
+quantile is NumPy's linear one), and IQR / median as the spread from MIN_SAMPLES samples on, else nothing. No barrier
+audit (shared/timing.py audits GPU clock edges through the CUDA driver; Knet's GPU path has none here): nothing."""
 function summarize(values; warmup=nothing, unit="seconds", warm=nothing)
     values = Float64.(values)
     block = Dict{String,Any}("warmup" => warmup, "repeats" => length(values), "values" => values, "unit" => unit,
                              "warm" => warm, "median" => nothing, "min" => nothing, "max" => nothing,
-                             "q1" => nothing, "q3" => nothing, "spread" => nothing, "unstable" => nothing)
+                             "q1" => nothing, "q3" => nothing, "spread" => nothing, "unstable" => nothing,
+                             "barrier_audit" => nothing)
     isempty(values) && return block
     med, q1, q3 = median(values), quantile(values, 0.25), quantile(values, 0.75)
     spread = length(values) >= MIN_SAMPLES && med > 0 ? (q3 - q1) / med : nothing
