@@ -55,8 +55,12 @@ STEP_SECONDS = {("pytorch", "cnn"): 1.9e-3, ("pytorch", "gru"): 2.5e-3, ("jax", 
 SUSTAINED_FLOPS = {"fp32": 25e12, "tf32": 120e12, "amp": 200e12, "bf16": 200e12}
 
 
+def rank(cell):
+    return PRECISION_ORDER.index(cell.precision), cell.framework, cell.task
+
+
 def ordered(cells):
-    return sorted(cells, key=lambda c: (PRECISION_ORDER.index(c.precision), c.framework, c.task))
+    return sorted(cells, key=rank)
 
 
 def estimate_seconds(cell, repeats):
@@ -135,7 +139,9 @@ def main(argv=None):
     matrix = load()
     run_id = f"{PROFILE}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     plan_file = plans.make(matrix, PROFILE, run_id, executor="system")
-    cells = ordered(plan_file.plan.cells)
+    planned = tuple(sorted(plan_file.cells, key=lambda p: rank(p.cell)))      # the plan in the order it runs
+    plan_file = replace(plan_file, cells=planned, plan=replace(plan_file.plan, cells=tuple(p.cell for p in planned)))
+    cells = plan_file.plan.cells
     measured = measured_seconds()
     estimates = {c.id: measured.get(c.id) or estimate_seconds(c, plan_file.plan.repeats) for c in cells}
     paper = sum(estimates.values()) + FIXED_SECONDS
@@ -157,8 +163,6 @@ def main(argv=None):
         return 2
     records.OWN_RECORDS_ONLY = True     # this process reads only what its own cells write (see records.py)
     run_dir = args.results / run_id
-    plan_file = replace(plan_file, cells=tuple(next(p for p in plan_file.cells if p.cell == c) for c in cells),
-                        plan=replace(plan_file.plan, cells=tuple(cells)))
     plans.write(run_dir / "plan.json", plan_file)
     seconds = {}
 

@@ -33,7 +33,7 @@ from pygments.lexers import JuliaLexer, PythonLexer, SLexer  # noqa: E402
 
 from runners import FRAMEWORKS  # noqa: E402
 from scripts import records, report  # noqa: E402
-from scripts.matrix import ROOT, load  # noqa: E402
+from scripts.matrix import ROOT, Cell, load  # noqa: E402
 from shared.params import TASKS  # noqa: E402
 
 SECTIONS = ("Config", "Data", "Model", "Train step", "Evaluate", "Main")
@@ -471,7 +471,6 @@ def build(out, runs=()):
 
 def sanitized(record):
     """The record's cell id, checked against the safe alphabet (records.read did), for a file name in the site."""
-    from scripts.matrix import Cell
     cell_id = Cell(**record["cell"]).id
     if not records.safe_id(cell_id):
         raise SiteError(f"cell id {cell_id!r} is not of the safe alphabet")
