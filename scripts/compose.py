@@ -177,6 +177,7 @@ class ComposeExecutor:
     gpu_ids: tuple = ()            # GPUs cells are placed on; empty = CPU cells, one at a time
     root: Path = ROOT
     env: dict = field(default_factory=dict)
+    project: str = None            # compose's project name (-p); None: compose's default, the checkout's folder name
 
     @classmethod
     def for_plan(cls, plan, matrix):
@@ -217,11 +218,13 @@ class ComposeExecutor:
                "ROSETTA_RESULTS": str(own_folder(out)), "ROSETTA_GPU_IDS": ",".join(devices),
                "ROSETTA_CPUS": cpus, "ROSETTA_MEMORY": memory,
                "COMPOSE_DOCKER_CLI_BUILD": "1", "DOCKER_BUILDKIT": "1",
-               "ROSETTA_REGISTRY": ""}     # the local rosetta/… names for_plan checked, whatever .env prefixes
-        # --no-deps: the run prepared its data before any cell, and parallel cells must not race to restart the
-        # family's twins service (compose.yaml), which only `docker compose run` by hand needs.
+               "ROSETTA_REGISTRY": "",     # the local rosetta/… names for_plan checked, whatever .env prefixes
+               "ROSETTA_TWINS_SCRATCH": ""}   # the run prepared its data: a missing dataset is a failure, not made
+        # --no-deps: a cell's container is the only one it starts (compose.yaml's services have no dependencies today;
+        # this keeps it so if one is ever added).
         files = [arg for f in self.files for arg in ("-f", str(self.root / f))]
-        argv = [*self.compose, *files, "run", "--rm", "--no-deps", "--name", container_name(run.run_id, cell.id),
+        project = ["-p", self.project] if self.project else []
+        argv = [*self.compose, *files, *project, "run", "--rm", "--no-deps", "--name", container_name(run.run_id, cell.id),
                 f"{cell.framework}-{cell.task}", *runner_args(cell, inside, run, "/data")]
         return argv, env
 

@@ -9,14 +9,18 @@ A task module provides `main(cfg) -> dict(metrics=..., timing=..., switches=...)
 failure capture, the exit code — happens here, identically for every framework.
 """
 import argparse
+import dataclasses
 import os
+import sys
+import tempfile
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared import params
 from shared.calibration import calibrate, efficiency
-from shared.datasets import DataError, data_source
+from shared.datasets import SYNTHETIC, DataError, data_source, prepare
 from shared.record import Skip, make_record, now, write_record
 from shared.sysinfo import machine_class, system_info
 
@@ -118,10 +122,16 @@ def tail(text, lines=LOG_TAIL_LINES):
 def run(cfg, load_task, framework_info, family=None):
     """Run `load_task(cfg).main(cfg)` and write its record: ok, skipped (Skip raised) or failed (anything else); an
     ok cell is followed by the device's calibration in `family`'s framework (shared/calibration.py) and reports its
-    efficiency against it. Returns the process exit code: 0 for ok and skipped, 1 for failed."""
+    efficiency against it. Returns the process exit code: 0 for ok and skipped, 1 for failed, 2 when no record can
+    be written (the message says why, before any work)."""
     started = now()
+    unwritable = cannot_write(cfg.out)
+    if unwritable:
+        print(f"error: {unwritable}", file=sys.stderr, flush=True)
+        return 2
     result, status, reason, log_tail, info = {}, "ok", None, None, {}
     try:
+        cfg = twins_for_this_call(cfg)
         data = data_source(cfg.data, cfg.task)
     except DataError as e:
         data = "missing"
@@ -149,11 +159,58 @@ def run(cfg, load_task, framework_info, family=None):
     record = make_record(cell_of(cfg, data), status, run_id=cfg.run_id, reason=reason, log_tail=log_tail,
                          metrics=result.get("metrics"), timing=result.get("timing"), system=system,
                          started_at=started)
-    write_record(cfg.out, record)
+    try:
+        write_record(cfg.out, record)
+    except OSError as e:   # the folder went away or filled up during the cell: say so, never a traceback
+        print(f"error: the {status} record of this cell could not be written to {cfg.out}: {e.strerror or e}",
+              file=sys.stderr, flush=True)
+        return 2
     summary = reason or ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                                   for k, v in record["metrics"].items() if not isinstance(v, (list, dict)))
     print(f"[{cfg.framework} {cfg.task} {cfg.precision}] {status}: {summary}", flush=True)
     return 1 if status == "failed" else 0
+
+
+def cannot_write(out):
+    """Why the record `out` cannot be written (None where it can), found before any work by writing a file beside it.
+
+    In a container the folder is the host's ROSETTA_RESULTS (compose.yaml passes its name as ROSETTA_RESULTS_HOST), which
+    Docker creates as root where it is missing, while the service runs as ROSETTA_UID (1000 unless set): the message
+    names the user, both folders and the two ways out."""
+    folder = Path(out).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        uid, gid = os.getuid(), os.getgid()
+        host = os.environ.get("ROSETTA_RESULTS_HOST")
+        where = f"{folder} (on the host: {host}, ROSETTA_RESULTS)" if host else str(folder)
+        fix = (f"create it as yourself before the first run (`make setup` does, and writes your uid to .env), or "
+               f"`sudo chown -R {uid}:{gid} {host}`" if host else f"`chown -R {uid}:{gid} {folder}` or choose another --out")
+        return f"uid {uid} cannot write the results folder {where} ({e.strerror or e}): {fix}; nothing was run"
+    return None
+
+
+def twins_for_this_call(cfg):
+    """The config with the data root this cell reads. By hand in a container (`docker compose run --rm pytorch-cnn`),
+    compose sets ROSETTA_TWINS_SCRATCH: where the data folder of this call lacks the synthetic twin the task needs,
+    the twin is made there (the container's own tmpfs; seeded, the same bytes `python -m shared.datasets
+    --synthetic` writes) and the cell reads it, while /data stays read-only. Nothing persists between calls, so no
+    call can see another call's folder (issue 28: Compose 1.29 restarts a dependency's old container, volumes and
+    all). The orchestrator prepares its data itself and sets no scratch: a missing dataset there is an error."""
+    scratch = os.environ.get("ROSETTA_TWINS_SCRATCH")
+    dataset = params.task_params(cfg.task).get("dataset")
+    if (not scratch or os.environ.get("ROSETTA_DATASET") != "synthetic" or dataset not in SYNTHETIC
+            or (Path(cfg.data) / dataset / "manifest.json").exists()):
+        return cfg
+    start = time.perf_counter()
+    prepare(scratch, synthetic=True, datasets=(dataset,))
+    print(f"{dataset}: not in this call's data folder, so its synthetic twin was made in the container for this call "
+          f"({time.perf_counter() - start:.0f} s); to keep the twins in the data folder for later calls, run "
+          f"`docker compose run --rm data` (or this image's own `twins-FAMILY` service) once", flush=True)
+    return dataclasses.replace(cfg, data=Path(scratch))
+
 
 
 def resolve_switches(defaults, cfg):

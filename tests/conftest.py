@@ -30,12 +30,12 @@ def framework_python(framework):
     return python
 
 
-def run_runner(framework, task, out, *args, data=None, timeout=600):
+def run_runner(framework, task, out, *args, data=None, timeout=600, env=None):
     """`python -m runners FRAMEWORK TASK …` in the framework's environment; returns the CompletedProcess."""
     argv = [str(framework_python(framework)), "-m", "runners", framework, task, "--data", str(data),
             "--out", str(out), "--device", "cpu", *args]
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,9 @@
 """The container path: compose.yaml agrees with matrix.yaml, GPU reservations are right (read from `compose config`),
 preflight errors say what to do, and — where a Docker engine runs (always in CI) — cells run in the images."""
+import dataclasses
+import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -14,6 +17,9 @@ from scripts.executors import RunSettings
 from scripts.matrix import Cell, expand, load
 from scripts.run import execute
 from shared.record import read_record
+
+# One worker runs this file's tests in order, so its last test sees what the others left under the default project.
+pytestmark = pytest.mark.xdist_group("compose")
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 TWINS_SERVICES = {name: s for name, s in COMPOSE["services"].items() if name.startswith("twins-")}
@@ -30,13 +36,15 @@ def test_compose_services_and_matrix_agree_both_ways():
         assert name == f"{framework}-{task}"
         family = matrix.frameworks[framework].family
         assert service["image"] == f"${{ROSETTA_REGISTRY:-}}rosetta/{family}:${{ROSETTA_VARIANT:-cpu}}"
-        # the synthetic twins first, in the same image, and the build that only names a missing image
-        assert service["depends_on"] == {f"twins-{family}": {"condition": "service_completed_successfully"}}
+        # no dependency Compose 1.29 could restart with another call's volumes; the family's twins service (for
+        # keeping twins in the data folder) in the same image; the build that only names a missing image
+        assert "depends_on" not in service
         assert TWINS_SERVICES[f"twins-{family}"]["image"] == service["image"]
         assert service["pull_policy"] == "never" and service["build"]["context"] == "docker/not-built"
         assert service["build"]["args"]["FAMILY"] == family
         assert matrix.frameworks[service["build"]["args"]["FRAMEWORK"]].family == family   # a `make images` id
-    assert {next(iter(s["depends_on"])) for s in BENCHMARK_SERVICES.values()} == set(TWINS_SERVICES)
+    families = {matrix.frameworks[s["command"][0]].family for s in BENCHMARK_SERVICES.values()}
+    assert {f"twins-{family}" for family in families} == set(TWINS_SERVICES)
 
 
 def test_benchmark_services_are_offline_with_read_only_data():
@@ -88,6 +96,11 @@ def test_cell_command_translates_paths_and_gpus(tmp_path):
     assert env["ROSETTA_RESULTS"] == str(out.parent / f".{cell.id}")    # the cell's own folder, not the run's
     assert env["ROSETTA_DATA"] == str(tmp_path / "data")
     assert env["ROSETTA_REGISTRY"] == ""    # the local names for_plan checked, whatever .env says
+    assert env["ROSETTA_TWINS_SCRATCH"] == ""   # the run prepared its data: never made on the way
+    assert "-p" not in argv[:argv.index("run")]
+    named = ComposeExecutor(("docker", "compose"), "docker", project="rosetta-test-x")
+    argv, _ = named.command(cell, out, RunSettings("full-1", 5, 60.0, tmp_path / "data"))
+    assert argv[argv.index("-p"):argv.index("-p") + 2] == ["-p", "rosetta-test-x"] and argv.index("-p") < argv.index("run")
 
 
 def test_each_cell_gets_its_share_of_the_host(tmp_path, monkeypatch):
@@ -163,7 +176,7 @@ def engine():
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
+def test_docker_compose_run_pytorch_cnn_alone(engine, by_hand, synthetic_data, tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
@@ -171,7 +184,7 @@ def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
            # the CPU path whatever a developer's `make setup` put in .env (shell variables win over it)
            "COMPOSE_FILE": "compose.yaml", "ROSETTA_VARIANT": "cpu", "ROSETTA_DEVICE": "cpu",
            "ROSETTA_CPUS": "1.5", "ROSETTA_MEMORY": "6g"}    # a limit the record must read back
-    proc = subprocess.run([*compose.compose_cli(engine), "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env,
+    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     record = read_record(results / "pytorch-cnn.json")
@@ -185,14 +198,14 @@ def test_docker_compose_run_pytorch_cnn_alone(engine, synthetic_data, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, synthetic_data, tmp_path):
+def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, by_hand, synthetic_data, tmp_path):
     """Data-parallel Chainer is `mpiexec -n 2` inside the container: MPI's shared-memory transport must work there
     (offline, as the service's user, with the capabilities compose.yaml grants it)."""
     results = tmp_path / "results"
     results.mkdir()
     env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
            "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
-    proc = subprocess.run([*compose.compose_cli(engine), "run", "--rm", "-T", "chainer-densenet121",
+    proc = subprocess.run([*by_hand, "run", "--rm", "-T", "chainer-densenet121",
                            "chainer", "densenet121", "--gpus", "2"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -204,11 +217,12 @@ def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, synthetic
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_container_profile_through_the_compose_executor(engine, synthetic_data, tmp_path):
+def test_container_profile_through_the_compose_executor(engine, project, synthetic_data, tmp_path):
     matrix = load()
     plan = expand(matrix, "containers")
     run_dir = tmp_path / "containers-1"
-    execute(plan, ComposeExecutor.for_plan(plan, matrix), run_dir,
+    executor = dataclasses.replace(ComposeExecutor.for_plan(plan, matrix), project=project)
+    execute(plan, executor, run_dir,
             RunSettings(run_dir.name, 1, 900.0, synthetic_data.parent))
     records = [read_record(run_dir / "cells" / f"{c.id}.json") for c in plan.cells]
     assert [r["status"] for r in records] == ["ok"] * len(plan.cells), [r["reason"] for r in records]
@@ -219,7 +233,7 @@ def test_container_profile_through_the_compose_executor(engine, synthetic_data, 
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_a_container_can_write_only_its_own_cells_folder(engine, synthetic_data, tmp_path):
+def test_a_container_can_write_only_its_own_cells_folder(engine, project, synthetic_data, tmp_path):
     """The executor mounts RUN/cells/.ID/ at /results, never the run or results/: code in the container that tries
     to rewrite another cell's record, the reference records or a file beside the run reaches none of them."""
     results = tmp_path / "results"
@@ -230,7 +244,8 @@ def test_a_container_can_write_only_its_own_cells_folder(engine, synthetic_data,
     (results / "reference").mkdir()
     before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
     executor = ComposeExecutor(tuple(compose.compose_cli(engine)), engine, ("compose.yaml",),
-                               env={"ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())})
+                               env={"ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())},
+                               project=project)
     cell = Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "tiny")
     out = run_dir / "cells" / f"{cell.id}.json"
     from scripts.executors import prepare_own_folder
@@ -303,17 +318,48 @@ def project_env(data, results, **more):
             "ROSETTA_MEMORY": "6g", **more}
 
 
+def default_project():
+    """The project name compose gives a plain `docker compose run` in this checkout: COMPOSE_PROJECT_NAME, else the
+    folder's name as Compose normalises it (1.29: lower case, only a-z 0-9 _ -)."""
+    return os.environ.get("COMPOSE_PROJECT_NAME") or re.sub(r"[^-_a-z0-9]", "", ROOT.name.lower())
+
+
+def left_under(project):
+    """What exists of `project` (containers, also stopped ones; networks; volumes), by compose's own label."""
+    docker, label = compose.docker_cli(), f"label=com.docker.compose.project={project}"
+    found = {}
+    for kind, argv in (("containers", ["ps", "-a", "--format", "{{.Names}} ({{.Status}})"]),
+                       ("networks", ["network", "ls", "--format", "{{.Name}}"]),
+                       ("volumes", ["volume", "ls", "--format", "{{.Name}}"])):
+        out = subprocess.run([docker, *argv, "--filter", label], capture_output=True, text=True, timeout=60)
+        found[kind] = sorted(out.stdout.split("\n")[:-1]) if out.returncode == 0 else [f"?: {out.stderr.strip()}"]
+    return found
+
+
 @pytest.fixture
-def by_hand(tmp_path):
-    """The compose command under a project name of its own, taken down afterwards (the twins' container stays
-    after a `run --rm` until then)."""
+def project(tmp_path):
+    """A compose project name of the test's own, taken down afterwards whatever the test did (containers of any of
+    its services, orphans, networks, volumes), so that no test leaves anything a user's later call could reuse."""
+    name = re.sub(r"[^-_a-z0-9]", "", f"rosetta-test-{os.getpid()}-{tmp_path.name}".lower())[:60]
+    yield name
+    down = [*compose_command(), "-f", "compose.yaml", "-p", name, "down", "--volumes", "--remove-orphans"]
+    subprocess.run(down, cwd=ROOT, capture_output=True, timeout=300)
+
+
+@pytest.fixture
+def by_hand(project):
+    """The compose command a user types, under the test's own project name."""
     try:
         compose.check_engine(compose.docker_cli())
     except ExecutorError as e:
         pytest.fail(str(e)) if IN_CI else pytest.skip(str(e))
-    command = [*compose_command(), "-p", f"rosetta-test-{os.getpid()}-{tmp_path.name}".lower()[:60]]
-    yield command
-    subprocess.run([*command, "down", "--volumes"], cwd=ROOT, capture_output=True, timeout=120)
+    return [*compose_command(), "-p", project]
+
+
+def pytorch_image_or_skip():
+    if compose.missing_images(compose.docker_cli(), ["rosetta/pytorch:cpu"]):
+        message = "rosetta/pytorch:cpu is not built: `make images FRAMEWORK=pytorch VARIANT=cpu`"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
 
 
 @pytest.mark.docker
@@ -333,27 +379,82 @@ def test_an_image_that_is_not_built_is_named_with_the_command_that_builds_it(by_
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_first_use_prepares_the_synthetic_twins_and_ends_ok(by_hand, tmp_path):
-    """A fresh data folder: the family's twins service makes the data (writable /data, no network), then the cell
-    runs on it with /data read-only; a second run finds it ready. Real data is never fetched on the way."""
-    if compose.missing_images(compose.docker_cli(), ["rosetta/pytorch:cpu"]):
-        message = "rosetta/pytorch:cpu is not built: `make images FRAMEWORK=pytorch VARIANT=cpu`"
-        pytest.fail(message) if IN_CI else pytest.skip(message)
-    data, results = tmp_path / "data", tmp_path / "results"
-    data.mkdir()
+def test_every_call_works_on_its_own_data_folder(by_hand, tmp_path):
+    """Issue 28's sequences: two calls, each on a new empty data folder, both `ok` (the twin the task needs is made
+    in that call's container, the data folder stays untouched and read-only); real data asked for and absent says
+    what to do; the family's twins service keeps twins in the folder, and the next call reads them from there."""
+    pytorch_image_or_skip()
+    results = tmp_path / "results"
     results.mkdir()
-    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=project_env(data, results),
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "] ok:" in proc.stdout
-    record = read_record(results / "pytorch-cnn.json")
-    assert record["status"] == "ok" and record["cell"]["data"] == "synthetic"
-    assert {p.name for p in (data / "synthetic").iterdir()} == {"cifar10", "imdb", "chestxray14"}
-    manifest = (data / "synthetic" / "cifar10" / "manifest.json").stat().st_mtime_ns
-    # asked for real data that is absent: the twins service does nothing, the cell says what to do
+    for name in ("first", "second"):
+        data = tmp_path / name
+        data.mkdir()
+        proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=project_env(data, results),
+                              capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert "] ok:" in proc.stdout and "made in the container for this call" in proc.stdout
+        assert read_record(results / "pytorch-cnn.json")["status"] == "ok"
+        assert list(data.iterdir()) == []                              # /data stayed read-only
+    assert not subprocess.run([compose.docker_cli(), "ps", "-aq", "--filter",
+                               f"label=com.docker.compose.project={by_hand[-1]}"],
+                              capture_output=True, text=True).stdout.strip()   # nothing left to restart
+    # asked for real data that is absent: nothing is made, the cell says what to do
     proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, capture_output=True, text=True,
                           env=project_env(data, results, ROSETTA_DATASET="real"), timeout=600)
     assert proc.returncode != 0
     assert "not prepared under /data/real" in proc.stdout + proc.stderr and "make data" in proc.stdout + proc.stderr
-    assert not (data / "real").exists()
-    assert (data / "synthetic" / "cifar10" / "manifest.json").stat().st_mtime_ns == manifest   # made once
+    assert list(data.iterdir()) == []
+    # kept in the data folder by the family's twins service, then read from there
+    proc = subprocess.run([*by_hand, "run", "--rm", "twins-pytorch"], cwd=ROOT, env=project_env(data, results),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert {p.name for p in (data / "synthetic").iterdir()} == {"cifar10", "imdb", "chestxray14"}
+    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=project_env(data, results),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0 and "made in the container" not in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.docker
+def test_an_unwritable_results_folder_is_named_before_any_work(by_hand, tmp_path):
+    """Docker creates a missing ROSETTA_RESULTS as root while the service runs as ROSETTA_UID: one line naming the
+    uid, the folder inside and on the host, and the fix; no traceback. (Mode 555 stops the owner too: the service
+    has no capability, so not even uid 0 may override it.)"""
+    pytorch_image_or_skip()
+    data, results = tmp_path / "data", tmp_path / "results"
+    data.mkdir()
+    results.mkdir(mode=0o555)
+    try:
+        proc = subprocess.run([*by_hand, "run", "--rm", "-T", "pytorch-cnn"], cwd=ROOT,
+                              env=project_env(data, results), capture_output=True, text=True, timeout=600)
+    finally:
+        results.chmod(0o755)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in said, said[-3000:]
+    assert (f"error: uid {os.getuid()} cannot write the results folder /results (on the host: {results}, "
+            "ROSETTA_RESULTS)") in said, said[-3000:]
+    assert "`make setup` does" in said and f"sudo chown -R {os.getuid()}:{os.getgid()} {results}" in said
+    assert list(results.iterdir()) == [] and "cifar10" not in said                  # nothing ran
+
+
+# ---------------------------------------------------------------- last: what the suite left behind
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_after_the_compose_tests_the_users_own_call_works_and_nothing_is_left(engine, tmp_path):
+    """Every compose test above ran under a project of its own and took it down: the checkout's default project
+    holds no container, network or volume, so the user's plain `docker compose run --rm pytorch-cnn` (no -p) on a
+    new data folder starts from nothing and ends `ok` — and leaves nothing either. (Last in this file, which one
+    worker runs in order: xdist_group "compose".)"""
+    pytorch_image_or_skip()
+    before = left_under(default_project())
+    assert before == {"containers": [], "networks": [], "volumes": before["volumes"]}, before
+    if IN_CI:
+        assert before["volumes"] == [], before          # a fresh machine: nothing of ours at all
+    data, results = tmp_path / "data", tmp_path / "results"
+    data.mkdir()
+    results.mkdir()
+    proc = subprocess.run([*compose_command(), "run", "--rm", "pytorch-cnn"], cwd=ROOT,
+                          env=project_env(data, results), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads((results / "pytorch-cnn.json").read_text())["status"] == "ok"
+    assert left_under(default_project()) == before

@@ -1,11 +1,12 @@
 """The runner contract through the real CLI: exactly one record per invocation, also on failure and skip."""
 import json
+import os
 
 import pytest
 
 from conftest import run_runner
 from runners import FRAMEWORKS
-from shared import flops
+from shared import datasets, flops
 from shared.params import params_hash, task_params
 from shared.runner import parser
 from shared.timing import MIN_SAMPLES
@@ -17,6 +18,49 @@ def test_missing_data_is_a_failed_record_that_says_what_to_do(tmp_path):
     record = json.loads(out.read_text())
     assert proc.returncode == 1 and record["status"] == "failed"
     assert "make data" in record["reason"] and record["cell"]["data"] == "missing"
+
+
+def test_an_unwritable_results_folder_is_one_line_before_any_work(tmp_path):
+    """No traceback from the record's atomic write at the end (issue 28): the runner tries its folder first and
+    says which user, which folder (the host's, in a container) and what fixes it; nothing runs, nothing is written."""
+    (tmp_path / "results").write_text("a file where the folder should be")   # refused to root as well
+    out = tmp_path / "results" / "pytorch-cnn.json"
+    proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", data=tmp_path / "nowhere")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: uid {os.getuid()} cannot write the results folder {out.parent}")
+    assert f"chown -R {os.getuid()}:{os.getgid()} {out.parent}" in line and "nothing was run" in line
+    assert proc.stdout == ""                                                 # not even the data check ran
+    env = {"ROSETTA_RESULTS_HOST": "./results/compose"}                   # how compose names the host's folder
+    proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", data=tmp_path / "nowhere", env=env)
+    assert "(on the host: ./results/compose, ROSETTA_RESULTS)" in proc.stderr and "`make setup` does" in proc.stderr
+    assert f"`sudo chown -R {os.getuid()}:{os.getgid()} ./results/compose`" in proc.stderr
+
+
+def test_by_hand_a_missing_twin_is_made_for_this_call_only(tmp_path, monkeypatch):
+    """`docker compose run --rm pytorch-cnn` on a folder without twins (compose sets ROSETTA_TWINS_SCRATCH): the task's
+    twin is made in the scratch folder and the cell reads it; the data folder is not touched. The orchestrator sets
+    the scratch empty, and a real dataset is never made: both keep the failure that says what to do."""
+    from dataclasses import replace
+    from shared.runner import RunConfig, twins_for_this_call
+    data = tmp_path / "data" / "synthetic"
+    data.mkdir(parents=True)
+    cfg = RunConfig("pytorch", "gru", data, tmp_path / "r.json", scale="tiny")
+    monkeypatch.setenv("ROSETTA_TWINS_SCRATCH", str(tmp_path / "scratch"))
+    monkeypatch.setenv("ROSETTA_DATASET", "synthetic")
+    made = twins_for_this_call(cfg)
+    assert made == replace(cfg, data=tmp_path / "scratch") and list(data.iterdir()) == []
+    assert {p.name for p in (tmp_path / "scratch").iterdir()} == {"imdb"}         # only what the task reads
+    assert json.loads((tmp_path / "scratch" / "imdb" / "manifest.json").read_text())["source"] == "synthetic"
+    assert twins_for_this_call(replace(cfg, task="resnet50")).data == data          # random images: nothing to make
+    monkeypatch.setenv("ROSETTA_DATASET", "real")
+    assert twins_for_this_call(cfg) == cfg
+    monkeypatch.setenv("ROSETTA_DATASET", "synthetic")
+    monkeypatch.setenv("ROSETTA_TWINS_SCRATCH", "")
+    assert twins_for_this_call(cfg) == cfg
+    datasets.prepare(data, synthetic=True, datasets=("imdb",))                      # present: read where it is
+    monkeypatch.setenv("ROSETTA_TWINS_SCRATCH", str(tmp_path / "other"))
+    assert twins_for_this_call(cfg) == cfg and not (tmp_path / "other").exists()
 
 
 @pytest.mark.parametrize("precision", ["tf32", "amp"])
