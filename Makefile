@@ -9,7 +9,9 @@ RUN ?= latest
 # `sudo -n`; NO_SYSTEM_PACKAGES=1 (here or in the environment) installs nothing and skips those systems' cells instead.
 TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests wait on imports and compiles much of the time
 
-.PHONY: host demo test test-fast venvs matrix data weights images setup report verify reference gpu-check site submit clean
+.PHONY: help host demo test test-fast venvs matrix data weights images setup report verify reference gpu-check site \
+        submit clean clean-runs
+.DEFAULT_GOAL := help              # a bare `make` explains itself instead of building anything
 # gpu-check runs in the GPU machine's own Python (PyTorch and JAX for CUDA installed there), not in a venv
 GPU_PYTHON ?= python3
 
@@ -20,6 +22,10 @@ $(HOST_ENV): scripts/requirements.txt
 	python$(PYTHON_VERSION) -m venv .venv/host
 	$(HOST) -m pip install --disable-pip-version-check -q -r scripts/requirements.txt
 	touch $@
+
+help:                              ## this list (RUN=… means a run folder, or `latest`, wherever a target takes one)
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
+	  awk -F'\t' '{ printf "  make %-11s %s\n", $$1, $$2 }'
 
 host: $(HOST_ENV)                  ## the host environment alone (orchestration and test tools)
 
@@ -55,22 +61,32 @@ setup: $(HOST_ENV)                 ## write .env: plain `docker compose` on GPU 
 	  $(if $(DIGESTS),--digests $(DIGESTS)) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
 
 report: $(HOST_ENV)                ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
-	$(HOST) -m scripts.report $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN))
+	@runs=$$($(HOST) -m scripts.runs $(RUN)) && $(HOST) -m scripts.report $$runs
 
-verify: $(HOST_ENV)                ## run the demo profile and compare with this machine class's reference (REFERENCE=…)
-	$(HOST) -m scripts.verify $(if $(REFERENCE),--reference $(REFERENCE))
+# verify runs the demo unless RUN is given on the command line (RUN=latest: the newest run folder, not a new run)
+verify: $(HOST_ENV)                ## run the demo and compare with this machine class's reference; RUN=… checks a run
+	@$(if $(filter command line,$(origin RUN)),run=$$($(HOST) -m scripts.runs $(RUN)) && ,)$(HOST) -m scripts.verify \
+	  $(if $(filter command line,$(origin RUN)),--run $$run) $(if $(REFERENCE),--reference $(REFERENCE))
 
 reference: $(HOST_ENV)             ## run the reference profile and write results/reference/MACHINE-CLASS for verify
 	$(HOST) -m scripts.reference
 
-site: $(HOST_ENV)                  ## the static site in site/: runners side by side, every machine's results (RUNS=…)
-	$(HOST) -m scripts.site $(RUNS)
+site: $(HOST_ENV)                  ## the static site in site/: runners side by side, the references (RUN=… adds runs)
+	@$(if $(filter command line,$(origin RUN)),runs=$$($(HOST) -m scripts.runs $(RUN)) && ,)$(HOST) -m scripts.site \
+	  $(if $(filter command line,$(origin RUN)),$$runs) $(RUNS)
 
 submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=results/… [NAME=…] [NO_HOSTS=1]
-	$(HOST) -m scripts.submission submit $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN)) $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts)
+	@run=$$($(HOST) -m scripts.runs $(RUN)) && $(HOST) -m scripts.submission submit $$run \
+	  $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts)
 
 gpu-check:                         ## a bare GPU machine in 8 minutes: no Docker, no network, no venvs (GPU_PYTHON=…)
 	$(GPU_PYTHON) -m scripts.gpu_check --python $$(command -v $(GPU_PYTHON))
 
-clean:                             ## environments and results (data stays)
-	rm -rf .venv results/*-*
+clean:                             ## environments, site/, wheelhouses, caches; keeps data/ and every run (clean-runs)
+	@echo "removing: .venv/ (environments) site/ .wheelhouse/ build/ and Python caches; keeping data/ and results/"
+	rm -rf .venv site .wheelhouse build .pytest_cache
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
+
+clean-runs:                        ## every run folder under results/ (the references and submissions stay)
+	@runs="$$(ls -d results/*-*/ 2>/dev/null)"; if [ -z "$$runs" ]; then echo "no run folders under results/"; \
+	  else echo "removing $$(echo $$runs | wc -w) run folder(s):" $$runs; rm -rf $$runs; fi

@@ -275,13 +275,25 @@ def plan_for(args, matrix):
     return plan_file, run_dir
 
 
+def profile_list():
+    """The profiles with their descriptions, for --help; a matrix that does not load says so instead."""
+    try:
+        return "; ".join(f"{name} ({profile.description})" if getattr(profile, "description", None) else name
+                         for name, profile in load().profiles.items())
+    except MatrixError as e:
+        return f"(matrix.yaml does not load: {e})"
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m scripts.run", description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", default="demo")
+    ap = argparse.ArgumentParser(prog="python -m scripts.run", description=__doc__.split("\n")[0],
+                                 epilog=f"profiles in matrix.yaml: {profile_list()}")
+    ap.add_argument("--profile", default="demo", help="the profile of matrix.yaml to run (default: demo; see below)")
     ap.add_argument("--plan", type=Path, help="run this plan file (python -m scripts.plan) instead of a profile")
-    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
+    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml",
+                    help="the matrix file the profile comes from (default: the checkout's matrix.yaml)")
     ap.add_argument("--resume", metavar="RUN|latest", help="continue a run folder instead of starting a new one")
-    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--results", type=Path, default=RESULTS,
+                    help="where run folders are made (default: results/; the run is results/PROFILE-DATE-TIME)")
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
     ap.add_argument("--only", help="run only cells whose id contains this text")
     ap.add_argument("--python", metavar="PATH",
