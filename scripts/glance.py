@@ -9,6 +9,7 @@ reference (one machine class) share a table; tests/test_docs.py fails when READM
 """
 import argparse
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,9 +70,10 @@ def table(spec, root=ROOT / "results" / "reference"):
     first = frame.to_dict("records")[0]
     date = min(frame["started_at"])[:10]
     lines.append("")
-    lines.append(f"*{spec.title}. Lower is better; (×n) is n times the column's fastest. Machine: {first['machine']}."
-                 f" Run {date}; records and versions: [`results/reference/{spec.reference}`]"
-                 f"(results/reference/{spec.reference}/results.md).*")
+    caption = (f"*{spec.title}. Lower is better; (×n) is n times the column's fastest. Machine: {first['machine']}."
+               f" Run {date}; records and versions: [`results/reference/{spec.reference}`]"
+               f"(results/reference/{spec.reference}/results.md).*")
+    lines.extend(textwrap.wrap(caption, 118, break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 
 
