@@ -1,4 +1,4 @@
-"""Executors launch one cell and can stop it; they share this small protocol and nothing deeper (STYLE.md rule 6).
+"""Executors launch one cell and can stop it; they share this small protocol and nothing deeper (docs/style.md, rule 6).
 
     launch(cell, out, log, run, devices) -> Popen       start the cell on GPUs `devices` (empty on the CPU); the
                                                         runner writes its record to `out`

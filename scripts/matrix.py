@@ -1,4 +1,4 @@
-"""matrix.yaml → validated spec → cells: a pure expansion with stable order and stable ids (STYLE.md rule 7).
+"""matrix.yaml → validated spec → cells: a pure expansion with stable order and stable ids (docs/style.md, rule 7).
 
     python -m scripts.matrix [--matrix matrix.yaml] --profile demo     # list the cells a profile would run
 """

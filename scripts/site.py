@@ -17,6 +17,7 @@ outside; every table reads without JavaScript.
 import argparse
 import html
 import json
+import os
 import re
 import shutil
 import sys
@@ -29,17 +30,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from pygments import highlight  # noqa: E402
 from pygments.formatters import HtmlFormatter  # noqa: E402
-from pygments.lexers import JuliaLexer, PythonLexer, SLexer  # noqa: E402
+from pygments.lexers import JuliaLexer, MarkdownLexer, PythonLexer, SLexer  # noqa: E402
 
 from runners import FRAMEWORKS  # noqa: E402
 from scripts import records, report  # noqa: E402
 from scripts.matrix import ROOT, Cell, load  # noqa: E402
 from shared.params import TASKS  # noqa: E402
+from shared.record import git_commit  # noqa: E402
 
 SECTIONS = ("Config", "Data", "Model", "Train step", "Evaluate", "Main")
 MARKER = re.compile(r"^\s*#\s*====\s*(.+?)\s*====\s*$")
 LESSON = re.compile(r"lessons? ((?:CNN|RNN) )?(\d+)")
-LANGUAGES = {".py": PythonLexer, ".R": SLexer, ".jl": JuliaLexer}
+LANGUAGES = {".py": PythonLexer, ".R": SLexer, ".jl": JuliaLexer, ".md": MarkdownLexer}
 DEFAULT_PICKS = ("pytorch", "tensorflow")
 MAX_PICKS = 4
 REFERENCES = ROOT / "results" / "reference"
@@ -107,7 +109,7 @@ def sections(path):
         parts[current or "Config"].append(line)
     if tuple(names) != SECTIONS:
         raise SiteError(f"{path}: sections {names or 'none'}; a runner has `# ==== NAME ====` "
-                        f"markers for {', '.join(SECTIONS)}, in that order (STYLE.md)")
+                        f"markers for {', '.join(SECTIONS)}, in that order (docs/style.md)")
     parts["Config"] = parts.pop(None, []) + parts["Config"]
     return OrderedDict((name, "\n".join(parts[name]).strip("\n")) for name in SECTIONS)
 
@@ -152,8 +154,8 @@ def column_of(row):
             f"{int(row['cell.gpus'])}×{row['cell.device']}")
 
 
-def versions(rows, key):
-    values = sorted({str(report.plain(r[key])) for r in rows if report.known(r.get(key))})
+def versions(rows, key, kind):
+    values = sorted({version_text(r[key], kind) for r in rows if report.known(r.get(key))})
     return "/".join(values) or "—"
 
 
@@ -170,25 +172,35 @@ def device_of(rows):
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: #1b1b1b; background: #fff; }
-header { background: #1f3a5f; color: #fff; padding: .6em 1.2em; }
+header { background: #1f3a5f; color: #fff; padding: .6em 1.2em; overflow-x: auto; white-space: nowrap;
+         scrollbar-width: none; }
 header a { color: #fff; margin-right: 1em; }
-main { padding: 1em 1.2em; }
+main { padding: 1em 1.2em; max-width: 100%; box-sizing: border-box; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; margin: .5em 0; }
 th, td { border: 1px solid #ccd; padding: .3em .5em; vertical-align: top; text-align: left; }
 thead th { background: #eef2f7; position: sticky; top: 0; }
 .muted { color: #666; font-size: .85em; }
-.code td { min-width: 28em; max-width: 48em; overflow-x: auto; }
-.code th.section { width: 9em; }
-.hl pre { margin: 0; font-size: 12.5px; line-height: 1.35; white-space: pre; }
+.code { table-layout: fixed; width: 100%; }
+.code td { overflow-wrap: anywhere; }
+.code th.section { width: 8em; }
+.hl pre { margin: 0; font-size: 12.5px; line-height: 1.35; white-space: pre-wrap; overflow-wrap: anywhere; }
 .notes { font-size: .82em; color: #444; margin-top: .4em; }
 .picks { margin: .6em 0 1em; }
-.picks label { margin-right: .9em; white-space: nowrap; }
+.picks label { margin-right: .9em; white-space: nowrap; display: inline-block; }
 .results td a { color: inherit; }
+.results td.num, .results th.num { text-align: right; font-variant-numeric: tabular-nums; }
+.detail { display: none; color: #555; font-size: .82em; }
+main:has(#details:checked) .detail { display: block; }
 .status-skipped { color: #666; } .status-failed, .status-timeout { color: #a11; }
 .filters select { margin-right: 1em; }
+.columns { columns: 14em; } .glossary dt { font-weight: 600; } .glossary dd { margin: 0 0 .5em 1.2em; }
 [hidden] { display: none !important; }
 figure { margin: 1em 0; } figure img { max-width: 100%; }
+@media (max-width: 700px) {
+  main { padding: .6em; } .sbs, section.group, main > table { overflow-x: auto; } main > table { display: block; }
+  .code { table-layout: auto; } .code td { min-width: 75vw; }
+}
 """
 
 SCRIPT = """
@@ -204,8 +216,10 @@ document.querySelectorAll('.sbs').forEach(function (sbs) {
     });
   });
 });
-// Result filters: hide the columns (and whole groups) that do not match every chosen value.
+// Result filters: hide the columns (and whole groups) that do not match every chosen value. The form is hidden in the
+// page and shown here, so a reader without JavaScript never meets controls that do nothing.
 document.querySelectorAll('.filters').forEach(function (form) {
+  form.hidden = false;
   var page = form.parentNode;
   function apply() {
     var chosen = {};
@@ -247,9 +261,9 @@ def code_page(task, runners, differences):
     picks = [p for p in runners if p in DEFAULT_PICKS] or list(runners)[:2]
     boxes, css = [], []
     for package, (path, fids) in runners.items():
-        boxes.append(f'<input type="checkbox" class="pick" id="pick-{package}"{" checked" if package in picks else ""}>'
-                     f'<label for="pick-{package}">{html.escape(", ".join(fids))}</label>')
-        css.append(f"#pick-{package}:checked ~ table .c-{package} {{ display: table-cell; }}")
+        boxes.append(f'<label for="pick-{package}"><input type="checkbox" class="pick" id="pick-{package}"'
+                     f'{" checked" if package in picks else ""}> {html.escape(", ".join(fids))}</label>')
+        css.append(f".sbs:has(#pick-{package}:checked) .c-{package} {{ display: table-cell; }}")
     parsed = {package: sections(path) for package, (path, _) in runners.items()}
     head = "".join(f'<th class="c-{p}">{html.escape(", ".join(fids))}<div class="muted"><a href="src/'
                    f'{path.relative_to(ROOT).as_posix()}.html">{path.relative_to(ROOT).as_posix()}</a></div></th>'
@@ -283,17 +297,50 @@ def code_page(task, runners, differences):
                 + "".join(cells) + "</tr>")
     hide = '.sbs .code td[class^="c-"], .sbs .code th[class^="c-"] { display: none; }'
     body = (f'<p>Pick two to four systems: their runners line up section by section (the same six sections in every '
-            f'runner, STYLE.md). Each section lists the seed lessons it cites; the last row, what each runner\'s '
-            f'records name as differing from the canonical definition, and the test that checks both compute the '
-            f'same function.</p>\n<style>{hide} {" ".join(css)}</style>\n'
-            f'<div class="sbs picks">\n' + "\n".join(boxes) + '\n'   # the boxes precede the table: CSS shows columns
+            f'runner, <a href="src/docs/style.md.html">docs/style.md</a>). Each section lists the seed lessons it '
+            f'cites; the last row, what each runner\'s records name as differing from the canonical definition, and '
+            f'the test that checks both compute the same function. Long lines wrap.</p>\n'
+            f'<style>{hide} {" ".join(css)}</style>\n'
+            f'<div class="sbs"><div class="picks">\n' + "\n".join(boxes) + '</div>\n'
             f'<table class="code"><thead><tr><th class="section">section</th>{head}</tr></thead>\n<tbody>'
             + "\n".join(rows) + "</tbody></table></div>")
     return page(f"{report.TITLES[task]}: the runners side by side", body)
 
 
+SOURCE_ORDER = {"reference": 0, "community": 1, "run": 2}
+
+
+def source_key(source):
+    """References first, then accepted submissions, then the run folders given; by name within each."""
+    kind = source.split("/", 1)[0]
+    return SOURCE_ORDER.get(kind, len(SOURCE_ORDER)), source
+
+
+def version_text(value, kind):
+    """One spelling of a CUDA or cuDNN version: JAX reports the integers of the C headers (CUDA 13000 = 13.0, cuDNN
+    91900 = 9.19.0, cuDNN 8902 = 8.9.2), PyTorch and the images the dotted form; both read dotted here."""
+    text = str(report.plain(value))
+    if not re.fullmatch(r"\d{4,6}", text):
+        return text
+    n = int(text)
+    if kind == "cuda":
+        return f"{n // 1000}.{n % 1000 // 10}"
+    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 10000 else f"{n // 1000}.{n // 100 % 10}.{n % 100}"
+
+
+def value_of(row):
+    """The one number a cell shows: ResNet-50's seconds per 1,000 images, a training's steady state (its time as
+    waited where no steady state was recorded)."""
+    if row["status"] != "ok":
+        return None
+    value = row["time"] if row["cell.task"] == "resnet50" or not report.known(row.get("steady")) else row["steady"]
+    return value if report.known(value) and value > 0 else None
+
+
 def results_page(task, frame, out, plots):
-    """The task's tables, one per data kind × scale (cells of different work are not comparable), and its plots."""
+    """The task's tables, one per data kind × scale (cells of different work are not comparable), and its plots:
+    one number per cell (its steady state) with × the column's fastest, rows fastest first by the first column, the
+    waited time, spread, efficiency and accuracy one tick away; versions and run dates under each table."""
     rows = [r for r in frame.to_dict("records") if r["cell.task"] == task]
     if not rows:
         return page(f"{report.TITLES[task]}: results", "<p>No records of this task in any source yet.</p>")
@@ -301,36 +348,47 @@ def results_page(task, frame, out, plots):
     for row in rows:
         groups[(row["cell.data"], row["cell.scale"])].append(row)
     quality = report.QUALITY_METRIC.get(task)
-    unit = report.TIME_LABEL[report.TIME_METRIC[task]]
-    unit += ", the median pass" if task == "resnet50" else " as waited / at the steady rate"
-    quality_text = f" ({report.QUALITY_LABEL[quality]})" if quality else ""
-    parts = [f'<p>{html.escape(unit)}, ±spread, eff = share of the framework\'s own GEMM rate{quality_text}. '
-             f'One column per source, '
-             f'machine class, variant and precision: records of different machines are never merged. Each value '
-             f'links to its record (and log).</p>', '<p class="muted">' + html.escape(report.MARKS) + "</p>"]
+    unit = "s per 1,000 images (median pass)" if task == "resnet50" else (
+        "minutes" if task == "densenet121" else "s") + " of training at the steady rate (compile and first step apart)"
+    quality_text = f"; details add the {report.QUALITY_LABEL[quality]}" if quality else ""
+    parts = [f'<p><b>{html.escape(unit)} — lower is better</b>; (×n) is n times the column\'s fastest. One column per '
+             f'source, machine class, variant and precision: records of different machines are never merged, and '
+             f'columns of different machines compare only with care. Each value links to its record (and log).</p>',
+             f'<p><label><input type="checkbox" id="details"> show details</label> <span class="muted">(time as '
+             f'waited / steady state, ±spread, eff = share of the framework\'s own GEMM rate, not of the device\'s '
+             f'peak: above 100 % means the calibration could not fill the device{html.escape(quality_text)})</span>'
+             f'</p>', '<p class="muted">' + html.escape(report.MARKS) + "</p>"]
     filters = defaultdict(set)
     tables = []
     for (data, scale), group in sorted(groups.items()):
         columns = defaultdict(list)
         for row in group:
             columns[column_of(row)].append(row)
-        keys = sorted(columns)
-        frameworks = sorted({r["cell.framework"] for r in group})
-        footnotes = {}
-        attrs = {}
-        head = []
+        keys = sorted(columns, key=lambda k: (source_key(k[0]), k[1:]))
+        fastest = {k: min((v for v in map(value_of, columns[k]) if v), default=None) for k in keys}
+        first = {r["cell.framework"]: value_of(r) for r in columns[keys[0]]}
+        frameworks = sorted({r["cell.framework"] for r in group},
+                            key=lambda fw: (first.get(fw) is None, first.get(fw) or 0, fw))
+        footnotes, attrs, head, under = {}, {}, [], []
         for i, key in enumerate(keys):
             source, machine_class, variant, precision, gpus = key
             col = columns[key]
-            a = {"device": device_of(col), "cuda": versions(col, "system.cuda"),
-                 "cudnn": versions(col, "system.cudnn"), "precision": precision, "data": data, "scale": scale,
-                 "source": source}
+            on_gpu = any(r["cell.device"] == "gpu" for r in col)
+            a = {"device": device_of(col), "cuda": versions(col, "system.cuda", "cuda") if on_gpu else "—",
+                 "cudnn": versions(col, "system.cudnn", "cudnn") if on_gpu else "—", "precision": precision,
+                 "data": data, "scale": scale, "source": source}
             for k, v in a.items():
                 filters[k].add(v)
             attrs[key] = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in a.items()) + f' data-col="{i}"'
-            head.append(f'<th {attrs[key]}>{html.escape(a["device"])}<br>{html.escape(variant)} · CUDA '
-                        f'{html.escape(a["cuda"])} · cuDNN {html.escape(a["cudnn"])} · {precision} · {gpus}'
-                        f'<div class="muted">{html.escape(machine_class)} · {html.escape(source)}</div></th>')
+            cuda = f' · CUDA {html.escape(a["cuda"])} · cuDNN {html.escape(a["cudnn"])}' if on_gpu else ""
+            head.append(f'<th {attrs[key]} class="num">{html.escape(a["device"])}<br>{html.escape(variant)}{cuda} · '
+                        f'{precision} · {gpus}<div class="muted">{html.escape(machine_class)} · '
+                        f'{html.escape(source)}</div></th>')
+            software = sorted({t for t in map(report.software_of, col) if t})
+            dates = sorted(str(r["started_at"])[:10] for r in col if report.known(r.get("started_at")))
+            when = f"run {dates[0]}" + (f" to {dates[-1]}" if dates and dates[-1] != dates[0] else "") if dates else ""
+            under.append(f"<li {attrs[key]}>{html.escape(source)} · {html.escape(variant)} · {precision}: "
+                         f"{html.escape('; '.join(software) or 'versions not recorded')}; {when}</li>")
         body = []
         for fw in frameworks:
             cells = []
@@ -339,60 +397,124 @@ def results_page(task, frame, out, plots):
                 if row is None:
                     cells.append(f"<td {attrs[key]}>—</td>")
                     continue
-                text = html.escape(report.cell_text(row, task, footnotes))
+                detail = html.escape(report.cell_text(row, task, footnotes))
+                value = value_of(row)
+                shown = (f"{value:.3g} <span class=\"muted\">(×{value / fastest[key]:.2f})</span>" if value else
+                         detail)
                 record, log = row["links"]
-                link = f'<a href="{record}">{text}</a>' + (f' <a class="muted" href="{log}">log</a>' if log else "")
-                cells.append(f'<td {attrs[key]} class="status-{row["status"]}">{link}</td>')
+                link = f'<a href="{record}">{shown}</a>' + (f' <a class="muted" href="{log}">log</a>' if log else "")
+                extra = f'<span class="detail">{detail}</span>' if value else ""
+                cells.append(f'<td {attrs[key]} class="num status-{row["status"]}">{link}{extra}</td>')
             body.append(f"<tr><th>{html.escape(fw)}</th>{''.join(cells)}</tr>")
         notes = "".join(f"<li>[{n}] {html.escape(str(text))}</li>" for text, n in sorted(footnotes.items(),
                                                                                         key=lambda kv: kv[1]))
-        figure = plot(task, data, scale, group, out, plots)
+        figures = "".join(plot(task, data, scale, [r for r in group if r["source"] == source], out, plots)
+                          for source in sorted({r["source"] for r in group}, key=source_key))
         tables.append(f'<section class="group" data-data="{data}" data-scale="{scale}"><h2>{data} data · {scale} '
                       f'scale</h2><table class="results"><thead><tr><th>framework</th>{"".join(head)}</tr></thead>'
-                      f'<tbody>{"".join(body)}</tbody></table><ol class="muted footnotes">{notes}</ol>{figure}'
-                      f'</section>')
+                      f'<tbody>{"".join(body)}</tbody></table><ul class="muted">{"".join(under)}</ul>'
+                      f'<ol class="muted footnotes">{notes}</ol>{figures}</section>')
     selects = "".join(f'<label>{k} <select name="{k}"><option value="">all</option>'
                       + "".join(f'<option>{html.escape(v)}</option>' for v in sorted(vs)) + "</select></label>"
                       for k, vs in filters.items())
-    form = f'<form class="filters" onsubmit="return false">{selects}</form>'
+    form = f'<form class="filters" hidden onsubmit="return false">{selects}</form>'
     return page(f"{report.TITLES[task]}: results", "\n".join(parts) + form + "\n".join(tables))
 
 
 def plot(task, data, scale, rows, out, plots):
-    """An SVG of the group's ok cells: one bar per framework and column (its steady state, or as waited)."""
-    bars = [(f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']} · {r['source']}",
-             r["steady"] if report.known(r.get("steady")) else r["time"])
-            for r in rows if r["status"] == "ok" and report.known(r.get("time"))][:report.PLOT_CAP]
+    """An SVG of one source's ok cells in a group: one bar per framework and column, fastest on top, each with its
+    value; the unit and "lower is better" on the axis."""
+    bars = sorted(((value_of(r), f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
+                   for r in rows if value_of(r)))[:report.PLOT_CAP]
     if not bars:
         return ""
-    bars.sort()
-    fig, ax = plt.subplots(figsize=(9, 0.28 * len(bars) + 1.2))
-    ax.barh(range(len(bars)), [v for _, v in bars], color="tab:blue")
-    ax.set_yticks(range(len(bars)), [label for label, _ in bars], fontsize=7)
+    source = rows[0]["source"]
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(bars) + 1.4))
+    ax.barh(range(len(bars)), [v for v, _ in bars], color="tab:blue")
+    ax.set_yticks(range(len(bars)), [label for _, label in bars], fontsize=9)
+    for y, (value, _) in enumerate(bars):
+        ax.text(value, y, f" {value:.3g}", va="center", fontsize=9)
     ax.invert_yaxis()
-    ax.set_xlabel(report.TIME_LABEL[report.TIME_METRIC[task]] + " (steady state where known)")
-    ax.set_title(f"{report.TITLES[task]} — {data} data, {scale} scale", fontsize=9)
+    ax.margins(x=0.12)
+    unit = "s per 1,000 images" if task == "resnet50" else ("min" if task == "densenet121" else "s") + ", steady state"
+    ax.set_xlabel(f"{unit} — lower is better", fontsize=9)
+    ax.set_title(f"{report.TITLES[task]} — {data} data, {scale} scale — {source}", fontsize=10, loc="left")
     fig.tight_layout()
-    name = f"plots/{task}-{data}-{scale}.svg"
+    name = f"plots/{task}-{data}-{scale}-{re.sub(r'[^a-zA-Z0-9_.-]', '-', source)}.svg"
     fig.savefig(out / name, format="svg", metadata={"Date": None})
     plt.close(fig)
     plots.append(name)
-    return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}: bar chart of the table above">' \
-           f'</figure>'
+    return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}, {html.escape(source)}: bar chart ' \
+           f'of the table above"></figure>'
 
 
-def index_page(found, counts):
+GLOSSARY = (
+    ("steady state", "a training cell's time at its settled rate: the median window of five steps × every step, "
+                     "compile and first step reported apart (as warm-up); ResNet-50's is the median timed pass"),
+    ("spread", "IQR / median of a cell's post-warm-up samples; none below five samples"),
+    ("machine class", "the key results are compared by, derived from a record's own facts (CPU model and ISA, "
+                      "cores; GPU model, memory and count): cells of different classes are never merged"),
+    ("reference", "committed records of one machine class (results/reference/), made by `make reference`"),
+    ("verify", "`make verify` runs the demo and compares each cell with the reference of this machine's class, "
+               "with its samples, in both directions (too fast is a broken clock)"),
+    ("synthetic data", "seeded, learnable twins of CIFAR-10, IMDB and ChestX-ray14 in the real formats: accuracy "
+                       "on them shows that a system learns, not how well"),
+    ("demo scale", "a few hundred images per cell, so that every system runs on two CPU cores in minutes"),
+    ("efficiency (eff)", "the cell's model FLOP/s over a calibration rate measured on the same device after the "
+                         "cell; above 100 % flags a calibration too small for the device, not a result"),
+)
+REPOSITORY = "https://github.com/{}"
+ORIGINAL = "https://github.com/ilkarman/DeepLearningFrameworks"
+
+
+def headline(frame):
+    """Per reference and task: the fastest and the slowest system of its most filled precision, and the factor."""
+    lines = []
+    if frame is None:
+        return lines
+    rows = [r for r in frame.to_dict("records") if r["source"].startswith("reference/") and value_of(r)]
+    for source in sorted({r["source"] for r in rows}):
+        for task in TASKS:
+            cells = [r for r in rows if r["source"] == source and r["cell.task"] == task]
+            if len(cells) < 2:
+                continue
+            precision = max(sorted({r["cell.precision"] for r in cells}),
+                            key=lambda p: sum(r["cell.precision"] == p for r in cells))
+            ranked = sorted((value_of(r), r["cell.framework"]) for r in cells if r["cell.precision"] == precision)
+            (low, fast), (high, slow) = ranked[0], ranked[-1]
+            unit = "s / 1,000 images" if task == "resnet50" else ("min" if task == "densenet121" else "s")
+            lines.append(f'<li><a href="results-{task}.html">{html.escape(report.TITLES[task])}</a>, '
+                         f'{html.escape(source.split("/", 1)[1])}, {precision}: fastest <b>{html.escape(fast)}</b> '
+                         f'({low:.3g} {unit}), slowest <b>{html.escape(slow)}</b> ({high:.3g} {unit}): '
+                         f'×{high / low:.1f} between them, {len(ranked)} systems</li>')
+    return lines
+
+
+def index_page(found, counts, frame=None, built_from=None):
     rows = "".join(f"<tr><td>{kind}</td><td>{html.escape(name)}</td><td>{html.escape(', '.join(classes))}</td>"
                    f"<td>{n}</td></tr>" for (kind, name, _), (classes, n) in zip(found, counts))
     tasks = "".join(f'<li>{report.TITLES[t]}: <a href="code-{t}.html">the runners side by side</a> · '
                     f'<a href="results-{t}.html">results</a></li>' for t in TASKS)
-    body = (f"<p>The same four workloads written idiomatically in every framework: read two side by side to carry "
-            f"what you know of one to the other, and compare what they cost on every machine that ran them.</p>"
-            f"<ul>{tasks}</ul><h2>Where the results come from</h2><table><thead><tr><th>kind</th><th>name</th>"
+    systems = "".join(f"<li><code>{html.escape(fid)}</code></li>" for fid in FRAMEWORKS)
+    glossary = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in GLOSSARY)
+    built = built_from or {}
+    repository = (f'<a href="{html.escape(REPOSITORY.format(built["repository"]), quote=True)}">the repository</a>'
+                  if built.get("repository") else "a local checkout")
+    top = "".join(headline(frame)) or "<li>No reference records yet.</li>"
+    body = (f"<p>The same four deep-learning workloads written idiomatically in every major framework: read two "
+            f"runners side by side to carry what you know of one framework to another, and compare what they cost "
+            f"on every machine that ran them. It continues <a href=\"{ORIGINAL}\">ilkarman/DeepLearningFrameworks"
+            f"</a>; built {html.escape(built.get('date', ''))} from {repository} at commit "
+            f"<code>{html.escape(built.get('commit') or 'unknown')}</code>.</p>"
+            f"<h2>At a glance (lower is better)</h2><ul>{top}</ul>"
+            f"<h2>The four workloads</h2><ul>{tasks}</ul>"
+            f"<h2>Systems</h2><ul class=\"columns\">{systems}</ul>"
+            f"<h2>Where the results come from</h2><table><thead><tr><th>kind</th><th>name</th>"
             f"<th>machine classes</th><th>records</th></tr></thead><tbody>{rows}</tbody></table>"
             f"<p class=muted>reference: the committed references verify compares with (results/reference); "
             f"community: accepted submissions (results/community; <code>make submit</code>, checked by "
-            f"<code>python -m scripts.submission check</code>); run: run folders given to <code>make site</code>.</p>")
+            f"<code>python -m scripts.submission check</code>); run: run folders given to <code>make site</code>.</p>"
+            f"<h2>Words used here</h2><dl class=\"glossary\">{glossary}</dl>")
     return page("The Rosetta Stone of deep-learning frameworks", body)
 
 
@@ -448,7 +570,9 @@ def build(out, runs=()):
         frame["links"] = frame["_links"]
     differences = differences_by_framework(frame.to_dict("records")) if frame is not None else {}
     plots = []
-    pages = {"index.html": index_page(found, counts), "lessons.html": lessons_page()}
+    built_from = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": git_commit(ROOT),
+                  "repository": os.environ.get("GITHUB_REPOSITORY")}      # set where GitHub Actions builds it
+    pages = {"index.html": index_page(found, counts, frame, built_from), "lessons.html": lessons_page()}
     for task in TASKS:
         pages[f"code-{task}.html"] = code_page(task, files[task], differences)
         pages[f"results-{task}.html"] = (results_page(task, frame, out, plots) if frame is not None else
@@ -456,7 +580,7 @@ def build(out, runs=()):
     for name, text in pages.items():
         (out / name).write_text(text)
     shown = {path for runners in files.values() for path, _ in runners.values()}
-    shown |= {ROOT / EQUIVALENCE, ROOT / "tests" / "test_julia_runner.py"}
+    shown |= {ROOT / EQUIVALENCE, ROOT / "tests" / "test_julia_runner.py", ROOT / "docs" / "style.md"}
     for path in sorted(shown):
         target = out / "src" / f"{path.relative_to(ROOT).as_posix()}.html"
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Timing discipline (STYLE.md: pyperf, airbench, asv): warm-up apart, every sample kept, spread as IQR, noise flagged.
+"""Timing discipline (docs/style.md: pyperf, airbench, asv): warm-up apart, every sample kept, spread as IQR, noise flagged.
 
 Every clock edge calls the framework's own barrier (`torch.cuda.synchronize`, `block_until_ready`, `nd.waitall`, …)
 so that asynchronous GPU work is inside the interval it belongs to.

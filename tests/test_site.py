@@ -79,11 +79,16 @@ def built(run_folders, tmp_path_factory):
 def test_the_site_builds_every_page_and_links_only_inside_itself(built):
     out, summary = built
     assert all((out / name).is_file() for name in PAGES) and summary["plots"] >= 1
+    outside = []
     for path in out.rglob("*.html"):
         text = path.read_text()
-        for link in re.findall(r'(?:src|href)="([^"#]+)', text):
+        for tag, link in re.findall(r'<(\w+)[^>]*?(?:src|href)="([^"#]+)', text):
+            if tag == "a" and link.startswith("https://github.com/"):
+                outside.append(link)      # a link a reader may follow, never a request the page makes itself
+                continue
             assert not re.match(r"[a-z]+:|//", link), f"{path.name} links outside the site: {link}"
             assert (path.parent / link).exists(), f"{path.name} links to {link}, which is not in the site"
+    assert set(outside) == {site.ORIGINAL}      # and the repository's, where GitHub Actions builds it
     for path in [*out.rglob("*.css"), *out.rglob("*.js")]:
         assert not re.search(r"url\(|@import|https?://", path.read_text()), path
     for path in out.rglob("*.svg"):     # namespace names (http://www.w3.org/2000/svg …) are names, not requests
@@ -196,3 +201,48 @@ def test_in_a_browser_the_filters_hide_columns_and_groups(built, browser, tmp_pa
     assert len(columns()) == everything
     browser.save_screenshot(str(tmp_path / "results-filtered.png"))
     assert browser.get_log("browser") == []
+
+
+def test_the_first_page_says_what_this_is_and_what_was_found(built):
+    """A headline per task and reference (fastest, slowest, the factor), the systems, the date and commit, the
+    original project, and the words the pages use."""
+    out, _ = built
+    text = (out / "index.html").read_text()
+    assert re.search(r"fastest <b>[\w-]+</b> \([\d.]+ s\), slowest <b>[\w-]+</b> \([\d.]+ s\): ×[\d.]+ between", text)
+    assert all(f"<code>{fid}</code>" in text for fid in site.FRAMEWORKS)
+    assert site.ORIGINAL in text and re.search(r"at commit <code>[0-9a-f]{7,}</code>", text)
+    for term in ("machine class", "reference", "verify", "steady state", "efficiency"):
+        assert f"<dt>{term}" in text, term
+
+
+def test_filters_are_hidden_until_javascript_shows_them_and_versions_have_one_spelling(built):
+    out, _ = built
+    text = (out / "results-resnet50.html").read_text()
+    assert '<form class="filters" hidden' in text and "form.hidden = false" in (out / "site.js").read_text()
+    assert "CUDA —" not in text and "lower is better" in text and "(×1.00)" in text
+    assert site.version_text(13000, "cuda") == "13.0" and site.version_text("13.0", "cuda") == "13.0"
+    assert site.version_text(91900, "cudnn") == "9.19.0" and site.version_text(8902, "cudnn") == "8.9.2"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1440, 390])
+def test_in_a_browser_pages_fit_the_window(built, browser, width, tmp_path):
+    """No page is wider than the window at 1440 px, with two and with four code columns, nor on a phone (390 px,
+    where the code table scrolls inside its own box); the filters show once JavaScript runs."""
+    out, _ = built
+    browser.set_window_size(width, 900)
+    try:
+        for name in ("index.html", "code-cnn.html", "results-cnn.html", "results-resnet50.html"):
+            browser.get((out / name).as_uri())
+            wide = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            browser.save_screenshot(str(tmp_path / f"{width}-{name}.png"))
+            assert wide <= 0, f"{name} at {width} px is {wide} px wider than the window"
+        browser.get((out / "code-cnn.html").as_uri())
+        for package in ("jax", "cntk"):
+            browser.find_element("css selector", f'label[for="pick-{package}"]').click()
+        assert len(visible_columns(browser)) == 4
+        assert browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth") <= 0
+        browser.get((out / "results-cnn.html").as_uri())
+        assert browser.find_element("css selector", "form.filters").is_displayed()
+    finally:
+        browser.set_window_size(1400, 900)
