@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.matrix import ROOT
-from scripts.report import load_records, to_frame
+from scripts.report import load_records, to_frame, value_of
 
 START, END = "<!-- glance:start (python -m scripts.glance --write) -->", "<!-- glance:end -->"
 UNITS = {"cnn": "s", "gru": "s", "resnet50": "s / 1,000 images", "densenet121": "min"}
@@ -34,11 +34,6 @@ TABLES = (
     Table("cpu-amd-epyc-avx512-bf16-2c", "Two CPU cores (AMD EPYC, Zen 4), demo scale (CNN: 960 images, one "
           "epoch; ResNet-50: passes of 8 images)", (("cnn", "fp32"), ("resnet50", "fp32"))),
 )
-
-
-def value_of(row):
-    """The one number a cell shows: ResNet-50's seconds per 1,000 images, else the training's steady state."""
-    return row["time"] if row["cell.task"] == "resnet50" else row["steady"]
 
 
 def ranked(frame, task, precision):

@@ -120,11 +120,17 @@ def copy(run_dir, allow_failed=False):
     for name in ("barriers.json", "gpu-check.json"):      # make gpu-check's barrier self-tests and summary
         if (run_dir / name).is_file():
             shutil.copyfile(run_dir / name, target / name)
-    report.write_report(target, out=target / ".report")
-    shutil.move(str(target / ".report" / "results.md"), target / "results.md")
-    shutil.rmtree(target / ".report")
+    write_tables(target)
     (target / "README.md").write_text(describe(records, run_dir, classes))
     return target
+
+
+def write_tables(target):
+    """The reference's merged tables, CSV and plot (results.md, .csv, .png) beside its records."""
+    report.write_report(target, out=target / ".report")
+    for name in ("results.md", "results.csv", "results.png"):
+        shutil.move(str(target / ".report" / name), target / name)
+    shutil.rmtree(target / ".report")
 
 
 def main(argv=None):

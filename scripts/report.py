@@ -15,6 +15,7 @@ column. Records are read, never edited; results from different machine classes a
 """
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from textwrap import shorten
@@ -144,6 +145,18 @@ def machine_class_of(row):
     return sysinfo.machine_class(system, row["cell.device"], row["cell.gpus"])
 
 
+def version_text(value, kind):
+    """One spelling of a CUDA or cuDNN version: JAX reports the integers of the C headers (CUDA 13000 = 13.0, cuDNN
+    91900 = 9.19.0, cuDNN 8902 = 8.9.2), PyTorch and the images the dotted form; both read dotted here."""
+    text = str(plain(value))
+    if not re.fullmatch(r"\d{4,6}", text):
+        return text
+    n = int(text)
+    if kind == "cuda":
+        return f"{n // 1000}.{n % 1000 // 10}"
+    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 10000 else f"{n // 1000}.{n // 100 % 10}.{n % 100}"
+
+
 def software_of(row):
     """'pytorch: 2.14.1 (cu130 image: CUDA 13.0, cuDNN 91002)', or None where the runner reported no versions."""
     version = row.get("system.framework_version")
@@ -151,7 +164,7 @@ def software_of(row):
         return None
     text = f"{row['cell.framework']}: {version}"
     if known(row.get("system.cuda")):
-        cuda, cudnn = plain(row["system.cuda"]), plain(row.get("system.cudnn"))
+        cuda, cudnn = version_text(row["system.cuda"], "cuda"), version_text(row.get("system.cudnn"), "cudnn")
         text += f" ({row['cell.variant']} image: CUDA {cuda}, cuDNN {cudnn})"
     return md(text)
 
@@ -230,6 +243,50 @@ def cell_text(row, task, footnotes):
     return text
 
 
+def value_of(row):
+    """The one number a cell shows by default: ResNet-50's seconds per 1,000 images, a training's steady state (its
+    time as waited where no steady state was recorded); None for a cell that did not run or recorded no time."""
+    if row["status"] != "ok":
+        return None
+    value = row["time"] if row["cell.task"] == "resnet50" or not known(row.get("steady")) else row["steady"]
+    return value if known(value) and value > 0 else None
+
+
+def compact_table(frame, task, footnotes=None):
+    """One number per cell with × its column's fastest; rows fastest first by the first column (then the next);
+    a cell that did not run shows its status and the note that says why."""
+    footnotes = {} if footnotes is None else footnotes
+    order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
+    rows = frame[frame["cell.task"] == task].assign(_p=lambda f: f["cell.precision"].map(order)).sort_values(
+        ["cell.variant", "_p", "cell.gpus", "cell.framework"])
+    columns = list(dict.fromkeys(rows["column"]))
+    records = rows.to_dict("records")
+    fastest = {c: min((v for r in records if r["column"] == c for v in [value_of(r)] if v), default=None)
+               for c in columns}
+
+    def text(row):
+        value = value_of(row)
+        if value is None:
+            return cell_text(row, task, footnotes)
+        differences = row.get("metrics.differences")
+        numbers = sorted(footnotes.setdefault(d, len(footnotes) + 1) for d in differences) if isinstance(
+            differences, list) else []
+        return f"{value:.3g} (×{value / fastest[row['column']]:.2f})" + (
+            " [" + ",".join(map(str, numbers)) + "]" if numbers else "")
+
+    table = rows.assign(text=[text(r) for r in records], value=[value_of(r) for r in records]).pivot_table(
+        index="cell.framework", columns="column", values="text", aggfunc="; ".join)[columns]
+    values = rows.assign(value=[value_of(r) for r in records]).pivot_table(
+        index="cell.framework", columns="column", values="value", aggfunc="min").reindex(columns=columns)
+    ranked = sorted(table.index, key=lambda fw: tuple(
+        (0, values.at[fw, c]) if fw in values.index and known(values.at[fw, c]) else (1, 0) for c in columns) + (fw,))
+    mixed = rows.groupby("column")["machine_class"].nunique()
+    table = table.loc[ranked]
+    table.columns = [f"{c} ‡" if mixed[c] > 1 else c for c in table.columns]
+    table.index.name = "framework"
+    return table.fillna("—")
+
+
 def task_table(frame, task, footnotes=None):
     """The seed-shaped table of one task: framework × column, with ‡ on columns whose records span machines."""
     footnotes = {} if footnotes is None else footnotes
@@ -269,27 +326,44 @@ def measured(frame, task):
     lines.append(f"- machine{'s' if len(machines) > 1 else ''}: {'; '.join(machines) or 'not recorded'}")
     software = sorted(rows["software"].dropna().unique())
     lines.append(f"- software: {' · '.join(software) or 'not recorded'}")
+    dates = sorted(str(d)[:10] for d in rows.get("started_at", []) if known(d))
+    if dates:
+        lines.append(f"- run: {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else ""))
     return "\n".join(lines)
 
 
 def heading(task):
+    if task in TRAINING_TASKS:
+        unit = TIME_LABEL[TIME_METRIC[task]].replace("training time", "training time at the steady rate")
+        unit += " (compile and first step apart)"
+    else:
+        unit = TIME_LABEL[TIME_METRIC[task]] + ", the median pass after a warm-up that lasts until two passes agree"
+    return f"### {TITLES[task]} — {unit}; lower is better"
+
+
+def details_heading(task):
     unit = TIME_LABEL[TIME_METRIC[task]]
     if task in TRAINING_TASKS:
         unit += ": as waited (compile and first step included) / steady state"
-    else:
-        unit += ", median of the timed passes after a warm-up that lasts until two passes agree"
     quality = QUALITY_METRIC.get(task)
-    return f"### {TITLES[task]} — {unit}" + (f" ({QUALITY_LABEL[quality]})" if quality else "")
+    return f"details: {unit}, ±spread, efficiency" + (f", {QUALITY_LABEL[quality]}" if quality else "")
 
 
 def markdown(frame):
+    """Per task: what was measured, one number per cell sorted fastest first with × the fastest, the versions and run
+    dates, then every cell's details (time as waited, spread, efficiency, quality) in a folded second table."""
     parts = []
     for task in TIME_METRIC:
         if (frame["cell.task"] == task).any():
             footnotes = {}
-            table = tabulate(task_table(frame, task, footnotes), headers="keys", tablefmt="pipe", disable_numparse=True)
+            compact = tabulate(compact_table(frame, task, footnotes), headers="keys", tablefmt="pipe",
+                               disable_numparse=True)
+            details = tabulate(task_table(frame, task, footnotes), headers="keys", tablefmt="pipe",
+                               disable_numparse=True)
             notes = "".join(f"\n[{n}] {md(text)}" for text, n in footnotes.items())
-            parts.append(f"{heading(task)}\n\n{measured(frame, task)}\n\n{table}\n{notes}\n")
+            parts.append(f"{heading(task)}\n\n{measured(frame, task)}\n\n{compact}\n\n(×n: n times the column's "
+                         f"fastest.)\n\n<details><summary>{details_heading(task)}</summary>\n\n{details}\n\n"
+                         f"</details>\n{notes}\n")
     parts.append(MARKS + "\n")
     return "\n".join(parts)
 

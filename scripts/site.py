@@ -155,7 +155,7 @@ def column_of(row):
 
 
 def versions(rows, key, kind):
-    values = sorted({version_text(r[key], kind) for r in rows if report.known(r.get(key))})
+    values = sorted({report.version_text(r[key], kind) for r in rows if report.known(r.get(key))})
     return "/".join(values) or "—"
 
 
@@ -316,27 +316,6 @@ def source_key(source):
     return SOURCE_ORDER.get(kind, len(SOURCE_ORDER)), source
 
 
-def version_text(value, kind):
-    """One spelling of a CUDA or cuDNN version: JAX reports the integers of the C headers (CUDA 13000 = 13.0, cuDNN
-    91900 = 9.19.0, cuDNN 8902 = 8.9.2), PyTorch and the images the dotted form; both read dotted here."""
-    text = str(report.plain(value))
-    if not re.fullmatch(r"\d{4,6}", text):
-        return text
-    n = int(text)
-    if kind == "cuda":
-        return f"{n // 1000}.{n % 1000 // 10}"
-    return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 10000 else f"{n // 1000}.{n // 100 % 10}.{n % 100}"
-
-
-def value_of(row):
-    """The one number a cell shows: ResNet-50's seconds per 1,000 images, a training's steady state (its time as
-    waited where no steady state was recorded)."""
-    if row["status"] != "ok":
-        return None
-    value = row["time"] if row["cell.task"] == "resnet50" or not report.known(row.get("steady")) else row["steady"]
-    return value if report.known(value) and value > 0 else None
-
-
 def results_page(task, frame, out, plots):
     """The task's tables, one per data kind × scale (cells of different work are not comparable), and its plots:
     one number per cell (its steady state) with × the column's fastest, rows fastest first by the first column, the
@@ -365,8 +344,8 @@ def results_page(task, frame, out, plots):
         for row in group:
             columns[column_of(row)].append(row)
         keys = sorted(columns, key=lambda k: (source_key(k[0]), k[1:]))
-        fastest = {k: min((v for v in map(value_of, columns[k]) if v), default=None) for k in keys}
-        first = {r["cell.framework"]: value_of(r) for r in columns[keys[0]]}
+        fastest = {k: min((v for v in map(report.value_of, columns[k]) if v), default=None) for k in keys}
+        first = {r["cell.framework"]: report.value_of(r) for r in columns[keys[0]]}
         frameworks = sorted({r["cell.framework"] for r in group},
                             key=lambda fw: (first.get(fw) is None, first.get(fw) or 0, fw))
         footnotes, attrs, head, under = {}, {}, [], []
@@ -398,7 +377,7 @@ def results_page(task, frame, out, plots):
                     cells.append(f"<td {attrs[key]}>—</td>")
                     continue
                 detail = html.escape(report.cell_text(row, task, footnotes))
-                value = value_of(row)
+                value = report.value_of(row)
                 shown = (f"{value:.3g} <span class=\"muted\">(×{value / fastest[key]:.2f})</span>" if value else
                          detail)
                 record, log = row["links"]
@@ -424,8 +403,8 @@ def results_page(task, frame, out, plots):
 def plot(task, data, scale, rows, out, plots):
     """An SVG of one source's ok cells in a group: one bar per framework and column, fastest on top, each with its
     value; the unit and "lower is better" on the axis."""
-    bars = sorted(((value_of(r), f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
-                   for r in rows if value_of(r)))[:report.PLOT_CAP]
+    bars = sorted(((report.value_of(r), f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
+                   for r in rows if report.value_of(r)))[:report.PLOT_CAP]
     if not bars:
         return ""
     source = rows[0]["source"]
@@ -472,7 +451,7 @@ def headline(frame):
     lines = []
     if frame is None:
         return lines
-    rows = [r for r in frame.to_dict("records") if r["source"].startswith("reference/") and value_of(r)]
+    rows = [r for r in frame.to_dict("records") if r["source"].startswith("reference/") and report.value_of(r)]
     for source in sorted({r["source"] for r in rows}):
         for task in TASKS:
             cells = [r for r in rows if r["source"] == source and r["cell.task"] == task]
@@ -480,7 +459,7 @@ def headline(frame):
                 continue
             precision = max(sorted({r["cell.precision"] for r in cells}),
                             key=lambda p: sum(r["cell.precision"] == p for r in cells))
-            ranked = sorted((value_of(r), r["cell.framework"]) for r in cells if r["cell.precision"] == precision)
+            ranked = sorted((report.value_of(r), r["cell.framework"]) for r in cells if r["cell.precision"] == precision)
             (low, fast), (high, slow) = ranked[0], ranked[-1]
             unit = "s / 1,000 images" if task == "resnet50" else ("min" if task == "densenet121" else "s")
             lines.append(f'<li><a href="results-{task}.html">{html.escape(report.TITLES[task])}</a>, '

@@ -76,8 +76,8 @@ def test_each_table_says_what_was_measured_and_where(tmp_path):
     assert "data placement: host memory, each batch copied to the device inside the clock" in resnet
     assert "weights: ImageNet (torchvision's, in the canonical layout) (pytorch); random canonical" in resnet
     assert "machine: Intel Xeon Platinum 8480+ (avx2, fma), 224 cores, NVIDIA H200, driver 580.65 (host g1)" in resnet
-    assert "pytorch: 2.14.1 (cpu image: CUDA 13.0, cuDNN 91300)" in resnet  # per framework and image
-    assert "jax: 0.8.1 (cpu image: CUDA 12.8, cuDNN 90800)" in resnet
+    assert "pytorch: 2.14.1 (cpu image: CUDA 13.0, cuDNN 9.13.0)" in resnet  # per framework and image, dotted
+    assert "jax: 0.8.1 (cpu image: CUDA 12.8, cuDNN 9.8.0)" in resnet
     cnn = md[md.index("### CNN"):md.index("### ResNet-50")]
     assert "machine: AMD EPYC 9B14 (avx2, fma), 2 cores, no GPU (host a)" in cnn
     assert "data placement: the whole set on the device before the clock starts" in cnn
@@ -123,8 +123,9 @@ def test_host_syncs_a_framework_imposes_are_footnoted_on_the_cells_that_have_the
         record(framework="keras-tf", precision="fp32", train_seconds=6.0, accuracy=0.9, differences=[logs]),
     ])
     md = report.write_report(run)["markdown"].read_text()
-    keras_row = next(line for line in md.splitlines() if line.startswith("| keras-tf"))
-    pytorch_row = next(line for line in md.splitlines() if line.startswith("| pytorch"))
+    compact, keras_row = [line for line in md.splitlines() if line.startswith("| keras-tf")]   # one number; details
+    pytorch_row = [line for line in md.splitlines() if line.startswith("| pytorch")][1]
+    assert compact.count("[1]") == 2 and "6 (×1.50) [1]" in compact           # next to the number it qualifies
     assert keras_row.count("[1]") == 2 and f"[1] {logs}" in md         # one note, both keras-tf cells
     assert "3 (90.0%) [2]" in pytorch_row and f"[2] {scaler}" in md     # amp only: fp32 has no note
     assert re.search(r"\| 4 \(90\.0%\) +\|", pytorch_row)

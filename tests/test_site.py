@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import IN_CI, ROOT
-from scripts import site
+from scripts import report, site
 
 PAGES = ["index.html", "lessons.html"] + [f"{kind}-{t}.html" for t in ("cnn", "gru", "resnet50", "densenet121")
                                           for kind in ("code", "results")]
@@ -220,8 +220,8 @@ def test_filters_are_hidden_until_javascript_shows_them_and_versions_have_one_sp
     text = (out / "results-resnet50.html").read_text()
     assert '<form class="filters" hidden' in text and "form.hidden = false" in (out / "site.js").read_text()
     assert "CUDA —" not in text and "lower is better" in text and "(×1.00)" in text
-    assert site.version_text(13000, "cuda") == "13.0" and site.version_text("13.0", "cuda") == "13.0"
-    assert site.version_text(91900, "cudnn") == "9.19.0" and site.version_text(8902, "cudnn") == "8.9.2"
+    assert report.version_text(13000, "cuda") == "13.0" and report.version_text("13.0", "cuda") == "13.0"
+    assert report.version_text(91900, "cudnn") == "9.19.0" and report.version_text(8902, "cudnn") == "8.9.2"
 
 
 @pytest.mark.slow
