@@ -72,7 +72,7 @@ class Stage:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.bench_scale", description=__doc__.split("\n")[0])
-    ap.add_argument("--cells", type=int, default=10_000)
+    ap.add_argument("--cells", type=int, default=10_000, help="cells in the synthetic plan (default 10,000)")
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temporary one)")
     args = ap.parse_args(argv)
     work = args.keep or Path(tempfile.mkdtemp(prefix="rosetta-scale-"))

@@ -224,8 +224,9 @@ class ComposeExecutor:
         # this keeps it so if one is ever added).
         files = [arg for f in self.files for arg in ("-f", str(self.root / f))]
         project = ["-p", self.project] if self.project else []
-        argv = [*self.compose, *files, *project, "run", "--rm", "--no-deps", "--name", container_name(run.run_id, cell.id),
-                f"{cell.framework}-{cell.task}", *runner_args(cell, inside, run, "/data")]
+        argv = [*self.compose, *files, *project, "run", "--rm", "--no-deps",
+                "--name", container_name(run.run_id, cell.id), f"{cell.framework}-{cell.task}",
+                *runner_args(cell, inside, run, "/data")]
         return argv, env
 
     def launch(self, cell, out, log, run, devices=()):

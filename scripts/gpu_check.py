@@ -128,10 +128,11 @@ def audit_line(record):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__.split("\n")[0])
     ap.add_argument("--python", default=sys.executable, help="the interpreter with the frameworks (default: this one)")
-    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the run folder is made (default: results/)")
     ap.add_argument("--data-root", type=Path, default=ROOT / "data" / "gpu-check",
                     help="where the full-size synthetic twins are made (its synthetic/ folder)")
-    ap.add_argument("--budget-minutes", type=float, default=BUDGET_MINUTES)
+    ap.add_argument("--budget-minutes", type=float, default=BUDGET_MINUTES,
+                    help=f"no cell starts once this much time is spent (default {BUDGET_MINUTES:g})")
     ap.add_argument("--dry-run", action="store_true", help="list the cells in order with their time on paper")
     args = ap.parse_args(argv)
     started = time.time()

@@ -248,9 +248,10 @@ def publish(docker, family, variant, registry, parent=None, gpu_alias=False):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.images", description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", default="full")
-    ap.add_argument("--framework")
-    ap.add_argument("--variant")
+    ap.add_argument("--profile", default="full",
+                    help="build the images this profile of matrix.yaml needs (default: full)")
+    ap.add_argument("--framework", help="only this framework's image (a framework id, e.g. keras-tf)")
+    ap.add_argument("--variant", help="only this variant (cpu, gpu, cu130, …)")
     ap.add_argument("--if-stale", action="store_true",
                     help="build only images that are missing or hold other code than this checkout (their label)")
     ap.add_argument("--and-cpu", action="store_true", help="every family's cpu image too")

@@ -309,8 +309,8 @@ def expand(matrix, profile_name, executor=None):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.matrix", description="Validate matrix.yaml, list cells.")
-    ap.add_argument("--matrix", default=ROOT / "matrix.yaml", type=Path)
-    ap.add_argument("--profile", default="demo")
+    ap.add_argument("--matrix", default=ROOT / "matrix.yaml", type=Path, help="the matrix file (default: matrix.yaml)")
+    ap.add_argument("--profile", default="demo", help="the profile to expand (default: demo)")
     args = ap.parse_args(argv)
     try:
         plan = expand(load(args.matrix), args.profile)

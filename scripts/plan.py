@@ -208,10 +208,10 @@ def github_chunks(plan_file, gpu_model, labels, size=GITHUB_MATRIX_LIMIT, chunks
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.plan", description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", default="full")
-    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml")
+    ap.add_argument("--profile", default="full", help="the profile of matrix.yaml to plan (default: full)")
+    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="the matrix file (default: matrix.yaml)")
     ap.add_argument("--run-id", help="the run's id (default: PROFILE-YYYYmmdd-HHMMSS)")
-    ap.add_argument("--out", type=Path, default=Path("plan.json"))
+    ap.add_argument("--out", type=Path, default=Path("plan.json"), help="the plan file to write (default: plan.json)")
     ap.add_argument("--gpu-model", help="GitHub Actions: the GPU label of the runners (gpu-MODEL), e.g. h100")
     ap.add_argument("--github-output", type=Path, help="GitHub Actions: append run_id and chunk-0… to this file")
     args = ap.parse_args(argv)

@@ -138,7 +138,8 @@ def main(argv=None):
     force = ap.add_mutually_exclusive_group()
     force.add_argument("--cpu", action="store_true", help="CPU images, whatever the host has")
     force.add_argument("--gpu", action="store_true", help="GPU images and reservation, whatever the host has")
-    ap.add_argument("--env-file", type=Path, default=ROOT / ".env")
+    ap.add_argument("--env-file", type=Path, default=ROOT / ".env",
+                    help="the file to write (default: .env, which Compose reads)")
     ap.add_argument("--pull", metavar="REGISTRY", help="pull the published images of the choice from REGISTRY "
                     "(e.g. ghcr.io/OWNER/, ending in /) instead of building them")
     ap.add_argument("--digests", type=Path, help='JSON {"rosetta/FAMILY:VARIANT": "sha256:…"}: pull those by digest')

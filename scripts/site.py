@@ -330,8 +330,8 @@ def results_page(task, frame, out, plots):
     unit = "s per 1,000 images (median pass)" if task == "resnet50" else (
         "minutes" if task == "densenet121" else "s") + " of training at the steady rate (compile and first step apart)"
     quality_text = f"; details add the {report.QUALITY_LABEL[quality]}" if quality else ""
-    parts = [f'<p><b>{html.escape(unit)} — lower is better</b>; (×n) is n times the column\'s fastest. One column per '
-             f'source, machine class, variant and precision: records of different machines are never merged, and '
+    parts = [f'<p><b>{html.escape(unit)} — lower is better</b>; (×n) is n times the column\'s fastest. One column '
+             f'per source, machine class, variant and precision: records of different machines are never merged, and '
              f'columns of different machines compare only with care. Each value links to its record (and log).</p>',
              f'<p><label><input type="checkbox" id="details"> show details</label> <span class="muted">(time as '
              f'waited / steady state, ±spread, eff = share of the framework\'s own GEMM rate, not of the device\'s '
@@ -459,7 +459,8 @@ def headline(frame):
                 continue
             precision = max(sorted({r["cell.precision"] for r in cells}),
                             key=lambda p: sum(r["cell.precision"] == p for r in cells))
-            ranked = sorted((report.value_of(r), r["cell.framework"]) for r in cells if r["cell.precision"] == precision)
+            ranked = sorted((report.value_of(r), r["cell.framework"])
+                            for r in cells if r["cell.precision"] == precision)
             (low, fast), (high, slow) = ranked[0], ranked[-1]
             unit = "s / 1,000 images" if task == "resnet50" else ("min" if task == "densenet121" else "s")
             lines.append(f'<li><a href="results-{task}.html">{html.escape(report.TITLES[task])}</a>, '
@@ -583,7 +584,7 @@ def sanitized(record):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.site", description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="*", type=Path, help="run folders to show beside the references and submissions")
-    ap.add_argument("--out", type=Path, default=ROOT / "site")
+    ap.add_argument("--out", type=Path, default=ROOT / "site", help="the folder to write the site to (default: site/)")
     args = ap.parse_args(argv)
     missing = [str(r) for r in args.runs if not (r / "cells").is_dir()]
     if missing:

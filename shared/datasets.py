@@ -642,7 +642,8 @@ def main(argv=None):
     kind = parser.add_mutually_exclusive_group(required=True)
     kind.add_argument("--synthetic", action="store_true", help="generate the small learnable twins")
     kind.add_argument("--real", action="store_true", help="download (checksum-verified) and prepare the real data")
-    parser.add_argument("--datasets", nargs="+", choices=list(SYNTHETIC), default=list(SYNTHETIC))
+    parser.add_argument("--datasets", nargs="+", choices=list(SYNTHETIC), default=list(SYNTHETIC),
+                        help="only these datasets (default: all three)")
     parser.add_argument("--full-size", action="store_true",
                         help="synthetic CIFAR-10 and IMDB as large as the real sets (default: small twins)")
     parser.add_argument("--force", action="store_true",

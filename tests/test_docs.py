@@ -119,3 +119,24 @@ def test_the_readme_results_are_the_committed_references():
     text = (ROOT / "README.md").read_text()
     assert glance.replaced(text, glance.block()) == text, "README.md's results are stale: python -m scripts.glance --write"
     assert "Lower is better" in text and "(×1.00)" in text
+
+
+CLIS = sorted(p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+              for folder in ("scripts", "shared") for p in (ROOT / folder).glob("*.py")
+              if "argparse.ArgumentParser" in p.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", CLIS)
+def test_every_command_line_option_says_what_it_does(module):
+    """`--help` documents every option: an option line with no text beside or under it is a missing help=."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    bare = [line.strip() for i, line in enumerate(lines)
+            if re.match(r"^  -\S.*?$", line) and not re.search(r"\S\s{2,}\S", line.strip())
+            and not re.match(r"^\s{10,}\S", lines[i + 1] if i + 1 < len(lines) else "")]
+    assert bare == [], f"{module} --help: no help text for {bare}"
