@@ -302,5 +302,9 @@ def test_the_workflow_checks_every_pull_request_touching_submissions():
 
 
 def test_make_submit_calls_the_script():
-    make = (ROOT / "Makefile").read_text()
-    assert re.search(r"^submit:.*\n\t\$\(HOST\) -m scripts\.submission submit ", make, re.M)
+    """`make submit RUN=…` resolves the run folder (or `latest`) through scripts.runs, then submits it."""
+    import subprocess
+    dry = subprocess.run(["make", "-n", "submit", "RUN=results/demo-x", "NAME=mine", "NO_HOSTS=1"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "-m scripts.runs results/demo-x" in dry
+    assert re.search(r"-m scripts\.submission submit \$run[\s\\]+--name mine --no-hosts", dry), dry
