@@ -6,9 +6,9 @@ A marker sits directly above the lines that do the concept, in Python, R and Jul
     # rosetta: optimizer
     optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])
 
-The concept's cell is the lines after the marker up to the first blank line, the next marker at the same or a lower
-indentation (a deeper one is nested: it is left out of the cell, which goes on), a line indented less than the marker,
-or `# rosetta: end`. A concept lives in the task's module or, where the package shares it between tasks (a `sync`
+The concept's cell is the lines after the marker up to the first blank line, a line indented less than the marker, or
+the next marker at the same or a lower indentation, `# rosetta: end` included (a deeper marker is nested: it is left
+out of the cell, which goes on). A concept lives in the task's module or, where the package shares it between tasks (a `sync`
 barrier, device selection), in one of the package's other files (`__init__.py`, `keras.R`, `common.jl`); the task
 module's markers come first. The registry below says which concepts each task's runners must mark; tests/test_site.py
 fails when a runner lacks one or names one that does not exist.
@@ -84,8 +84,7 @@ def cells(path, allowed=None):
         taken = []
         for line in lines[start + 1:]:
             match = MARKER.match(line)
-            if not line.strip() or (match and (match.group(2) == END or len(match.group(1)) <= depth)) or \
-                    (not match and indent(line) < depth):
+            if not line.strip() or indent(line) < depth or (match and len(match.group(1)) <= depth):
                 break
             if not match:
                 taken.append(line)
