@@ -7,9 +7,9 @@ A marker sits directly above the lines that do the concept, in Python, R and Jul
     optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])
 
 The concept's cell is the lines after the marker up to the first blank line, a line indented less than the marker, or
-the next marker at the same or a lower indentation, `# rosetta: end` included (a deeper marker is nested: it is left
-out of the cell, which goes on). A concept lives in the task's module or, where the package shares it between tasks (a `sync`
-barrier, device selection), in one of the package's other files (`__init__.py`, `keras.R`, `common.jl`); the task
+the next marker at the same or a lower indentation, `# rosetta: end` included (a deeper marker is nested: it is left out
+of the cell, which goes on). A concept lives in the task's module or, where the package shares it between tasks (a
+`sync` barrier, device selection), in one of the package's other files (`__init__.py`, `keras.R`, `common.jl`); the task
 module's markers come first. The registry below says which concepts each task's runners must mark; tests/test_site.py
 fails when a runner lacks one or names one that does not exist.
 """

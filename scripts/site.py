@@ -6,14 +6,14 @@ of every machine in the seed's tables — in site/, ready for GitHub Pages and r
     python -m scripts.site --out /tmp/site
 
 Pages: index.html (the sources of results, the tasks), rosetta-TASK.html (the Rosetta index: one row per concept of
-scripts/rosetta.py, one column per runner, each cell the lines its `# rosetta: CONCEPT` marker marks), code-TASK.html (every runner of a task in columns, its six
-sections in rows, Pygments-highlighted; each section with the seed lessons it cites, each runner with the differences
-its records name and the equivalence test that checks it; checkboxes pick the columns, CSS alone shows them),
-results-TASK.html (rows frameworks, columns machine · variant · CUDA/cuDNN · precision, one source and machine class
-per column, never merged; the time, spread, accuracy or AUC and efficiency; skipped and failed cells with their
-reasons; each number links to its record and log; SVG plots; a little plain JavaScript adds filters), lessons.html,
-and src/ (every runner and test file whole). Nothing is fetched from anywhere: no CDN, no font, no script from
-outside; every table reads without JavaScript.
+scripts/rosetta.py, one column per runner, each cell the lines its `# rosetta: CONCEPT` marker marks), code-TASK.html
+(every runner of a task in columns, its six sections in rows, Pygments-highlighted; each section with the seed lessons
+it cites, each runner with the differences its records name and the equivalence test that checks it; checkboxes pick the
+columns, CSS alone shows them), results-TASK.html (rows frameworks, columns machine · variant · CUDA/cuDNN · precision,
+one source and machine class per column, never merged; the time, spread, accuracy or AUC and efficiency; skipped and
+failed cells with their reasons; each number links to its record and log; SVG plots; a little plain JavaScript adds
+filters), lessons.html, and src/ (every runner and test file whole). Nothing is fetched from anywhere: no CDN, no font,
+no script from outside; every table reads without JavaScript.
 """
 import argparse
 import html

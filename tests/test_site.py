@@ -52,7 +52,8 @@ def test_every_runner_marks_every_concept_of_its_task(task, package):
     that truly cannot have a concept is an explicit exception in scripts/rosetta.py, with the reason."""
     path, _ = site.runner_files()[task][package]
     found = rosetta.concepts_of(task, path)
-    missing = [c for c in rosetta.TASK_CONCEPTS[task] if c not in found and (package, task, c) not in rosetta.EXCEPTIONS]
+    missing = [c for c in rosetta.TASK_CONCEPTS[task]
+               if c not in found and (package, task, c) not in rosetta.EXCEPTIONS]
     assert not missing, f"{path.relative_to(ROOT)} marks no {missing} (docs/style.md: the Rosetta markers)"
     for concept, snippets in found.items():
         assert all(text.strip() for _, _, text in snippets), (concept, path)
