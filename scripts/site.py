@@ -312,7 +312,8 @@ def code_page(task, runners, differences):
     body = (f'<p>Pick two to four systems: their runners line up section by section (the same six sections in every '
             f'runner, <a href="src/docs/style.md.html">docs/style.md</a>). Each section lists the seed lessons it '
             f'cites; the last row, what each runner\'s records name as differing from the canonical definition, and '
-            f'the test that checks both compute the same function. Long lines wrap.</p>\n'
+            f'the test that checks both compute the same function. Long lines wrap. Concept by concept (the device, '
+            f'the optimizer, the barrier …): <a href="rosetta-{task}.html">the Rosetta index</a>.</p>\n'
             f'{style}<div class="sbs">{boxes}'
             f'<table class="code"><thead><tr><th class="section">section</th>{head}</tr></thead>\n<tbody>'
             + "\n".join(rows) + "</tbody></table></div>")
