@@ -5,14 +5,15 @@ of every machine in the seed's tables — in site/, ready for GitHub Pages and r
     python -m scripts.site results/demo-20261204-120000 …    # … and these run folders
     python -m scripts.site --out /tmp/site
 
-Pages: index.html (the sources of results, the tasks), code-TASK.html (every runner of a task in columns, its six
-sections in rows, Pygments-highlighted; each section with the seed lessons it cites, each runner with the differences
-its records name and the equivalence test that checks it; checkboxes pick the columns, CSS alone shows them),
-results-TASK.html (rows frameworks, columns machine · variant · CUDA/cuDNN · precision, one source and machine class
-per column, never merged; the time, spread, accuracy or AUC and efficiency; skipped and failed cells with their
-reasons; each number links to its record and log; SVG plots; a little plain JavaScript adds filters), lessons.html,
-and src/ (every runner and test file whole). Nothing is fetched from anywhere: no CDN, no font, no script from
-outside; every table reads without JavaScript.
+Pages: index.html (the sources of results, the tasks), rosetta-TASK.html (the Rosetta index: one row per concept of
+scripts/rosetta.py, one column per runner, each cell the lines its `# rosetta: CONCEPT` marker marks), code-TASK.html
+(every runner of a task in columns, its six sections in rows, Pygments-highlighted; each section with the seed lessons
+it cites, each runner with the differences its records name and the equivalence test that checks it; checkboxes pick the
+columns, CSS alone shows them), results-TASK.html (rows frameworks, columns machine · variant · CUDA/cuDNN · precision,
+one source and machine class per column, never merged; the time, spread, accuracy or AUC and efficiency; skipped and
+failed cells with their reasons; each number links to its record and log; SVG plots; a little plain JavaScript adds
+filters), lessons.html, and src/ (every runner and test file whole). Nothing is fetched from anywhere: no CDN, no font,
+no script from outside; every table reads without JavaScript.
 """
 import argparse
 import html
@@ -33,7 +34,7 @@ from pygments.formatters import HtmlFormatter  # noqa: E402
 from pygments.lexers import JuliaLexer, MarkdownLexer, PythonLexer, SLexer  # noqa: E402
 
 from runners import FRAMEWORKS  # noqa: E402
-from scripts import records, report  # noqa: E402
+from scripts import records, report, rosetta  # noqa: E402
 from scripts.matrix import ROOT, Cell, load  # noqa: E402
 from shared.params import TASKS  # noqa: E402
 from shared.record import git_commit  # noqa: E402
@@ -240,6 +241,7 @@ document.querySelectorAll('.filters').forEach(function (form) {
 def page(title, body, depth=0):
     up = "../" * depth
     nav = " ".join([f'<a href="{up}index.html">Rosetta</a>']
+                   + [f'<a href="{up}rosetta-{t}.html">rosetta: {t}</a>' for t in TASKS]
                    + [f'<a href="{up}code-{t}.html">code: {t}</a>' for t in TASKS]
                    + [f'<a href="{up}results-{t}.html">results: {t}</a>' for t in TASKS]
                    + [f'<a href="{up}lessons.html">lessons</a>'])
@@ -257,17 +259,29 @@ def differences_by_framework(rows):
     return found
 
 
-def code_page(task, runners, differences):
+def pickers(runners):
+    """The checkboxes that pick a side-by-side page's columns (two ticked at first) and the :has() CSS that shows
+    the ticked ones, without JavaScript."""
     picks = [p for p in runners if p in DEFAULT_PICKS] or list(runners)[:2]
     boxes, css = [], []
     for package, (path, fids) in runners.items():
         boxes.append(f'<label for="pick-{package}"><input type="checkbox" class="pick" id="pick-{package}"'
                      f'{" checked" if package in picks else ""}> {html.escape(", ".join(fids))}</label>')
         css.append(f".sbs:has(#pick-{package}:checked) .c-{package} {{ display: table-cell; }}")
-    parsed = {package: sections(path) for package, (path, _) in runners.items()}
-    head = "".join(f'<th class="c-{p}">{html.escape(", ".join(fids))}<div class="muted"><a href="src/'
+    hide = '.sbs .code td[class^="c-"], .sbs .code th[class^="c-"] { display: none; }'
+    return '<div class="picks">\n' + "\n".join(boxes) + "</div>\n", f"<style>{hide} {' '.join(css)}</style>\n"
+
+
+def runner_head(runners):
+    return "".join(f'<th class="c-{p}">{html.escape(", ".join(fids))}<div class="muted"><a href="src/'
                    f'{path.relative_to(ROOT).as_posix()}.html">{path.relative_to(ROOT).as_posix()}</a></div></th>'
                    for p, (path, fids) in runners.items())
+
+
+def code_page(task, runners, differences):
+    boxes, style = pickers(runners)
+    parsed = {package: sections(path) for package, (path, _) in runners.items()}
+    head = runner_head(runners)
     rows = []
     for name in SECTIONS:
         cells = []
@@ -295,16 +309,43 @@ def code_page(task, runners, differences):
                      f'{test}</div></td>')
     rows.append('<tr id="section-differences"><th class="section">Named differences, equivalence</th>'
                 + "".join(cells) + "</tr>")
-    hide = '.sbs .code td[class^="c-"], .sbs .code th[class^="c-"] { display: none; }'
     body = (f'<p>Pick two to four systems: their runners line up section by section (the same six sections in every '
             f'runner, <a href="src/docs/style.md.html">docs/style.md</a>). Each section lists the seed lessons it '
             f'cites; the last row, what each runner\'s records name as differing from the canonical definition, and '
-            f'the test that checks both compute the same function. Long lines wrap.</p>\n'
-            f'<style>{hide} {" ".join(css)}</style>\n'
-            f'<div class="sbs"><div class="picks">\n' + "\n".join(boxes) + '</div>\n'
+            f'the test that checks both compute the same function. Long lines wrap. Concept by concept (the device, '
+            f'the optimizer, the barrier …): <a href="rosetta-{task}.html">the Rosetta index</a>.</p>\n'
+            f'{style}<div class="sbs">{boxes}'
             f'<table class="code"><thead><tr><th class="section">section</th>{head}</tr></thead>\n<tbody>'
             + "\n".join(rows) + "</tbody></table></div>")
     return page(f"{report.TITLES[task]}: the runners side by side", body)
+
+
+def rosetta_page(task, runners):
+    """Rows the concepts of the task (scripts/rosetta.py), columns the runners picked like the code page's, each cell
+    the lines its `# rosetta:` marker marks, each snippet linked to its whole source file at that line."""
+    boxes, style = pickers(runners)
+    found = {package: rosetta.concepts_of(task, path) for package, (path, _) in runners.items()}
+    rows = []
+    for concept in rosetta.TASK_CONCEPTS[task]:
+        cells = []
+        for package, (path, _) in runners.items():
+            snippets = found[package].get(concept)
+            reason = rosetta.EXCEPTIONS.get((package, task, concept))
+            text = "".join(f'<div class="muted"><a href="src/{p.relative_to(ROOT).as_posix()}.html#L-{n}">'
+                           f'{p.relative_to(ROOT).as_posix()}:{n}</a></div>{highlighted(code, p)}'
+                           for p, n, code in snippets or ()) or f'<p class="muted">{html.escape(reason or "—")}</p>'
+            cells.append(f'<td class="c-{package}">{text}</td>')
+        rows.append(f'<tr id="concept-{concept}"><th class="section">{concept}<div class="muted">'
+                    f'{html.escape(rosetta.CONCEPTS[concept])}</div></th>' + "".join(cells) + "</tr>")
+    body = (f'<p>One concept per row, the few lines that do it in each system\'s runner, found by the '
+            f'<code># rosetta: CONCEPT</code> comment above them (so this page follows the code; '
+            f'<a href="src/docs/style.md.html">docs/style.md</a>). Pick two to four systems; each snippet links to '
+            f'its whole file at that line. The runners in full, section by section: '
+            f'<a href="code-{task}.html">code: {task}</a>.</p>\n'
+            f'{style}<div class="sbs">{boxes}'
+            f'<table class="code rosetta"><thead><tr><th class="section">concept</th>{runner_head(runners)}</tr>'
+            f'</thead>\n<tbody>' + "\n".join(rows) + "</tbody></table></div>")
+    return page(f"{report.TITLES[task]}: the Rosetta index", body)
 
 
 SOURCE_ORDER = {"reference": 0, "community": 1, "run": 2}
@@ -473,7 +514,8 @@ def headline(frame):
 def index_page(found, counts, frame=None, built_from=None):
     rows = "".join(f"<tr><td>{kind}</td><td>{html.escape(name)}</td><td>{html.escape(', '.join(classes))}</td>"
                    f"<td>{n}</td></tr>" for (kind, name, _), (classes, n) in zip(found, counts))
-    tasks = "".join(f'<li>{report.TITLES[t]}: <a href="code-{t}.html">the runners side by side</a> · '
+    tasks = "".join(f'<li>{report.TITLES[t]}: <a href="rosetta-{t}.html">the Rosetta index</a> (concept by concept) · '
+                    f'<a href="code-{t}.html">the runners side by side</a> · '
                     f'<a href="results-{t}.html">results</a></li>' for t in TASKS)
     systems = "".join(f"<li><code>{html.escape(fid)}</code></li>" for fid in FRAMEWORKS)
     glossary = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in GLOSSARY)
@@ -554,12 +596,14 @@ def build(out, runs=()):
                   "repository": os.environ.get("GITHUB_REPOSITORY")}      # set where GitHub Actions builds it
     pages = {"index.html": index_page(found, counts, frame, built_from), "lessons.html": lessons_page()}
     for task in TASKS:
+        pages[f"rosetta-{task}.html"] = rosetta_page(task, files[task])
         pages[f"code-{task}.html"] = code_page(task, files[task], differences)
         pages[f"results-{task}.html"] = (results_page(task, frame, out, plots) if frame is not None else
                                          page(f"{report.TITLES[task]}: results", "<p>No records yet.</p>"))
     for name, text in pages.items():
         (out / name).write_text(text)
     shown = {path for runners in files.values() for path, _ in runners.values()}
+    shown |= {p for path in set(shown) for p in rosetta.shared_files(path) if rosetta.markers(p)}
     shown |= {ROOT / EQUIVALENCE, ROOT / "tests" / "test_julia_runner.py", ROOT / "docs" / "style.md"}
     for path in sorted(shown):
         target = out / "src" / f"{path.relative_to(ROOT).as_posix()}.html"
@@ -592,7 +636,7 @@ def main(argv=None):
         return 2
     try:
         built = build(args.out, args.runs)
-    except SiteError as e:
+    except (SiteError, rosetta.MarkerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"site written to {args.out}: {built['pages']} pages, {built['plots']} plots, {built['records']} records, "

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import IN_CI, ROOT
-from scripts import report, site
+from scripts import report, rosetta, site
 
 PAGES = ["index.html", "lessons.html"] + [f"{kind}-{t}.html" for t in ("cnn", "gru", "resnet50", "densenet121")
-                                          for kind in ("code", "results")]
+                                          for kind in ("rosetta", "code", "results")]
 
 
 @pytest.mark.parametrize("task, package", [(t, p) for t, runners in site.runner_files().items() for p in runners])
@@ -42,6 +42,67 @@ def test_a_runner_without_its_markers_is_named(tmp_path):
 def test_the_lessons_a_section_cites_are_found():
     assert site.lessons_in("ReLU after pooling (lesson 10), dropout off (lessons 4), TNC (lesson RNN 2), lesson 99") \
         == ["cnn-4", "cnn-10", "rnn-2"]
+
+
+# ---------------------------------------------------------------- the Rosetta index's markers
+
+@pytest.mark.parametrize("task, package", [(t, p) for t, runners in site.runner_files().items() for p in runners])
+def test_every_runner_marks_every_concept_of_its_task(task, package):
+    """`# rosetta: CONCEPT` above the lines that do it, in the task module or its package's shared files; a runner
+    that truly cannot have a concept is an explicit exception in scripts/rosetta.py, with the reason."""
+    path, _ = site.runner_files()[task][package]
+    found = rosetta.concepts_of(task, path)
+    missing = [c for c in rosetta.TASK_CONCEPTS[task]
+               if c not in found and (package, task, c) not in rosetta.EXCEPTIONS]
+    assert not missing, f"{path.relative_to(ROOT)} marks no {missing} (docs/style.md: the Rosetta markers)"
+    for concept, snippets in found.items():
+        assert all(text.strip() for _, _, text in snippets), (concept, path)
+
+
+def test_every_marker_in_the_runners_names_a_concept_of_its_file():
+    """A task module may name only its task's concepts; a shared file (`__init__.py`, keras.R, common.jl) any."""
+    files = [p for p in (ROOT / "runners").rglob("*") if p.suffix in rosetta.SOURCES]
+    assert len(files) > 40
+    for path in files:
+        rosetta.markers(path, rosetta.TASK_CONCEPTS.get(path.stem))      # raises with the file and line
+    assert not set().union(*rosetta.TASK_CONCEPTS.values()) - set(rosetta.CONCEPTS)
+    assert all((t in rosetta.TASK_CONCEPTS) for t in site.TASKS)
+
+
+def test_a_marker_naming_no_concept_fails_with_its_file_and_line(tmp_path):
+    lines = (ROOT / "runners" / "pytorch" / "cnn.py").read_text().splitlines()
+    lines.insert(3, "# rosetta: optimiser")
+    (tmp_path / "cnn.py").write_text("\n".join(lines))
+    with pytest.raises(rosetta.MarkerError, match=r"cnn.py:4: `# rosetta: optimiser` names no concept"):
+        rosetta.concepts_of("cnn", tmp_path / "cnn.py")
+    lines[3] = "    #rosetta: data-parallel"                   # a concept, but not the cnn's
+    (tmp_path / "cnn.py").write_text("\n".join(lines))
+    with pytest.raises(rosetta.MarkerError, match=r"cnn.py:4: .*data-parallel"):
+        rosetta.concepts_of("cnn", tmp_path / "cnn.py")
+
+
+def test_a_cell_ends_at_a_blank_line_a_dedent_the_next_marker_or_end(tmp_path):
+    (tmp_path / "cnn.R").write_text("""# rosetta: model
+model <- function(x) {
+  # rosetta: loss
+  loss <- f(x)
+  g(loss)
+  # rosetta: end
+  h(x)
+}
+
+# rosetta: device
+device <- 1
+# rosetta: init
+w <- 2
+x <- 3
+""")
+    assert rosetta.cells(tmp_path / "cnn.R") == {
+        "model": [(2, "model <- function(x) {\n  loss <- f(x)\n  g(loss)\n  h(x)\n}")],   # nested: goes on
+        "loss": [(4, "loss <- f(x)\ng(loss)")], "device": [(11, "device <- 1")], "init": [(13, "w <- 2\nx <- 3")]}
+    (tmp_path / "gru.py").write_text("# rosetta: model\n\nx = 1\n")
+    with pytest.raises(rosetta.MarkerError, match=r"gru.py:1: .* marks no lines"):
+        rosetta.cells(tmp_path / "gru.py")
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +154,25 @@ def test_the_site_builds_every_page_and_links_only_inside_itself(built):
         assert not re.search(r"url\(|@import|https?://", path.read_text()), path
     for path in out.rglob("*.svg"):     # namespace names (http://www.w3.org/2000/svg …) are names, not requests
         assert not re.search(r"""href=["'](?!#)|url\((?!#)""", path.read_text()), path
+
+
+def test_the_rosetta_pages_show_every_concept_linked_to_its_line(built):
+    """Rows the task's concepts with their descriptions, a cell per runner, each snippet linked to its source page at
+    the marked line (an anchor that exists there, on the line after the marker)."""
+    out, _ = built
+    for task in site.TASKS:
+        text = (out / f"rosetta-{task}.html").read_text()
+        rows = re.findall(r'<tr id="concept-([\w-]+)">', text)
+        assert rows == list(rosetta.TASK_CONCEPTS[task])
+        links = re.findall(r'href="(src/[^"#]+)#(L-\d+)"', text)
+        assert len(links) >= len(rows) * len(site.runner_files()[task])
+        for page, anchor in set(links):
+            assert f'id="{anchor}"' in (out / page).read_text(), (task, page, anchor)
+            source = (ROOT / page[len("src/"):-len(".html")]).read_text().splitlines()
+            line = int(anchor[2:])
+            assert rosetta.MARKER.match(source[line - 2]) and source[line - 1].strip(), (page, line)
+    index = (out / "index.html").read_text()
+    assert all(f'href="rosetta-{t}.html"' in index for t in site.TASKS)
 
 
 def test_results_of_two_machine_classes_are_two_columns_with_their_records(built, run_folders):
@@ -232,13 +312,20 @@ def test_in_a_browser_pages_fit_the_window(built, browser, width, tmp_path):
     out, _ = built
     browser.set_window_size(width, 900)
     try:
-        for name in ("index.html", "code-cnn.html", "results-cnn.html", "results-resnet50.html"):
+        for name in ("index.html", "code-cnn.html", "rosetta-cnn.html", "rosetta-densenet121.html",
+                     "results-cnn.html", "results-resnet50.html"):
             browser.get((out / name).as_uri())
             wide = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
             browser.save_screenshot(str(tmp_path / f"{width}-{name}.png"))
             assert wide <= 0, f"{name} at {width} px is {wide} px wider than the window"
         browser.get((out / "code-cnn.html").as_uri())
         for package in ("jax", "cntk"):
+            browser.find_element("css selector", f'label[for="pick-{package}"]').click()
+        assert len(visible_columns(browser)) == 4
+        assert browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth") <= 0
+        browser.get((out / "rosetta-gru.html").as_uri())
+        assert visible_columns(browser) == ["pytorch", "tensorflow"]        # two columns at first, as the code page
+        for package in ("jax", "r_mxnet"):
             browser.find_element("css selector", f'label[for="pick-{package}"]').click()
         assert len(visible_columns(browser)) == 4
         assert browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth") <= 0

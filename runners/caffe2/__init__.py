@@ -64,6 +64,7 @@ def framework_info():
     }
 
 
+# rosetta: device
 def select_device(cfg, rank=0, mkldnn=False):
     """The DeviceOption a cell's nets and blobs are placed with: CPU (IDEEP with `mkldnn`), or CUDA GPU `rank`. A GPU
     cell that sees fewer GPUs than asked is a broken install or launch (status failed, so `--resume` retries it)."""
@@ -90,6 +91,7 @@ def device_name(device):
     return "cpu (ideep: MKL-DNN)" if is_ideep(device) else "cpu"
 
 
+# rosetta: precision
 def check_precision(precision):
     """float32 only: Caffe2's float16 path (float16_compute, FP16 initializers) is a hand-converted GPU graph, and
     CUDA 10.2 predates TF32 and bfloat16."""
@@ -98,6 +100,7 @@ def check_precision(precision):
                    "(its float16 path means converting the graph by hand, and CUDA 10.2 has no TF32 or bfloat16)")
 
 
+# rosetta: barrier
 def sync(net):
     """The training clock's barrier: fetch the blob that `net`'s last operator writes last (for a training net, the
     parameter its final MomentumSGDUpdate writes: fc2's bias in the cnn, 10 floats). RunNet already waits for its

@@ -58,6 +58,7 @@ def conv(model, blob_in, blob_out, cin, cout, **kwargs):
                      weight_init=glorot_uniform(cin * 9, cout * 9), **kwargs)
 
 
+# rosetta: model
 def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=False, exhaustive_search=False):
     """A ModelHelper whose net maps the blob `data` (N, 3, 32, 32) to logits `fc2`. The training model
     (is_test=False) fills its parameters in param_init_net and runs dropout; the test model (is_test=True) is built
@@ -85,6 +86,7 @@ def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=Fals
     return model
 
 
+# rosetta: init
 def load_canonical(model, weights, device=CPU):
     """Canonical `conv1.weight` … `fc2.bias` are the blobs `conv1_w` … `fc2_b`; the layouts (conv OIHW, FC (out, in))
     are Caffe2's own."""
@@ -98,13 +100,16 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def add_training_operators(model, device, lr, momentum, placement):
     """Loss, gradients and update, appended to the training net. SoftmaxWithLoss is the fused, stable softmax +
     cross-entropy on int32 labels, averaged over the batch (lessons 6, 11)."""
     with core.DeviceScope(device):
         label = "label" if placement == "host" else model.net.Gather(["train_y", "index"], "label")
+        # rosetta: loss
         _, loss = model.net.SoftmaxWithLoss([LOGITS, label], ["softmax", "loss"])
         model.AddGradientOperators([loss])        # appends each forward operator's gradient operator, in reverse
+        # rosetta: optimizer
         # MomentumSGDUpdate with nesterov=False is plain momentum, v = μv + lr·g, p -= v: PyTorch's v = μv + g,
         # p -= lr·v at a fixed lr, and no unit gain (lesson 8). SgdOptimizer defaults to nesterov=True, so the
         # seed's `build_sgd(m, lr, policy="fixed", momentum=0.9)` trained with Nesterov momentum; we say False.
@@ -117,6 +122,7 @@ def make_train_step(model, device, inputs):
     host→device copy on a GPU) and runs forward, backward and the update as one net."""
     workspace.CreateNet(model.net, input_blobs=inputs)
 
+    # rosetta: train-step
     def train_step(feeds):
         for name, array in feeds.items():
             workspace.FeedBlob(name, array, device_option=device)
@@ -125,6 +131,7 @@ def make_train_step(model, device, inputs):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size, device):
     """Test accuracy with the test net: dropout off (is_test, lesson 4), weights shared with the training net by
     blob name; no gradient operators exist in it (lesson 11's last check)."""

@@ -49,6 +49,7 @@ def conv_bn(model, x, conv_name, bn_name, cin, cout, kernel, stride=1, relu=True
     return brew.relu(model, x, x) if relu else x                      # in place: the BN output is not needed again
 
 
+# rosetta: model
 def bottleneck(model, x, prefix, cin, width, stride):
     """1×1 reduce → 3×3 (the stride here: ResNet v1.5, as torchvision) → 1×1 expand ×4, plus the shortcut
     (projected by a strided 1×1 conv + BN in a stage's first block)."""
@@ -62,6 +63,7 @@ def bottleneck(model, x, prefix, cin, width, stride):
     return brew.relu(model, out, out)
 
 
+# rosetta: model
 def build_model(cfg=None, device=CPU_DEVICE, cudnn=False, exhaustive_search=False):
     """An inference-only ModelHelper, `data` (N, 3, H, W) -> `features` (N, 2048). init_params=False: the parameters
     are declared (names, shapes) but never initialized by the model; main feeds the canonical weights."""
@@ -98,6 +100,7 @@ def predict_logits(model, x, device=CPU_DEVICE):
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
 def extract(model, images, batch_size, device):
     features = []
@@ -126,14 +129,17 @@ def main(cfg):
     model = build_model(device=device, cudnn=cudnn, exhaustive_search=switches["cudnn_exhaustive_search"])
     net_type = "simple" if is_ideep(device) else switches["net_type"]   # async_scheduling segfaults on IDEEP here
     model.net.Proto().type = net_type
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights, device)
     workspace.CreateNet(model.net, input_blobs=["data"])
 
     features = []
+    # rosetta: barrier
     # No barrier of its own: each pass ends with FetchBlob of the net's last output (the features of the last batch),
     # which waits for the operator that writes it.
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"], device)), repeats=cfg.repeats)
+    # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

@@ -54,6 +54,7 @@ def framework_info():
     }
 
 
+# rosetta: device
 def select_device(cfg, rank=0):
     """'@numpy' for a CPU cell, else '@cupy:rank'. A GPU cell without CuPy, or with fewer GPUs than asked, is a broken
     install or launch (status failed, so `--resume` retries it), never an unsupported combination."""
@@ -72,6 +73,7 @@ def select_device(cfg, rank=0):
     return device
 
 
+# rosetta: barrier
 def sync(device):
     """The clock's barrier: CuPy launches kernels asynchronously, so wait for the device before reading the time."""
     return device.device.synchronize if device.xp is not np else (lambda: None)
@@ -91,6 +93,7 @@ def set_precision(precision, device):
     (`use_fp32_update`) and scales the loss dynamically (`loss_scaling`), so small gradients survive float16.
     Chainer 7 has no TF32 or bfloat16 mode.
     """
+    # rosetta: precision
     gpu = device.xp is not np
     if precision in ("tf32", "bf16"):
         raise Skip(f"{precision}: Chainer {chainer.__version__} has no {precision} mode (float32 and mixed16 only)")

@@ -37,6 +37,7 @@ def load_data(cfg, device, placement):
 
 
 # ==== Model ====
+# rosetta: model
 class CNN(chainer.Chain):
     def __init__(self, num_classes=10):
         super().__init__()
@@ -49,6 +50,7 @@ class CNN(chainer.Chain):
             self.fc1 = L.Linear(100 * 8 * 8, 512, initialW=glorot)
             self.fc2 = L.Linear(512, num_classes, initialW=glorot)
 
+    # rosetta: model
     def forward(self, x):                                              # x: (N, 3, 32, 32)
         h = F.relu(self.conv1(x))
         # cover_all=False: Chainer's pooling defaults to cover_all=True, which can add a row/column (lesson 11)
@@ -65,6 +67,7 @@ def build_model(cfg=None):
     return CNN()
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical conv kernels (OIHW) and dense weights (out, in) are Chainer's own layouts: W and b by name."""
     for name in ("conv1", "conv2", "conv3", "conv4", "fc1", "fc2"):
@@ -79,6 +82,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(classifier, optimizer):
     """L.Classifier computes the predictor's loss (softmax cross-entropy on integer labels, lesson 11);
     optimizer.update clears the gradients, runs forward and backward (with the loss scale under amp) and updates."""
@@ -89,6 +93,7 @@ def make_train_step(classifier, optimizer):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size, device):
     logits = []
     # Inference mode: dropout off (lesson 4), and no graph is recorded for backprop (lesson 11's last check).
@@ -110,10 +115,13 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
     model.to_device(device)
+    # rosetta: loss
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
     classifier.compute_accuracy = False                                # accuracy is measured after training
+    # rosetta: optimizer
     optimizer = setup_optimizer(optimizers.MomentumSGD(lr=p["lr"], momentum=p["momentum"]),  # plain momentum:
                                 classifier, loss_scaling)              # v = μv - lr·g, no unit gain (lesson 8)
+    # rosetta: end
     train_step = make_train_step(classifier, optimizer)
 
     epoch_seconds, warmup, loss, windows = timed_epochs(

@@ -136,6 +136,7 @@ class Transition(chainer.Chain):
         return F.average_pooling_2d(self.conv(F.relu(self.norm(x))), 2, 2)
 
 
+# rosetta: model
 class DenseNet121(chainer.Chain):
     def __init__(self, num_classes=14, growth=32, blocks=(6, 12, 24, 16), bn_size=4):
         super().__init__()
@@ -155,6 +156,7 @@ class DenseNet121(chainer.Chain):
             self.classifier = L.Linear(c, num_classes)
         self.blocks = len(blocks)
 
+    # rosetta: model
     def forward(self, x):                                                       # x: (N, 3, H, W)
         f = self.features
         h = F.relu(f.norm0(f.conv0(x)))                                         # (N, 64, H/2, W/2)
@@ -183,6 +185,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(classifier, optimizer):
     """With ChainerMN the optimizer is the multi-node one: after backward it all-reduces (averages) the gradients over
     the processes, then runs Adam; on one device it is Adam itself."""
@@ -193,6 +196,7 @@ def make_train_step(classifier, optimizer):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, test, crop, batch_size, device):
     """Mean AUC over the 14 findings on every test image (centre crop, no flip)."""
     scores = []
@@ -210,25 +214,32 @@ def worker(cfg, world):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     gpu = cfg.device == "gpu"
     comm, rank, name = None, 0, None
+    # rosetta: data-parallel
     if world > 1:
         import chainermn                                    # imports mpi4py: only multi-process cells need MPI
         name = switches["communicator"] or ("pure_nccl" if gpu else "naive")
         comm = chainermn.create_communicator(name)
         rank = comm.rank
+    # rosetta: end
     device = select_device(cfg, comm.intra_rank if comm else 0)   # one GPU per process on each node
     loss_scaling = set_precision(cfg.precision, device)
     chainer.global_config.autotune = switches["autotune"]
     chainer.global_config.type_check = switches["type_check"]
     train, test = load_data(cfg)
     model = build_model()
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "densenet121")    # the same start in every framework and on every rank
     load_canonical(model, weights)
     model.to_device(device)
+    # rosetta: loss
     classifier = L.Classifier(model, lossfun=F.sigmoid_cross_entropy)   # mean BCE over N × 14; sigmoid inside
     classifier.compute_accuracy = False
+    # rosetta: optimizer
     adam = optimizers.Adam(alpha=p["lr"] * world, beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"])  # linear scaling
+    # rosetta: data-parallel
     if comm:
         adam = chainermn.create_multi_node_optimizer(adam, comm)
+    # rosetta: end
     optimizer = setup_optimizer(adam, classifier, loss_scaling)
     if comm:
         # ChainerMN's optimizer spends its first call broadcasting rank 0's parameters instead of updating (meant for

@@ -40,6 +40,7 @@ def load_data(cfg, device, placement):
 
 
 # ==== Model ====
+# rosetta: model
 class GRUClassifier(chainer.Chain):
     def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
                  num_classes=SIZES["num_classes"]):
@@ -61,6 +62,7 @@ class GRUClassifier(chainer.Chain):
         for j, w in enumerate([*np.split(kernel, 3), *np.split(recurrent, 3)]):
             getattr(self.gru[0], f"w{j}").array[...] = w
 
+    # rosetta: model
     def forward(self, x):                                  # x: (N, T) int32 token ids
         xs = F.separate(self.embedding(x), axis=0)         # N sequences of (T, embedding_dim), NStepGRU's input
         hy, _ = self.gru(None, xs)                         # hy: (layers, N, hidden), the state after the last step
@@ -71,6 +73,7 @@ def build_model(cfg=None):
     return GRUClassifier()
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical GRU weights stack the gates (r, z, n) in rows; NStepGRU keeps one matrix per gate: r, z, n -> w0, w1,
     w2 (input) and w3, w4, w5 (recurrent), biases likewise b0..b2 and b3..b5. Dense (out, in) is Chainer's layout."""
@@ -91,6 +94,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(classifier, optimizer):
     def train_step(x, y):
         optimizer.update(classifier, x, y)                 # clear grads, forward, backward, Adam update
@@ -99,6 +103,7 @@ def make_train_step(classifier, optimizer):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size, device):
     logits = []
     with chainer.using_config("train", False), chainer.using_config("enable_backprop", False):
@@ -118,10 +123,13 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
     model.to_device(device)
+    # rosetta: loss
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
     classifier.compute_accuracy = False                    # accuracy is measured after training
+    # rosetta: optimizer
     optimizer = setup_optimizer(optimizers.Adam(alpha=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"]),
                                 classifier, loss_scaling)
+    # rosetta: end
     train_step = make_train_step(classifier, optimizer)
 
     epoch_seconds, warmup, loss, windows = timed_epochs(

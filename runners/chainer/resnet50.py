@@ -63,6 +63,7 @@ class Bottleneck(chainer.Chain):
         return F.relu(h + (x if self.downsample is None else self.downsample(x)))
 
 
+# rosetta: model
 class ResNet50(chainer.Chain):
     def __init__(self):
         super().__init__()
@@ -77,6 +78,7 @@ class ResNet50(chainer.Chain):
                     cin = width * 4
                 setattr(self, name, chainer.Sequential(*blocks))
 
+    # rosetta: model
     def forward(self, x):                                                   # x: (N, 3, H, W)
         h = F.relu(self.bn1(self.conv1(x)))                                 # (N, 64, H/2, W/2)
         h = F.max_pooling_2d(h, 3, 2, 1, cover_all=False)                   # (N, 64, H/4, W/4), torchvision's floor
@@ -101,6 +103,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
 def extract(model, images, batch_size, device):
     features = []
@@ -128,6 +131,7 @@ def main(cfg):
     chainer.global_config.type_check = switches["type_check"]
     images = load_data(cfg)
     model = build_model()                                  # float16 conv kernels under mixed16, float32 BatchNorm
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
     model.to_device(device)

@@ -62,6 +62,7 @@ def framework_info():
     }
 
 
+# rosetta: device
 def select_device(cfg):
     """Make the cell's device CNTK's default: the CPU, or GPU 0 for a GPU cell. A GPU cell that finds no GPU (the CPU
     wheel never sees one) is a broken install or launch (status failed, so `--resume` retries it)."""
@@ -83,6 +84,7 @@ def is_gpu(device):
     return device.type() == C.device.DeviceKind.GPU
 
 
+# rosetta: barrier
 def sync(trainer):
     """The training clock's barrier: read back a value computed from the step's last operation. CNTK launches GPU
     kernels asynchronously and has no public synchronize. train_minibatch runs forward, backward, then the learners,
@@ -94,6 +96,7 @@ def sync(trainer):
     return lambda: float(total.eval())
 
 
+# rosetta: precision
 def check_precision(precision):
     """CNTK cells run float32 only (matrix.yaml): its float16 needs a hand-cast graph (`C.cast`, fp32 BatchNorm
     statistics, a loss scale by hand), which the seed's notebooks never did, and it has no TF32 or bfloat16 mode."""

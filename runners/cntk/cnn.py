@@ -30,6 +30,7 @@ def load_data(cfg):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None, num_classes=10):
     """The network as one CNTK Function of the input `features` (3, 32, 32); its output is the logits. Layer names
     (conv1 … fc2) are the canonical ones, so `model.conv1.W` is the canonical `conv1.weight`."""
@@ -55,6 +56,7 @@ def build_model(cfg=None, num_classes=10):
     return model(features)
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical conv kernels (OIHW) are CNTK's layout; its conv biases are (O, 1, 1). CNTK's dense kernels are
     (in…, out): fc1's is the transposed canonical (512, 6400) with the input axis unflattened to (100, 8, 8), the same
@@ -71,6 +73,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
 def make_learner(parameters, p):
     """Plain momentum, v = μv + g, w -= lr·v (lesson 8): unit_gain=False, because CNTK's default unit gain would scale
     the gradient by (1 − μ). learning_parameter_schedule(lr) applies lr to the minibatch's mean gradient although
@@ -79,6 +82,7 @@ def make_learner(parameters, p):
                           momentum=C.momentum_schedule(p["momentum"]), unit_gain=False)
 
 
+# rosetta: train-step
 def make_train_step(trainer, features, labels):
     """train_minibatch copies the batch to the device, runs forward in training mode (dropout on) and backward, and
     lets the learner update the parameters: the whole step. It returns the trainer, whose last loss is read after
@@ -90,6 +94,7 @@ def make_train_step(trainer, features, labels):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     """Test accuracy outside the clock. `model.eval` runs the graph in inference mode: dropout is off (lesson 4)."""
     features = model.arguments[0]
@@ -107,8 +112,10 @@ def main(cfg):
     C.cntk_py.set_fixed_random_seed(0)                     # CNTK's initializers and dropout masks draw from it
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(num_classes=p["num_classes"])
+    # rosetta: loss
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     loss = C.cross_entropy_with_softmax(model, labels)     # softmax + cross-entropy in one op (lesson 6)
+    # rosetta: end
     learner = make_learner(model.parameters, p)
     trainer = C.Trainer(model, loss, [learner])            # no metric: accuracy is measured after training
     train_step = make_train_step(trainer, model.arguments[0], labels)

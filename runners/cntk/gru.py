@@ -68,6 +68,7 @@ def CuDNNGRU(hidden, name=""):
     return gru
 
 
+# rosetta: model
 def build_model(cfg=None, cudnn=False, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
                 hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
     """Token ids -> embedding -> GRU -> last step -> dense: a Function of the sequence input `tokens`, whose output is
@@ -109,6 +110,7 @@ def set_gru(model, w_ih, w_hh, b_ih, b_hh):
     gru.b.value = np.concatenate([bz, br, bn]).astype(np.float32)
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """The embedding (vocabulary, E) is CNTK's layout; the dense kernel is (in, out), the canonical transposed."""
     model.embedding.E.value = np.asarray(weights["embedding.weight"], np.float32)
@@ -122,6 +124,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
 def make_learner(parameters, p):
     """Adam as in the paper: unit_gain=True is its m = β1·m + (1 − β1)·g (lesson 8's plain momentum concerns SGD; the
     seed's notebook turned unit gain off here too, which scales Adam's first moment by 1/(1 − β1)). CNTK's criterion
@@ -132,6 +135,7 @@ def make_learner(parameters, p):
                   epsilon=p["eps"] * p["batch_size"], unit_gain=True)
 
 
+# rosetta: train-step
 def make_train_step(trainer, tokens, labels):
     """train_minibatch copies the batch to the device, runs forward and backward (through time, on the CPU) and
     Adam's update. It returns the trainer; its last loss is read after the clock."""
@@ -142,6 +146,7 @@ def make_train_step(trainer, tokens, labels):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     """Test accuracy outside the clock (no dropout or batch norm here: training and inference compute the same
     function)."""
@@ -162,6 +167,7 @@ def main(cfg):
                         hidden=p["hidden"], num_classes=p["num_classes"])
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     learner = make_learner(model.parameters, p)
+    # rosetta: loss
     trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [learner])
     train_step = make_train_step(trainer, model.arguments[0], labels)
 

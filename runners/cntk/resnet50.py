@@ -58,6 +58,7 @@ def bottleneck(x, width, stride, prefix, cudnn_batchnorm, explicit_pad):
     return C.relu(h + x)
 
 
+# rosetta: model
 def build_model(cfg=None, image_size=C.FreeDimension, cudnn_batchnorm=True):
     """A Function of `images` (3, image_size, image_size) -> pooled features (2048,). The default free image size
     lets one model take any size (the equivalence test's 64×64); the timed cells fix it."""
@@ -107,6 +108,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
 def extract(model, images, batch_size):
     """`model.eval` copies each batch to the device, runs the graph in inference mode and returns the features as
@@ -130,13 +132,16 @@ def main(cfg):
     device = select_device(cfg)
     images = load_data(cfg)
     model = build_model(image_size=p["image_size"], cudnn_batchnorm=switches["cudnn_batchnorm"])
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
 
     features = []
+    # rosetta: barrier
     # No barrier of its own: each pass ends with `model.eval` copying the last operation's output (the features) to
     # NumPy, which waits for that operation, as Keras' predict does in runners/keras2/resnet50.py.
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats)
+    # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

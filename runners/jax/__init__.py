@@ -72,6 +72,7 @@ def framework_info():
     }
 
 
+# rosetta: device
 def select_devices(cfg, count=1):
     """The first `count` devices of the cell's platform. Fewer than asked is a broken install or launch (status
     failed, so `--resume` retries it), never an unsupported combination."""
@@ -107,6 +108,7 @@ def set_precision(precision, device):
     if precision in ("tf32", "bf16") and gpu and float(capability) < 8:
         raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); "
                    f"{device.device_kind} is {capability}")
+    # rosetta: precision
     jax.config.update("jax_default_matmul_precision", "tensorfloat32" if precision == "tf32" else "highest")
     dtype = {"amp": jnp.float16, "bf16": jnp.bfloat16}.get(precision, jnp.float32)
     return dtype, (DynamicLossScale() if precision == "amp" else LossScale())

@@ -43,6 +43,7 @@ def load_data(cfg, device, placement):
 glorot, zeros = nnx.initializers.glorot_uniform(), nnx.initializers.zeros  # like Keras (lesson 7)
 
 
+# rosetta: model
 class CNN(nnx.Module):
     def __init__(self, num_classes=10, dtype=jnp.float32, *, rngs):
         conv = lambda cin, cout: nnx.Conv(cin, cout, (3, 3), padding="SAME", kernel_init=glorot, bias_init=zeros,
@@ -54,6 +55,7 @@ class CNN(nnx.Module):
         self.drop1, self.drop2 = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.25, rngs=rngs)
         self.drop3 = nnx.Dropout(0.5, rngs=rngs)
 
+    # rosetta: model
     def __call__(self, x):                                         # x: (N, 3, 32, 32), the shared NCHW layout
         x = x.transpose(0, 2, 3, 1)                                # -> NHWC
         x = nnx.relu(self.conv1(x))
@@ -71,6 +73,7 @@ def build_model(cfg=None, dtype=jnp.float32, seed=0):
     return CNN(dtype=dtype, rngs=nnx.Rngs(params=seed, dropout=seed + 1))
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical conv kernels are OIHW and dense weights (out, in); Flax keeps HWIO and (in, out)."""
     for name in ("conv1", "conv2", "conv3", "conv4", "fc1", "fc2"):
@@ -89,15 +92,18 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(graphdef, switches):
     """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
     def train_step(state, x, y):
         model, optimizer, loss_scale = nnx.merge(graphdef, state)
 
+        # rosetta: loss
         def loss_fn(model):                                        # integer labels, no one-hot (lesson 11)
             logits = model(x).astype(jnp.float32)
             return optax.losses.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
+        # rosetta: train-step
         loss, grads = loss_scale.value_and_grad(loss_fn, model)
         optimizer.update(model, grads)
         return nnx.state((model, optimizer, loss_scale)), loss     # loss stays on the device: no host sync
@@ -107,6 +113,7 @@ def make_train_step(graphdef, switches):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     model = nnx.view(model, deterministic=True)                    # dropout off in evaluation (lesson 4)
     logits = [forward(model, x_test[idx]) for idx in batching.eval_batches(len(x_test), batch_size)]
@@ -120,8 +127,10 @@ def main(cfg):
     dtype, loss_scale = set_precision(cfg.precision, device)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype)
+    # rosetta: optimizer
     tx = loss_scale.wrap(optax.sgd(p["lr"], momentum=p["momentum"]))  # plain momentum, like PyTorch (lesson 8)
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    # rosetta: end
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
     # to two different programs, so an uncommitted initial state would compile the step twice.
@@ -133,6 +142,7 @@ def main(cfg):
         state, loss = train_step(state, *batch)
         return loss
 
+    # rosetta: barrier
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
     epoch_seconds, warmup, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,

@@ -104,6 +104,7 @@ class Transition(nnx.Module):
         return nnx.avg_pool(self.conv(nnx.relu(self.norm(x))), (2, 2), (2, 2))
 
 
+# rosetta: model
 class DenseNet121(nnx.Module):
     def __init__(self, num_classes=14, growth=32, blocks=(6, 12, 24, 16), bn_size=4, dtype=jnp.float32, *, rngs):
         # The initializers only fill the arrays until the canonical weights are loaded.
@@ -124,6 +125,7 @@ class DenseNet121(nnx.Module):
         self.classifier = nnx.Linear(c, num_classes, dtype=dtype, rngs=rngs)
         self.blocks = len(blocks)
 
+    # rosetta: model
     def __call__(self, x):                                                      # x: (N, 3, H, W)
         f = self.features
         x = x.transpose(0, 2, 3, 1)                                             # -> NHWC
@@ -161,26 +163,31 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(graphdef, switches, batch_sharding, replicated):
     """A pure function (state, x, y) -> (state, loss). The shardings say where things live: the batch is split over
     the mesh's `data` axis, state is replicated; XLA turns the gradient's sum over the batch into an all-reduce."""
     def train_step(state, x, y):
         model, optimizer, loss_scale = nnx.merge(graphdef, state)
 
+        # rosetta: loss
         def loss_fn(model):
             logits = model(x).astype(jnp.float32)
             return optax.losses.sigmoid_binary_cross_entropy(logits, y).mean()  # sigmoid inside the loss (lesson 6)
 
+        # rosetta: train-step
         loss, grads = loss_scale.value_and_grad(loss_fn, model)
         optimizer.update(model, grads)
         return nnx.state((model, optimizer, loss_scale)), loss
     if not switches["jit"]:
         return train_step
+    # rosetta: data-parallel
     return jax.jit(train_step, in_shardings=(replicated, batch_sharding, batch_sharding),
                    out_shardings=(replicated, replicated), donate_argnums=0 if switches["donate"] else ())
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, test, crop, batch_size, batch_sharding):
     """Mean AUC over the 14 findings on every test image (centre crop, no flip); the last batch is padded to a
     multiple of the device count so that it shards, and the padding is dropped again."""
@@ -200,15 +207,20 @@ def main(cfg):
     world = max(cfg.gpus, 1)
     devices = select_devices(cfg, world)
     dtype, loss_scale = set_precision(cfg.precision, devices[0])
+    # rosetta: data-parallel
     mesh = Mesh(np.asarray(devices), ("data",))                                 # a 1-D mesh: pure data parallelism
     batch_sharding = NamedSharding(mesh, PartitionSpec("data"))                 # batch axis split over devices
     replicated = NamedSharding(mesh, PartitionSpec())                           # a full copy on every device
+    # rosetta: end
     train, test = load_data(cfg)
     model = nnx.eval_shape(lambda: build_model(dtype=dtype))   # shapes only: no initializer runs (or compiles)
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "densenet121")   # the same start in every framework
     load_canonical(model, weights)
+    # rosetta: optimizer
     tx = loss_scale.wrap(optax.adam(p["lr"] * world))                           # linear scaling with the global batch
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    # rosetta: end
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     state = jax.device_put(state, replicated)
     train_step = make_train_step(graphdef, switches, batch_sharding, replicated)
@@ -225,6 +237,7 @@ def main(cfg):
         state, loss = train_step(state, *batch)
         return loss
 
+    # rosetta: barrier
     epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, step,
                                                         lambda: jax.block_until_ready(state))
     pool.shutdown()

@@ -62,6 +62,7 @@ class GRU(nnx.Module):
         gi = x.astype(dt) @ self.kernel_ih[...].astype(dt) + self.bias_ih[...].astype(dt)    # (N, T, 3H)
         U, b_hh = self.kernel_hh[...].astype(dt), self.bias_hh[...].astype(dt)
 
+        # rosetta: model
         def step(h, gi_t):                                      # h: (N, H), gi_t: (N, 3H)
             gh = h @ U + b_hh
             r = jax.nn.sigmoid(gi_t[:, :H] + gh[:, :H])
@@ -74,6 +75,7 @@ class GRU(nnx.Module):
         return h
 
 
+# rosetta: model
 class GRUClassifier(nnx.Module):
     def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
                  num_classes=SIZES["num_classes"], dtype=jnp.float32,
@@ -86,6 +88,7 @@ class GRUClassifier(nnx.Module):
                              bias_init=nnx.initializers.zeros, dtype=dtype, rngs=rngs)
         self.unroll = unroll
 
+    # rosetta: model
     def __call__(self, x):                                      # x: (N, T) token ids
         return self.fc(self.gru(self.embedding(x), self.unroll))  # last time step only (front padding: real text)
 
@@ -94,6 +97,7 @@ def build_model(cfg=None, dtype=jnp.float32, unroll=1, seed=0):
     return GRUClassifier(dtype=dtype, unroll=unroll, rngs=nnx.Rngs(seed))
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical matrices are (out, in) with gate rows (r, z, n); ours are (in, out) with gate columns (r, z, n)."""
     w = {name: jnp.asarray(np.asarray(v)) for name, v in weights.items()}
@@ -113,15 +117,18 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(graphdef, switches):
     """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
     def train_step(state, x, y):
         model, optimizer, loss_scale = nnx.merge(graphdef, state)
 
+        # rosetta: loss
         def loss_fn(model):
             logits = model(x).astype(jnp.float32)
             return optax.losses.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
+        # rosetta: train-step
         loss, grads = loss_scale.value_and_grad(loss_fn, model)
         optimizer.update(model, grads)
         return nnx.state((model, optimizer, loss_scale)), loss     # no float(loss): the step never waits
@@ -131,6 +138,7 @@ def make_train_step(graphdef, switches):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     # No dropout or batch norm in this model: training and inference compute the same function.
     logits = [forward(model, x_test[idx]) for idx in batching.eval_batches(len(x_test), batch_size)]
@@ -144,8 +152,10 @@ def main(cfg):
     dtype, loss_scale = set_precision(cfg.precision, device)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
+    # rosetta: optimizer
     tx = loss_scale.wrap(optax.adam(p["lr"], b1=p["beta1"], b2=p["beta2"], eps=p["eps"]))
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    # rosetta: end
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
     # to two different programs, so an uncommitted initial state would compile the step twice.
@@ -157,6 +167,7 @@ def main(cfg):
         state, loss = train_step(state, *batch)
         return loss
 
+    # rosetta: barrier
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
     epoch_seconds, warmup, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,

@@ -53,6 +53,7 @@ class Bottleneck(nnx.Module):
         return nnx.relu(y + bn(conv(x)))
 
 
+# rosetta: model
 class ResNet50(nnx.Module):
     def __init__(self, dtype=jnp.float32, *, rngs):
         # BatchNorm in inference mode (running statistics) with PyTorch's epsilon; the initializers only fill the
@@ -70,6 +71,7 @@ class ResNet50(nnx.Module):
             stages.append(nnx.List(blocks))
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
 
+    # rosetta: model
     def __call__(self, x):                                                      # x: (N, 3, H, W)
         x = x.transpose(0, 2, 3, 1)                                             # -> NHWC
         x = nnx.relu(self.bn1(self.conv1(x)))                                   # (N, H/2, W/2, 64)
@@ -100,6 +102,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
 def extract(forward, images, batch_size, device):
     features = []
@@ -108,6 +111,7 @@ def extract(forward, images, batch_size, device):
         out = forward(x).astype(jnp.float32)
         out.copy_to_host_async()                                                # start device → host without waiting
         features.append(out)
+    # rosetta: barrier
     return jax.device_get(features)                                             # waits for the copies: the barrier
 
 
@@ -126,8 +130,10 @@ def main(cfg):
     dtype, _ = set_precision(cfg.precision, device)
     images = load_data(cfg)
     model = nnx.eval_shape(lambda: build_model(dtype=dtype))   # shapes only: no initializer runs (or compiles)
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
+    # rosetta: end
     graphdef, state = nnx.split(model)
     state = jax.device_put(state, device)
 

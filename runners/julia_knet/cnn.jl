@@ -28,6 +28,7 @@ function load_data(cfg, atype, placement)
 end
 
 # ==== Model ====
+# rosetta: model
 # Knet's idiom: a layer is a struct of Params and a callable; the model is a struct of layers whose call on (x, y)
 # is the loss. Kernels are (W, H, Cin, Cout); `mode=1` makes conv4 a cross-correlation, as in every other framework
 # (Knet's default, mode=0, flips the kernel: a true convolution, which would load canonical weights mirrored).
@@ -41,6 +42,7 @@ Dense(i::Int, o::Int) = Dense(param(o, i), param0(o))
 
 struct CNN; conv1; conv2; conv3; conv4; fc1; fc2; end
 
+# rosetta: model
 function (m::CNN)(x)                                    # x: (32, 32, 3, N)
     x = relu.(m.conv1(x))
     x = relu.(pool(m.conv2(x)))                         # 2×2 max pool, then ReLU: 4× fewer elements (seed lesson 10)
@@ -52,10 +54,13 @@ function (m::CNN)(x)                                    # x: (32, 32, 3, N)
     return m.fc2(x)                                     # (10, N) logits: the softmax lives in nll
 end
 
+# rosetta: loss
 (m::CNN)(x, y) = nll(m(x), y)                           # mean negative log-likelihood, integer labels 1..10
 
+# rosetta: model
 build_model() = CNN(Conv(3, 50), Conv(50, 50), Conv(50, 100), Conv(100, 100), Dense(6400, 512), Dense(512, 10))
 
+# rosetta: init
 """Load canonical weights (NumPy arrays by canonical name, as read_npy returns them): OIHW kernels arrive as
 (W, H, I, O), Knet's layout; dense (out, in) arrives transposed."""
 function load_canonical!(m::CNN, w, atype)
@@ -72,6 +77,7 @@ end
 count_parameters(m) = sum(length, params(m))
 
 # ==== Train step ====
+# rosetta: train-step
 # One step: record the loss on AutoGrad's tape, then update every Param with its gradient and its own optimizer
 # state (`w.opt`, a Momentum set in main). Knet's `minimize(model, data, Momentum(...))` iterator runs exactly this.
 function train_step(model, x, y)
@@ -87,6 +93,7 @@ train_steps(model, xtrn, ytrn, orders, batch_size, epoch, atype) =
     (train_step(model, atype(xtrn[:, :, :, idx]), ytrn[idx]) for idx in train_batches(orders, batch_size, epoch))
 
 # ==== Evaluate ====
+# rosetta: evaluate
 "Test accuracy with dropout off (outside @diff), every test image scored once, the last batch possibly smaller."
 function evaluate(model, xtst, ytst, batch_size, atype)
     logits = hcat((Array(model(atype(xtst[:, :, :, idx]))) for idx in eval_batches(length(ytst), batch_size))...)
@@ -102,6 +109,7 @@ function main(cfg)
     seed_all!(cfg, 0)
     xtrn, ytrn, xtst, ytst, orders = load_data(cfg, atype, switches["data_placement"])
     model = build_model()
+    # rosetta: optimizer
     for w in params(model)                                  # plain momentum, v = γv − lr·g; w += v (seed lesson 8)
         w.opt = Momentum(lr=p["lr"], gamma=p["momentum"])
     end

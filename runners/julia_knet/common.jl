@@ -331,6 +331,7 @@ end
 
 # ---------------------------------------------------------------- the device (Knet; only task files call these)
 
+# rosetta: device
 """Set Knet's array type for the cell's device and return it with the clock's barrier. Knet 1.4 picks a GPU at
 `using Knet` when CUDA.jl finds one and then defaults to CuArray{Float32} (`Knet.atype()`); the seed's notebooks used
 Knet's own KnetArray, kept as a switch. A GPU cell without (enough) GPUs is a broken install: GpuMissing, never a skip."""
@@ -344,9 +345,11 @@ function select_device(cfg, array_type)
     visible < cfg["gpus"] && throw(GpuMissing(cfg["gpus"], visible, "Knet $(knet_version()) (CUDA.jl)"))
     atype = array_type == "KnetArray" ? KnetArray{Float32} : CUDA.CuArray{Float32}
     Knet.array_type[] = atype
+    # rosetta: barrier
     return atype, () -> CUDA.synchronize()   # CUDA runs asynchronously: wait for queued kernels at each clock edge
 end
 
+# rosetta: precision
 "Knet 1.4 trains in float32: it has no mixed precision (no autocast, no loss scaling) and no TF32 switch."
 function check_precision(cfg)
     cfg["precision"] == "fp32" || throw(Skip("julia-knet runs fp32 only: Knet 1.4 has no $(cfg["precision"]) path " *

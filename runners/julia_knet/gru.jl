@@ -28,6 +28,7 @@ end
 # ==== Model ====
 struct GRUClassifier; embed; rnn; fc_w; fc_b; end
 
+# rosetta: model
 # Knet's RNN is cuDNN's formulation on the GPU and on the CPU alike: gates (r, z, n) with two bias vectors and the
 # reset gate applied after the recurrent matmul, n = tanh(Wn·x + bWn + r .* (Rn·h + bRn)) (`@doc RNN`): the
 # canonical GRU, no conversion. Its weights are one flat Param; `rnnparam(rnn, layer, id, 1|2)` views one matrix or
@@ -39,16 +40,20 @@ function GRUClassifier(vocabulary, embedding, hidden, classes)
                   param(classes, hidden), param0(classes))
 end
 
+# rosetta: model
 function (m::GRUClassifier)(x)                        # x: (T, B) word ids, 1-based
     e = m.embed[:, permutedims(x)]                    # (E, B, T): Knet's RNN input is (features, batch, time)
     h = m.rnn(e)                                      # (H, B, T); the hidden state starts at zero in every call
     return m.fc_w * h[:, :, end] .+ m.fc_b            # last time step only (front padding makes it real text)
 end
 
+# rosetta: loss
 (m::GRUClassifier)(x, y) = nll(m(x), y)
 
+# rosetta: model
 build_model(p) = GRUClassifier(p["max_features"], p["embedding_dim"], p["hidden"], p["num_classes"])
 
+# rosetta: init
 """Load canonical weights (NumPy arrays by canonical name, as read_npy returns them). The (V, E) embedding arrives as
 (E, V), Knet's layout; the stacked (3H, X) gate matrices arrive as (X, 3H), whose H-column blocks r, z, n are the
 transposed matrices `rnnparam` views; the flat weights are filled on the CPU and moved once, as RNN() itself does."""
@@ -70,6 +75,7 @@ end
 count_parameters(m) = sum(length, params(m))
 
 # ==== Train step ====
+# rosetta: train-step
 # One step: the loss on AutoGrad's tape, then `update!` of every Param with its own Adam state (`w.opt`, set in
 # main). Knet's `adam(model, data; lr, beta1, beta2, eps)` iterator, the seed notebook's `adam!`, runs exactly this.
 function train_step(model, x, y)
@@ -85,6 +91,7 @@ train_steps(model, xtrn, ytrn, orders, batch_size, epoch) =
     (train_step(model, xtrn[:, idx], ytrn[idx]) for idx in train_batches(orders, batch_size, epoch))
 
 # ==== Evaluate ====
+# rosetta: evaluate
 function evaluate(model, xtst, ytst, batch_size)
     logits = hcat((Array(model(xtst[:, idx])) for idx in eval_batches(length(ytst), batch_size))...)
     return accuracy_of(logits, ytst)
@@ -99,6 +106,7 @@ function main(cfg)
     seed_all!(cfg, 0)
     xtrn, ytrn, xtst, ytst, orders = load_data(cfg)
     model = build_model(p)
+    # rosetta: optimizer
     for w in params(model)     # Knet's Adam adds ε after the bias correction, as PyTorch and optax do
         w.opt = Adam(lr=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"])
     end

@@ -43,6 +43,7 @@ end
 
 struct Bottleneck; conv1; conv2; conv3; downsample; end
 
+# rosetta: model
 function (b::Bottleneck)(x)
     o = relu.(b.conv1(x))                           # 1×1, width
     o = relu.(b.conv2(o))                           # 3×3, width, stride 1 or 2 (v1.5)
@@ -52,6 +53,7 @@ end
 
 struct ResNet50; stem; blocks; end
 
+# rosetta: model
 function (m::ResNet50)(x)                           # x: (224, 224, 3, N)
     x = relu.(m.stem(x))                            # 7×7/2 conv: (112, 112, 64, N)
     x = pool(x; window=3, stride=2, padding=1)      # (56, 56, 64, N)
@@ -61,6 +63,7 @@ function (m::ResNet50)(x)                           # x: (224, 224, 3, N)
     return mat(pool(x; window=(size(x, 1), size(x, 2)), mode=1))    # global average: (2048, N)
 end
 
+# rosetta: init
 "ResNet-50 from canonical weights (torchvision's names: layer1.0.conv1.weight, layer1.0.bn1.running_mean, …)."
 function build_model(w, atype)
     blocks = Bottleneck[]
@@ -82,6 +85,7 @@ convbns(m::ResNet50) = [m.stem; [c for b in m.blocks for c in (b.conv1, b.conv2,
                                  if c !== nothing]]
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one pass over all images (`extract`), each batch copied
 # to the device (atype) and its features copied back (Array), both inside the clock.
 extract(model, images, batch_size, atype) =

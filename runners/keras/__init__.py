@@ -64,6 +64,7 @@ def gpu_count():
     return torch.cuda.device_count()
 
 
+# rosetta: device
 def check_device(cfg):
     """Fail a GPU cell where the backend sees too few GPUs (a broken install, never an unsupported combination)."""
     if cfg.device == "gpu" and gpu_count() < max(cfg.gpus, 1):
@@ -96,6 +97,7 @@ def set_precision(precision, device):
     if precision in ("tf32", "bf16") and gpu and compute_capability() < (8, 0):  # else Keras runs it as fp32
         raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+), this one is "
                    f"{'.'.join(map(str, compute_capability()))}")
+    # rosetta: precision
     tf32 = precision == "tf32"
     if BACKEND == "tensorflow":
         import tensorflow as tf
@@ -218,6 +220,7 @@ class EpochTimer(keras.callbacks.Callback):
             self.windows.append((now - self.window_start) / (batch + 1 - self.window_after))
             self.window_start, self.window_after = now, batch + 1
 
+    # rosetta: barrier
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)
         self.final_loss = logs["loss"]

@@ -33,6 +33,7 @@ def load_data(cfg, data_format):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None, data_format="channels_last"):
     """Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases. The default layout is
     NHWC, which every backend runs on a CPU: TensorFlow's CPU Conv2D takes NCHW only through oneDNN, which TensorFlow
@@ -58,6 +59,7 @@ def build_model(cfg=None, data_format="channels_last"):
     ], name="cnn")
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical → Keras: conv OIHW → HWIO, dense (out, in) → (in, out), and fc1's inputs reordered from the
     canonical C·H·W flatten to Keras' H·W·C."""
@@ -76,18 +78,22 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
 def train_step(model, batches, cfg, switches, timer):
     p = cfg.params
     model.compile(
+        # rosetta: optimizer
         optimizer=keras.optimizers.SGD(learning_rate=p["lr"], momentum=p["momentum"]),  # plain momentum (lesson 8)
+        # rosetta: loss
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),  # integer labels, softmax inside (6, 11)
         jit_compile=switches["jit_compile"], steps_per_execution=switches["steps_per_execution"])
     model.fit(batches, epochs=p["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     """predict() runs in inference mode (dropout off, lesson 4) over every test sample, the last partial batch too."""
     logits = model.predict(x_test, batch_size=batch_size, verbose=0)

@@ -107,6 +107,7 @@ def data_parallel(cfg, world):
         if len(devices) < world:                               # a bug here, not an unsupported combination
             raise RuntimeError(f"{world} CPU devices asked for, JAX made {len(devices)}: CPU devices can only be "
                                "split before JAX initializes")
+        # rosetta: data-parallel
         # Replicates the variables and splits every global batch along axis 0 over the devices.
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:world]))
         return contextlib.nullcontext(), "keras.distribution.DataParallel"
@@ -115,10 +116,12 @@ def data_parallel(cfg, world):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * world)
     devices = [d.name for d in tf.config.list_logical_devices("CPU" if cfg.device == "cpu" else "GPU")][:world]
+    # rosetta: data-parallel
     # Variables are mirrored on every device; gradients are all-reduced (NCCL on GPUs) before the update.
     return tf.distribute.MirroredStrategy(devices).scope(), "tf.distribute.MirroredStrategy"
 
 
+# rosetta: model
 def build_model(cfg=None, num_classes=14):
     """The zoo's DenseNet-121 with torchvision's BatchNorm ε and momentum and a new head of logits, for images of any
     size; main loads the canonical weights into it."""
@@ -126,14 +129,18 @@ def build_model(cfg=None, num_classes=14):
 
 
 # ==== Train step ====
+# rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step (and, under a
 # distribution or strategy, the gradient all-reduce). This function is the whole of what a Keras user writes for it.
 def train_step(model, batches, cfg, switches, timer, world):
     p = cfg.params
+    # rosetta: optimizer
     model.compile(optimizer=keras.optimizers.Adam(learning_rate=p["lr"] * world,  # linear scaling with the batch
                                                   beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
+                  # rosetta: loss
                   loss=keras.losses.BinaryCrossentropy(from_logits=True),  # sigmoid inside the loss (lesson 6)
                   jit_compile=switches["jit_compile"])
+    # rosetta: end
     # Build the compiled loss here: else fit first peeks a batch through the PyDataset's worker queue to build it, and
     # on JAX Keras 3.15 then serves the batches its workers made for that peek first, out of the shared order.
     labels = np.zeros((1, p["num_classes"]), np.float32)
@@ -142,6 +149,7 @@ def train_step(model, batches, cfg, switches, timer, world):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, test, crop, batch_size, world):
     """Mean AUC over the 14 findings on every test image (centre crop, no flip)."""
     logits = np.asarray(model.predict(TestBatches(test, crop, batch_size, world), verbose=0), np.float32)[:len(test)]
@@ -162,8 +170,10 @@ def main(cfg):
     timer = EpochTimer()
     with scope:
         model = build_model(num_classes=p["num_classes"])
+        # rosetta: init
         weights, source = canonical.load(cfg.data, "densenet121")  # ImageNet + seeded head, else the seeded init
         load_canonical(model, weights)
+        # rosetta: end
         with input_wait(InputWait()) as wait:
             train_step(model, batches, cfg, switches, timer, world)
 

@@ -32,12 +32,14 @@ def load_data(cfg, data_format):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None, data_format="channels_last"):
     """ResNet-50 v1.5 for images of any size; main loads the canonical weights into it."""
     return resnet50(data_format)
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one `predict` over all images (see `extract`), which
 # includes the host→device copies of the batches and the device→host copy of the features.
 def extract(model, images, batch_size):
@@ -61,13 +63,16 @@ def main(cfg):
     keras.utils.set_random_seed(0)
     images = load_data(cfg, data_format)
     model = build_model(data_format=data_format)
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
     model.compile(jit_compile=switches["jit_compile"])  # predict() reads jit_compile from compile()
 
     features = []
+    # rosetta: barrier
     # predict() returns numpy, so each pass ends with the features on the host: that is the barrier.
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats)
+    # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

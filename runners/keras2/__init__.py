@@ -119,6 +119,7 @@ def on_device_gpu():
     return _theano_gpu() is not None
 
 
+# rosetta: device
 def check_device(cfg):
     """Fail a GPU cell where the backend computes on the CPU (a broken install, never an unsupported combination):
     CNTK without a visible GPU (or the CPU-only `cntk` wheel), Theano without libgpuarray (pygpu)."""
@@ -139,6 +140,7 @@ def check_device(cfg):
                                                       "needs libgpuarray and pygpu, and uses one GPU)")
 
 
+# rosetta: precision
 def check_precision(precision):
     """Float32 only: Keras 2 on CNTK and Theano has no mixed-precision policy (set_floatx('float16') casts everything,
     master weights and optimizer state included), and TF32 does not exist for their kernels."""
@@ -208,6 +210,7 @@ class EpochTimer(keras.callbacks.Callback):
             self.windows.append((now - self.window_start) / WINDOW_STEPS)
             self.window_start, self.in_window = now, 0
 
+    # rosetta: barrier
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)
         self.final_loss = float(logs["loss"])

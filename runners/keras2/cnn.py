@@ -33,6 +33,7 @@ def load_data(cfg, data_format):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None, data_format="channels_first"):
     """Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases. Every conv, pool and
     flatten follows the global image_data_format, which Keras 2 users set once (keras.json or this call)."""
@@ -56,6 +57,7 @@ def build_model(cfg=None, data_format="channels_first"):
     ], name="cnn")
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical → Keras: conv OIHW → HWIO (flipped on Theano: `keras_kernel`), dense (out, in) → (in, out), and
     fc1's inputs reordered from the canonical C·H·W flatten to Keras' H·W·C."""
@@ -74,20 +76,25 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
 def train_step(model, batches, cfg, switches, timer):
     p = cfg.params
+    # rosetta: optimizer
     # Keras' SGD is plain momentum, v = μv − lr·g (lesson 8); on CNTK Keras runs its own update expressions through
     # a universal learner, so CNTK's unit-gain momentum never applies.
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=p["lr"], momentum=p["momentum"]),
+                  # rosetta: loss
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))  # integer labels (6, 11)
+    # rosetta: end
     timer.start_fit()                                     # the train function is built (compiled) inside fit
     model.fit(batches, epochs=p["epochs"], shuffle=False, workers=int(switches["workers"]), callbacks=[timer],
               verbose=0)
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     """predict() runs in inference mode (learning phase 0: dropout off, lesson 4) over every test sample, the last
     partial batch too."""

@@ -36,6 +36,7 @@ def load_data(cfg):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None, implementation=2, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
                 hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
     """Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels,
@@ -50,12 +51,14 @@ def build_model(cfg=None, implementation=2, max_features=SIZES["max_features"], 
     ], name="gru_classifier")
 
 
+# rosetta: init
 def zrn(w):
     """Canonical gate blocks (r, z, n) stacked along axis 0 → Keras' order (z, r, h)."""
     r, z, n = np.split(w, 3, axis=0)
     return np.concatenate([z, r, n], axis=0)
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical → Keras: dense (out, in) → (in, out); GRU kernels transposed to (in, 3·units) in gate order (z, r, h);
     the input and hidden biases become the rows of Keras' (2, 3·units) bias (reset_after=True)."""
@@ -72,14 +75,17 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
 def train_step(model, batches, cfg, switches, timer):
     p = cfg.params
     model.compile(
+        # rosetta: optimizer
         # Keras' Adam default epsilon is 1e-7; the canonical value is 1e-8.
         optimizer=keras.optimizers.Adam(learning_rate=p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
                                         epsilon=p["eps"]),
+        # rosetta: loss
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     timer.start_fit()                                     # the train function is built (compiled) inside fit
     model.fit(batches, epochs=p["epochs"], shuffle=False, workers=int(switches["workers"]), callbacks=[timer],
@@ -87,6 +93,7 @@ def train_step(model, batches, cfg, switches, timer):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     """predict() runs in inference mode over every test sample, the last partial batch too."""
     logits = model.predict(x_test, batch_size=batch_size)

@@ -53,6 +53,7 @@ def build_model(cfg=None, data_format="channels_first", image_size=None):
     explicit = keras.backend.backend() != "cntk"
     small = image_size is None or image_size < 32 * 3   # the last stage's maps are H/32
 
+    # rosetta: model
     def conv_bn(x, filters, kernel, stride, name, bn_name, relu=True, pad=explicit):
         if pad and kernel > 1:
             x = layers.ZeroPadding2D(kernel // 2)(x)
@@ -61,6 +62,7 @@ def build_model(cfg=None, data_format="channels_first", image_size=None):
         x = layers.BatchNormalization(axis=axis, name=bn_name, **BN)(x)
         return layers.Activation("relu")(x) if relu else x
 
+    # rosetta: model
     def bottleneck(x, width, stride, name, pad):
         y = conv_bn(x, width, 1, 1, f"{name}_conv1", f"{name}_bn1")
         y = conv_bn(y, width, 3, stride, f"{name}_conv2", f"{name}_bn2", pad=pad)  # v1.5: the stride is here
@@ -69,6 +71,7 @@ def build_model(cfg=None, data_format="channels_first", image_size=None):
             x = conv_bn(x, 4 * width, 1, stride, f"{name}_downsample_0", f"{name}_downsample_1", relu=False)
         return layers.Activation("relu")(layers.add([y, x]))
 
+    # rosetta: model
     inputs = layers.Input((3, None, None) if axis == 1 else (None, None, 3))
     x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")                                  # (N, 64, H/2, W/2)
     if explicit:
@@ -106,6 +109,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one `predict` over all images (see `extract`), which
 # includes the host→device copies of the batches and the device→host copy of the features.
 def extract(model, images, batch_size):
@@ -129,13 +133,16 @@ def main(cfg):
     if switches["inference_graph"]:
         keras.backend.set_learning_phase(0)                      # a feature extractor never trains (Keras 2's idiom)
     model = build_model(data_format=switches["data_format"], image_size=p["image_size"])
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
 
     features = []
+    # rosetta: barrier
     # predict() returns numpy, so each pass ends with the features on the host: that is the barrier. The warm-up pass
     # builds the predict function (CNTK's graph) once.
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats)
+    # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

@@ -61,6 +61,7 @@ def framework_info():
     }
 
 
+# rosetta: device
 def select_device(cfg, rank=0):
     """'cpu', or 'cudaN' after starting Theano's GPU backend. `THEANO_FLAGS=device=cuda` starts it at import;
     without that flag, `theano.gpuarray.use` is the same switch made after import, which must happen before the model
@@ -85,6 +86,7 @@ def select_device(cfg, rank=0):
     return f"cuda{rank}"
 
 
+# rosetta: precision
 def check_precision(precision):
     """float32 only: Theano's float16 exists on the GPU backend alone (no loss scaling, no tensor-core switch), and
     Lasagne 0.1 predates mixed precision."""

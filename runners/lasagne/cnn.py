@@ -52,6 +52,7 @@ def build_model(cfg=None):
     def pool(net):                         # ignore_border: a partial window at the edge is dropped (32 and 16 are even)
         return MaxPool2DLayer(net, pool_size=(2, 2), stride=(2, 2), ignore_border=True)
 
+    # rosetta: model
     net = InputLayer((None, 3, 32, 32))                               # any batch size
     net = conv(net, 50, "conv1", nonlinearity=rectify)
     # conv2's ReLU comes after the pooling (lesson 10: on 4x fewer elements), so the layer's own must be switched off.
@@ -66,6 +67,7 @@ def build_model(cfg=None):
     return DenseLayer(net, 10, nonlinearity=identity, W=GlorotUniform(), b=Constant(0.), name="fc2")
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical conv kernels are OIHW for cross-correlation (what cuDNN, PyTorch and the reference compute). Lasagne
     0.1's Conv2DLayer has no `flip_filters` option (0.2 added it): it calls theano.tensor.nnet.conv2d, whose
@@ -105,11 +107,15 @@ def make_train_step(model, lr, momentum, x_train=None, y_train=None):
 
     With the training set given (`data_placement=device`), it lives in shared variables (on the GPU backend: in device
     memory) and the function takes a batch's index vector, substituted through `givens`."""
+    # rosetta: train-step
     x, y = T.tensor4("x"), T.ivector("y")
     logits = lasagne.layers.get_output(model, x)                       # deterministic=False: dropout on
+    # rosetta: loss
     loss = lasagne.objectives.categorical_crossentropy(T.nnet.softmax(logits), y).mean()
+    # rosetta: optimizer
     parameters = lasagne.layers.get_all_params(model, trainable=True)
     updates = lasagne.updates.momentum(loss, parameters, learning_rate=lr, momentum=momentum)
+    # rosetta: train-step
     if x_train is None:
         return theano.function([x, y], loss, updates=updates)
     idx = T.lvector("idx")                                             # shared.batching's int64 indices
@@ -118,6 +124,7 @@ def make_train_step(model, lr, momentum, x_train=None, y_train=None):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     predict = make_predict(model)                                      # dropout off (lesson 4)
     logits = [predict(x_test[idx]) for idx in batching.eval_batches(len(x_test), batch_size)]
@@ -145,6 +152,7 @@ def main(cfg):
     # the warm-up (with the first step), and stays out of the steady-state time (shared/timing.py).
     with stopwatch() as compile_time:
         train_step = make_train_step(model, p["lr"], p["momentum"], *((x_train, y_train) if on_device else ()))
+    # rosetta: barrier
     epoch_seconds, first_step, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, on_device),
         lambda batch: train_step(*batch))

@@ -50,6 +50,7 @@ def framework_info():
     }
 
 
+# rosetta: device
 def contexts(cfg):
     """The cell's contexts: `cfg.gpus` GPUs, or as many CPU contexts on the CPU, so a data-parallel cell on the CPU
     splits each batch over `mx.cpu(0)`, `mx.cpu(1)`, … in one process and runs the same multi-device code. Too few
@@ -63,6 +64,7 @@ def contexts(cfg):
     return [mx.gpu(i) for i in range(n)]
 
 
+# rosetta: barrier
 def sync():
     """The clock's barrier: wait until MXNet's engine has finished every queued operation (seed lesson 14)."""
     return mx.nd.waitall

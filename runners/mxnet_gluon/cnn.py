@@ -39,6 +39,7 @@ def load_data(cfg, ctx, placement):
 
 
 # ==== Model ====
+# rosetta: model
 class CNN(gluon.HybridBlock):
     def __init__(self, num_classes=10, **kwargs):
         super().__init__(**kwargs)
@@ -52,6 +53,7 @@ class CNN(gluon.HybridBlock):
             self.fc1 = nn.Dense(512, in_units=100 * 8 * 8)   # Dense flattens its input: C·H·W, the canonical order
             self.fc2 = nn.Dense(num_classes, in_units=512)
 
+    # rosetta: model
     def hybrid_forward(self, F, x):                                 # x: (N, 3, 32, 32); F is mx.nd or mx.sym
         x = F.relu(self.conv1(x))
         x = F.relu(F.Pooling(self.conv2(x), kernel=(2, 2), stride=(2, 2), pool_type="max"))  # ReLU after pooling:
@@ -71,6 +73,7 @@ def build_model(cfg=None, ctx=mx.cpu()):
     return net
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical names (conv1.weight … fc2.bias) and layouts (conv OIHW, dense (out, in)) are Gluon's own."""
     load_structural(model, weights)
@@ -82,8 +85,10 @@ def predict_logits(model, x):
 
 # ==== Train step ====
 def make_train_step(net, trainer, ctx, use_amp):
+    # rosetta: loss
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()                  # integer labels, no one-hot (lesson 11)
 
+    # rosetta: train-step
     def train_step(x, y):
         x, y = x.as_in_context(ctx), y.as_in_context(ctx)           # host -> device inside the clock (a no-op on CPU)
         with autograd.record():                                     # training mode: dropout on
@@ -99,6 +104,7 @@ def make_train_step(net, trainer, ctx, use_amp):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(net, x_test, y_test, batch_size, ctx):
     """Test accuracy outside the clock; not recording autograd is inference mode, so dropout is off (lesson 4)."""
     logits = [net(x_test[idx[0]:idx[-1] + 1].as_in_context(ctx))
@@ -110,19 +116,23 @@ def evaluate(net, x_test, y_test, batch_size, ctx):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     ctx = contexts(cfg)[0]
+    # rosetta: precision
     use_amp = check_precision(cfg.precision, ctx)
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"
     if use_amp:
         amp.init()                                                  # float16 casts around the ops that gain from it
+    # rosetta: end
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx, switches["data_placement"])
     net = build_model(ctx=ctx)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    # rosetta: optimizer
     # MXNet's SGD momentum is plain momentum (v = m·v - lr·g; w += v), no unit gain (lesson 8): PyTorch's update.
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": p["lr"], "momentum": p["momentum"]})
     if use_amp:
         amp.init_trainer(trainer)                                   # dynamic loss scaling; skips overflowing steps
+    # rosetta: end
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
     epoch_seconds, warmup, loss, windows = timed_epochs(

@@ -126,6 +126,7 @@ def transition(cin, cout):
                             ("conv", nn.Conv2D(cout, 1, use_bias=False, in_channels=cin)), ("pool", nn.AvgPool2D(2, 2)))
 
 
+# rosetta: model
 class DenseNet121(gluon.HybridBlock):
     def __init__(self, num_classes=14, growth=32, blocks=(6, 12, 24, 16), bn_size=4, **kwargs):
         super().__init__(**kwargs)
@@ -144,6 +145,7 @@ class DenseNet121(gluon.HybridBlock):
             self.pool = nn.GlobalAvgPool2D()                        # any input size (the zoo's AvgPool2D(7) is not)
             self.classifier = nn.Dense(num_classes, in_units=c)
 
+    # rosetta: model
     def hybrid_forward(self, F, x):                                 # x: (N, 3, H, W)
         x = F.relu(self.features(x))                                # (N, 1024, H/32, W/32)
         return self.classifier(self.pool(x))                        # 14 logits; sigmoid lives in the loss (lesson 6)
@@ -169,11 +171,15 @@ def predict_logits(model, x):
 
 # ==== Train step ====
 def make_train_step(net, trainer, ctxs, use_amp):
+    # rosetta: loss
     loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()            # sigmoid inside the loss (lesson 6)
 
+    # rosetta: train-step
     def train_step(x, y):
+        # rosetta: data-parallel
         xs = gluon.utils.split_and_load(x, ctxs)                    # one slice per device: host -> device copies
         ys = gluon.utils.split_and_load(y, ctxs)
+        # rosetta: end
         with autograd.record():
             losses = [loss_fn(net(xi), yi) for xi, yi in zip(xs, ys)]   # each context runs its own slice
             if use_amp:                                             # amp: the scaled losses, recorded too
@@ -187,6 +193,7 @@ def make_train_step(net, trainer, ctxs, use_amp):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(net, test, crop, batch_size, ctx):
     """Mean AUC over the 14 findings on every test image (centre crop, no flip), on the first context."""
     scores = []
@@ -201,22 +208,29 @@ def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     ctxs = contexts(cfg)
     world = len(ctxs)
+    # rosetta: precision
     use_amp = check_precision(cfg.precision, ctxs[0])
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"
     if use_amp:
         amp.init()
+    # rosetta: end
     train, test = load_data(cfg)
+    # rosetta: data-parallel
     net = build_model(ctx=ctxs)                                     # one copy of the parameters per context
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "densenet121")      # the same start in every framework
     load_canonical(net, weights)
+    # rosetta: end
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    # rosetta: optimizer
     trainer = gluon.Trainer(net.collect_params(), "adam",
                             {"learning_rate": p["lr"] * world,      # linear scaling with the global batch
                              "beta1": p["beta1"], "beta2": p["beta2"], "epsilon": p["eps"]},
                             kvstore=switches["kvstore"])
     if use_amp:
         amp.init_trainer(trainer)
+    # rosetta: end
     train_step = make_train_step(net, trainer, ctxs, use_amp)
 
     sampler = GlobalBatches(len(train), p["batch_size"], world)

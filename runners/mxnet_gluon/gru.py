@@ -44,6 +44,7 @@ def load_data(cfg, ctx, placement):
 
 
 # ==== Model ====
+# rosetta: model
 class GRUClassifier(gluon.HybridBlock):
     def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
                  num_classes=SIZES["num_classes"], **kwargs):
@@ -59,6 +60,7 @@ class GRUClassifier(gluon.HybridBlock):
                                i2h_weight_initializer=GLOROT_UNIFORM, h2h_weight_initializer=mx.init.Orthogonal(1.0))
             self.fc = nn.Dense(num_classes, in_units=hidden, weight_initializer=GLOROT_UNIFORM)
 
+    # rosetta: model
     def hybrid_forward(self, F, x):                     # x: (N, T) token ids
         out = self.gru(self.embedding(x))               # (N, T, hidden)
         last = F.slice_axis(out, axis=1, begin=-1, end=None)   # (N, 1, hidden): the last step only (front padding
@@ -75,11 +77,13 @@ def build_model(cfg=None, ctx=mx.cpu()):
 # canonical name -> Gluon structural name, the name save_parameters writes. The fused layer's parameters (l0_i2h_weight,
 # …: layer 0, input-to-hidden) are shared with the per-step cells it falls back to, and Gluon 1.9 names them by those:
 # `gru._unfused.0.i2h_weight`. Gates are stacked (r, z, n) along the first axis in both, so arrays load unchanged.
+# rosetta: init
 CANONICAL_NAMES = {"embedding.weight": "embedding.weight", "gru.weight_ih": "gru._unfused.0.i2h_weight",
                    "gru.weight_hh": "gru._unfused.0.h2h_weight", "gru.bias_ih": "gru._unfused.0.i2h_bias",
                    "gru.bias_hh": "gru._unfused.0.h2h_bias", "fc.weight": "fc.weight", "fc.bias": "fc.bias"}
 
 
+# rosetta: init
 def load_canonical(model, weights):
     load_structural(model, {CANONICAL_NAMES[name]: w for name, w in weights.items()})
 
@@ -90,8 +94,10 @@ def predict_logits(model, x):
 
 # ==== Train step ====
 def make_train_step(net, trainer, ctx, use_amp):
+    # rosetta: loss
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
+    # rosetta: train-step
     def train_step(x, y):
         x, y = x.as_in_context(ctx), y.as_in_context(ctx)           # host -> device inside the clock
         with autograd.record():
@@ -107,6 +113,7 @@ def make_train_step(net, trainer, ctx, use_amp):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(net, x_test, y_test, batch_size, ctx):
     """Test accuracy outside the clock, every test review scored once (the last batch may be smaller)."""
     logits = [net(x_test[idx[0]:idx[-1] + 1].as_in_context(ctx))
@@ -118,19 +125,23 @@ def evaluate(net, x_test, y_test, batch_size, ctx):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     ctx = contexts(cfg)[0]
+    # rosetta: precision
     use_amp = check_precision(cfg.precision, ctx)
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"
     if use_amp:
         amp.init()
+    # rosetta: end
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx, switches["data_placement"])
     net = build_model(ctx=ctx)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    # rosetta: optimizer
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": p["lr"], "beta1": p["beta1"],
                                                            "beta2": p["beta2"], "epsilon": p["eps"]})
     if use_amp:
         amp.init_trainer(trainer)
+    # rosetta: end
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
     epoch_seconds, warmup, loss, windows = timed_epochs(

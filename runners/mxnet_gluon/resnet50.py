@@ -66,6 +66,7 @@ class Bottleneck(gluon.HybridBlock):
         return F.relu(out + (self.downsample(x) if self.downsample else x))
 
 
+# rosetta: model
 class ResNet50(gluon.HybridBlock):
     def __init__(self, blocks=(3, 4, 6, 3), **kwargs):
         super().__init__(**kwargs)
@@ -81,6 +82,7 @@ class ResNet50(gluon.HybridBlock):
                 setattr(self, f"layer{stage}", layer)               # Block.__setattr__ registers it as a child
             self.avgpool = nn.GlobalAvgPool2D()
 
+    # rosetta: model
     def hybrid_forward(self, F, x):                                 # x: (N, 3, H, W)
         x = self.maxpool(F.relu(self.bn1(self.conv1(x))))           # (N, 64, H/4, W/4)
         for layer in (self.layer1, self.layer2, self.layer3, self.layer4):
@@ -106,6 +108,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
 def extract(net, images, batch_size, ctx):
     features = []
@@ -127,14 +130,18 @@ def evaluate(features, n, dims):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     ctx = contexts(cfg)[0]
+    # rosetta: precision
     use_amp = check_precision(cfg.precision, ctx)
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"
     if use_amp:
         amp.init()                                                  # float16 convolutions, float32 where it matters
+    # rosetta: end
     images = load_data(cfg, ctx)
     net = build_model(ctx=ctx)
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")         # ImageNet from the `weights` step, else seeded init
     load_canonical(net, weights)
+    # rosetta: end
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
 

@@ -29,6 +29,7 @@ AUX_STATES = ("moving_mean", "moving_var")   # updated by forward passes, never 
 ADAM_EPSILON_HAT = "Adam ε added before bias correction (MXNet's, like Keras' epsilon-hat form; PyTorch/optax: after)"
 
 
+# rosetta: precision
 def check_precision(precision):
     """The Module runners train and infer in float32 only: mixed precision for a symbol means rewriting the graph by
     hand (`mxnet.contrib.amp.convert_symbol` plus a loss-scaled optimizer), which its users rarely did."""

@@ -44,6 +44,7 @@ def cnn_symbol(num_classes=10):
     def pool(x):
         return mx.sym.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max")
 
+    # rosetta: model
     x = mx.sym.Variable("data")
     x = mx.sym.relu(conv(x, 50, "conv1"))
     x = mx.sym.relu(pool(conv(x, 50, "conv2")))                    # ReLU after pooling: 4x fewer elements (lesson 10)
@@ -54,11 +55,13 @@ def cnn_symbol(num_classes=10):
     x = mx.sym.relu(mx.sym.FullyConnected(x, num_hidden=512, name="fc1"))   # forward(is_train=True) (lesson 4);
     x = mx.sym.Dropout(x, p=0.5)                                   # FullyConnected flattens C·H·W, the canonical order
     logits = mx.sym.FullyConnected(x, num_hidden=num_classes, name="fc2")
+    # rosetta: loss
     # The loss belongs to the graph: probabilities forward, the cross-entropy gradient (p - onehot) backward, from
     # integer labels (lessons 6, 11). Unlike Gluon, the output is not the logits: predict_logits reads `fc2_output`.
     return mx.sym.SoftmaxOutput(logits, name="softmax")
 
 
+# rosetta: model
 def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, for_training=False):
     """A Module bound to (batch_size, 3, 32, 32) on `ctx`, Glorot-uniform kernels and zero biases (lesson 7; MXNet's
     initializers give every `*_bias` zeros). Binding is where the symbol meets shapes and memory: for training it also
@@ -70,6 +73,7 @@ def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, for_training=False):
     return model
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical names (conv1.weight … fc2.bias) are the Module's with `_`; the layouts (conv OIHW, dense (out, in))
     are MXNet's own."""
@@ -81,6 +85,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def train_step(model, batch):
     """One step of the Module loop: forward (training mode: dropout on) and backward through SoftmaxOutput, then the
     optimizer's update, all queued on MXNet's engine; nothing here waits for the device (lessons 13, 14)."""
@@ -90,6 +95,7 @@ def train_step(model, batch):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     """Test accuracy outside the clock. `predict` runs forward(is_train=False), so dropout is off (lesson 4); the
     iterator pads the last partial batch to the bound batch size and predict drops the padding again."""
@@ -101,15 +107,19 @@ def evaluate(model, x_test, y_test, batch_size):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     check_precision(cfg.precision)
+    # rosetta: device
     ctx = contexts(cfg)[:1]
+    # rosetta: end
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"   # read when binding
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], for_training=True)
+    # rosetta: optimizer
     # Plain momentum, v = m·v - lr·g (lesson 8); the Module sets rescale_grad = 1/batch_size, so the summed gradient
     # of SoftmaxOutput becomes the batch mean (Gluon says the same with trainer.step(N)).
     model.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": p["lr"], "momentum": p["momentum"]})
 
+    # rosetta: barrier
     epoch_seconds, warmup, batch, windows = timed_epochs(
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(model, batch), sync())

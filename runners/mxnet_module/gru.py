@@ -37,6 +37,7 @@ def load_data(cfg, ctx, placement):
 
 
 # ==== Model ====
+# rosetta: model
 def gru_symbol(max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
                num_classes=SIZES["num_classes"]):
     """Tokens `data` (N, T) -> embedding -> fused GRU -> last time step -> dense -> SoftmaxOutput.
@@ -52,6 +53,7 @@ def gru_symbol(max_features=SIZES["max_features"], embedding_dim=SIZES["embeddin
     out = mx.sym.RNN(x, weights, h0, state_size=hidden, num_layers=1, mode="gru", name="gru")   # (T, N, H)
     last = mx.sym.SequenceLast(out)                      # (N, H): the last step (front padding makes it real text)
     logits = mx.sym.FullyConnected(last, num_hidden=num_classes, name="fc")
+    # rosetta: loss
     return mx.sym.SoftmaxOutput(logits, name="softmax")  # cross-entropy gradient from integer labels (lesson 11)
 
 
@@ -78,6 +80,7 @@ class KerasGRUInit(mx.init.Initializer):
             GLOROT_UNIFORM._init_weight(name, arr)
 
 
+# rosetta: model
 def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, maxlen=SIZES["maxlen"], for_training=False):
     """A Module bound to (batch_size, maxlen) token batches on `ctx`, initialized like Keras (KerasGRUInit). The
     bound length is not baked into the weights: predict binds other lengths to the same parameters."""
@@ -88,6 +91,7 @@ def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, maxlen=SIZES["maxlen"],
     return model
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Pack the canonical GRU arrays into the fused operator's one vector (layout in gru_symbol); the embedding and
     dense layer are the canonical names with `_` for `.` and the same layouts."""
@@ -100,6 +104,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def train_step(model, batch):
     """forward_backward then Adam's update, queued on MXNet's engine: nothing here waits for the device (lesson 14)."""
     model.forward_backward(batch)
@@ -108,6 +113,7 @@ def train_step(model, batch):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     """Test accuracy outside the clock (no dropout or batch norm here: training and inference compute the same
     function). The iterator pads the last partial batch to the bound batch size; predict drops the padding."""
@@ -120,13 +126,17 @@ def evaluate(model, x_test, y_test, batch_size):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     check_precision(cfg.precision)
+    # rosetta: device
     ctx = contexts(cfg)[:1]
+    # rosetta: end
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], maxlen=p["maxlen"], for_training=True)
+    # rosetta: optimizer
     model.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": p["lr"], "beta1": p["beta1"],
                                                              "beta2": p["beta2"], "epsilon": p["eps"]})
 
+    # rosetta: barrier
     epoch_seconds, warmup, batch, windows = timed_epochs(
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(model, batch), sync())

@@ -46,6 +46,7 @@ def resnet50_symbol():
     def bn(x, name):
         return mx.sym.BatchNorm(x, eps=canonical.BN_EPS, fix_gamma=False, name=name)
 
+    # rosetta: model
     x = mx.sym.Variable("data")
     x = mx.sym.relu(bn(conv(x, 64, 7, 2, "conv1"), "bn1"))                                # (N, 64, H/2, W/2)
     x = mx.sym.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")     # (N, 64, H/4, W/4)
@@ -62,6 +63,7 @@ def resnet50_symbol():
     return mx.sym.flatten(x)                                                             # (N, 2048)
 
 
+# rosetta: model
 def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, image_size=224):
     """A Module bound for inference (`for_training=False`: no gradient buffers, BatchNorm on its moving statistics)
     to (batch_size, 3, image_size, image_size). Its initialization does not matter: main loads canonical weights.
@@ -87,6 +89,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
 def extract(model, images, batch_size):
     """One pass: each batch is a slice of the host array (no copy); forward copies it into the executor's input on
@@ -111,16 +114,21 @@ def evaluate(features, n, dims):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     check_precision(cfg.precision)
+    # rosetta: device
     ctx = contexts(cfg)[:1]
+    # rosetta: end
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"   # read when binding
     images = load_data(cfg, ctx[0])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], image_size=p["image_size"])
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
 
     features = []
+    # rosetta: barrier
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])),
                     repeats=cfg.repeats, barrier=sync())
+    # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,

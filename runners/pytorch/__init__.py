@@ -25,6 +25,7 @@ def framework_info():
     }
 
 
+# rosetta: device
 def select_device(cfg, rank=0):
     """`cuda:rank` for a GPU cell, else the CPU. Too few visible GPUs is a broken install or launch (status failed,
     so `--resume` retries it), never an unsupported combination."""
@@ -35,6 +36,7 @@ def select_device(cfg, rank=0):
     return torch.device("cuda", rank)
 
 
+# rosetta: barrier
 def sync(device):
     """The clock's barrier: CUDA runs asynchronously, so wait for queued kernels before reading the time."""
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
@@ -61,6 +63,7 @@ def set_precision(precision, device):
     if precision in ("tf32", "bf16") and gpu and capability < (8, 0):
         raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); "
                    f"{torch.cuda.get_device_name(device)} is {capability[0]}.{capability[1]}")
+    # rosetta: precision
     tf32 = precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32

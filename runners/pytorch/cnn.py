@@ -37,6 +37,7 @@ def load_data(cfg, device, placement):
 
 
 # ==== Model ====
+# rosetta: model
 class CNN(nn.Module):
     def __init__(self, num_classes=10):
         super().__init__()
@@ -50,6 +51,7 @@ class CNN(nn.Module):
             nn.init.xavier_uniform_(layer.weight)  # Glorot uniform like Keras (lesson 7), zero biases
             nn.init.zeros_(layer.bias)
 
+    # rosetta: model
     def forward(self, x):                                          # x: (N, 3, 32, 32)
         x = F.relu(self.conv1(x))
         x = F.relu(F.max_pool2d(self.conv2(x), 2))                 # ReLU after pooling: 4x fewer elements (lesson 10)
@@ -66,6 +68,7 @@ def build_model(cfg=None):
     return CNN()
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical weights (conv OIHW, dense (out, in), names conv1..fc2) are PyTorch's own layout and names."""
     model.load_state_dict({name: torch.from_numpy(np.asarray(w)) for name, w in weights.items()})
@@ -78,10 +81,12 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(model, optimizer, autocast, scaler):
     def train_step(x, y):
         optimizer.zero_grad(set_to_none=True)
         with autocast():
+            # rosetta: loss
             loss = F.cross_entropy(model(x), y)                    # integer labels, no one-hot (lesson 11)
         if scaler:                                                 # amp: scale the loss so fp16 gradients don't underflow
             scaler.scale(loss).backward()
@@ -95,6 +100,7 @@ def make_train_step(model, optimizer, autocast, scaler):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size, device, autocast):
     model.eval()                                                   # dropout off in evaluation (lesson 4)
     logits = []
@@ -115,7 +121,9 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = build_model().to(device, memory_format=memory_format)
+    # rosetta: optimizer
     optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])  # plain momentum (lesson 8)
+    # rosetta: end
     train_step = make_train_step(model, optimizer, autocast, scaler)
     if switches["compile"]:
         train_step = torch.compile(train_step)

@@ -85,6 +85,7 @@ def loader(train, cfg, rank, world, device):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None):
     """torchvision's DenseNet-121 with a new 14-way head. Its initialization does not matter: the workers load the
     canonical weights (ImageNet with the shared seeded head, or the shared seeded init throughout)."""
@@ -104,11 +105,13 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(model, optimizer, autocast, scaler, device):
     def train_step(x, y):
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
         with autocast():
+            # rosetta: loss
             loss = F.binary_cross_entropy_with_logits(model(x), y)  # sigmoid inside the loss (lesson 6)
         if scaler:
             scaler.scale(loss).backward()                           # DDP all-reduces gradients during backward
@@ -122,6 +125,7 @@ def make_train_step(model, optimizer, autocast, scaler, device):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, test, crop, batch_size, device, autocast):
     """Mean AUC over the 14 findings on every test image (centre crop, no flip)."""
     model.eval()
@@ -139,9 +143,11 @@ def worker(rank, world, cfg, port, results):
     """One process per device. Rank 0 evaluates and reports; all ranks train."""
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     device = select_device(cfg, rank)
+    # rosetta: data-parallel
     if world > 1:
         backend = "nccl" if device.type == "cuda" else "gloo"       # gloo lets the CPU tests exercise the same code
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # rosetta: end
     if device.type == "cpu":
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     autocast, scaler = set_precision(cfg.precision, device)
@@ -149,12 +155,17 @@ def worker(rank, world, cfg, port, results):
     torch.manual_seed(0)
     train, test = load_data(cfg)
     model = build_model()
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "densenet121")      # the same start in every framework and on every rank
     load_canonical(model, weights)
+    # rosetta: end
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = model.to(device, memory_format=memory_format)
+    # rosetta: data-parallel
     ddp = DistributedDataParallel(model, device_ids=[rank] if device.type == "cuda" else None) if world > 1 else model
+    # rosetta: optimizer
     optimizer = torch.optim.Adam(ddp.parameters(), lr=p["lr"] * world)  # linear scaling with the global batch
+    # rosetta: end
     train_step = make_train_step(ddp, optimizer, autocast, scaler, device)
     if switches["compile"]:
         train_step = torch.compile(train_step)
@@ -210,6 +221,7 @@ def main(cfg):
     load_data(cfg)                                                  # and on a damaged data file, with its own message
     if world == 1:
         return worker(0, 1, cfg, None, None)
+    # rosetta: data-parallel
     results = mp.get_context("spawn").SimpleQueue()
     mp.spawn(worker, args=(world, cfg, free_port(), results), nprocs=world, join=True)
     return results.get()

@@ -38,6 +38,7 @@ def load_data(cfg, device, placement):
 
 
 # ==== Model ====
+# rosetta: model
 class GRUClassifier(nn.Module):
     def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
                  num_classes=SIZES["num_classes"]):
@@ -56,6 +57,7 @@ class GRUClassifier(nn.Module):
         nn.init.xavier_uniform_(self.fc.weight)
         nn.init.zeros_(self.fc.bias)
 
+    # rosetta: model
     def forward(self, x):                      # x: (N, T) token ids
         out, _ = self.gru(self.embedding(x))   # (N, T, hidden)
         return self.fc(out[:, -1])             # last time step only (front padding makes it real text)
@@ -65,11 +67,13 @@ def build_model(cfg=None):
     return GRUClassifier()
 
 
+# rosetta: init
 CANONICAL_NAMES = {"embedding.weight": "embedding.weight", "gru.weight_ih": "gru.weight_ih_l0",
                    "gru.weight_hh": "gru.weight_hh_l0", "gru.bias_ih": "gru.bias_ih_l0",
                    "gru.bias_hh": "gru.bias_hh_l0", "fc.weight": "fc.weight", "fc.bias": "fc.bias"}
 
 
+# rosetta: init
 def load_canonical(model, weights):
     model.load_state_dict({CANONICAL_NAMES[name]: torch.from_numpy(np.asarray(w)) for name, w in weights.items()})
 
@@ -81,10 +85,12 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(model, optimizer, autocast, scaler):
     def train_step(x, y):
         optimizer.zero_grad(set_to_none=True)
         with autocast():
+            # rosetta: loss
             loss = F.cross_entropy(model(x), y)
         if scaler:
             scaler.scale(loss).backward()
@@ -98,6 +104,7 @@ def make_train_step(model, optimizer, autocast, scaler):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size, device, autocast):
     model.eval()
     logits = []
@@ -117,7 +124,9 @@ def main(cfg):
     torch.manual_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model().to(device)
+    # rosetta: optimizer
     optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"])
+    # rosetta: end
     train_step = make_train_step(model, optimizer, autocast, scaler)
     if switches["compile"]:
         train_step = torch.compile(train_step)

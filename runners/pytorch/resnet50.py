@@ -30,6 +30,7 @@ def load_data(cfg):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None):
     """torchvision's ResNet-50 with the classifier replaced by the identity: the output is the 2048-d pooled feature.
     Its initialization does not matter: main loads the canonical weights (ImageNet or the shared seeded init)."""
@@ -52,6 +53,7 @@ def predict_logits(model, x):
 
 # ==== Train step ====
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
+# rosetta: inference
 def extract(model, images, batch_size, device, autocast):
     features = []
     with torch.inference_mode(), autocast():
@@ -78,8 +80,10 @@ def main(cfg):
     torch.manual_seed(0)
     images = load_data(cfg)
     model = build_model()
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
+    # rosetta: end
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = model.to(device, memory_format=memory_format).eval()
     if switches["compile"]:

@@ -27,6 +27,7 @@ load_data <- function(cfg, data_format) {
 
 
 # ==== Model ====
+# rosetta: model
 # Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases.
 build_model <- function(data_format = "channels_last") {
   conv <- \(filters, name, ...) layers$Conv2D(filters, 3L, padding = "same", name = name, data_format = data_format,
@@ -52,6 +53,7 @@ build_model <- function(data_format = "channels_last") {
   ), name = "cnn")
 }
 
+# rosetta: init
 # Canonical → Keras (numpy methods, 0-based axes): conv OIHW → HWIO, dense (out, in) → (in, out), and fc1's inputs
 # reordered from the canonical C·H·W flatten to Keras' H·W·C.
 load_canonical <- function(model, weights) {
@@ -72,12 +74,15 @@ predict_logits <- function(model, x) {
 
 
 # ==== Train step ====
+# rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
 train_step <- function(model, batches, cfg, switches, timer) {
   p <- cfg$params
   model$compile(
+    # rosetta: optimizer
     optimizer = keras$optimizers$SGD(learning_rate = p$lr, momentum = p$momentum),  # plain momentum (lesson 8)
+    # rosetta: loss
     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),  # integer labels, softmax inside (6, 11)
     jit_compile = switches$jit_compile, steps_per_execution = as.integer(switches$steps_per_execution)
   )
@@ -87,6 +92,7 @@ train_step <- function(model, batches, cfg, switches, timer) {
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 # predict() runs in inference mode (dropout off, lesson 4) over every test sample, the last partial batch too.
 evaluate <- function(model, x_test, y_test, batch_size) {
   model$predict(x_test, batch_size = as.integer(batch_size), verbose = 0L) |>
@@ -99,13 +105,17 @@ evaluate <- function(model, x_test, y_test, batch_size) {
 main <- function(cfg) {
   p <- cfg$params
   switches <- resolve_switches(SWITCHES, cfg)
+  # rosetta: device
   py_keras$check_device(py_config(cfg))
+  # rosetta: precision
   policy <- py_keras$set_precision(cfg$precision, cfg$device)
+  # rosetta: end
   data_format <- data_format_of(switches, cfg)
   keras$utils$set_random_seed(0L)
   d <- load_data(cfg, data_format)
   model <- build_model(data_format)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
+  # rosetta: barrier
   timer <- py_keras$EpochTimer()
   train_step(model, batches, cfg, switches, timer)
 

@@ -25,6 +25,7 @@ load_data <- function(cfg) {
 
 
 # ==== Model ====
+# rosetta: model
 # Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels, orthogonal
 # recurrent kernel, zero biases). reset_after = TRUE, tanh/sigmoid, no recurrent dropout and unroll = FALSE are the
 # conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after = TRUE is also the canonical GRU.
@@ -40,12 +41,14 @@ build_model <- function(use_cudnn = "auto", max_features = SIZES$max_features,
   ), name = "gru_classifier")
 }
 
+# rosetta: init
 # Canonical gate blocks (r, z, n), stacked along the first axis, in Keras' order (z, r, h).
 zrn <- function(w) {
   gates <- np$split(w, 3L, axis = 0L) |> py_items() |> setNames(c("r", "z", "n"))
   np$concatenate(unname(gates[c("z", "r", "n")]), axis = 0L)
 }
 
+# rosetta: init
 # Canonical → Keras: dense (out, in) → (in, out); GRU kernels transposed to (in, 3·units) in gate order (z, r, h);
 # the input and hidden biases become the rows of Keras' (2, 3·units) bias (reset_after = TRUE).
 load_canonical <- function(model, weights) {
@@ -62,13 +65,16 @@ predict_logits <- function(model, x) {
 
 
 # ==== Train step ====
+# rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
 train_step <- function(model, batches, cfg, switches, timer) {
   p <- cfg$params
   model$compile(
+    # rosetta: optimizer
     # Keras' Adam default epsilon is 1e-7; the canonical value is 1e-8.
     optimizer = keras$optimizers$Adam(learning_rate = p$lr, beta_1 = p$beta1, beta_2 = p$beta2, epsilon = p$eps),
+    # rosetta: loss
     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),
     jit_compile = switches$jit_compile, steps_per_execution = as.integer(switches$steps_per_execution)
   )
@@ -78,6 +84,7 @@ train_step <- function(model, batches, cfg, switches, timer) {
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 # predict() runs in inference mode over every test sample, the last partial batch too.
 evaluate <- function(model, x_test, y_test, batch_size) {
   model$predict(x_test, batch_size = as.integer(batch_size), verbose = 0L) |>
@@ -90,13 +97,17 @@ evaluate <- function(model, x_test, y_test, batch_size) {
 main <- function(cfg) {
   p <- cfg$params
   switches <- resolve_switches(SWITCHES, cfg)
+  # rosetta: device
   py_keras$check_device(py_config(cfg))
+  # rosetta: precision
   policy <- py_keras$set_precision(cfg$precision, cfg$device)
+  # rosetta: end
   keras$utils$set_random_seed(0L)
   d <- load_data(cfg)
   model <- build_model(use_cudnn = switches$use_cudnn, max_features = p$max_features,
                        embedding_dim = p$embedding_dim, hidden = p$hidden, num_classes = p$num_classes)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
+  # rosetta: barrier
   timer <- py_keras$EpochTimer()
   train_step(model, batches, cfg, switches, timer)
 

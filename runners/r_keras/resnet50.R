@@ -26,6 +26,7 @@ load_data <- function(cfg, data_format) {
 
 
 # ==== Model ====
+# rosetta: model
 # torchvision's ResNet-50 v1.5 up to global average pooling, layer names torchvision's module paths with "_" for ".".
 # Convolutions have no bias (BatchNorm follows each); torchvision pads k×k convolutions by k %/% 2 on every side,
 # where Keras' "same" would pad a stride-2 convolution on the bottom/right only, so padding is explicit.
@@ -76,6 +77,7 @@ predict_logits <- function(model, x) networks$predict_logits(model, x)
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one `predict` over all images, which includes the
 # host→device copies of the batches and the device→host copy of the features.
 extract <- function(model, images, batch_size) model$predict(images, batch_size = as.integer(batch_size), verbose = 0L)
@@ -95,19 +97,25 @@ evaluate <- function(features, n, dims) {
 main <- function(cfg) {
   p <- cfg$params
   switches <- resolve_switches(SWITCHES, cfg)
+  # rosetta: device
   py_keras$check_device(py_config(cfg))
+  # rosetta: precision
   policy <- py_keras$set_precision(cfg$precision, cfg$device)
+  # rosetta: end
   data_format <- data_format_of(switches, cfg)
   keras$utils$set_random_seed(0L)
   images <- load_data(cfg, data_format)
   model <- build_model(data_format)
+  # rosetta: init
   weights <- canonical$load(cfg$data, "resnet50") |> unpack(c("arrays", "source"))  # ImageNet, else seeded random
   load_canonical(model, weights$arrays)
   model$compile(jit_compile = switches$jit_compile)  # predict() reads jit_compile from compile()
 
   features <- NULL
+  # rosetta: barrier
   # predict() returns numpy, so each pass ends with the features on the host: that is the barrier.
   passes <- timing$`repeat`(\() features <<- extract(model, images, p$batch_size), repeats = as.integer(cfg$repeats))
+  # rosetta: end
   feature_mean <- evaluate(features, py_len(images), p$features)
   list(
     metrics = timing$extraction_metrics(passes, py_len(images), p$batch_size, p$image_size, weights = weights$source,

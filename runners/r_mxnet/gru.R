@@ -34,6 +34,7 @@ load_data <- function(cfg, ctx, placement) {
 
 
 # ==== Model ====
+# rosetta: model
 # A HybridSequential with named children (PyTorch's Sequential(OrderedDict) idiom, runners.mxnet_gluon's
 # named_sequential), so the parameters carry the Python runner's structural names. Keras' initializers, so every
 # framework starts from the same distributions: embedding U(±0.05), input kernels Glorot uniform, recurrent kernels
@@ -57,11 +58,13 @@ build_model <- function(ctx = mx$cpu(), max_features = SIZES$max_features,
   net
 }
 
+# rosetta: init
 # canonical name → Gluon structural name (the fused layer's parameters are named by its per-step cells).
 CANONICAL_NAMES <- c("embedding.weight" = "embedding.weight", "gru.weight_ih" = "gru._unfused.0.i2h_weight",
                      "gru.weight_hh" = "gru._unfused.0.h2h_weight", "gru.bias_ih" = "gru._unfused.0.i2h_bias",
                      "gru.bias_hh" = "gru._unfused.0.h2h_bias", "fc.weight" = "fc.weight", "fc.bias" = "fc.bias")
 
+# rosetta: init
 load_canonical <- function(model, weights) {
   py_gluon$load_structural(model, setNames(weights, CANONICAL_NAMES[names(weights)]) |> dict())
 }
@@ -70,10 +73,13 @@ predict_logits <- function(model, x) py_call(model, mx$nd$array(x))$asnumpy()
 
 
 # ==== Train step ====
+# rosetta: train-step
 # One step on a batch (x, y): copy to the context inside the clock, record the forward pass, backward, update. Nothing
 # here waits for the engine (no asnumpy(), lesson 13).
 make_train_step <- function(net, trainer, ctx, use_amp) {
+  # rosetta: loss
   loss_fn <- gluon$loss$SoftmaxCrossEntropyLoss()
+  # rosetta: end
   function(batch) {
     xy <- py_items(batch) |> lapply(\(a) a$as_in_context(ctx))    # host → device inside the clock
     with(autograd$record(), {
@@ -91,6 +97,7 @@ make_train_step <- function(net, trainer, ctx, use_amp) {
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 # Test accuracy outside the clock, every test review scored once (the last batch may be smaller).
 evaluate <- function(net, x_test, y_test, batch_size, ctx) {
   logits <- batching$eval_batches(py_len(x_test), as.integer(batch_size)) |>
@@ -107,18 +114,22 @@ main <- function(cfg) {
   p <- cfg$params
   switches <- resolve_switches(SWITCHES, cfg)
   ctx <- context_of(cfg)
+  # rosetta: precision
   use_amp <- py_to_r(py_gluon$check_precision(cfg$precision, ctx))
   Sys.setenv(MXNET_CUDNN_AUTOTUNE_DEFAULT = if (isTRUE(switches$cudnn_autotune)) "1" else "0")
   if (use_amp) amp$init()
+  # rosetta: end
   mx$random$seed(0L)
   d <- load_data(cfg, ctx, switches$data_placement)
   net <- build_model(ctx, p$max_features, p$embedding_dim, p$hidden, p$num_classes)
   if (isTRUE(switches$hybridize)) {
     net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
   }
+  # rosetta: optimizer
   trainer <- gluon$Trainer(net$collect_params(), "adam",
                            dict(learning_rate = p$lr, beta1 = p$beta1, beta2 = p$beta2, epsilon = p$eps))
   if (use_amp) amp$init_trainer(trainer)
+  # rosetta: end
   train_step <- make_train_step(net, trainer, ctx, use_amp)
 
   clock <- timing$timed_epochs(

@@ -16,8 +16,10 @@ py_gluon <- import("runners.mxnet_gluon", convert = FALSE)   # runners/mxnet_glu
 
 count_parameters <- function(net) py_to_r(py_gluon$count_parameters(net))
 
+# rosetta: device
 # The cell's first context (mx$cpu() or mx$gpu(0)); too few GPUs fails the cell, as in the Python runners.
 context_of <- function(cfg) py_gluon$contexts(py_config(cfg)) |> py_get_item(0L)
 
+# rosetta: barrier
 # The clock's barrier: MXNet's engine runs asynchronously, so every clock edge waits for it (seed lesson 14).
 sync <- mx$nd$waitall

@@ -32,6 +32,7 @@ load_data <- function(cfg, ctx, switches) {
 
 
 # ==== Model ====
+# rosetta: model
 build_model <- function(ctx = mx$cpu()) {
   net <- gluon_resnet$ResNet50()
   net$initialize(ctx = ctx)       # its initialization does not matter: main loads the canonical weights
@@ -46,6 +47,7 @@ predict_logits <- function(model, x) py_call(model, mx$nd$array(x))$asnumpy()
 
 
 # ==== Train step ====
+# rosetta: inference
 # Feature extraction has no training step: the timed unit is one forward pass over all images, each batch copied in
 # and its features copied back (queued on the engine; the clock's barrier waits for them).
 extract <- function(net, images, batch_size, ctx) {
@@ -73,13 +75,17 @@ main <- function(cfg) {
   p <- cfg$params
   switches <- resolve_switches(SWITCHES, cfg)
   ctx <- context_of(cfg)
+  # rosetta: precision
   use_amp <- py_to_r(py_gluon$check_precision(cfg$precision, ctx))
   Sys.setenv(MXNET_CUDNN_AUTOTUNE_DEFAULT = if (isTRUE(switches$cudnn_autotune)) "1" else "0")
   if (use_amp) amp$init()                                          # float16 convolutions, float32 where it matters
+  # rosetta: end
   images <- load_data(cfg, ctx, switches)
   net <- build_model(ctx)
+  # rosetta: init
   weights <- canonical$load(cfg$data, "resnet50") |> unpack(c("arrays", "source"))  # ImageNet, else seeded init
   py_gluon$load_torchvision_names(net, weights$arrays)
+  # rosetta: end
   if (isTRUE(switches$hybridize)) {
     net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
   }

@@ -38,6 +38,7 @@ def select_devices(cfg, count=1):
     MirroredStrategy runs (and the tests exercise) the same data-parallel code as on GPUs. TF allows this only before
     its runtime starts, so call it first in `main`.
     """
+    # rosetta: device
     if cfg.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
         if count > 1:
@@ -71,6 +72,7 @@ def set_precision(precision, on_gpu):
         raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
     if precision in ("tf32", "bf16") and on_gpu and compute_capability() < (8, 0):
         raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+)")
+    # rosetta: precision
     tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
     tf.keras.mixed_precision.set_global_policy(POLICIES[precision])  # applies to layers built after this call
     return POLICIES[precision]
@@ -147,6 +149,7 @@ def epoch_iterator(dataset, steps):
     return lambda epoch: itertools.islice(batches, steps)
 
 
+# rosetta: barrier
 def sync():
     """The clock's barrier: GPU kernels run asynchronously after a tf.function returns; wait for all of them."""
     tf.test.experimental.sync_devices()

@@ -44,6 +44,7 @@ def glorot_uniform(shape):
     return tf.random.uniform(shape, -limit, limit)
 
 
+# rosetta: model
 class CNN(tf.Module):
     def __init__(self, data_format="NHWC"):
         super().__init__(name="cnn")
@@ -65,6 +66,7 @@ class CNN(tf.Module):
     def dense(self, x, name):
         return tf.matmul(x, tf.cast(self.kernels[name], self.dtype)) + tf.cast(self.biases[name], self.dtype)
 
+    # rosetta: model
     def __call__(self, x, training=False):                          # x: (N, 32, 32, 3) NHWC or (N, 3, 32, 32) NCHW
         dropout = tf.nn.dropout if training else (lambda x, rate: x)  # off in evaluation (lesson 4)
         x = tf.nn.relu(self.conv(tf.cast(x, self.dtype), "conv1"))
@@ -84,6 +86,7 @@ def build_model(data_format="NHWC"):
     return CNN(data_format)
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Canonical conv OIHW -> TF's HWIO; canonical dense (out, in) -> (in, out)."""
     for name in LAYERS:
@@ -99,11 +102,13 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(model, optimizer, jit_compile):
     @tf.function(jit_compile=jit_compile)                           # one graph per shape: no Python per step
     def train_step(x, y):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
+            # rosetta: loss
             # Integer labels, no one-hot (lesson 11).
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
         grads = tape.gradient(scaled(optimizer, loss), model.trainable_variables)
@@ -113,6 +118,7 @@ def make_train_step(model, optimizer, jit_compile):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     predict = tf.function(lambda x: model(x, training=False))      # dropout off in evaluation (lesson 4)
     logits = [predict(x).numpy() for x, in batch_dataset((x_test,), batching.eval_batches(len(x_test), batch_size))]
@@ -136,8 +142,10 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)                               # Python, NumPy and TF seeds: weights, dropout
     x_train, y_train, x_test, y_test = load_data(cfg, fmt)
     model = build_model(fmt)
+    # rosetta: optimizer
     optimizer = optimizer_for(tf.keras.optimizers.SGD(p["lr"], momentum=p["momentum"]), cfg.precision,
                               model.trainable_variables)  # lesson 8
+    # rosetta: end
     train_step = make_train_step(model, optimizer, auto(switches["xla"], on_gpu))
 
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])

@@ -67,6 +67,7 @@ def train_dataset(train, crop, batch_size, world, epochs, parallel):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None):
     """The zoo's DenseNet-121 (channels_last only in Keras 3) with torchvision's BatchNorm ε and momentum and a new
     14-way head whose logits stay float32 under mixed precision; main loads the canonical weights into it."""
@@ -74,11 +75,13 @@ def build_model(cfg=None):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(model, optimizer, strategy, global_batch, jit_compile):
     @tf.function(jit_compile=jit_compile)
     def replica_step(x, y):                                         # runs once per device on its slice of the batch
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
+            # rosetta: loss
             per_example = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(y, logits), axis=1)  # lesson 6
             # Sum / global batch: the replicas' gradients, summed by the all-reduce, give the global mean's gradient.
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
@@ -93,6 +96,7 @@ def make_train_step(model, optimizer, strategy, global_batch, jit_compile):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, test, crop, batch_size):
     """Mean AUC over the 14 findings on every test image (centre crop, no flip), on the first device."""
     predict = tf.function(lambda x: tf.sigmoid(model(x, training=False)))
@@ -110,17 +114,21 @@ def main(cfg):
     devices = select_devices(cfg, world)                            # before anything starts TF's runtime
     on_gpu = cfg.device == "gpu"
     set_precision(cfg.precision, on_gpu)
+    # rosetta: data-parallel
     # One process drives every device. NCCL all-reduces between GPUs; logical CPUs have no NCCL, so gradients are
     # summed on one device instead.
     cross_device_ops = None if on_gpu else tf.distribute.ReductionToOneDevice()
     strategy = (tf.distribute.MirroredStrategy(devices, cross_device_ops=cross_device_ops) if world > 1
                 else tf.distribute.OneDeviceStrategy(devices[0]))
+    # rosetta: end
     tf.keras.utils.set_random_seed(0)
     train, test = load_data(cfg)
     with strategy.scope():                                          # variables mirrored on every device
         model = build_model()
+        # rosetta: init
         weights, source = canonical.load(cfg.data, "densenet121")  # ImageNet + seeded head, else the seeded init
         load_canonical(model, weights)
+        # rosetta: optimizer
         adam = tf.keras.optimizers.Adam(p["lr"] * world, beta_1=p["beta1"], beta_2=p["beta2"],  # linear lr scaling
                                         epsilon=p["eps"])
         optimizer = optimizer_for(adam, cfg.precision, model.trainable_variables)

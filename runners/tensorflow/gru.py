@@ -40,6 +40,7 @@ def build_model(cfg=None):
     are cuDNN's (tanh, sigmoid, no recurrent dropout, not unrolled, no mask); on the CPU it runs a tf.while_loop.
     Keras' default initializers are the canonical ones: embedding U(±0.05), Glorot kernels, orthogonal recurrent.
     """
+    # rosetta: model
     p = params.GRU
     return tf.keras.Sequential([
         tf.keras.Input(shape=(None,), dtype="int32"),                   # (N, T) token ids
@@ -49,12 +50,14 @@ def build_model(cfg=None):
     ])
 
 
+# rosetta: init
 def keras_gates(w):
     """Canonical gate blocks (r, z, n) stacked on axis 0 -> Keras' order (z, r, h)."""
     r, z, n = np.split(np.asarray(w), 3, axis=0)
     return np.concatenate([z, r, n], axis=0)
 
 
+# rosetta: init
 def load_canonical(model, weights):
     """Keras keeps kernels as (in, 3·units), gates (z, r, h), and both biases in one (2, 3·units) array."""
     embedding, gru, fc = model.layers
@@ -69,11 +72,13 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: train-step
 def make_train_step(model, optimizer, jit_compile):
     @tf.function(jit_compile=jit_compile)
     def train_step(x, y):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
+            # rosetta: loss
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
         grads = tape.gradient(scaled(optimizer, loss), model.trainable_variables)
         optimizer.apply(grads, model.trainable_variables)   # the embedding's gradient is sparse (IndexedSlices)
@@ -82,6 +87,7 @@ def make_train_step(model, optimizer, jit_compile):
 
 
 # ==== Evaluate ====
+# rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     predict = tf.function(lambda x: model(x, training=False))
     logits = [predict(x).numpy() for x, in batch_dataset((x_test,), batching.eval_batches(len(x_test), batch_size))]
@@ -96,8 +102,10 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model()
+    # rosetta: optimizer
     optimizer = optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
                                                        epsilon=p["eps"]), cfg.precision, model.trainable_variables)
+    # rosetta: end
     train_step = make_train_step(model, optimizer, switches["xla"])
 
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])

@@ -35,6 +35,7 @@ def load_data(cfg, channels_first):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None, channels_first=False):
     """ResNet-50 v1.5 for images of any size; main loads the canonical weights into it."""
     return resnet50("channels_first" if channels_first else "channels_last")
@@ -42,6 +43,7 @@ def build_model(cfg=None, channels_first=False):
 
 # ==== Train step ====
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
+# rosetta: inference
 def extract(predict, dataset):
     features = [predict(x) for x, in dataset]                      # queued on the device; the loop never waits
     return np.concatenate([f.numpy() for f in features])           # back to the host: part of the timed work
@@ -64,8 +66,10 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)
     images = load_data(cfg, channels_first)
     model = build_model(channels_first=channels_first)
+    # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
+    # rosetta: inference
     predict = tf.function(lambda x: model(x, training=False), jit_compile=xla)  # float32 features (the pooling layer)
     dataset = batch_dataset((images,), batching.eval_batches(len(images), p["batch_size"]), device)
 
