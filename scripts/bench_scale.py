@@ -102,7 +102,7 @@ def main(argv=None):
                     for n, (i, r) in enumerate(sorted(reference.items()))}
         with Stage("verify (compare, rank tests)"):
             rows, outcome, _, overall = verify.compare(reference, measured, list(measured))
-        print(f"  overall ×{overall:.3f}; slower: {outcome['slower']}, faster: {outcome['faster']}, "
+        print(f"  overall ×{overall['raw']:.3f}; slower: {outcome['slower']}, faster: {outcome['faster']}, "
               f"ok: {outcome['ok']}")
     finally:
         if args.keep is None:
