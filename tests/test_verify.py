@@ -238,6 +238,19 @@ def test_a_refused_record_fails_its_cell(honest, tmp_path, capsys):
     assert code == 1 and "refused:" in rows[cell_id] and "refused as unsound" in verdict
 
 
+@pytest.mark.parametrize("change", [
+    lambda r: r["metrics"].update(steady_state_seconds=r["metrics"]["steady_state_seconds"] * 3),
+    lambda r: r["metrics"].update(accuracy=1.04),
+    lambda r: r["metrics"].update(accuracy=float("nan")),
+])
+def test_a_published_figure_that_does_not_follow_or_cannot_be_is_refused_and_fails(honest, tmp_path, capsys, change):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    record = json.loads(json.dumps(honest[cell_id]))
+    change(record)
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and "refused:" in rows[cell_id] and "inconsistent" in rows[cell_id]
+
+
 @pytest.mark.parametrize("cell_id, factor", [("pytorch-gru-cpu-fp32-1cpu", 0.4),
                                              ("tensorflow-densenet121-cpu-fp32-2cpu", 0.6)])
 def test_a_cell_faster_than_possible_is_named(honest, tmp_path, capsys, cell_id, factor):
