@@ -21,7 +21,7 @@ try:
 except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack it: see OWN_RECORDS_ONLY
     jsonschema = None
 
-from shared import params, timing
+from shared import params, sysinfo, timing
 from shared.record import CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
 
 # File names and shell words as they are: no '/', no '..', no space, no newline. \Z, not $: jsonschema matches with
@@ -114,7 +114,8 @@ def number(value):
 
 def inconsistencies(record):
     """What in a record contradicts itself, in words ([] for none): NaN or infinity anywhere; an accuracy or AUC that
-    is not within [0, 1]; and, in an ok record, a published figure that does not follow from its own samples as the
+    is not within [0, 1]; a machine class other than the one shared.sysinfo.machine_class derives from the record's
+    own facts (CPU model, family/model/stepping, flags, usable cores; GPU model and memory); and, in an ok record, a published figure that does not follow from its own samples as the
     runners compute it (shared/timing.py): a training task's `steady_state_seconds` (the median window's seconds per
     step × steps per epoch × epochs, or without windows the epochs' fallback) and feature extraction's
     `seconds_per_1000_images` (the median pass ÷ images × 1,000). A figure whose inputs the record lacks, or whose
@@ -126,6 +127,12 @@ def inconsistencies(record):
         if number(value) and math.isfinite(value) and not 0 <= value <= 1:
             found.append(f"metrics/{key} {value!r} is not within [0, 1]")
     cell = record.get("cell") if isinstance(record.get("cell"), dict) else {}
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    claimed = system.get("machine_class")
+    if claimed and cell.get("device") in ("cpu", "gpu"):
+        derived = sysinfo.machine_class(system, cell["device"], cell.get("gpus", 1))
+        if derived != claimed:
+            found.append(f"system/machine_class {claimed} disagrees with the record's own facts, which give {derived}")
     if found or record.get("status") != "ok" or cell.get("task") not in params.TASKS:
         return found
     block = record.get("timing") if isinstance(record.get("timing"), dict) else {}

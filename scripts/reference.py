@@ -29,6 +29,14 @@ from shared import sysinfo
 PROFILE = "reference"
 
 
+def generation(system):
+    """The CPU generation as the kernel reported it, for the README ('' for a record made before these facts)."""
+    if system.get("cpu_family") is None:
+        return ""
+    return (f"{system.get('cpu_vendor') or '?'} family {system['cpu_family']} model {system.get('cpu_model_number')} "
+            f"stepping {system.get('cpu_stepping')}; ")
+
+
 def describe(records, run_dir, classes):
     ok = [r for r in records if r["status"] == "ok"]
     first = ok[0]["system"] if ok else {}
@@ -43,7 +51,8 @@ def describe(records, run_dir, classes):
     return textwrap.fill(" ".join([
         f"Reference records of the `{profile}` profile ({len(records)} cells: "
         + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) + ") for the machine class",
-        f"`{machine_class}`: {gpu}{first.get('cpu')} ({', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
+        f"`{machine_class}`: {gpu}{first.get('cpu')} ({generation(first)}"
+        f"{', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
         f"{first.get('cpu_usable')} usable of {first.get('cpu_count')} logical CPUs, {first.get('memory_gib')} GiB, "
         f"{first.get('os')}.",
         f"Made with {how} from run {run_dir.name} on {datetime.now(timezone.utc):%Y-%m-%d} (each record "

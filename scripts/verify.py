@@ -192,7 +192,7 @@ def judge_status(expected, measured):
     if measured is None:
         return "missing", "missing: the run wrote no record of this planned cell"
     if "refused" in measured:
-        return "refused", f"refused: {measured['refused'][:160]}"
+        return "refused", f"refused: {measured['refused'][:200]}"
     status, why = measured["status"], report.first_line(measured["reason"])[:70]
     if status in ("failed", "timeout"):
         return "failed", f"{status}: {why}"
@@ -474,14 +474,24 @@ def fitting_references(wanted_classes, exclude=None):
 
 
 def this_machine():
-    """This machine's class for a CPU cell (what the demo profile runs)."""
+    """This machine's class for a CPU cell (what the demo profile runs), and its facts."""
     facts = sysinfo.cpu_facts()
-    return sysinfo.machine_class(facts, "cpu")
+    return sysinfo.machine_class(facts, "cpu"), facts
 
 
-def how_to_make_one(machine):
-    return (f"make one on this machine with `make reference` (the `reference` profile; it writes "
+def how_to_make_one(machine, legacy=None):
+    """What to do without a reference of `machine`; `legacy`: a format-1 reference folder of the same machine."""
+    older = (f"{legacy} is of this machine but was made before machine classes named the CPU generation "
+             f"(family/model/stepping): it cannot vouch for this one, so ") if legacy else ""
+    return (f"{older}make one on this machine with `make reference` (the `reference` profile; it writes "
             f"results/reference/{sysinfo.slug(machine)}), or pass --reference")
+
+
+def legacy_reference(records):
+    """A reference folder of the format-1 class these records' facts reduce to, or None (shared.sysinfo)."""
+    legacy = {sysinfo.legacy_class(r["system"], r["cell"]["device"], r["cell"]["gpus"]) for r in records
+              if r.get("status") == "ok" and isinstance(r.get("system"), dict)}
+    return next(iter(fitting_references({c for c in legacy if sysinfo.class_format(c) == 1})), None)
 
 
 def read_run(folder):
@@ -494,7 +504,7 @@ def read_run(folder):
         try:
             found[path.stem] = records.read(path)
         except RecordError as e:
-            found[path.stem] = {"refused": str(e)}
+            found[path.stem] = {"refused": str(e).replace(f"{path}: ", "", 1)}
     return found
 
 
@@ -528,12 +538,15 @@ def main(argv=None):
         measured = None
         if args.reference is None:
             measured = None if args.run is None else read_run(args.run)
-            machine = this_machine() if args.run is None else None
+            machine, facts = this_machine() if args.run is None else (None, None)
             wanted = {machine} if args.run is None else ok_classes(measured)
             fitting = fitting_references(wanted)
             if not fitting:
+                mine = [{"status": "ok", "system": facts, "cell": {"device": "cpu", "gpus": 1}}] if facts else \
+                    [r for r in measured.values() if "refused" not in r]
                 print(f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
-                      f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'))}", file=sys.stderr)
+                      f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'), legacy_reference(mine))}",
+                      file=sys.stderr)
                 return INCOMPARABLE
             args.reference = fitting[0]
         runs = reference_runs(args.reference)
@@ -561,8 +574,9 @@ def main(argv=None):
     if verdict.startswith("INCOMPARABLE"):
         wanted = ok_classes(measured)
         fitting = fitting_references(wanted, exclude=args.reference)
+        ok_records = [r for r in measured.values() if "refused" not in r]
         print("a reference that fits: " + ", ".join(map(str, fitting)) if fitting else
-              how_to_make_one(next(iter(sorted(wanted)), "this machine")))
+              how_to_make_one(next(iter(sorted(wanted)), "this machine"), legacy_reference(ok_records)))
         return INCOMPARABLE
     return 0 if verdict.startswith("OK") else 1
 

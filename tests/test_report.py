@@ -63,7 +63,8 @@ def test_report_tables_csv_jsonl_and_plot(tmp_path):
 
 def test_each_table_says_what_was_measured_and_where(tmp_path):
     gpu = {"host": "g1", "cpu": "Intel Xeon Platinum 8480+", "cpu_count": 224, "driver": "580.65",
-           "gpus": ["NVIDIA H200", "NVIDIA H200"], "cuda": "13.0", "cudnn": 91300, "framework_version": "2.14.1"}
+           "gpus": ["NVIDIA H200", "NVIDIA H200"], "cuda": "13.0", "cudnn": 91300, "framework_version": "2.14.1",
+           "machine_class": "cpu:intel-xeon-platinum-8480:avx2:224c"}   # what its facts give (records.py checks)
     run = write_run(tmp_path / "run", [
         record(task="resnet50", seconds_per_1000_images=5.0, weights="imagenet", data_placement="host", system=gpu),
         record(framework="jax", task="resnet50", seconds_per_1000_images=6.0, weights="random",

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from scripts import verify
-from shared.params import params_hash
+from shared import sysinfo
+from shared import timing
+from shared.params import params_hash, task_params
 from shared.record import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +41,23 @@ def scaled(record, factor):
             metrics[key] *= factor
     if metrics.get("epoch_seconds"):
         metrics["epoch_seconds"] = [s * factor for s in metrics["epoch_seconds"]]
+    return record
+
+
+def with_values(record, values):
+    """The record with other samples, its published figures recomputed from them as the runners do (shared.timing):
+    a test that moves samples must not be refused for an inconsistency it did not mean to test."""
+    record = json.loads(json.dumps(record))
+    record["timing"]["values"] = list(values)
+    record["timing"]["median"] = statistics.median(values)
+    metrics = record["metrics"]
+    if record["cell"]["task"] == "resnet50":
+        metrics["seconds_per_1000_images"] = statistics.median(values) / metrics["images"] * 1000
+    else:
+        batch = task_params(record["cell"]["task"], record["cell"]["scale"])["batch_size"]
+        steps = metrics["train_samples"] // batch
+        metrics["steady_state_seconds"] = timing.steady_state_seconds(metrics["epoch_seconds"], None, steps, values)
+    assert verify.records.inconsistencies(record) == []
     return record
 
 
@@ -86,7 +105,7 @@ def test_tiny_scale_records_are_incomparable_with_the_demo_reference(reference, 
     for cell_id, record in reference.items():
         record = scaled(record, 0.2)
         record["cell"]["scale"] = "tiny"
-        record["system"]["params_hash"] = params_hash(record["cell"]["task"], "tiny")
+        record["system"]["params_hash"] = "0123456789ab"   # tiny parameters this test does not pretend to have timed
         tiny[cell_id] = record
     run = run_from(tiny, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
@@ -140,8 +159,7 @@ def test_four_of_five_windows_twice_as_slow_is_significant_despite_the_one_left(
     cell_id = "pytorch-cnn-cpu-fp32-1cpu"
     values = verify.samples(honest[cell_id])
     for keep in range(len(values)):
-        record = json.loads(json.dumps(honest[cell_id]))
-        record["timing"]["values"] = [v if i == keep else 2 * v for i, v in enumerate(values)]
+        record = with_values(honest[cell_id], [v if i == keep else 2 * v for i, v in enumerate(values)])
         run = run_from({**honest, cell_id: record}, tmp_path / f"run-{keep}")
         code, rows, _, _ = verify_run(REFERENCE, run, capsys)
         assert code == 1 and "slower (×" in rows[cell_id], (keep, rows[cell_id])
@@ -213,13 +231,17 @@ def test_a_calibration_within_its_own_noise_explains_nothing():
 
 
 @pytest.mark.parametrize("change, words", [
-    (lambda r: r["system"].update(machine_class="cpu:intel-xeon-platinum-8480:amx:8c"), "incomparable: machine"),
+    (lambda r: r["system"].update(machine_class="cpu:intel-xeon-platinum-8480:amx:8c"),
+     "refused: inconsistent: system/machine_class cpu:intel-xeon-platinum-8480:amx:8c disagrees"),
+    (lambda r: r["system"].update(cpu="Intel Xeon Platinum 8480", cpu_usable=8, cpu_flags=["amx_bf16", "avx2"],
+                                  machine_class="cpu:intel-xeon-platinum-8480:amx:8c"),
+     "incomparable: machine cpu:intel-xeon-platinum-8480:amx:8c vs the reference's cpu:amd-epyc:avx512-bf16:2c"),
     (lambda r: r["system"].update(params_hash=None), "incomparable: task parameters not recorded"),
     (lambda r: r["system"].update(params_hash="0123456789ab"), "incomparable: task parameters differ"),
-    (lambda r: r["timing"].update(unit="seconds per pass"), "incomparable: timed in seconds per pass"),
+    (lambda r: r["timing"].update(unit="seconds per pass"), "refused: inconsistent: metrics/steady_state_seconds"),
     (lambda r: r["cell"].update(data="real"), "incomparable: data real"),
-    (lambda r: r["timing"].update(values=r["timing"]["values"][:1]), "samples missing: 1 where the reference"),
-    (lambda r: r["timing"].update(values=r["timing"]["values"][:4]), "samples missing: 4 where the reference"),
+    (lambda r: r.update(with_values(r, r["timing"]["values"][:1])), "samples missing: 1 where the reference"),
+    (lambda r: r.update(with_values(r, r["timing"]["values"][:4])), "samples missing: 4 where the reference"),
 ])
 def test_a_slow_cell_cannot_escape_by_being_incomparable(honest, tmp_path, capsys, change, words):
     cell_id = "pytorch-gru-cpu-fp32-1cpu"
@@ -228,6 +250,14 @@ def test_a_slow_cell_cannot_escape_by_being_incomparable(honest, tmp_path, capsy
     run = run_from({**honest, cell_id: record}, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
     assert code == 1 and words in rows[cell_id] and verdict.startswith("FAIL: "), rows[cell_id]
+
+
+def test_a_cell_timed_in_another_unit_fails_as_incomparable(honest, tmp_path, capsys):
+    cell_id = "pytorch-resnet50-cpu-fp32-1cpu"
+    record = scaled(honest[cell_id], 3.0)
+    record["timing"]["unit"] = "seconds per step"
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and "incomparable: timed in seconds per step vs the reference's seconds per pass" in rows[cell_id]
 
 
 def test_a_refused_record_fails_its_cell(honest, tmp_path, capsys):
@@ -277,10 +307,10 @@ def test_within_the_tolerance_or_within_the_noise_is_ok(honest, tmp_path, capsys
     cell_id = "pytorch-gru-cpu-fp32-1cpu"
     run = run_from({i: scaled(r, 1.4) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
     assert verify_run(REFERENCE, run, capsys)[0] == 0
-    record = json.loads(json.dumps(honest[cell_id]))
     pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
     low, high = min(pooled), max(pooled)
-    record["timing"]["values"] = [low * 0.5, low * 0.6, high * 1.6 * 1.2, high * 2.0, high * 2.2, high * 2.4]
+    record = with_values(honest[cell_id], [low * 0.5, low * 0.6, high * 1.6 * 1.2, high * 2.0, high * 2.2,
+                                           high * 2.4])
     run = run_from({**honest, cell_id: record}, tmp_path / "noisy")
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
     assert code == 0 and "but within its noise (p=" in rows[cell_id], rows[cell_id]
@@ -381,7 +411,8 @@ def test_another_machine_class_is_incomparable_and_verify_names_a_fitting_refere
     other = {}
     for cell_id, record in reference.items():
         record = json.loads(json.dumps(record))
-        record["system"]["machine_class"] = "cpu:intel-xeon-platinum-8480:amx:8c"
+        record["system"].update(cpu="Intel Xeon Platinum 8480", cpu_usable=8, cpu_flags=["amx_bf16", "avx2"],
+                                machine_class="cpu:intel-xeon-platinum-8480:amx:8c")
         other[cell_id] = record
     run = run_from(other, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
@@ -419,3 +450,65 @@ def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path,
     assert (target / "README.md").read_text().count(make_reference.RUNS_MARK) == 1
     with pytest.raises(ValueError, match="the reference's own first run"):
         make_reference.add(first)
+
+
+# ---------------------------------------------------------------- the machine class (shared.sysinfo.machine_class)
+
+ZEN4 = {"cpu": "AMD EPYC", "cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model_number": "17",
+        "cpu_stepping": "1", "cpu_flags": ["avx2", "avx512_bf16", "avx512_vnni", "avx512f", "fma"], "cpu_usable": 2}
+ZEN5 = {**ZEN4, "cpu_family": "26", "cpu_model_number": "2", "cpu_stepping": "1",
+        "cpu_flags": ZEN4["cpu_flags"] + ["avx512_vp2intersect", "avx_vnni"]}
+
+
+def test_the_class_separates_cpu_generations_that_a_vm_names_alike():
+    zen4, zen5 = (sysinfo.machine_class(facts, "cpu") for facts in (ZEN4, ZEN5))
+    assert zen4 == "cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c"
+    assert zen5 == "cpu:amd-epyc:f26-m2-s1:avx512-bf16.avxvnni.vp2intersect:2c"
+    # the same family with another stepping, or the flags alone, are other classes too
+    assert sysinfo.machine_class({**ZEN4, "cpu_stepping": "2"}, "cpu") != zen4
+    assert sysinfo.machine_class({**ZEN4, "cpu_flags": ZEN5["cpu_flags"]}, "cpu") != zen4
+    # facts without the generation (a record made before it) keep the class they were made with: format 1
+    old = {k: v for k, v in ZEN4.items() if not k.startswith(("cpu_family", "cpu_model_number", "cpu_stepping"))}
+    assert sysinfo.machine_class(old, "cpu") == "cpu:amd-epyc:avx512-bf16:2c" == sysinfo.legacy_class(ZEN5, "cpu")
+    assert (sysinfo.class_format(zen4), sysinfo.class_format("cpu:amd-epyc:avx512-bf16:2c")) == (2, 1)
+
+
+def test_this_machine_reports_its_generation_where_the_kernel_does():
+    facts = sysinfo.cpu_facts()
+    if "cpu family" not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("/proc/cpuinfo names no CPU family here (not x86)")
+    assert facts["cpu_family"] and facts["cpu_model_number"] and facts["cpu_stepping"] is not None
+    assert sysinfo.class_format(sysinfo.machine_class(facts, "cpu")) == 2
+
+
+def test_a_record_whose_class_disagrees_with_its_own_facts_is_refused_and_its_cell_fails(honest, tmp_path, capsys):
+    """An 8-core Xeon's facts under the reference's class string were compared as if they were that class."""
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    record = scaled(honest[cell_id], 3.0)
+    record["system"].update(cpu="Intel(R) Xeon(R) Platinum 8480+", cpu_count=8, cpu_usable=8,
+                            cpu_flags=["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512f", "fma"])
+    assert record["system"]["machine_class"] == "cpu:amd-epyc:avx512-bf16:2c"
+    assert "disagrees with the record's own facts, which give cpu:intel-xeon-platinum-8480:amx:8c" in \
+        " ".join(verify.records.inconsistencies(record))
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and "refused:" in rows[cell_id] and "disagrees with the record's own facts" in rows[cell_id]
+
+
+def test_a_run_of_the_next_generation_is_incomparable_with_a_reference_made_before_generations(honest, tmp_path,
+                                                                                              capsys):
+    """The Zen 5 demo that got the committed reference's class string ran 1.50× faster and verify said OK."""
+    zen5 = {}
+    for cell_id, record in honest.items():
+        record = scaled(record, 1 / 1.5)
+        record["system"].update({k: v for k, v in ZEN5.items() if k != "cpu_usable"})
+        record["system"]["machine_class"] = sysinfo.machine_class(record["system"], record["cell"]["device"],
+                                                                  record["cell"]["gpus"])
+        zen5[cell_id] = record
+    run = run_from(zen5, tmp_path / "run")
+    assert verify.main(["--reference", str(REFERENCE), "--run", str(run)]) == verify.INCOMPARABLE
+    out = capsys.readouterr().out
+    assert "INCOMPARABLE" in out and "made before machine classes named the CPU generation" in out
+    # without --reference: no reference of its class; the message names the old one and how to make one
+    assert verify.main(["--run", str(run)]) == verify.INCOMPARABLE
+    err = capsys.readouterr().err
+    assert "no reference under" in err and str(REFERENCE) in err and "make reference" in err
