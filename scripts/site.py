@@ -304,7 +304,7 @@ def results_page(task, frame, out, plots):
     unit = report.TIME_LABEL[report.TIME_METRIC[task]]
     unit += ", the median pass" if task == "resnet50" else " as waited / at the steady rate"
     quality_text = f" ({report.QUALITY_LABEL[quality]})" if quality else ""
-    parts = [f'<p>{html.escape(unit)}, ±spread, eff = share of the framework\'s own GEMM rate{quality_text}. '
+    parts = [f'<p>{html.escape(unit)}, ±spread, eff = share of the device\'s peak (peak) and of the framework\'s own GEMM rate (GEMM), implausible above 100 %{quality_text}. '
              f'One column per source, '
              f'machine class, variant and precision: records of different machines are never merged. Each value '
              f'links to its record (and log).</p>', '<p class="muted">' + html.escape(report.MARKS) + "</p>"]

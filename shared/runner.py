@@ -141,7 +141,7 @@ def run(cfg, load_task, framework_info, family=None):
         # a GEMM would do before the cell could split the CPU into devices; the device is warm by now as well.
         try:
             system["calibration"] = calibrate(family(), cfg, system)
-            result["metrics"].update(efficiency(cfg, result["metrics"], system["calibration"]))
+            result["metrics"].update(efficiency(cfg, result["metrics"], system["calibration"], system))
         except Exception as e:  # a calibration that breaks must not cost the cell its result: the record says why
             system["calibration"] = {"note": f"calibration failed: {type(e).__name__}: {e}"[:300]}
     system["machine_class"] = machine_class(system, cfg.device, cfg.gpus)  # what verify and the report compare by

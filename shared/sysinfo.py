@@ -28,7 +28,7 @@ def cpuinfo(generation=None):
     package = None
     keys = {"vendor_id": "cpu_vendor", "cpu family": "cpu_family", "model": "cpu_model_number",
             "stepping": "cpu_stepping", "CPU implementer": "cpu_vendor", "CPU architecture": "cpu_family",
-            "CPU part": "cpu_model_number", "CPU variant": "cpu_stepping"}
+            "CPU part": "cpu_model_number", "CPU variant": "cpu_stepping", "cpu MHz": "cpu_mhz"}
     generation = {} if generation is None else generation
     try:
         with open("/proc/cpuinfo") as f:
@@ -206,7 +206,13 @@ def placement():
 def cpu_facts():
     generation = {}
     model, flags, physical = cpuinfo(generation)
+    max_khz = read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    try:
+        mhz = round(float(generation.get("cpu_mhz")))
+    except (TypeError, ValueError):
+        mhz = None
     return {"cpu": model, "cpu_vendor": generation.get("cpu_vendor"), "cpu_family": generation.get("cpu_family"),
+            "cpu_mhz": mhz, "cpu_max_mhz": round(int(max_khz) / 1000) if max_khz and max_khz.isdigit() else None,
             "cpu_model_number": generation.get("cpu_model_number"), "cpu_stepping": generation.get("cpu_stepping"),
             "cpu_flags": sorted(f for f in ISA_FLAGS if f in flags), "cpu_count": os.cpu_count(),
             "cpu_physical_cores": physical, "cpu_usable": usable_cpus(), "memory_gib": memory_gib()}

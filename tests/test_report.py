@@ -330,3 +330,22 @@ def test_verify_a_record_without_its_time_is_off_and_a_failed_reference_judges_n
     assert code == 1 and "no train_seconds in the record" in rows["pytorch-cnn-fp32-a"]
     assert "not compared: the reference cell is failed" in rows["pytorch-gru-fp32-a"]
     assert verdict.startswith("FAIL: 1 ok but without a time") and "1 cell not compared" in verdict
+
+
+def test_the_efficiency_says_its_denominator_and_flags_the_implausible(tmp_path):
+    """One denominator per machine (the CPU's cores × clock × FMA width from the record's facts: here 2 × 1000 MHz ×
+    32 FLOP a cycle = 64 GFLOP/s) beside the framework's own GEMM; above 100 % of either is no efficiency."""
+    clock = {"cpu_mhz": 1000}
+    run = write_run(tmp_path / "run", [
+        record(train_seconds=10.0, accuracy=0.9, achieved_flops=32e9, system={
+            **clock, "calibration": {"gemm_fp32_flops": 128e9}}),
+        record(framework="jax", train_seconds=10.0, accuracy=0.9, achieved_flops=32e9, system={
+            **clock, "calibration": {"gemm_fp32_flops": 16e9}}),
+        record(framework="tensorflow", train_seconds=10.0, accuracy=0.9, achieved_flops=32e9, system={
+            "calibration": {"gemm_fp32_flops": 64e9}}),                      # a record made before the clock facts
+    ])
+    md = report.write_report(run)["markdown"].read_text()
+    assert "10 eff 50% peak, 25% GEMM (90.0%)" in md
+    assert "10 eff implausible (200% of its own GEMM) (90.0%)" in md
+    assert "10 eff 50% GEMM (90.0%)" in md
+    assert "eff n% peak the steady state's model FLOP/s as a share of the device's peak" in md

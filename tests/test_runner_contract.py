@@ -114,7 +114,7 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     assert system["calibration"]["gemm_fp32_flops"] > 1e9 and system["calibration"]["host_copy_bytes_per_s"] > 0
     metrics = record["metrics"]
     assert metrics["model_flops_per_sample"] == flops.resnet50(task_params("resnet50", "tiny"))
-    assert metrics["achieved_flops"] > 0 and metrics["efficiency"] > 0
+    assert metrics["achieved_flops"] > 0 and metrics["efficiency_of_gemm"] > 0 and metrics["peak_flops"] > 0
 
 
 def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_error(synthetic_data, tmp_path):
