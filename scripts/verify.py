@@ -258,7 +258,9 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
         if p is not None and p >= ALPHA:
             notes.append(f"×{normalised:.2f} but within its noise (p={p:.2g})")
         else:
-            test = f", p={p:.2g}" if p is not None else ", the reference has one value: no rank test"
+            test = f", p={p:.2g}" if p is not None else (
+                ", the reference has one value: no rank test" if len(pooled) < 2 else
+                f", fewer than {MIN_SAMPLES} samples on a side: no rank test")
             bimodal = (f"; the reference's own runs differ by ×{between:.2f} here: bimodal, a defect to remove"
                        if between and between > tolerance else "")
             found.append(("faster", f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}")

@@ -314,6 +314,52 @@ def test_within_the_tolerance_or_within_the_noise_is_ok(honest, tmp_path, capsys
     run = run_from({**honest, cell_id: record}, tmp_path / "noisy")
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
     assert code == 0 and "but within its noise (p=" in rows[cell_id], rows[cell_id]
+    p = float(rows[cell_id].split("(p=")[1].split(")")[0])
+    assert verify.ALPHA < p < 0.5                       # a test at α = 0.5 would call this noise a slow cell
+
+
+@pytest.mark.parametrize("factor, off", [(1.45, False), (1.6, True), (1 / 1.45, False), (1 / 1.6, True)])
+def test_a_sampled_cell_is_off_beyond_one_and_a_half_either_way_and_not_within(honest, tmp_path, capsys, factor, off):
+    """`factor`: the cell's ratio to the reference after the change (the honest run's own ratio divided out)."""
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
+    factor /= verify.ratio_estimate(verify.samples(honest[cell_id]), pooled)
+    run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
+    code, rows, _, _ = verify_run(REFERENCE, run, capsys)
+    assert (code == 1 and ("slower (×" if factor > 1 else "faster than possible") in rows[cell_id]) if off else \
+        (code == 0 and rows[cell_id].rstrip().endswith("ok")), rows[cell_id]
+
+
+@pytest.mark.parametrize("factor, off", [(1.3, True), (1 / 1.3, True), (1.2, False), (1 / 1.2, False)])
+def test_the_unexplained_overall_limit_is_one_and_a_quarter_either_way(honest, tmp_path, capsys, factor, off):
+    run = run_from(vouched({i: scaled(r, factor) for i, r in honest.items()}), tmp_path / "run")
+    code, _, overall, verdict = verify_run(REFERENCE, run, capsys)
+    assert ("beyond ×1.25" in overall and "whole run is off" in verdict) == off, overall
+
+
+def test_a_time_as_waited_beyond_twice_adds_a_note_and_no_failure(honest, tmp_path, capsys):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    for factor, noted in ((2.2, True), (1.8, False)):
+        record = json.loads(json.dumps(honest[cell_id]))
+        record["metrics"]["train_seconds"] *= factor
+        record["metrics"]["epoch_seconds"] = [s * factor for s in record["metrics"]["epoch_seconds"]]
+        record["metrics"]["steady_state_seconds"] = honest[cell_id]["metrics"]["steady_state_seconds"]
+        run = run_from({**honest, cell_id: record}, tmp_path / f"run-{factor}")
+        code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
+        assert code == 0 and ("time as waited ×" in rows[cell_id]) == noted, rows[cell_id]
+        assert ("with a time as waited beyond ×2" in verdict) == noted
+
+
+def test_fewer_than_five_samples_on_the_reference_side_get_no_rank_test(honest, tmp_path, capsys):
+    """A reference cell of three windows: the ratio alone decides (a rank test on 3 against 3 could never reach
+    p < 0.05 one-sided, so it would call any shift noise)."""
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    short = with_values(honest[cell_id], honest[cell_id]["timing"]["values"][:3])
+    reference = run_from({**honest, cell_id: short}, tmp_path / "reference")
+    run = run_from({**honest, cell_id: scaled(short, 1.6)}, tmp_path / "run")
+    code, rows, _, _ = verify_run(reference, run, capsys)
+    assert code == 1 and "slower (×1.6" in rows[cell_id] and "fewer than 5 samples on a side: no rank test" in \
+        rows[cell_id], rows[cell_id]
 
 
 def test_the_tolerance_may_be_tightened_never_loosened(honest, tmp_path, capsys):
