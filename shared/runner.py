@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared import params
+from shared import params, threads
 from shared.calibration import calibrate, efficiency
 from shared.datasets import DataError, data_source
 from shared.record import Skip, make_record, now, write_record
@@ -135,6 +135,7 @@ def run(cfg, load_task, framework_info, family=None):
         except Exception as e:  # the cell fails, the record says why; the matrix goes on
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
     system = system_info({**info, "switches": result.get("switches", {})})
+    system["threads"] = threads.applied()     # the thread rule as applied, and the CPU affinity (shared/threads.py)
     system["calibration"] = None
     if status == "ok" and family is not None:
         # After the cell, never before: TensorFlow and JAX fix their logical devices when their runtime starts, which
