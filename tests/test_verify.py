@@ -166,6 +166,18 @@ def test_four_of_five_windows_twice_as_slow_is_significant_despite_the_one_left(
         assert code == 1 and "slower (×" in rows[cell_id], (keep, rows[cell_id])
 
 
+def test_the_rank_test_is_one_sided_in_the_ratios_direction(honest, tmp_path, capsys):
+    """Three of jax-cnn's five windows twice as slow: the ratio is ×1.9 and the one-sided p ≈ 0.04, which a two-sided
+    test (p ≈ 0.08) would call noise; the direction is the ratio's, which a test the wrong way round would never find."""
+    cell_id = "jax-cnn-cpu-fp32-1cpu"
+    values = verify.samples(honest[cell_id])
+    record = with_values(honest[cell_id], [v if i in (1, 3) else 2 * v for i, v in enumerate(values)])
+    code, rows, _, _ = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and ("slower (×1.8" in rows[cell_id] or "slower (×1.9" in rows[cell_id]), rows[cell_id]
+    p = float(rows[cell_id].split("p=")[1].split(")")[0])
+    assert verify.ALPHA / 2 < p < verify.ALPHA
+
+
 @pytest.mark.parametrize("factor", [0.5, 1.3, 1.6])
 def test_every_cell_moved_with_the_calibration_unchanged_is_the_install(honest, tmp_path, capsys, factor):
     run = run_from({i: scaled(r, factor) for i, r in honest.items()}, tmp_path / "run")
