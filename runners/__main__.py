@@ -5,7 +5,7 @@ import os
 import sys
 
 from runners import FRAMEWORKS, __version__, prepare_environment
-from shared import buildinfo
+from shared import buildinfo, threads
 from shared.runner import config_from_args, parser, run
 
 
@@ -21,6 +21,7 @@ def main(argv=None):
         return barrier_check(*argv[1:])
     cfg = config_from_args(parser(FRAMEWORKS).parse_args(argv))
     os.environ["ROSETTA_DEVICE"] = cfg.device  # for backends that fix their device at import (Theano, Keras 2 on CNTK)
+    threads.apply()                            # one thread rule for every framework, before any of them loads
     package = prepare_environment(cfg.framework)
 
     def family():

@@ -51,6 +51,7 @@ def synthetic_record(cell, run_id, rng, slower=1.0):
         metrics.update(train_minutes=metrics["train_seconds"] / 60, auc=0.7)
         del metrics["accuracy"]
     system = {"host": "bench", "cpu": "bench CPU", "cpu_count": 16, "gpus": ["NVIDIA H200"] * cell.gpus,
+              "gpu_facts": [{"name": "NVIDIA H200", "memory_mib": 144384}] * cell.gpus,
               "machine_class": f"gpu:nvidia-h200:141g:x{cell.gpus}", "params_hash": params_hash(cell.task)}
     timing = {"unit": "seconds per step", "values": values, "median": median, "min": min(values),
               "max": max(values), "q1": median, "q3": median, "spread": 0.05, "unstable": False, "warmup": 3.0}
@@ -102,7 +103,7 @@ def main(argv=None):
                     for n, (i, r) in enumerate(sorted(reference.items()))}
         with Stage("verify (compare, rank tests)"):
             rows, outcome, _, overall = verify.compare(reference, measured, list(measured))
-        print(f"  overall ×{overall:.3f}; slower: {outcome['slower']}, faster: {outcome['faster']}, "
+        print(f"  overall ×{overall['raw']:.3f}; slower: {outcome['slower']}, faster: {outcome['faster']}, "
               f"ok: {outcome['ok']}")
     finally:
         if args.keep is None:

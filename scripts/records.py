@@ -3,13 +3,16 @@
 A record arrives from a runner in a container, a cell job on another host, an artifact download: any of its fields
 may be wrong, hostile or truncated. `read` checks a record file against SCHEMA (jsonschema), its ids against a safe
 alphabet (so a cell id or host name can become a file name and never a path), its times as ISO 8601 and not in the
-future; `confined` builds a path from record fields only under a given folder; `quarantine` puts a file that fails
+future; `inconsistencies` refuses a record whose published figures do not follow from its own samples (and any NaN or
+infinity, any accuracy or AUC outside [0, 1]); `confined` builds a path from record fields only under a given folder; `quarantine` puts a file that fails
 aside with its reason, so one bad record never stops a merge or a report.
 """
 import hashlib
 import json
+import math
 import os
 import re
+import statistics
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -18,7 +21,7 @@ try:
 except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack it: see OWN_RECORDS_ONLY
     jsonschema = None
 
-from shared import params
+from shared import params, sysinfo, timing
 from shared.record import CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
 
 # File names and shell words as they are: no '/', no '..', no space, no newline. \Z, not $: jsonschema matches with
@@ -87,6 +90,83 @@ def moment(text, where):
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
+CONSISTENT = 1e-6     # relative: a published figure and the same figure recomputed from the record's samples
+
+
+def non_finite(value, path=""):
+    """The paths of every NaN or infinity in a JSON value (a record's numbers must all be numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path or "(the record)"]
+    if isinstance(value, dict):
+        return [p for key, v in value.items() for p in non_finite(v, f"{path}/{key}" if path else str(key))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in non_finite(v, f"{path}/{i}")]
+    return []
+
+
+def differs(published, recomputed):
+    return abs(published - recomputed) > CONSISTENT * max(abs(recomputed), 1e-12)
+
+
+def number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def inconsistencies(record):
+    """What in a record contradicts itself, in words ([] for none): NaN or infinity anywhere; an accuracy or AUC that
+    is not within [0, 1]; a machine class other than the one shared.sysinfo.machine_class derives from the record's
+    own facts (CPU model, family/model/stepping, flags, usable cores; GPU model and memory); and, in an ok record, a published figure that does not follow from its own samples as the
+    runners compute it (shared/timing.py): a training task's `steady_state_seconds` (the median window's seconds per
+    step × steps per epoch × epochs, or without windows the epochs' fallback) and feature extraction's
+    `seconds_per_1000_images` (the median pass ÷ images × 1,000). A figure whose inputs the record lacks, or whose
+    task parameters this checkout does not know (another params_hash), is not recomputed."""
+    found = [f"{path} is not a finite number" for path in non_finite(record)]
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    for key in ("accuracy", "auc"):
+        value = metrics.get(key)
+        if number(value) and math.isfinite(value) and not 0 <= value <= 1:
+            found.append(f"metrics/{key} {value!r} is not within [0, 1]")
+    cell = record.get("cell") if isinstance(record.get("cell"), dict) else {}
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    claimed = system.get("machine_class")
+    if claimed and cell.get("device") in ("cpu", "gpu"):
+        derived = sysinfo.machine_class(system, cell["device"], cell.get("gpus", 1))
+        if derived != claimed:
+            found.append(f"system/machine_class {claimed} disagrees with the record's own facts, which give {derived}")
+    if found or record.get("status") != "ok" or cell.get("task") not in params.TASKS:
+        return found
+    block = record.get("timing") if isinstance(record.get("timing"), dict) else {}
+    values = block.get("values") if isinstance(block.get("values"), list) else []
+    values = [float(v) for v in values if number(v)]
+    task = cell["task"]
+    known = (record.get("system") or {}).get("params_hash") == params.params_hash(task, cell.get("scale", "full")) \
+        if cell.get("scale") in params.SCALES else False
+    if task == "resnet50":
+        published, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
+        if values and number(published) and number(images) and images > 0:
+            recomputed = statistics.median(values) / images * 1000
+            if differs(published, recomputed):
+                found.append(f"metrics/seconds_per_1000_images {published:.6g} does not follow from the passes "
+                             f"(median {statistics.median(values):.6g} s over {images} images: {recomputed:.6g})")
+        return found
+    published, epochs = metrics.get("steady_state_seconds"), metrics.get("epoch_seconds")
+    if not (known and number(published) and isinstance(epochs, list) and epochs and all(map(number, epochs))
+            and number(metrics.get("train_samples"))):
+        return found
+    batch = metrics.get("global_batch") or params.task_params(task, cell["scale"])["batch_size"] * (
+        metrics.get("devices") or 1)
+    steps = int(metrics["train_samples"]) // int(batch) if number(batch) and batch > 0 else None
+    windows = values if block.get("unit") == "seconds per step" else None
+    warmup = metrics.get("warmup_seconds") if number(metrics.get("warmup_seconds")) else None
+    recomputed = timing.steady_state_seconds([float(e) for e in epochs], warmup, steps, windows)
+    if recomputed is not None and differs(published, recomputed):
+        how = (f"median window {statistics.median(windows):.6g} s × {steps} steps × {len(epochs)} epochs" if windows
+               else f"the epochs' times, {steps} steps an epoch")
+        found.append(f"metrics/steady_state_seconds {published:.6g} does not follow from the samples ({how}: "
+                     f"{recomputed:.6g})")
+    return found
+
+
 def check(record, where):
     """Raise a RecordError naming the first field of `record` that breaks the schema or the clock."""
     if not isinstance(record, dict):
@@ -104,6 +184,9 @@ def check(record, where):
                           "the future (a wrong clock or a forged record)")
     if finished < started:
         raise RecordError(f"{where}: finished_at {record['finished_at']} is before started_at {record['started_at']}")
+    wrong = inconsistencies(record)
+    if wrong:
+        raise RecordError(f"{where}: inconsistent: {'; '.join(wrong)[:600]}")
     return record
 
 

@@ -7,7 +7,8 @@ copied to results/reference/MACHINE-CLASS/ with a README that says what and wher
 
 One run shows a cell's noise within a run (its samples); a healthy install also moves between runs (a CNTK GRU at
 half speed in one run of two), which only further runs show: `--add` keeps them under
-runs/RUN_ID/ and verify widens each cell's tolerance to what its runs differ by (scripts/verify.py).
+runs/RUN_ID/ and verify pools each cell's samples over them (scripts/verify.py); a cell whose runs differ by more than
+verify's ×1.5 tolerance is bimodal, a defect to remove at its cause, never a reason for a wider tolerance.
 
 A reference holds one machine class (shared.sysinfo.machine_class): the records of a run whose ok cells span several
 classes are refused, as are runs with failed cells (a reference must be a healthy install) unless --allow-failed.
@@ -28,6 +29,14 @@ from shared import sysinfo
 PROFILE = "reference"
 
 
+def generation(system):
+    """The CPU generation as the kernel reported it, for the README ('' for a record made before these facts)."""
+    if system.get("cpu_family") is None:
+        return ""
+    return (f"{system.get('cpu_vendor') or '?'} family {system['cpu_family']} model {system.get('cpu_model_number')} "
+            f"stepping {system.get('cpu_stepping')}; ")
+
+
 def describe(records, run_dir, classes):
     ok = [r for r in records if r["status"] == "ok"]
     first = ok[0]["system"] if ok else {}
@@ -42,7 +51,8 @@ def describe(records, run_dir, classes):
     return textwrap.fill(" ".join([
         f"Reference records of the `{profile}` profile ({len(records)} cells: "
         + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) + ") for the machine class",
-        f"`{machine_class}`: {gpu}{first.get('cpu')} ({', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
+        f"`{machine_class}`: {gpu}{first.get('cpu')} ({generation(first)}"
+        f"{', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
         f"{first.get('cpu_usable')} usable of {first.get('cpu_count')} logical CPUs, {first.get('memory_gib')} GiB, "
         f"{first.get('os')}.",
         f"Made with {how} from run {run_dir.name} on {datetime.now(timezone.utc):%Y-%m-%d} (each record "
@@ -83,7 +93,8 @@ def between_runs_line(target):
         f"{RUNS_MARK} runs/{', runs/'.join(p.name for p in sorted((target / 'runs').glob('*')))} ({len(runs)} runs "
         f"in all). Between them a cell's steady state moved by ×{statistics.median(factors.values()):.2f} at the "
         "median and at most by " + ", ".join(f"×{f:.2f} ({cell_id})" for cell_id, f in widest)
-        + "; verify widens each cell's tolerance to what its runs differ by.", width=118,
+        + "; verify pools their samples (a cell beyond ×1.5 between runs is bimodal: a defect, not a tolerance).",
+        width=118,
         break_on_hyphens=False) + "\n"
 
 

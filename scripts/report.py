@@ -31,7 +31,7 @@ from tabulate import tabulate  # noqa: E402
 from scripts.matrix import Cell  # noqa: E402
 from scripts.plan import planned_ids  # noqa: E402
 from scripts import records  # noqa: E402
-from shared import sysinfo  # noqa: E402
+from shared import peaks, sysinfo  # noqa: E402
 from shared.record import RecordError  # noqa: E402
 
 TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
@@ -53,8 +53,10 @@ PLOT_CAP = 60   # rows per task panel: 10,000 cells in one canvas would pass Pil
 STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
 MARKS = ("±n% the steady state's spread (IQR / median of the post-warm-up samples; none below five samples) · "
          "† that spread over 10 % (noise) · * first step (compile/trace/autotune) over half the training time · "
-         "eff n% the steady state's model FLOP/s as a share of the framework's own GEMM rate on that device "
-         "(measured after the cell) · ‡ records of different machine classes in one column · [n] see the note under "
+         "eff n% peak the steady state's model FLOP/s as a share of the device's peak for the cell's precision (one "
+         "denominator per machine: a GPU's datasheet, a CPU's cores × clock × FMA width; shared/peaks.py) · n% GEMM "
+         "the same as a share of the framework's own GEMM rate on that device (measured after the cell) · eff "
+         "implausible: above 100 % of either (not an efficiency: a clock or a peak that does not hold) · ‡ records of different machine classes in one column · [n] see the note under "
          "the table (a formulation "
          "difference from the canonical definition, a host sync the framework imposes on every step, or why a cell "
          "did not run)")
@@ -194,6 +196,24 @@ def times_of(row):
     return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
 
 
+def efficiency_of(row):
+    """(share of the device's peak, share of the framework's own GEMM, [implausible shares in words]) of an ok row,
+    recomputed from its achieved FLOP/s and its own facts (shared.peaks), so records written before the peak table
+    get the same denominator; (None, None, []) where the record has no achieved rate."""
+    achieved = row.get("metrics.achieved_flops")
+    if row.get("status") != "ok" or not known(achieved):
+        return None, None, []
+    system = {key[len("system."):]: value for key, value in row.items() if key.startswith("system.")
+              and (isinstance(value, list) or known(value))}
+    gpu = row["cell.device"] == "gpu"
+    devices = row.get("metrics.devices") if gpu and known(row.get("metrics.devices")) else 1
+    gemm = next((system.get(f"calibration.{k}") for k in ("gemm_reduced_flops", "gemm_fp32_flops")
+                 if known(system.get(f"calibration.{k}"))), None)
+    peak, _ = peaks.device_peak(system, row["cell.device"], row["cell.precision"], devices)
+    got = peaks.shares(achieved, peak, gemm * devices if gemm else None)
+    return got["efficiency"], got["efficiency_of_gemm"], got["implausible"]
+
+
 def to_frame(records):
     """One row per record, nested keys flattened (cell.task, metrics.accuracy, system.host, …), plus the display
     columns the tables and the plot share."""
@@ -204,6 +224,8 @@ def to_frame(records):
     frame["machine"] = [machine_of(r) for r in rows]
     frame["machine_class"] = [machine_class_of(r) for r in rows]
     frame["software"] = [software_of(r) for r in rows]
+    frame[["eff_peak", "eff_gemm", "eff_implausible"]] = pd.DataFrame([efficiency_of(r) for r in rows],
+                                                                      index=frame.index, dtype=object)
     frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index,
                                                        dtype=object)
     return frame
@@ -230,8 +252,12 @@ def cell_text(row, task, footnotes):
         text += f" ±{row['timing.spread']:.0%}"
     if row.get("timing.unstable") is True:
         text += "†"
-    if known(row.get("metrics.efficiency")):
-        text += f" eff {row['metrics.efficiency']:.0%}"
+    peak, gemm, implausible = row.get("eff_peak"), row.get("eff_gemm"), row.get("eff_implausible")
+    if implausible:
+        text += f" eff implausible ({'; '.join(implausible)})"
+    elif known(peak) or known(gemm):
+        text += " eff " + ", ".join(f"{share:.0%} {label}" for share, label in ((peak, "peak"), (gemm, "GEMM"))
+                                    if known(share))
     quality = QUALITY_METRIC.get(task)
     if quality and known(row.get(f"metrics.{quality}")):
         q = row[f"metrics.{quality}"]

@@ -375,9 +375,9 @@ def results_page(task, frame, out, plots):
              f'per source, machine class, variant and precision: records of different machines are never merged, and '
              f'columns of different machines compare only with care. Each value links to its record (and log).</p>',
              f'<p><label><input type="checkbox" id="details"> show details</label> <span class="muted">(time as '
-             f'waited / steady state, ±spread, eff = share of the framework\'s own GEMM rate, not of the device\'s '
-             f'peak: above 100 % means the calibration could not fill the device{html.escape(quality_text)})</span>'
-             f'</p>', '<p class="muted">' + html.escape(report.MARKS) + "</p>"]
+             f'waited / steady state, ±spread, eff = share of the device\'s peak for the precision (peak) and of the '
+             f'framework\'s own GEMM rate on it (GEMM); above 100 % of either is flagged implausible and not shown as an '
+             f'efficiency{html.escape(quality_text)})</span></p>', '<p class="muted">' + html.escape(report.MARKS) + "</p>"]
     filters = defaultdict(set)
     tables = []
     for (data, scale), group in sorted(groups.items()):
@@ -480,8 +480,8 @@ GLOSSARY = (
     ("synthetic data", "seeded, learnable twins of CIFAR-10, IMDB and ChestX-ray14 in the real formats: accuracy "
                        "on them shows that a system learns, not how well"),
     ("demo scale", "a few hundred images per cell, so that every system runs on two CPU cores in minutes"),
-    ("efficiency (eff)", "the cell's model FLOP/s over a calibration rate measured on the same device after the "
-                         "cell; above 100 % flags a calibration too small for the device, not a result"),
+    ("efficiency (eff)", "the cell's model FLOP/s over the device's peak for its precision (peak) and over the "
+                         "framework's own GEMM on it (GEMM); above 100 % of either is flagged implausible"),
 )
 REPOSITORY = "https://github.com/{}"
 ORIGINAL = "https://github.com/ilkarman/DeepLearningFrameworks"

@@ -2,8 +2,9 @@
 fp32 (and in the cell's reduced precision where it has one) and, on the CPU, a memory-bandwidth probe; a few seconds
 at most. After, not before: TensorFlow and JAX fix their logical devices when their runtime starts, which a GEMM
 would do before the cell splits the CPU into devices; and the device is warm by then. The record keeps it
-(`system.calibration`) and each ok cell's achieved FLOP/s is reported as a share of the GEMM rate
-(`metrics.efficiency`): which framework leaves the machine idle, and by how much.
+(`system.calibration`) and each ok cell's achieved FLOP/s is reported as a share of the device's peak
+(`metrics.efficiency`, shared/peaks.py: one denominator per machine) and of this GEMM rate
+(`metrics.efficiency_of_gemm`, "of its own GEMM"): which framework leaves the machine idle, and by how much.
 
 A runner package offers `gemm(cfg, n, dtype) -> (matmul, barrier)`: `matmul()` queues one n×n by n×n product of
 `dtype` on the cell's device, `barrier()` waits for it. Runs on Python 3.6 like the rest of `shared`.
@@ -13,7 +14,7 @@ import time
 
 import numpy as np
 
-from shared import flops
+from shared import flops, peaks
 
 N = 1024            # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
 N_GPU = 8192        # … and on a GPU, where 1024² is far too small: on an H200 it gave JAX 34 TFLOP/s in bf16, so
@@ -89,15 +90,19 @@ def calibrate(family, cfg, system):
     return block
 
 
-def efficiency(cfg, metrics, calibration):
-    """{model_flops_per_sample, achieved_flops, efficiency}: the cell's steady-state FLOP/s and its share of the
-    calibrated GEMM rate of its compute dtype (times the devices on a GPU; CPU 'devices' share the same cores)."""
+def efficiency(cfg, metrics, calibration, system=None):
+    """{model_flops_per_sample, achieved_flops, peak_flops, peak_source, efficiency, efficiency_of_gemm,
+    implausible}: the cell's steady-state FLOP/s, its share of the device's peak for the cell's precision (one
+    denominator per machine: shared.peaks, from `system`, the record's facts) and, as a second figure, of the
+    framework's own calibrated GEMM rate of its compute dtype (times the devices on a GPU; CPU 'devices' share the
+    same cores). A share above 100 % is named in `implausible` and not given."""
     per_sample = flops.per_sample(cfg.task, cfg.params)
     rate = metrics.get("steady_samples_per_second") or metrics.get("samples_per_second")
     if cfg.task == "resnet50" and metrics.get("images") and metrics.get("seconds_per_1000_images"):
         rate = 1000 / metrics["seconds_per_1000_images"]
     achieved = per_sample * rate if rate else None
-    peak = (calibration or {}).get("gemm_reduced_flops") or (calibration or {}).get("gemm_fp32_flops")
+    gemm = (calibration or {}).get("gemm_reduced_flops") or (calibration or {}).get("gemm_fp32_flops")
     devices = metrics.get("devices", 1) if cfg.device == "gpu" else 1
-    return {"model_flops_per_sample": per_sample, "achieved_flops": achieved,
-            "efficiency": achieved / (peak * devices) if achieved and peak else None}
+    peak, source = peaks.device_peak(system or {}, cfg.device, cfg.precision, devices)
+    return {"model_flops_per_sample": per_sample, "achieved_flops": achieved, "peak_flops": peak,
+            "peak_source": source, **peaks.shares(achieved, peak, gemm * devices if gemm else None)}

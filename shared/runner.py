@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared import params
+from shared import params, threads
 from shared.calibration import calibrate, efficiency
 from shared.datasets import SYNTHETIC, DataError, data_source, prepare
 from shared.record import Skip, make_record, now, write_record
@@ -145,13 +145,14 @@ def run(cfg, load_task, framework_info, family=None):
         except Exception as e:  # the cell fails, the record says why; the matrix goes on
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
     system = system_info({**info, "switches": result.get("switches", {})})
+    system["threads"] = threads.applied()     # the thread rule as applied, and the CPU affinity (shared/threads.py)
     system["calibration"] = None
     if status == "ok" and family is not None:
         # After the cell, never before: TensorFlow and JAX fix their logical devices when their runtime starts, which
         # a GEMM would do before the cell could split the CPU into devices; the device is warm by now as well.
         try:
             system["calibration"] = calibrate(family(), cfg, system)
-            result["metrics"].update(efficiency(cfg, result["metrics"], system["calibration"]))
+            result["metrics"].update(efficiency(cfg, result["metrics"], system["calibration"], system))
         except Exception as e:  # a calibration that breaks must not cost the cell its result: the record says why
             system["calibration"] = {"note": f"calibration failed: {type(e).__name__}: {e}"[:300]}
     system["machine_class"] = machine_class(system, cfg.device, cfg.gpus)  # what verify and the report compare by

@@ -10,19 +10,32 @@ from shared import buildinfo
 
 
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-             "amx_fp16", "asimd", "sve", "sve2")   # what decides a CPU's GEMM rate (x86 and Arm)
+             "amx_fp16", "asimd", "sve", "sve2",    # what decides a CPU's GEMM rate (x86 and Arm) …
+             "avx_vnni", "avx512_vp2intersect", "avx_vnni_int8", "avx_ne_convert", "avx_ifma", "avx10")  # … and, with
+# the family/model/stepping, which generation it is where the VM names every CPU alike ("AMD EPYC"): Zen 5 has
+# avx_vnni and avx512_vp2intersect, Zen 4 neither; Sapphire Rapids has amx_*, Granite Rapids amx_fp16
 ISA_LEVELS = (("amx_bf16", "amx"), ("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"), ("avx2", "avx2"),
               ("sve", "sve"), ("asimd", "neon"))     # the class names the best the CPU has
+GENERATION_FLAGS = (("avx_vnni", "avxvnni"), ("avx512_vp2intersect", "vp2intersect"), ("avx512_fp16", "fp16"),
+                    ("amx_fp16", "amxfp16"), ("avx_ne_convert", "neconvert"), ("avx10", "avx10"))
 
 
-def cpuinfo():
-    """(model name, set of flags, physical cores) from /proc/cpuinfo; physical cores = distinct (package, core)."""
+def cpuinfo(generation=None):
+    """(model name, set of flags, physical cores) from /proc/cpuinfo; physical cores = distinct (package, core).
+    `generation`, a dict, receives what the kernel reports even where a VM masks the model name: vendor, CPU family,
+    model and stepping (x86: `cpu family`, `model`, `stepping`; Arm: implementer, part, variant, revision)."""
     model, flags, cores = None, set(), set()
     package = None
+    keys = {"vendor_id": "cpu_vendor", "cpu family": "cpu_family", "model": "cpu_model_number",
+            "stepping": "cpu_stepping", "CPU implementer": "cpu_vendor", "CPU architecture": "cpu_family",
+            "CPU part": "cpu_model_number", "CPU variant": "cpu_stepping", "cpu MHz": "cpu_mhz"}
+    generation = {} if generation is None else generation
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, value = (s.strip() for s in line.partition(":"))
+                if key in keys and keys[key] not in generation:
+                    generation[keys[key]] = value
                 if key == "model name" and model is None:
                     model = value
                 elif key in ("flags", "Features") and not flags:
@@ -126,8 +139,13 @@ def slug(text):
 
 def machine_class(system, device, gpus=1):
     """What the speed of a cell depends on, in one key that never holds a host name: for a CPU cell the CPU model,
-    its best instruction set and the CPUs the cell could use ('cpu:amd-epyc-9b14:avx512-bf16:2c'); for a GPU cell
-    the GPU model, its memory and how many ('gpu:nvidia-h200:141g:x1'). Records of one class are comparable."""
+    its generation as the kernel reports it even where a VM masks the model name (family, model, stepping), its best
+    instruction set with the flags that tell generations apart, and the CPUs the cell could use
+    ('cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c'; a Zen 5 is 'cpu:amd-epyc:f26-m2-s1:avx512-bf16.avxvnni.vp2intersect:2c');
+    for a GPU cell the GPU model, its memory and how many ('gpu:nvidia-h200:141g:x1'). Records of one class are
+    comparable. Facts without the generation (records made before it) give the format-1 class they were made with
+    ('cpu:amd-epyc:avx512-bf16:2c'), which no format-2 class equals: such a reference is made again, never trusted
+    across generations (class_format)."""
     if device == "gpu":
         facts = (system.get("gpu_facts") or [{}])[0]
         name = facts.get("name") or ((system.get("gpus") or ["unknown"])[0])
@@ -136,7 +154,25 @@ def machine_class(system, device, gpus=1):
     flags = set(system.get("cpu_flags") or ())
     isa = next((name for flag, name in ISA_LEVELS if flag in flags), "isa-unknown" if not flags else "baseline")
     usable = system.get("cpu_usable") or system.get("cpu_count")
-    return f"cpu:{slug(system.get('cpu') or 'unknown')}:{isa}:{usable if usable is not None else '?'}c"
+    cores = f"{usable if usable is not None else '?'}c"
+    if system.get("cpu_family") is None:    # a record made before the generation facts: the class format 1
+        return f"cpu:{slug(system.get('cpu') or 'unknown')}:{isa}:{cores}"
+    generation = slug(f"f{system['cpu_family']}-m{system.get('cpu_model_number')}-s{system.get('cpu_stepping')}")
+    extra = "".join(f".{name}" for flag, name in GENERATION_FLAGS if flag in flags)
+    return f"cpu:{slug(system.get('cpu') or 'unknown')}:{generation}:{isa}{extra}:{cores}"
+
+
+def legacy_class(system, device, gpus=1):
+    """The format-1 class of facts that may hold the generation: what a reference made before it would name them."""
+    return machine_class({**system, "cpu_family": None}, device, gpus)
+
+
+def class_format(machine):
+    """1 for a CPU class string made before the generation facts (cpu:MODEL:ISA:CORES), 2 after
+    (cpu:MODEL:fFAMILY-mMODEL-sSTEPPING:ISA[.FLAGS]:CORES); None for a GPU class."""
+    if not str(machine).startswith("cpu:"):
+        return None
+    return 2 if len(str(machine).split(":")) == 5 else 1
 
 
 def nvidia_driver():
@@ -168,8 +204,17 @@ def placement():
 
 
 def cpu_facts():
-    model, flags, physical = cpuinfo()
-    return {"cpu": model, "cpu_flags": sorted(f for f in ISA_FLAGS if f in flags), "cpu_count": os.cpu_count(),
+    generation = {}
+    model, flags, physical = cpuinfo(generation)
+    max_khz = read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    try:
+        mhz = round(float(generation.get("cpu_mhz")))
+    except (TypeError, ValueError):
+        mhz = None
+    return {"cpu": model, "cpu_vendor": generation.get("cpu_vendor"), "cpu_family": generation.get("cpu_family"),
+            "cpu_mhz": mhz, "cpu_max_mhz": round(int(max_khz) / 1000) if max_khz and max_khz.isdigit() else None,
+            "cpu_model_number": generation.get("cpu_model_number"), "cpu_stepping": generation.get("cpu_stepping"),
+            "cpu_flags": sorted(f for f in ISA_FLAGS if f in flags), "cpu_count": os.cpu_count(),
             "cpu_physical_cores": physical, "cpu_usable": usable_cpus(), "memory_gib": memory_gib()}
 
 

@@ -50,21 +50,70 @@ def test_training_costs_three_forward_passes_and_extraction_one():
     assert flops.resnet50(params.RESNET50) == pytest.approx(8.18e9, rel=0.01)    # the published 4.09 GMACs
 
 
-def test_efficiency_is_the_steady_state_flops_over_the_calibrated_gemm_rate():
+ZEN4 = {"cpu": "AMD EPYC", "cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model_number": "17",
+        "cpu_stepping": "1", "cpu_flags": ["avx2", "avx512_bf16", "avx512f", "fma"], "cpu_usable": 2, "cpu_mhz": 2596}
+
+
+def test_efficiency_has_one_denominator_per_machine_and_the_own_gemm_beside_it():
     from shared.calibration import efficiency
     from shared.runner import RunConfig
     cfg = RunConfig("pytorch", "cnn", data=None, out=None, scale="demo")
     per_sample = flops.per_sample("cnn", cfg.params)
+    peak = 2 * 2596e6 * 32             # Zen 4: two 256-bit FMA pipes, 32 fp32 FLOP a cycle, whatever AVX-512 says
     got = efficiency(cfg, {"steady_samples_per_second": 100.0, "samples_per_second": 50.0},
-                     {"gemm_fp32_flops": per_sample * 400.0, "gemm_reduced_flops": None})
-    assert got == {"model_flops_per_sample": per_sample, "achieved_flops": per_sample * 100.0, "efficiency": 0.25}
-    # a bf16 cell is measured against the bf16 GEMM; two GPUs against twice one GPU's rate
+                     {"gemm_fp32_flops": per_sample * 400.0, "gemm_reduced_flops": None}, ZEN4)
+    assert got["achieved_flops"] == per_sample * 100.0 and got["peak_flops"] == peak
+    assert got["efficiency"] == per_sample * 100.0 / peak and got["efficiency_of_gemm"] == 0.25
+    assert got["peak_source"] == "2 cores × 2596 MHz (reported) × 32 FLOP/cycle" and got["implausible"] == []
+    # the kernel's maximum clock wins over the reported one; another framework's GEMM changes only its own figure
+    fast = efficiency(cfg, {"steady_samples_per_second": 100.0}, {"gemm_fp32_flops": per_sample * 200.0},
+                      {**ZEN4, "cpu_max_mhz": 3700})
+    assert fast["peak_flops"] == 2 * 3700e6 * 32 and fast["efficiency_of_gemm"] == 0.5
+    # a bf16 cell is measured against the bf16 GEMM and its GPU's bf16 peak; two GPUs against twice one GPU's
     gpu = RunConfig("pytorch", "densenet121", data=None, out=None, scale="demo", device="gpu", gpus=2,
                     precision="bf16")
+    h200 = {"gpu_facts": [{"name": "NVIDIA H200", "memory_mib": 144384}]}
+    per = flops.per_sample("densenet121", gpu.params)
     got = efficiency(gpu, {"steady_samples_per_second": 10.0, "devices": 2},
-                     {"gemm_fp32_flops": 1.0, "gemm_reduced_flops": flops.per_sample("densenet121", gpu.params) * 10})
-    assert got["efficiency"] == 0.5
-    assert efficiency(cfg, {"samples_per_second": 1.0}, {"gemm_fp32_flops": None})["efficiency"] is None
+                     {"gemm_fp32_flops": 1.0, "gemm_reduced_flops": per * 10}, h200)
+    assert got["efficiency_of_gemm"] == 0.5 and got["peak_flops"] == 2 * 989.4e12
+    assert got["efficiency"] == pytest.approx(per * 10 / (2 * 989.4e12))
+    assert efficiency(cfg, {"samples_per_second": 1.0}, {"gemm_fp32_flops": None})["efficiency_of_gemm"] is None
+
+
+def test_above_a_hundred_percent_of_either_denominator_is_implausible_and_not_an_efficiency():
+    from shared import peaks
+    assert peaks.shares(2.0, 1.0, 4.0) == {"efficiency": None, "efficiency_of_gemm": 0.5,
+                                           "implausible": ["200% of the device's peak"]}
+    assert peaks.shares(1.0, 4.0, 0.5) == {"efficiency": 0.25, "efficiency_of_gemm": None,
+                                           "implausible": ["200% of its own GEMM"]}
+    assert peaks.shares(1.0, 1.0, 1.0)["implausible"] == []                       # exactly 100 % is possible
+
+
+@pytest.mark.parametrize("name, precision, tflops", [
+    ("NVIDIA H200", "fp32", 67.0), ("NVIDIA H200", "tf32", 494.7), ("NVIDIA H200", "bf16", 989.4),
+    ("NVIDIA H100 80GB HBM3", "bf16", 989.4), ("NVIDIA H100 PCIe", "bf16", 756.0),
+    ("NVIDIA A100-SXM4-80GB", "tf32", 156.0), ("NVIDIA A100-PCIE-40GB", "fp32", 19.5),
+    ("Tesla V100-SXM2-16GB", "amp", 125.0), ("Tesla V100-SXM2-16GB", "bf16", None), ("Tesla T4", "amp", 65.0),
+    ("NVIDIA L4", "bf16", 121.0), ("NVIDIA A10", "fp32", 31.2), ("NVIDIA A10G", "fp32", None),
+    ("NVIDIA H100 NVL", "bf16", None), ("NVIDIA GeForce RTX 4090", "fp32", None),
+])
+def test_gpu_peaks_are_the_datasheets_dense_rates_and_none_where_unsure(name, precision, tflops):
+    from shared import peaks
+    assert peaks.gpu_peak(name, precision) == (tflops * 1e12 if tflops else None)
+
+
+def test_a_cpu_peak_comes_from_the_records_own_facts():
+    from shared import peaks
+    assert peaks.cpu_peak(ZEN4) == 2 * 2596e6 * 32
+    assert peaks.cpu_peak(ZEN4, "bf16") == 2 * 2 * 2596e6 * 32                  # AVX-512 BF16's dot product
+    assert peaks.cpu_peak({**ZEN4, "cpu_flags": ["avx2", "fma"]}, "bf16") is None
+    zen5 = {**ZEN4, "cpu_family": "26", "cpu_model_number": "2"}               # not in the table: the flags decide
+    assert peaks.cpu_peak(zen5) == 2 * 2596e6 * 64
+    assert peaks.cpu_peak({**ZEN4, "cpu_vendor": "GenuineIntel", "cpu_family": "6", "cpu_flags": ["avx2", "fma"]}) \
+        == 2 * 2596e6 * 32
+    assert peaks.cpu_peak({k: v for k, v in ZEN4.items() if k != "cpu_mhz"}) is None   # records before the clock
+    assert peaks.device_peak({}, "cpu", "fp32") == (None, "no CPU clock in the record")
 
 
 def test_a_gemm_faster_than_the_cpu_can_be_is_recorded_as_implausible_not_used(monkeypatch):

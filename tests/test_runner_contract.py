@@ -154,11 +154,16 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     assert {"cpu_flags", "cpu_physical_cores", "cpu_usable", "memory_gib", "gpu_facts"} <= set(system)
     assert system["machine_class"].startswith("cpu:") and system["host"] not in system["machine_class"]
     assert system["params_hash"] == params_hash("resnet50", "tiny")
+    # the thread rule as applied before the framework loaded, with the CPU affinity (shared/threads.py)
+    rule = system["threads"]
+    assert rule["affinity"] and rule["inter_op"] == 1 and rule["intra_op"] == max(1, int(system["cpu_usable"]))
+    assert all(value == str(rule["intra_op"] if "INTEROP" not in name else 1)
+               for name, value in rule["env"].items() if rule["set_by"][name] == "rule")
     # the device's calibration in the cell's framework, and the cell's share of it
     assert system["calibration"]["gemm_fp32_flops"] > 1e9 and system["calibration"]["host_copy_bytes_per_s"] > 0
     metrics = record["metrics"]
     assert metrics["model_flops_per_sample"] == flops.resnet50(task_params("resnet50", "tiny"))
-    assert metrics["achieved_flops"] > 0 and metrics["efficiency"] > 0
+    assert metrics["achieved_flops"] > 0 and metrics["efficiency_of_gemm"] > 0 and metrics["peak_flops"] > 0
 
 
 def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_error(synthetic_data, tmp_path):

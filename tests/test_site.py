@@ -126,7 +126,8 @@ def run_folders(tmp_path_factory):
     shutil.copytree(first, second)
     for path in (second / "cells").glob("*.json"):
         record = json.loads(path.read_text())
-        record["system"]["machine_class"] = "cpu:other-cpu:avx2:8c"
+        record["system"].update(cpu="Other CPU", cpu_flags=["avx2"], cpu_usable=8, cpu_family=None,
+                                machine_class="cpu:other-cpu:avx2:8c")
         path.write_text(json.dumps(record))
     return first, second
 

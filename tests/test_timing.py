@@ -36,7 +36,7 @@ def test_training_windows_exclude_the_first_step_and_never_span_epochs(monkeypat
 
 
 def test_the_steady_state_is_the_median_window_over_every_step():
-    windows = [0.5, 0.5, 0.6, 0.5, 0.7]
+    windows = [0.4, 0.5, 0.6, 0.5, 0.9]                     # min 0.4, mean 0.58, median 0.5: only the median
     assert timing.steady_state_seconds([16.0, 6.5], warmup=10.0, steps=13, windows=windows) == 0.5 * 13 * 2
     # without a full window: the epochs after the first, or the one epoch less its first step
     assert timing.steady_state_seconds([16.0, 6.5, 7.5], steps=13) == 7.0 * 3
@@ -113,3 +113,57 @@ def test_input_wait_is_near_one_for_a_slow_source_and_near_zero_for_a_ready_one(
     for _ in fed(range(4)):                                   # batches ready; the steps take the time
         time.sleep(0.05)
     assert fed.fraction(time.perf_counter() - start) < 0.1
+
+
+# ---------------------------------------------------------------- every threshold, pinned on both sides
+
+def test_the_spread_marks_noise_above_ten_percent_and_not_at_it():
+    assert timing.UNSTABLE_SPREAD == 0.10
+    calm = timing.summarize([1.0, 1.0, 1.0, 1.099, 1.099])     # q1 1.0, q3 1.099, median 1.0: 9.9 %
+    noisy = timing.summarize([1.0, 1.0, 1.0, 1.101, 1.101])    # 10.1 %
+    assert calm["spread"] == pytest.approx(0.099) and calm["unstable"] is False
+    assert noisy["spread"] == pytest.approx(0.101) and noisy["unstable"] is True
+
+
+def test_five_samples_give_a_spread_and_four_do_not():
+    assert timing.MIN_SAMPLES == 5
+    assert timing.summarize([1.0, 1.1, 1.2, 1.3])["spread"] is None
+    assert timing.summarize([1.0, 1.1, 1.2, 1.3, 1.4])["spread"] is not None
+
+
+@pytest.mark.parametrize("second, settled_after", [(2.19, 2), (2.21, 3)])
+def test_two_passes_agree_within_ten_percent(monkeypatch, second, settled_after):
+    """2.0 then 2.19 agree (9.5 %); 2.0 then 2.21 do not (10.5 %), so a third pass is needed."""
+    clock = FakeClock(monkeypatch)
+    costs = iter([2.0, second, second] + [2.0] * 10)
+    block = timing.repeat(lambda: clock.step(lambda _: next(costs))(None), repeats=5)
+    assert block["warm"] is True and block["warmup"] == pytest.approx(2.0 + second * (settled_after - 1))
+
+
+def test_windows_hold_five_steps_each():
+    assert timing.WINDOW_STEPS == 5
+    assert timing.train_timing([0.1] * 5)["window_steps"] == 5
+
+
+def test_feature_extraction_figures_come_from_the_median_pass():
+    block = {"median": 2.0, "min": 1.0, "max": 4.0}
+    metrics = timing.extraction_metrics(block, images=8, batch_size=8, image_size=224)
+    assert metrics["seconds_per_1000_images"] == 250.0 and metrics["samples_per_second"] == 4.0
+
+
+def test_train_metrics_publish_what_the_samples_say():
+    metrics = timing.train_metrics([20.0, 10.0], 100, warmup=5.0, steps=10, windows=[0.4, 0.5, 0.6, 0.5, 0.9])
+    assert metrics["train_seconds"] == 30.0 and metrics["steady_state_seconds"] == 0.5 * 10 * 2
+    assert metrics["samples_per_second"] == 200 / 30.0 and metrics["steady_samples_per_second"] == 200 / 10.0
+
+
+@pytest.mark.parametrize("interval, after, leak", [
+    (0.01, 0.0011, True), (0.01, 0.0009, False),             # short intervals: the 1 ms floor decides
+    (1.0, 0.021, True), (1.0, 0.019, False),                 # long ones: 2 % of the interval
+])
+def test_a_barrier_leaks_beyond_a_millisecond_and_two_percent_of_its_interval(monkeypatch, interval, after, leak):
+    assert (timing.LEAK_SECONDS, timing.LEAK_SHARE) == (1e-3, 0.02)
+    monkeypatch.setattr(timing, "_audit", [(interval, after), (interval, 0.0)])
+    audit = timing.barrier_audit()
+    assert audit["checks"] == 2 and audit["leaks"] == int(leak) and audit["max_after_seconds"] == after
+    assert audit["median_after_seconds"] == after / 2

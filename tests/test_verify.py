@@ -3,13 +3,15 @@
 the same class (tests/data/second-run: the `reference` profile, made the same day: a fourth run). Each test changes only what it names; the verdicts the old verify got wrong (an
 OK for a broken clock or the wrong scale, a FAIL for a healthy install) are the cases."""
 import json
-import math
+import statistics
 from pathlib import Path
 
 import pytest
 
 from scripts import verify
-from shared.params import params_hash
+from shared import sysinfo
+from shared import timing
+from shared.params import params_hash, task_params
 from shared.record import write_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,23 @@ def scaled(record, factor):
     return record
 
 
+def with_values(record, values):
+    """The record with other samples, its published figures recomputed from them as the runners do (shared.timing):
+    a test that moves samples must not be refused for an inconsistency it did not mean to test."""
+    record = json.loads(json.dumps(record))
+    record["timing"]["values"] = list(values)
+    record["timing"]["median"] = statistics.median(values)
+    metrics = record["metrics"]
+    if record["cell"]["task"] == "resnet50":
+        metrics["seconds_per_1000_images"] = statistics.median(values) / metrics["images"] * 1000
+    else:
+        batch = task_params(record["cell"]["task"], record["cell"]["scale"])["batch_size"]
+        steps = metrics["train_samples"] // batch
+        metrics["steady_state_seconds"] = timing.steady_state_seconds(metrics["epoch_seconds"], None, steps, values)
+    assert verify.records.inconsistencies(record) == []
+    return record
+
+
 @pytest.fixture(scope="module")
 def reference():
     if not REFERENCE.is_dir():
@@ -49,10 +68,17 @@ def reference():
     return verify.records_by_id(REFERENCE)
 
 
+@pytest.fixture(scope="module")
+def honest():
+    """An honest run of the reference's class that verifies OK against it (the base every case below changes): the
+    reference's own first run is not, since its bimodal cells sit in the other mode than its further runs."""
+    return verify.records_by_id(SECOND_RUN)
+
+
 def verify_run(reference_dir, run_dir, capsys):
     code = verify.main(["--reference", str(reference_dir), "--run", str(run_dir)])
     out = capsys.readouterr().out.strip().splitlines()
-    ids = verify.records_by_id(run_dir)
+    ids = verify.read_run(Path(run_dir))
     rows = {line.split()[0]: line for line in out if line.split() and line.split()[0] in ids}
     overall = next(line for line in out if line.startswith("overall:"))
     verdict = next(line for line in out if line.startswith(("OK:", "FAIL:", "INCOMPARABLE:")))
@@ -69,8 +95,9 @@ def test_the_reference_holds_samples_of_one_machine_class(reference):
 def test_every_time_times_a_hundredth_is_a_broken_clock_not_ok(reference, tmp_path, capsys):
     run = run_from({i: scaled(r, 0.01) for i, r in reference.items()}, tmp_path / "run")
     code, _, overall, verdict = verify_run(REFERENCE, run, capsys)
-    assert code == 1 and verdict.startswith("FAIL: the whole run is off the reference")
-    assert "faster than" in overall and "check the clock" in overall
+    assert code == 1 and verdict.startswith("FAIL: the whole run is off this machine's own measured rate")
+    assert "the install is faster than this machine's own measured rate" in overall
+    assert "faster than possible" in verdict
 
 
 def test_tiny_scale_records_are_incomparable_with_the_demo_reference(reference, tmp_path, capsys):
@@ -78,7 +105,7 @@ def test_tiny_scale_records_are_incomparable_with_the_demo_reference(reference, 
     for cell_id, record in reference.items():
         record = scaled(record, 0.2)
         record["cell"]["scale"] = "tiny"
-        record["system"]["params_hash"] = params_hash(record["cell"]["task"], "tiny")
+        record["system"]["params_hash"] = "0123456789ab"   # tiny parameters this test does not pretend to have timed
         tiny[cell_id] = record
     run = run_from(tiny, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
@@ -86,63 +113,365 @@ def test_tiny_scale_records_are_incomparable_with_the_demo_reference(reference, 
     assert "incomparable: scale tiny vs the reference's demo" in rows["pytorch-cnn-cpu-fp32-1cpu"]
 
 
-def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(reference, tmp_path, capsys):
+def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(honest, tmp_path, capsys):
     slow = "pytorch-gru-cpu-fp32-1cpu"
-    run = run_from({i: scaled(r, 2.0) if i == slow else r for i, r in reference.items()}, tmp_path / "run")
+    run = run_from({i: scaled(r, 2.0) if i == slow else r for i, r in honest.items()}, tmp_path / "run")
     code, rows, overall, verdict = verify_run(REFERENCE, run, capsys)
     assert code == 1 and "slower (×" in rows[slow] and "p=" in rows[slow]
     flagged = [i for i, row in rows.items() if "slower" in row or "faster than possible" in row]
     assert flagged == [slow]
-    assert verdict.startswith("FAIL: 1 of ") and "slower than the reference beyond their tolerance (×1.5" in verdict
+    assert verdict.startswith("FAIL: 1 of ") and f"slower than the reference beyond ×1.5" in verdict and slow in verdict
 
 
-def test_a_cell_whose_reference_runs_differ_gets_that_much_room_and_no_other_cell_does(reference, tmp_path, capsys):
-    """A healthy install moves some cells between runs (the reference's own runs show which and how far): such a
-    cell at its between-run factor is ok, a steady cell moved by the same factor is off."""
-    between = verify.between_runs(verify.reference_runs(REFERENCE))
-    wide = max(between, key=between.get)
-    steady = [i for i in between if between[i] < 1.2 and verify.samples(reference[i])]    # the least noisy of them:
-    narrow = min(steady, key=lambda i: reference[i]["timing"]["spread"])               # its samples cannot overlap
-    factor = between[wide]
-    assert factor > verify.TIME_TOLERANCE * 1.1 and between[narrow] < 1.2   # the committed runs show both kinds
-    run = run_from({i: scaled(r, factor) if i in (wide, narrow) else r for i, r in reference.items()},
-                   tmp_path / "run")
+def test_half_the_cells_twice_as_slow_fail_and_are_not_divided_out(honest, tmp_path, capsys):
+    """The old verify divided the run's geometric mean (×1.42) out and passed every cell. The median is not moved
+    far by half the cells, and nothing the calibration does not explain is divided out."""
+    ok = sorted(i for i, r in honest.items() if r["status"] == "ok")
+    slow = set(ok[::2])
+    run = run_from({i: scaled(r, 2.0) if i in slow else r for i, r in honest.items()}, tmp_path / "run")
+    code, rows, overall, verdict = verify_run(REFERENCE, run, capsys)
+    assert code == 1 and verdict.startswith("FAIL: ")
+    flagged = {i for i, row in rows.items() if "slower (×" in row}
+    assert flagged == slow, sorted(flagged ^ slow)
+    assert "nothing divided out" in overall
+
+
+def pooled_median(cell_id):
+    return statistics.median(verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id])
+
+
+@pytest.mark.parametrize("cell_id", ["cntk-gru-cpu-fp32-1cpu", "keras2-theano-cnn-cpu-fp32-1cpu",
+                                     "tensorflow-gru-cpu-fp32-1cpu", "tensorflow-resnet50-cpu-fp32-1cpu"])
+def test_a_cell_twice_as_slow_as_its_reference_fails_even_where_the_old_tolerance_was_wide(
+        honest, tmp_path, capsys, cell_id):
+    """These four cells had ×2.1-×2.3 tolerances from their honest runs' spread; no tolerance exceeds ×1.5 now.
+    '2× slower' is twice the reference's samples pooled over its runs (cntk-gru's first run is its fast mode)."""
+    factor = 2.0 * pooled_median(cell_id) / statistics.median(verify.samples(honest[cell_id]))
+    assert factor > 1.5
+    run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
-    assert code == 1 and "slower (×" in rows[narrow]
-    assert "within its tolerance" in rows[wide] and "the reference's runs differ by" in rows[wide]
-    assert verdict.startswith("FAIL: 1 of ")
+    assert code == 1 and "slower (×" in rows[cell_id] and cell_id in verdict
 
 
-def test_a_cell_timed_by_one_value_gets_a_single_values_room(reference, tmp_path, capsys):
-    """A demo DenseNet times two steps: no samples, so one value, compile noise and all, is all there is."""
+@pytest.mark.parametrize("cell_id", ["pytorch-cnn-cpu-fp32-1cpu", "jax-cnn-cpu-fp32-1cpu"])
+def test_four_of_five_windows_twice_as_slow_is_significant_despite_the_one_left(honest, tmp_path, capsys, cell_id):
+    """One window at the old speed vetoed a real 2× shift (two-sided 5-against-5 Mann-Whitney); wherever that window
+    falls, the one-sided test against the pooled reference samples still finds it (jax-cnn's last window left gives
+    p ≈ 0.02: between the old α and this one)."""
+    values = verify.samples(honest[cell_id])
+    for keep in range(len(values)):
+        record = with_values(honest[cell_id], [v if i == keep else 2 * v for i, v in enumerate(values)])
+        run = run_from({**honest, cell_id: record}, tmp_path / f"run-{keep}")
+        code, rows, _, _ = verify_run(REFERENCE, run, capsys)
+        assert code == 1 and "slower (×" in rows[cell_id], (keep, rows[cell_id])
+
+
+def test_the_rank_test_is_one_sided_in_the_ratios_direction(honest, tmp_path, capsys):
+    """Three of jax-cnn's five windows twice as slow: the ratio is ×1.9 and the one-sided p ≈ 0.04, which a two-sided
+    test (p ≈ 0.08) would call noise; the direction is the ratio's, which a test the wrong way round would never find."""
+    cell_id = "jax-cnn-cpu-fp32-1cpu"
+    values = verify.samples(honest[cell_id])
+    record = with_values(honest[cell_id], [v if i in (1, 3) else 2 * v for i, v in enumerate(values)])
+    code, rows, _, _ = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and ("slower (×1.8" in rows[cell_id] or "slower (×1.9" in rows[cell_id]), rows[cell_id]
+    p = float(rows[cell_id].split("p=")[1].split(")")[0])
+    assert verify.ALPHA / 2 < p < verify.ALPHA
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.3, 1.6])
+def test_every_cell_moved_with_the_calibration_unchanged_is_the_install(honest, tmp_path, capsys, factor):
+    run = run_from({i: scaled(r, factor) for i, r in honest.items()}, tmp_path / "run")
+    code, _, overall, verdict = verify_run(REFERENCE, run, capsys)
+    assert code == 1 and verdict.startswith("FAIL: the whole run is off this machine's own measured rate")
+    words = "slower than this machine's own measured rate" if factor > 1 else \
+        "faster than this machine's own measured rate"
+    assert f"beyond ×{verify.OVERALL_TOLERANCE:g}: the install is {words}" in overall
+
+
+def vouched(records):
+    """`records` less the cells whose reference runs differ beyond the tolerance (bimodal): a test that moves a whole
+    run moves those across the edge by their own mode, not by what it tests."""
+    between = verify.between_runs(verify.reference_runs(REFERENCE))
+    return {i: r for i, r in records.items() if between.get(i, 1.0) <= verify.TIME_TOLERANCE}
+
+
+def test_a_run_just_inside_the_overall_limit_is_ok(honest, tmp_path, capsys):
+    run = run_from(vouched({i: scaled(r, 1.2) for i, r in honest.items()}), tmp_path / "run")
+    code, rows, overall, verdict = verify_run(REFERENCE, run, capsys)
+    assert "1.17× slower than the reference" in overall and "unexplained ×1.17" in overall and "beyond" not in overall
+    assert "whole run" not in verdict
+
+
+def test_a_uniformly_slower_machine_whose_calibration_says_so_is_ok_with_the_factor_stated(honest, tmp_path,
+                                                                                          capsys):
+    slower = {}
+    for cell_id, record in honest.items():
+        record = scaled(record, 1.6)
+        block = record["system"].get("calibration")
+        if block and block.get("gemm_fp32_flops"):
+            block["gemm_fp32_flops"] /= 1.6
+            block["host_copy_bytes_per_s"] /= 1.6
+        slower[cell_id] = record
+    slower = vouched(slower)
+    code, _, overall, verdict = verify_run(REFERENCE, run_from(slower, tmp_path / "run"), capsys)
+    assert code == 0 and verdict.startswith("OK: ")
+    assert "1.56× slower than the reference" in overall and "explains ×1.5" in overall   # the honest run's 0.975
+    assert "unexplained ×0.99" in overall or "unexplained ×1.00" in overall
+    # the calibration only explains what it measured: a machine 1.2× slower by it, whose cells are 1.6×, fails
+    for record in slower.values():
+        block = record["system"].get("calibration")
+        if block and block.get("gemm_fp32_flops"):
+            block["gemm_fp32_flops"] *= 1.6 / 1.2
+            block["host_copy_bytes_per_s"] *= 1.6 / 1.2
+    code, _, overall, verdict = verify_run(REFERENCE, run_from(slower, tmp_path / "run2"), capsys)
+    assert code == 1 and "the install is slower than this machine's own measured rate" in overall
+
+
+def test_a_calibration_within_its_own_noise_explains_nothing():
+    reference = verify.records_by_id(REFERENCE)
+    ids = [i for i, r in reference.items() if r["status"] == "ok"]
+    for gemm, divided in ((1.04, False), (1.06, True)):
+        run = {}
+        for i in ids:
+            record = json.loads(json.dumps(reference[i]))
+            block = record["system"].get("calibration") or {}
+            if block.get("gemm_fp32_flops"):
+                block["gemm_fp32_flops"] /= gemm
+                block["host_copy_bytes_per_s"] /= gemm
+            run[i] = record
+        _, _, _, overall = verify.compare(reference, run, ids)
+        assert overall["explained"] == (pytest.approx(gemm, rel=1e-6) if divided else 1.0)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r["system"].update(machine_class="cpu:intel-xeon-platinum-8480:amx:8c"),
+     "refused: inconsistent: system/machine_class cpu:intel-xeon-platinum-8480:amx:8c disagrees"),
+    (lambda r: r["system"].update(cpu="Intel Xeon Platinum 8480", cpu_usable=8, cpu_flags=["amx_bf16", "avx2"],
+                                  machine_class="cpu:intel-xeon-platinum-8480:amx:8c"),
+     "incomparable: machine cpu:intel-xeon-platinum-8480:amx:8c vs the reference's cpu:amd-epyc:avx512-bf16:2c"),
+    (lambda r: r["system"].update(params_hash=None), "incomparable: task parameters not recorded"),
+    (lambda r: r["system"].update(params_hash="0123456789ab"), "incomparable: task parameters differ"),
+    (lambda r: r["timing"].update(unit="seconds per pass"), "refused: inconsistent: metrics/steady_state_seconds"),
+    (lambda r: r["cell"].update(data="real"), "incomparable: data real"),
+    (lambda r: r.update(with_values(r, r["timing"]["values"][:1])), "samples missing: 1 where the reference"),
+    (lambda r: r.update(with_values(r, r["timing"]["values"][:4])), "samples missing: 4 where the reference"),
+])
+def test_a_slow_cell_cannot_escape_by_being_incomparable(honest, tmp_path, capsys, change, words):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    record = scaled(honest[cell_id], 3.0)
+    change(record)
+    run = run_from({**honest, cell_id: record}, tmp_path / "run")
+    code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
+    assert code == 1 and words in rows[cell_id] and verdict.startswith("FAIL: "), rows[cell_id]
+
+
+def test_a_cell_timed_in_another_unit_fails_as_incomparable(honest, tmp_path, capsys):
+    cell_id = "pytorch-resnet50-cpu-fp32-1cpu"
+    record = scaled(honest[cell_id], 3.0)
+    record["timing"]["unit"] = "seconds per step"
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and "incomparable: timed in seconds per step vs the reference's seconds per pass" in rows[cell_id]
+
+
+def test_a_refused_record_fails_its_cell(honest, tmp_path, capsys):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    run = run_from(honest, tmp_path / "run")
+    (run / "cells" / f"{cell_id}.json").write_text("{\"schema\": 1}")
+    code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
+    assert code == 1 and "refused:" in rows[cell_id] and "refused as unsound" in verdict
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r["metrics"].update(steady_state_seconds=r["metrics"]["steady_state_seconds"] * 3),
+    lambda r: r["metrics"].update(accuracy=1.04),
+    lambda r: r["metrics"].update(accuracy=float("nan")),
+])
+def test_a_published_figure_that_does_not_follow_or_cannot_be_is_refused_and_fails(honest, tmp_path, capsys, change):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    record = json.loads(json.dumps(honest[cell_id]))
+    change(record)
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and "refused:" in rows[cell_id] and "inconsistent" in rows[cell_id]
+
+
+@pytest.mark.parametrize("cell_id, factor", [("pytorch-gru-cpu-fp32-1cpu", 0.4),
+                                             ("tensorflow-densenet121-cpu-fp32-2cpu", 0.6)])
+def test_a_cell_faster_than_possible_is_named(honest, tmp_path, capsys, cell_id, factor):
+    run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
+    code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
+    assert code == 1 and "faster than possible: this cell's clock?" in rows[cell_id]
+    assert "faster than possible" in verdict and cell_id in verdict
+
+
+def test_a_cell_timed_by_one_value_gets_no_more_room_than_any_other(honest, tmp_path, capsys):
+    """A demo DenseNet times two steps: no samples, so its ratio alone decides, against the same ×1.5."""
     single = "tensorflow-densenet121-cpu-fp32-2cpu"
-    assert not verify.samples(reference[single])
-    for factor, off in ((1.8, False), (2.6, True)):
-        run = run_from({i: scaled(r, factor) if i == single else r for i, r in reference.items()},
+    assert not verify.samples(honest[single])
+    for factor, off in ((1.4, False), (1.6, True)):
+        run = run_from({i: scaled(r, factor) if i == single else r for i, r in honest.items()},
                        tmp_path / f"run-{factor}")
         code, rows, _, _ = verify_run(REFERENCE, run, capsys)
-        assert (code == 1 and "slower (×" in rows[single]) if off else \
-            (code == 0 and "one value, no samples" in rows[single]), rows[single]
+        assert (code == 1 and "slower (×" in rows[single] and "one value" in rows[single]) if off else code == 0, \
+            rows[single]
 
 
-def test_a_uniformly_slower_run_is_ok_with_the_factor_stated(reference, tmp_path, capsys):
-    run = run_from({i: scaled(r, 1.4) for i, r in reference.items()}, tmp_path / "run")
+def test_within_the_tolerance_or_within_the_noise_is_ok(honest, tmp_path, capsys):
+    """×1.4 is inside ×1.5; ×1.6 on samples the rank test cannot separate is noise, said in the row."""
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    run = run_from({i: scaled(r, 1.4) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
+    assert verify_run(REFERENCE, run, capsys)[0] == 0
+    pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
+    low, high = min(pooled), max(pooled)
+    record = with_values(honest[cell_id], [low * 0.5, low * 0.6, high * 1.6 * 1.2, high * 2.0, high * 2.2,
+                                           high * 2.4])
+    run = run_from({**honest, cell_id: record}, tmp_path / "noisy")
+    code, rows, _, _ = verify_run(REFERENCE, run, capsys)
+    assert code == 0 and "but within its noise (p=" in rows[cell_id], rows[cell_id]
+    p = float(rows[cell_id].split("(p=")[1].split(")")[0])
+    assert verify.ALPHA < p < 0.5                       # a test at α = 0.5 would call this noise a slow cell
+
+
+@pytest.mark.parametrize("factor, off", [(1.45, False), (1.6, True), (1 / 1.45, False), (1 / 1.6, True)])
+def test_a_sampled_cell_is_off_beyond_one_and_a_half_either_way_and_not_within(honest, tmp_path, capsys, factor, off):
+    """`factor`: the cell's ratio to the reference after the change (the honest run's own ratio divided out)."""
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
+    factor /= verify.ratio_estimate(verify.samples(honest[cell_id]), pooled)
+    run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
+    code, rows, _, _ = verify_run(REFERENCE, run, capsys)
+    assert (code == 1 and ("slower (×" if factor > 1 else "faster than possible") in rows[cell_id]) if off else \
+        (code == 0 and rows[cell_id].rstrip().endswith("ok")), rows[cell_id]
+
+
+@pytest.mark.parametrize("factor, off", [(1.3, True), (1 / 1.3, True), (1.2, False), (1 / 1.2, False)])
+def test_the_unexplained_overall_limit_is_one_and_a_quarter_either_way(honest, tmp_path, capsys, factor, off):
+    run = run_from(vouched({i: scaled(r, factor) for i, r in honest.items()}), tmp_path / "run")
     code, _, overall, verdict = verify_run(REFERENCE, run, capsys)
-    assert code == 0 and verdict.startswith("OK: ")
-    assert "1.40× slower than the reference" in overall
+    assert ("beyond ×1.25" in overall and "whole run is off" in verdict) == off, overall
 
 
-def test_two_honest_runs_of_one_machine_class_are_ok(reference, capsys):
+def test_a_time_as_waited_beyond_twice_adds_a_note_and_no_failure(honest, tmp_path, capsys):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    for factor, noted in ((2.2, True), (1.8, False)):
+        record = json.loads(json.dumps(honest[cell_id]))
+        record["metrics"]["train_seconds"] *= factor
+        record["metrics"]["epoch_seconds"] = [s * factor for s in record["metrics"]["epoch_seconds"]]
+        record["metrics"]["steady_state_seconds"] = honest[cell_id]["metrics"]["steady_state_seconds"]
+        run = run_from({**honest, cell_id: record}, tmp_path / f"run-{factor}")
+        code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
+        assert code == 0 and ("time as waited ×" in rows[cell_id]) == noted, rows[cell_id]
+        assert ("with a time as waited beyond ×2" in verdict) == noted
+
+
+def test_fewer_than_five_samples_on_the_reference_side_get_no_rank_test(honest, tmp_path, capsys):
+    """A reference cell of three windows: the ratio alone decides (a rank test on 3 against 3 could never reach
+    p < 0.05 one-sided, so it would call any shift noise)."""
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    short = with_values(honest[cell_id], honest[cell_id]["timing"]["values"][:3])
+    reference = run_from({**honest, cell_id: short}, tmp_path / "reference")
+    run = run_from({**honest, cell_id: scaled(short, 1.6)}, tmp_path / "run")
+    code, rows, _, _ = verify_run(reference, run, capsys)
+    assert code == 1 and "slower (×1.6" in rows[cell_id] and "fewer than 5 samples on a side: no rank test" in \
+        rows[cell_id], rows[cell_id]
+
+
+def test_the_tolerance_may_be_tightened_never_loosened(honest, tmp_path, capsys):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    run = run_from({i: scaled(r, 1.4) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
+    assert verify.main(["--reference", str(REFERENCE), "--run", str(run), "--time-tolerance", "1.3"]) == 1
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        verify.main(["--reference", str(REFERENCE), "--run", str(run), "--time-tolerance", "1.6"])
+
+
+@pytest.mark.parametrize("delta", [-0.06, 0.06])
+def test_accuracy_off_the_reference_either_way_fails(reference, honest, tmp_path, capsys, delta):
+    cell_id = "pytorch-densenet121-cpu-fp32-2cpu"
+    record = json.loads(json.dumps(honest[cell_id]))
+    record["metrics"]["auc"] = reference[cell_id]["metrics"]["auc"] + delta
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"),
+                                        capsys)
+    assert code == 1 and "auc" in rows[cell_id] and "accuracy/AUC off the reference" in verdict
+    record["metrics"]["auc"] = reference[cell_id]["metrics"]["auc"] + delta * 0.8      # within the margin
+    assert verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run2"), capsys)[0] == 0
+
+
+def test_a_skip_where_the_reference_ran_and_a_missing_cell_fail(honest, tmp_path, capsys):
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    record = json.loads(json.dumps(honest[cell_id]))
+    record.update(status="skipped", reason="no kernels")
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"),
+                                        capsys)
+    assert code == 1 and "skipped where the reference ran" in verdict
+    others = {i: r for i, r in honest.items() if i != cell_id}
+    code = verify.main(["--reference", str(REFERENCE), "--run", str(run_from(others, tmp_path / "run2",
+                                                                            plan=sorted(honest)))])
+    assert code == 1 and "1 missing (no record)" in capsys.readouterr().out
+
+
+def honest_runs():
+    """The committed honest runs of the reference's class: cells/, each runs/*, tests/data/second-run."""
+    runs = verify.reference_runs(REFERENCE) + [verify.records_by_id(SECOND_RUN)]
+    return runs
+
+
+def false_alarms(reference_runs, measured):
+    """The cells of `measured` judged slower or faster against a reference made of `reference_runs`."""
+    rows, counts, _, overall = verify.compare(reference_runs[0], measured, None, runs=reference_runs)
+    return overall["off"]["slower"] + overall["off"]["faster"], counts
+
+
+def test_false_alarm_rate_over_every_pair_of_honest_runs():
+    """The committed honest runs of cpu:amd-epyc:avx512-bf16:2c (4 runs, 49 ok cells each), judged by verify:
+    - each against the other three (as verify is used: the reference keeps its runs): 4 of 196 cell verdicts are
+      false alarms (2.0 %), in 2 of the 4 runs;
+    - each against each other single run (12 ordered pairs): 22 of 588 (3.7 %), in 10 of the 12.
+    Every false alarm is in a cell whose reference runs already differ beyond the ×1.5 cap (bimodal: a defect to
+    remove at its cause, never a wider tolerance), and no whole run is off."""
+    runs = honest_runs()
+    bimodal = {i for i, f in verify.between_runs(runs).items() if f > verify.TIME_TOLERANCE}
+    tallies = {}
+    for mode in ("others", "pairs"):
+        alarms, verdicts, failing, cases = 0, 0, 0, 0
+        for k, measured in enumerate(runs):
+            others = [r for j, r in enumerate(runs) if j != k]
+            for refs in ([others] if mode == "others" else [[r] for r in others]):
+                off, counts = false_alarms(refs, measured)
+                assert set(off) <= bimodal, set(off) - bimodal
+                assert counts["compared"] >= 49
+                alarms += len(off)
+                verdicts += sum(1 for r in measured.values() if r["status"] == "ok")
+                failing += bool(off)
+                cases += 1
+        tallies[mode] = (alarms, verdicts, failing, cases)
+    assert tallies == {"others": (4, 196, 2, 4), "pairs": (22, 588, 10, 12)}, tallies
+
+
+def test_two_honest_runs_verify_ok_in_both_directions_on_every_cell_the_reference_vouches_for(capsys, tmp_path):
+    """The second run against the reference (its three runs), and the reference's run 182251 against a reference
+    holding the second run in its place; a cell whose runs differ beyond ×1.5 is judged too, and here happens to
+    agree."""
     code, rows, overall, verdict = verify_run(REFERENCE, SECOND_RUN, capsys)
     assert code == 0, "\n".join(rows.values()) + "\n" + overall + "\n" + verdict
     assert not any("incomparable" in row for row in rows.values())
+    runs = verify.reference_runs(REFERENCE)
+    swapped = tmp_path / "reference"
+    run_from(runs[0], swapped)
+    second = verify.records_by_id(SECOND_RUN)
+    for name, records in (("second", second), ("other", runs[2])):
+        for cell_id, record in records.items():
+            write_record(swapped / "runs" / name / f"{cell_id}.json", record)
+    run = run_from(runs[1], tmp_path / "run")
+    code, rows, overall, verdict = verify_run(swapped, run, capsys)
+    assert code == 0, "\n".join(rows.values()) + "\n" + overall + "\n" + verdict
 
 
 def test_another_machine_class_is_incomparable_and_verify_names_a_fitting_reference(reference, tmp_path, capsys):
     other = {}
     for cell_id, record in reference.items():
         record = json.loads(json.dumps(record))
-        record["system"]["machine_class"] = "cpu:intel-xeon-platinum-8480:amx:8c"
+        record["system"].update(cpu="Intel Xeon Platinum 8480", cpu_usable=8, cpu_flags=["amx_bf16", "avx2"],
+                                machine_class="cpu:intel-xeon-platinum-8480:amx:8c")
         other[cell_id] = record
     run = run_from(other, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
@@ -152,12 +481,12 @@ def test_another_machine_class_is_incomparable_and_verify_names_a_fitting_refere
     assert verify.fitting_references({verify.machine_class(next(iter(reference.values())))})[0] == REFERENCE
 
 
-def test_the_overall_factor_is_the_geometric_mean_of_the_cell_ratios_and_needs_five_cells(reference):
+def test_the_overall_factor_is_the_median_of_the_cell_ratios_and_needs_five_cells(reference):
     factors = [2.0, 0.5, 1.0, 1.5, 0.8]
     ids = [i for i, r in reference.items() if r["status"] == "ok"][:5]
     run = {i: scaled(reference[i], f) for i, f in zip(ids, factors)}
     overall, basis = verify.overall_factor(reference, run, ids)
-    assert basis == 5 and overall == pytest.approx(math.prod(factors) ** (1 / 5), rel=0.02)
+    assert basis == 5 and overall == pytest.approx(1.0, rel=0.02)
     # four cells estimate nothing: a subset's cells are judged by their own ratios, which a factor would hide
     assert verify.overall_factor(reference, run, ids[:4]) == (1.0, 4)
 
@@ -175,8 +504,70 @@ def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path,
     assert [p.name for p in (target / "runs").iterdir()] == [SECOND_RUN.name]
     assert len(verify.reference_runs(target)) == 2 and verify.between_runs(verify.reference_runs(target))
     readme = (target / "README.md").read_text()
-    assert readme.count(make_reference.RUNS_MARK) == 1 and "verify widens each cell's tolerance" in readme
+    assert readme.count(make_reference.RUNS_MARK) == 1 and "verify pools their samples" in readme
     make_reference.add(SECOND_RUN)                                       # again: replaced, not duplicated
     assert (target / "README.md").read_text().count(make_reference.RUNS_MARK) == 1
     with pytest.raises(ValueError, match="the reference's own first run"):
         make_reference.add(first)
+
+
+# ---------------------------------------------------------------- the machine class (shared.sysinfo.machine_class)
+
+ZEN4 = {"cpu": "AMD EPYC", "cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model_number": "17",
+        "cpu_stepping": "1", "cpu_flags": ["avx2", "avx512_bf16", "avx512_vnni", "avx512f", "fma"], "cpu_usable": 2}
+ZEN5 = {**ZEN4, "cpu_family": "26", "cpu_model_number": "2", "cpu_stepping": "1",
+        "cpu_flags": ZEN4["cpu_flags"] + ["avx512_vp2intersect", "avx_vnni"]}
+
+
+def test_the_class_separates_cpu_generations_that_a_vm_names_alike():
+    zen4, zen5 = (sysinfo.machine_class(facts, "cpu") for facts in (ZEN4, ZEN5))
+    assert zen4 == "cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c"
+    assert zen5 == "cpu:amd-epyc:f26-m2-s1:avx512-bf16.avxvnni.vp2intersect:2c"
+    # the same family with another stepping, or the flags alone, are other classes too
+    assert sysinfo.machine_class({**ZEN4, "cpu_stepping": "2"}, "cpu") != zen4
+    assert sysinfo.machine_class({**ZEN4, "cpu_flags": ZEN5["cpu_flags"]}, "cpu") != zen4
+    # facts without the generation (a record made before it) keep the class they were made with: format 1
+    old = {k: v for k, v in ZEN4.items() if not k.startswith(("cpu_family", "cpu_model_number", "cpu_stepping"))}
+    assert sysinfo.machine_class(old, "cpu") == "cpu:amd-epyc:avx512-bf16:2c" == sysinfo.legacy_class(ZEN5, "cpu")
+    assert (sysinfo.class_format(zen4), sysinfo.class_format("cpu:amd-epyc:avx512-bf16:2c")) == (2, 1)
+
+
+def test_this_machine_reports_its_generation_where_the_kernel_does():
+    facts = sysinfo.cpu_facts()
+    if "cpu family" not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("/proc/cpuinfo names no CPU family here (not x86)")
+    assert facts["cpu_family"] and facts["cpu_model_number"] and facts["cpu_stepping"] is not None
+    assert sysinfo.class_format(sysinfo.machine_class(facts, "cpu")) == 2
+
+
+def test_a_record_whose_class_disagrees_with_its_own_facts_is_refused_and_its_cell_fails(honest, tmp_path, capsys):
+    """An 8-core Xeon's facts under the reference's class string were compared as if they were that class."""
+    cell_id = "pytorch-gru-cpu-fp32-1cpu"
+    record = scaled(honest[cell_id], 3.0)
+    record["system"].update(cpu="Intel(R) Xeon(R) Platinum 8480+", cpu_count=8, cpu_usable=8,
+                            cpu_flags=["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512f", "fma"])
+    assert record["system"]["machine_class"] == "cpu:amd-epyc:avx512-bf16:2c"
+    assert "disagrees with the record's own facts, which give cpu:intel-xeon-platinum-8480:amx:8c" in \
+        " ".join(verify.records.inconsistencies(record))
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
+    assert code == 1 and "refused:" in rows[cell_id] and "disagrees with the record's own facts" in rows[cell_id]
+
+
+def test_a_run_of_the_next_generation_is_incomparable_with_a_reference_made_before_generations(honest, tmp_path,
+                                                                                              capsys):
+    """The Zen 5 demo that got the committed reference's class string ran 1.50× faster and verify said OK."""
+    zen5 = {}
+    for cell_id, record in honest.items():
+        record = scaled(record, 1 / 1.5)
+        record["system"].update({k: v for k, v in ZEN5.items() if k != "cpu_usable"})
+        record["system"]["machine_class"] = sysinfo.machine_class(record["system"], record["cell"]["device"],
+                                                                  record["cell"]["gpus"])
+        zen5[cell_id] = record
+    run = run_from(zen5, tmp_path / "run")
+    assert verify.main(["--reference", str(REFERENCE), "--run", str(run)]) == verify.INCOMPARABLE
+    out = capsys.readouterr().out
+    assert "INCOMPARABLE" in out and "made before machine classes named the CPU generation" in out
+    # without --reference: no reference of its class; the message names the old one and how to make one
+    assert verify.main(["--run", str(run)]) == verify.INCOMPARABLE
+    err = capsys.readouterr().err
+    assert "no reference under" in err and str(REFERENCE) in err and "make reference" in err

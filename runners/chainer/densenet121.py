@@ -18,10 +18,11 @@ from chainer import optimizers
 
 from runners.chainer import (ADAM_EPSILON_HAT, count_parameters, load_torchvision_names, select_device, set_precision,
                              setup_optimizer, sync)
-from shared import batching, canonical, metrics, params
+from shared import batching, canonical, metrics, params, threads
 from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
+from shared.sysinfo import usable_cpus
 from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
@@ -301,8 +302,8 @@ def launch(cfg, world):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                                        os.environ.get("PYTHONPATH")])))
     if cfg.device == "cpu":                                  # share the cores between the processes' BLAS threads
-        threads = str(max(1, (os.cpu_count() or 1) // world))
-        env.update(OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        count = str(threads.per_device(threads.rule(usable_cpus())["intra_op"], world))   # shared.threads' rule
+        env.update(OMP_NUM_THREADS=count, OPENBLAS_NUM_THREADS=count, MKL_NUM_THREADS=count)
     with tempfile.TemporaryDirectory(prefix="chainermn-") as tmp:
         cfg_path, result_path = Path(tmp) / "cfg.pickle", Path(tmp) / "result.pickle"
         cfg_path.write_bytes(pickle.dumps(cfg))

@@ -12,9 +12,10 @@ import torchvision
 from torch.nn.parallel import DistributedDataParallel
 
 from runners.pytorch import AMP_HOST_SYNC, count_parameters, load_state, select_device, set_precision, sync
-from shared import batching, canonical, metrics, params
+from shared import batching, canonical, metrics, params, threads
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
+from shared.sysinfo import usable_cpus
 from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
@@ -149,7 +150,7 @@ def worker(rank, world, cfg, port, results):
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     # rosetta: end
     if device.type == "cpu":
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+        torch.set_num_threads(threads.per_device(threads.rule(usable_cpus())["intra_op"], world))  # shared.threads
     autocast, scaler = set_precision(cfg.precision, device)
     torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
     torch.manual_seed(0)

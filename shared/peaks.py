@@ -1,0 +1,116 @@
+"""The device's own limit: one denominator per machine for a cell's efficiency (DESIGN.md, "Trust").
+
+A GPU's peak is its vendor's published dense rate for the precision the cell computes in (no structured sparsity),
+from the datasheets below; a CPU's is usable cores × clock × FMA units × vector width, from the record's own facts
+(shared.sysinfo.cpu_facts). The framework's own calibration GEMM (shared.calibration) stays a second, labelled
+figure ("of its own GEMM"): it says how much of what that framework can reach on the device a model used, not how
+much of the device. Either share above 100 % is implausible (a clock that stops early, a peak that does not apply) and
+is flagged, never shown as an efficiency. Runs on Python 3.6 like the rest of `shared`.
+"""
+import re
+
+TFLOPS = 1e12
+# Dense peaks in TFLOP/s: fp32 on the CUDA cores, tf32/bf16/fp16 on the tensor cores (amp = fp16), from NVIDIA's
+# datasheets (H100/H200: "NVIDIA H100 Tensor Core GPU" and "H200" datasheets, SXM form factor; A100: "NVIDIA A100
+# Tensor Core GPU" (SXM4 and PCIe alike); V100: "NVIDIA Tesla V100" (SXM2, PCIe); T4, L4, A10: their datasheets).
+# The datasheets print the tensor rates with sparsity; these are half of those. None: the GPU has no such unit.
+GPU_PEAKS = (   # (pattern on the slugged nvidia-smi name, {precision: TFLOP/s}), first match wins
+    (r"h200", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "amp": 989.4}),
+    (r"h100-pcie", {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "amp": 756.0}),
+    (r"h100-(sxm|80gb-hbm3)", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "amp": 989.4}),
+    (r"a100", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "amp": 312.0}),
+    (r"v100-sxm2", {"fp32": 15.7, "tf32": None, "bf16": None, "amp": 125.0}),
+    (r"v100-pcie", {"fp32": 14.0, "tf32": None, "bf16": None, "amp": 112.0}),
+    (r"(^|-)t4($|-)", {"fp32": 8.1, "tf32": None, "bf16": None, "amp": 65.0}),
+    (r"(^|-)l4($|-)", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "amp": 121.0}),
+    (r"(^|-)a10($|-)", {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "amp": 125.0}),
+)
+# FLOPs a CPU core retires per cycle in fp32 = FMA units × lanes × 2, where the flags alone would say more than the
+# core does: Zen 2-4 (AMD family 23 from model 0x30, family 25) run AVX-512 (Zen 4) on two 256-bit FMA pipes.
+CPU_CORE_FLOPS = (   # (vendor, family, lowest model, FLOP/cycle in fp32)
+    ("AuthenticAMD", 25, 0, 2 * 8 * 2),
+    ("AuthenticAMD", 23, 0x30, 2 * 8 * 2),
+)
+
+
+def slug(text):
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+
+
+def gpu_peak(name, precision):
+    """The published dense FLOP/s of one GPU named `name` (as nvidia-smi says it) in `precision`, or None where the
+    table has no such GPU or the GPU no such unit."""
+    key = slug(name)
+    for pattern, peaks in GPU_PEAKS:
+        if re.search(pattern, key):
+            value = peaks.get(precision)
+            return value * TFLOPS if value else None
+    return None
+
+
+def number(text):
+    try:
+        return int(str(text), 0) if not isinstance(text, (int, float)) else text
+    except ValueError:
+        return None
+
+
+def cpu_flops_per_cycle(system):
+    """fp32 FLOPs a core retires per cycle: the generation table, else two FMA units of the widest vector the flags
+    name (AVX-512: 16 lanes, AVX2/FMA: 8, else 4): an upper bound for a core with one FMA unit."""
+    family, model = number(system.get("cpu_family")), number(system.get("cpu_model_number"))
+    for vendor, fam, lowest, per_cycle in CPU_CORE_FLOPS:
+        if system.get("cpu_vendor") == vendor and family == fam and model is not None and model >= lowest:
+            return per_cycle
+    flags = set(system.get("cpu_flags") or ())
+    lanes = 16 if "avx512f" in flags else 8 if ("avx2" in flags or "fma" in flags) else 4
+    return 2 * lanes * 2
+
+
+def cpu_peak(system, precision="fp32"):
+    """Usable cores × clock × fp32 FLOPs per cycle (×2 for bf16 where the core has AVX-512 BF16's dot product), from
+    the record's facts; the clock is the kernel's maximum (cpufreq) where it reports one, else the clock it reports
+    (`cpu MHz`: a VM's nominal clock, which boost may pass: then cells show as implausible). None without a clock
+    (records made before the clock facts) or for a precision the core has no faster unit for (amp)."""
+    mhz = system.get("cpu_max_mhz") or system.get("cpu_mhz")
+    cores = system.get("cpu_usable") or system.get("cpu_count")
+    if not mhz or not cores or precision not in ("fp32", "tf32", "bf16"):
+        return None
+    factor = 2 if precision == "bf16" and "avx512_bf16" in (system.get("cpu_flags") or ()) else 1
+    if precision == "bf16" and factor == 1:
+        return None
+    return float(cores) * float(mhz) * 1e6 * cpu_flops_per_cycle(system) * factor
+
+
+def device_peak(system, device, precision, devices=1):
+    """(peak FLOP/s of the cell's devices, in words where it comes from) or (None, why not)."""
+    if device == "gpu":
+        facts = (system.get("gpu_facts") or [{}])[0]
+        name = facts.get("name") or ((system.get("gpus") or [None])[0])
+        peak = gpu_peak(name, precision) if name else None
+        return (peak * devices, f"{name} datasheet, dense {precision}") if peak else \
+            (None, f"no published {precision} peak for {name or 'this GPU'} in shared/peaks.py")
+    peak = cpu_peak(system, precision)
+    if not peak:
+        return None, "no CPU clock in the record" if not (system.get("cpu_max_mhz") or system.get("cpu_mhz")) else \
+            f"no {precision} unit on this CPU"
+    clock = "max" if system.get("cpu_max_mhz") else "reported"
+    return peak, (f"{system.get('cpu_usable') or system.get('cpu_count')} cores × "
+                  f"{system.get('cpu_max_mhz') or system.get('cpu_mhz')} MHz ({clock}) × "
+                  f"{cpu_flops_per_cycle(system)} FLOP/cycle")
+
+
+def shares(achieved, peak, gemm):
+    """{efficiency (of the device's peak), efficiency_of_gemm (of its own GEMM), implausible: [words]}: a share
+    above 1 is named in `implausible` and not given as an efficiency (None)."""
+    out, implausible = {"efficiency": None, "efficiency_of_gemm": None}, []
+    for key, denominator, words in (("efficiency", peak, "the device's peak"),
+                                    ("efficiency_of_gemm", gemm, "its own GEMM")):
+        if achieved and denominator:
+            share = achieved / denominator
+            if share > 1:
+                implausible.append(f"{share:.0%} of {words}")
+            else:
+                out[key] = share
+    out["implausible"] = implausible
+    return out

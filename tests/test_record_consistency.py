@@ -1,0 +1,98 @@
+"""A record whose published figures do not follow from its own samples is refused (scripts/records.py,
+`inconsistencies`), as is NaN or infinity anywhere and an accuracy or AUC outside [0, 1]: built from the committed
+reference records (results/reference/cpu-amd-epyc-avx512-bf16-2c), each case changes one figure of a real record."""
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts import records
+from shared.record import RecordError, write_record
+
+ROOT = Path(__file__).resolve().parent.parent
+CELLS = ROOT / "results" / "reference" / "cpu-amd-epyc-avx512-bf16-2c" / "cells"
+
+
+def real(cell_id):
+    return json.loads((CELLS / f"{cell_id}.json").read_text())
+
+
+def refused(record, tmp_path, match):
+    path = tmp_path / "cell.json"
+    write_record(path, record)
+    with pytest.raises(RecordError, match=match):
+        records.read(path)
+
+
+def test_every_committed_record_is_consistent():
+    paths = sorted(ROOT.glob("results/reference/*/cells/*.json")) + sorted(ROOT.glob("results/reference/*/runs/*/*"))
+    paths += sorted((ROOT / "tests" / "data").glob("*/cells/*.json"))
+    assert len(paths) > 200
+    for path in paths:
+        assert records.inconsistencies(json.loads(path.read_text())) == [], path
+
+
+@pytest.mark.parametrize("cell_id", ["pytorch-cnn-cpu-fp32-1cpu", "tensorflow-gru-cpu-fp32-1cpu",
+                                     "r-keras-gru-cpu-fp32-1cpu", "pytorch-densenet121-cpu-fp32-2cpu"])
+@pytest.mark.parametrize("factor", [3.0, 1.001])
+def test_a_steady_state_that_does_not_follow_from_the_samples_is_refused(tmp_path, cell_id, factor):
+    record = real(cell_id)
+    record["metrics"]["steady_state_seconds"] *= factor
+    refused(record, tmp_path, "inconsistent: metrics/steady_state_seconds .* does not follow from the samples")
+
+
+def test_the_samples_changed_under_a_published_steady_state_are_refused_too(tmp_path):
+    record = real("pytorch-cnn-cpu-fp32-1cpu")
+    record["timing"]["values"] = [v / 3 for v in record["timing"]["values"]]
+    refused(record, tmp_path, "steady_state_seconds .* \\(median window .* × 30 steps × 1 epochs")
+    assert records.inconsistencies(real("pytorch-cnn-cpu-fp32-1cpu")) == []
+
+
+@pytest.mark.parametrize("factor", [3.0, 0.999])
+def test_seconds_per_1000_images_that_do_not_follow_from_the_passes_are_refused(tmp_path, factor):
+    record = real("pytorch-resnet50-cpu-fp32-1cpu")
+    record["metrics"]["seconds_per_1000_images"] *= factor
+    refused(record, tmp_path, "seconds_per_1000_images .* does not follow from the passes")
+
+
+@pytest.mark.parametrize("key, value", [("accuracy", 1.04), ("accuracy", -0.01), ("accuracy", float("nan")),
+                                        ("accuracy", float("inf"))])
+def test_an_accuracy_outside_zero_to_one_or_not_finite_is_refused(tmp_path, key, value):
+    record = real("pytorch-cnn-cpu-fp32-1cpu")
+    record["metrics"][key] = value
+    refused(record, tmp_path, "metrics/accuracy .*(not within \\[0, 1\\]|not a finite number)")
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_an_accuracy_on_the_edge_is_accepted(value):
+    record = real("pytorch-cnn-cpu-fp32-1cpu")
+    record["metrics"]["accuracy"] = value
+    assert records.inconsistencies(record) == []
+
+
+def test_an_auc_above_one_is_refused(tmp_path):
+    record = real("pytorch-densenet121-cpu-fp32-2cpu")
+    record["metrics"]["auc"] = 1.2
+    refused(record, tmp_path, "metrics/auc 1.2 is not within")
+
+
+@pytest.mark.parametrize("where", [("system", "calibration", "gemm_fp32_flops"), ("timing", "values", 2),
+                                   ("metrics", "epoch_seconds", 0), ("metrics", "final_loss")])
+def test_nan_or_infinity_anywhere_is_refused(tmp_path, where):
+    for bad in (float("nan"), float("-inf")):
+        record = real("pytorch-cnn-cpu-fp32-1cpu")
+        target = record
+        for key in where[:-1]:
+            target = target[key]
+        target[where[-1]] = bad
+        refused(record, tmp_path, "/".join(map(str, where)) + " is not a finite number")
+
+
+def test_a_record_of_task_parameters_this_checkout_does_not_know_is_not_recomputed():
+    record = real("pytorch-cnn-cpu-fp32-1cpu")
+    record["metrics"]["steady_state_seconds"] *= 3
+    record["system"]["params_hash"] = "0123456789ab"      # another batch size: verify refuses to compare it instead
+    assert records.inconsistencies(record) == []
+    record["status"] = "failed"
+    record["system"]["params_hash"] = real("pytorch-cnn-cpu-fp32-1cpu")["system"]["params_hash"]
+    assert records.inconsistencies(record) == []           # a failed record publishes no figure to check
