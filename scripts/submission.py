@@ -580,8 +580,8 @@ def describe(manifest):
            f"commit {manifest['git_commit'][:12]}"
 
 
-def check_main(folders, ancestor_of=None):
-    folders = [Path(f) for f in folders] or submissions()
+def check_main(folders, ancestor_of=None, community=None):
+    folders = [Path(f) for f in folders] or submissions(community)
     rejected = 0
     for folder in folders:
         found = findings(folder, ancestor_of=ancestor_of)
@@ -607,9 +607,11 @@ def main(argv=None):
     c = sub.add_parser("check", help="accept or reject submissions (exit 0 only when all are accepted)")
     c.add_argument("folders", nargs="*", type=Path, help=f"submission folders (default: every one under {COMMUNITY})")
     c.add_argument("--ancestor-of", metavar="REF", help="the submissions' commits must be on REF (e.g. origin/main)")
+    c.add_argument("--community", type=Path, metavar="DIR", help="without folders: check every submission under DIR "
+                   "(CI: the pull request's results/community, checked by this checkout's checker)")
     args = ap.parse_args(argv)
     if args.command == "check":
-        return check_main(args.folders, args.ancestor_of)
+        return check_main(args.folders, args.ancestor_of, args.community)
     try:
         target = submit(args.run, args.name, args.no_hosts)
     except SubmissionError as e:

@@ -289,16 +289,30 @@ def test_a_folder_of_garbage_is_rejected_not_crashed_on(tmp_path):
 
 # ---------------------------------------------------------------- CI and make
 
-def test_the_workflow_checks_every_pull_request_touching_submissions():
+def test_the_workflow_checks_every_pull_request_with_the_base_branchs_checker():
+    """The pull request's files are data under pr/ (sparse), the working tree and its scripts/ are the base's."""
     doc = yaml.safe_load(WORKFLOW.read_text())
     on = doc.pop(True, doc.get("on"))
     assert on["pull_request"]["paths"] == ["results/community/**"]
     assert doc["permissions"] == {"contents": "read"}
-    steps = doc["jobs"]["check"]["steps"]
-    checkout = steps[0]
-    assert checkout["with"]["fetch-depth"] == 0 and checkout["with"]["persist-credentials"] is False
-    assert any("-m scripts.submission check" in step.get("run", "") and "--ancestor-of" in step.get("run", "")
-               for step in steps)
+    job = doc["jobs"]["check"]
+    assert job["runs-on"] == "ubuntu-24.04"
+    steps = job["steps"]
+    base, pr = (step for step in steps if step.get("uses", "").startswith("actions/checkout@"))
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}" and "path" not in base["with"]
+    assert base["with"]["fetch-depth"] == 0 and base["with"]["persist-credentials"] is False
+    assert pr["with"]["ref"] == "${{ github.event.pull_request.head.sha }}" and pr["with"]["path"] == "pr"
+    assert pr["with"]["sparse-checkout"] == "results/community" and pr["with"]["persist-credentials"] is False
+    runs = [step.get("run", "") for step in steps[steps.index(pr) + 1:]]
+    check = next(run for run in runs if "-m scripts.submission check" in run)
+    assert check.startswith(".venv/host/bin/python ") and "--community pr/results/community" in check
+    assert "--ancestor-of HEAD" in check
+    assert not any("pr/" in run.replace("pr/results/community", "") for run in runs)   # nothing of pr/ runs
+
+
+def test_check_community_reads_another_folder(submitted, capsys):
+    assert submission.main(["check", "--community", str(submitted.parent)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 submission(s) checked: 1 accepted, 0 rejected"
 
 
 def test_make_submit_calls_the_script():
