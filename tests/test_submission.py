@@ -6,7 +6,6 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,29 +17,64 @@ from scripts import submission
 from scripts.executors import LocalExecutor, RunSettings
 from scripts.matrix import load
 from scripts.run import execute
+from shared import params
 
-RUN_ID = "demo-20261204-101500"
+RUN_ID = "smoke-20261204-101500"
 TEST_HOST = "rosetta-test-host-7"
 NAME = "test-submission"
 WORKFLOW = ROOT / ".github" / "workflows" / "submissions.yml"
-HEAD = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+GIT_ID = ["-c", "user.name=rosetta-test", "-c", "user.email=test@rosetta.invalid", "-c", "commit.gpgsign=false"]
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *GIT_ID, *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory, synthetic_data):
-    """PyTorch's demo cells run by the fake runners: the GRU cell crashes (failed records the host writes), one
-    ResNet-50 cell is skipped by the pre-flight, the rest are ok with their samples; one log names the host."""
-    if submission.checkout_code_hash() != submission.committed_code_hash(HEAD):
-        pytest.skip("runners/ or shared/ differ from HEAD: a submission is made from committed runner code")
-    plan_file = plans.make(load(), "demo", RUN_ID)
-    cells = tuple(c for c in plan_file.cells if c.cell.framework == "pytorch")
-    plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
+def repo(tmp_path_factory):
+    """A repository of its own whose HEAD is the working tree as it is now, edits and untracked files included (so
+    these tests run on uncommitted code too), on top of one earlier commit (HEAD~1, for --ancestor-of)."""
+    repo = tmp_path_factory.mktemp("repo")
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "before")
+    for rel in files:
+        source = ROOT / rel
+        if rel and not rel.startswith(("results/", "tests/")) and source.is_file() and not source.is_symlink():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, repo / rel)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the working tree")
+    return repo
+
+
+@pytest.fixture(scope="module", autouse=True)
+def trusted_repo(repo):
+    """The checker trusts the test's repository (its history, its allowed_signers), not the developer's checkout."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(submission, "REPO", repo)
+        yield repo
+
+
+@pytest.fixture(scope="module")
+def head(repo):
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory, synthetic_data, head):
+    """The smoke profile's cells (PyTorch, all four tasks) run by the fake runners at the test repository's commit:
+    the GRU cell crashes (a failed record the host writes), the ResNet-50 cell is skipped by the pre-flight, CNN and
+    DenseNet are ok with their samples; one log names the host."""
+    plan_file = plans.make(load(), "smoke", RUN_ID)
     run_dir = tmp_path_factory.mktemp("run") / RUN_ID
     plans.write(run_dir / "plan.json", plan_file)
-    skipped = next(c.id for c in cells if c.cell.task == "resnet50")
+    skipped = next(c.id for c in plan_file.cells if c.cell.task == "resnet50")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FAKE_BEHAVIOUR", "gru=crash")
         mp.setenv("ROSETTA_HOST", TEST_HOST)
+        mp.setenv("ROSETTA_GIT_COMMIT", head[:12])
         executor = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
         execute(plan_file.plan, executor, run_dir, RunSettings(RUN_ID, 1, 60.0, synthetic_data.parent),
                 unfit={skipped: "no kernels for this host's GPUs (a test)"})
@@ -87,7 +121,7 @@ def copy(submitted, tmp_path):
 
 # ---------------------------------------------------------------- accepted
 
-def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, capsys):
+def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, head, capsys):
     plan_ids = {c["id"] for c in json.loads((run_folder / "plan.json").read_text())["cells"]}
     logs = {f"logs/{p.name}" for p in (run_folder / "logs").iterdir()}   # a cell the pre-flight skipped has none
     assert set(submission.contents(submitted)) == {"submission.json", "digests.sha256", "plan.json",
@@ -97,7 +131,7 @@ def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, capsys):
     assert submission.findings(submitted) == []
     manifest = json.loads((submitted / "submission.json").read_text())
     assert manifest["cells"] == {"ok": len(plan_ids) - 2, "failed": 1, "skipped": 1, "timeout": 0}
-    assert manifest["git_commit"] == HEAD and not manifest["hosts_removed"]
+    assert manifest["git_commit"] == head and not manifest["hosts_removed"]
     assert manifest["code_hash"] == submission.committed_code_hash(manifest["git_commit"])
     machine = manifest["machine"]
     assert machine["machine_classes"] and machine["cpu"] and machine["cpu_count"]
@@ -192,7 +226,8 @@ def no_samples(folder):
 def short_training_at_full_scale(folder):
     name = by(folder, "ok", "densenet121")
     edit_json(folder / "cells" / name, lambda r: (r["timing"].update(values=[], repeats=0), r["cell"].update(
-        scale="full"), r["metrics"].update(epoch_seconds=[1.5])))
+        scale="full"), r["metrics"].update(epoch_seconds=[1.5]),
+        r["system"].update(params_hash=params.params_hash("densenet121", "full"))))
     reseal(folder)
     return [f"cells/{name}: status ok without samples"]
 
@@ -210,7 +245,7 @@ def forged_median(folder):
     name = by(folder, "ok", "cnn")
     edit_json(folder / "cells" / name, lambda r: r["timing"].update(median=1.0))
     reseal(folder)
-    return [f"cells/{name}: timing.median 1 is not the median of its samples"]
+    return [f"cells/{name}: timing.median 1 is not the median of timing.values"]
 
 
 def failed_as_ok(folder):
@@ -263,7 +298,8 @@ def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
     assert submission.accepted(copy.parent) == []
     assert submission.main(["check", str(copy)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[:len(found)] == [f"ERROR {line}" for line in found]
+    assert out[0].startswith("What this check proves: the digests prove only that the files are those listed")
+    assert out[1:len(found) + 1] == [f"ERROR {line}" for line in found]
     assert out[-2:] == [f"{NAME}: REJECTED, {len(found)} finding(s)", "1 submission(s) checked: 0 accepted, 1 rejected"]
 
 
