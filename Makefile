@@ -66,8 +66,8 @@ reference: $(HOST_ENV)             ## run the reference profile and write result
 site: $(HOST_ENV)                  ## the static site in site/: runners side by side, every machine's results (RUNS=…)
 	$(HOST) -m scripts.site $(RUNS)
 
-submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=results/… [NAME=…] [NO_HOSTS=1]
-	$(HOST) -m scripts.submission submit $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN)) $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts)
+submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=results/… [NAME=…] [NO_HOSTS=1] [SIGN=KEY]
+	$(HOST) -m scripts.submission submit $(if $(filter latest,$(RUN)),$$(ls -dt results/*-*/ | head -1),$(RUN)) $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts) $(if $(SIGN),--sign $(SIGN))
 
 gpu-check:                         ## a bare GPU machine in 8 minutes: no Docker, no network, no venvs (GPU_PYTHON=…)
 	$(GPU_PYTHON) -m scripts.gpu_check --python $$(command -v $(GPU_PYTHON))

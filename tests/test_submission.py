@@ -15,9 +15,11 @@ from conftest import ROOT
 from scripts import plan as plans
 from scripts import submission
 from scripts.executors import LocalExecutor, RunSettings
+from scripts.matrix import Cell
 from scripts.matrix import load
 from scripts.run import execute
-from shared import params
+from shared import params, sysinfo
+from shared.timing import summarize
 
 RUN_ID = "smoke-20261204-101500"
 TEST_HOST = "rosetta-test-host-7"
@@ -286,9 +288,89 @@ def miscounted(folder):
     return ["submission.json: cells {'failed': 0, 'ok': "]
 
 
+def zero_time(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["metrics"].update(train_seconds=0))
+    reseal(folder)
+    return [f"cells/{name}: status ok without its time metric metrics.train_seconds"]
+
+
+def nan_sample(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["timing"]["values"].__setitem__(0, float("nan")))
+    reseal(folder)
+    return [f"cells/{name}: timing.values[0] is nan (not a finite number)"]
+
+
+def nan_accuracy(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["metrics"].update(accuracy=float("nan")))
+    reseal(folder)
+    return [f"cells/{name}: metrics.accuracy is nan (not a finite number)"]
+
+
+def accuracy_above_one(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["metrics"].update(accuracy=1.5))
+    reseal(folder)
+    return [f"cells/{name}: metrics.accuracy 1.5 is outside [0, 1]"]
+
+
+def other_run_id(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r.update(run_id="smoke-20990101-000000"))
+    reseal(folder)
+    return [f"cells/{name}: run id 'smoke-20990101-000000' is not the plan's"]
+
+
+def other_commit(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r.update(git_commit="abcdef123456"))
+    reseal(folder)
+    return [f"cells/{name}: ran at commit abcdef123456, not the submission's"]
+
+
+def copied_samples(folder):
+    """The skipped cell turned ok with the CNN cell's numbers (its reason dropped, its system copied)."""
+    source, target = by(folder, "ok", "cnn"), by(folder, "skipped")
+    donor = json.loads((folder / "cells" / source).read_text())
+    edit_json(folder / "cells" / target, lambda r: r.update(
+        status="ok", reason=None, metrics=donor["metrics"], timing=donor["timing"],
+        system={**donor["system"], "params_hash": params.params_hash(r["cell"]["task"], r["cell"]["scale"])}))
+    reseal(folder)
+    return [f"cells/{target}: its samples are those of cells/{source}, to the last digit: copied numbers"]
+
+
+def invented_cell(folder):
+    """A bf16 twin of the CNN cell, added to the plan and to cells/ (the record as the runner would write it)."""
+    name = by(folder, "ok", "cnn")
+    record = json.loads((folder / "cells" / name).read_text())
+    record["cell"]["precision"] = "bf16"
+    record["timing"]["values"] = [v * 0.9 for v in record["timing"]["values"]]
+    for key in ("median", "min", "max"):
+        record["timing"][key] = record["timing"][key] * 0.9
+    new_id = Cell(**record["cell"]).id
+    (folder / "cells" / f"{new_id}.json").write_text(json.dumps(record))
+    edit_json(folder / "plan.json", lambda p: p["cells"].append({**next(c for c in p["cells"]
+                                                                       if c["id"] == name[:-5]),
+                                                                  "id": new_id, "precision": "bf16"}))
+    reseal(folder)
+    return [f"plan.json: cell {new_id} is not in profile smoke's plan at commit"]
+
+
+def removed_skipped_cell(folder):
+    name = by(folder, "skipped")
+    (folder / "cells" / name).unlink()
+    edit_json(folder / "plan.json", lambda p: p.update(cells=[c for c in p["cells"] if c["id"] != name[:-5]]))
+    reseal(folder)
+    return [f"plan.json: cell {name[:-5]} of profile smoke's plan at commit"]
+
+
 @pytest.mark.parametrize("tamper", [edited_value, removed_log, added_log, removed_record, schema_breach, no_samples,
                                     short_training_at_full_scale, forged_median, failed_as_ok, skip_without_reason,
-                                    unknown_code_hash, unknown_commit, missing_machine_field, miscounted])
+                                    unknown_code_hash, unknown_commit, missing_machine_field, miscounted,
+                                    zero_time, nan_sample, nan_accuracy, accuracy_above_one, other_run_id,
+                                    other_commit, copied_samples, invented_cell, removed_skipped_cell])
 def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
     expected = [f"{NAME}/{line}" for line in tamper(copy)]
     found = submission.findings(copy)
@@ -354,3 +436,155 @@ def test_check_community_reads_another_folder(submitted, capsys):
 def test_make_submit_calls_the_script():
     make = (ROOT / "Makefile").read_text()
     assert re.search(r"^submit:.*\n\t\$\(HOST\) -m scripts\.submission submit ", make, re.M)
+
+
+# ---------------------------------------------------------------- the committed example, tampered as a forger would
+
+EXAMPLE = ROOT / "results" / "community" / "example-cpu-amd-epyc-2c-20261204"
+
+
+@pytest.fixture
+def example(tmp_path):
+    """A copy of the committed community example, checked against this checkout's history (its commit is on main)."""
+    manifest = json.loads((EXAMPLE / "submission.json").read_text())
+    if submission.full_commit(manifest["git_commit"], ROOT) is None:
+        pytest.skip(f"commit {manifest['git_commit'][:12]} is not in this clone (shallow?): git fetch --unshallow")
+    folder = Path(shutil.copytree(EXAMPLE, tmp_path / EXAMPLE.name))
+    assert submission.findings(folder, repo=ROOT) == []
+    return folder
+
+
+def test_halved_times_resealed_are_refused_by_the_figures_they_no_longer_explain(example):
+    name = "jax-cnn-cpu-fp32-1cpu.json"
+    edit_json(example / "cells" / name, lambda r: r["timing"].update(
+        values=[v / 2 for v in r["timing"]["values"]], **{k: r["timing"][k] / 2 for k in ("median", "min", "max")}))
+    reseal(example)
+    [finding] = submission.findings(example, repo=ROOT)
+    assert finding.startswith(f"{EXAMPLE.name}/cells/{name}: metrics.steady_state_seconds") and \
+        "imply 16 samples a step" in finding and "the task's batch is 32" in finding
+
+
+def xeon(system):
+    system.update(cpu="Intel Xeon Platinum 8480+", cpu_count=56, cpu_usable=56, cpu_physical_cores=56)
+
+
+def test_a_machine_written_over_is_refused_by_its_own_class_and_its_calibration(example):
+    for path in (example / "cells").glob("*.json"):
+        edit_json(path, lambda r: xeon(r["system"]) if r["system"].get("machine_class") else None)
+    reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
+    found = submission.findings(example, repo=ROOT)
+    classes = [line for line in found
+               if "is not the class its own facts give (cpu:intel-xeon-platinum-8480:avx512-bf16:56c)" in line]
+    assert len(classes) >= 40, "\n".join(found)                  # the records that describe the machine
+    # a careful forger re-derives the class too: the calibration, measured on two cores, still tells
+    for path in (example / "cells").glob("*.json"):
+        edit_json(path, lambda r: r["system"].update(machine_class=sysinfo.machine_class(r["system"], "cpu"))
+                  if r["system"].get("machine_class") else None)
+    reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
+    [finding] = submission.findings(example, repo=ROOT)
+    assert "the run's best CPU GEMM" in finding and "the machine is not the one the records describe" in finding
+
+
+def test_a_rate_above_the_stated_hardware_is_refused(example):
+    name = "jax-cnn-cpu-fp32-1cpu.json"
+    edit_json(example / "cells" / name, lambda r: r["system"]["calibration"].update(gemm_fp32_flops=1e15))
+    edit_json(example / "cells" / name, lambda r: r["metrics"].update(
+        efficiency=r["metrics"]["achieved_flops"] / 1e15))
+    reseal(example)
+    [finding] = submission.findings(example, repo=ROOT)
+    assert finding.startswith(f"{EXAMPLE.name}/cells/{name}: system.calibration.gemm_fp32_flops 1e+06 GFLOP/s is "
+                              "above what the stated hardware can do (640 GFLOP/s at most)")
+
+
+def test_the_example_is_accepted_and_says_what_it_proves(capsys, example, monkeypatch):
+    monkeypatch.setattr(submission, "REPO", ROOT)
+    assert submission.main(["check", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "the digests prove only that the files are those listed in digests.sha256" in out
+    assert f"{EXAMPLE.name}: accepted: 53 cells (49 ok, 4 skipped)" in out and "UNSIGNED" in out
+
+
+# ---------------------------------------------------------------- signatures
+
+def keypair(folder, name):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(folder / name)], check=True)
+    return folder / name
+
+
+@pytest.fixture
+def signers(repo, tmp_path):
+    """Alice's key listed in the trusted repository's allowed_signers; Mallory's not."""
+    alice, mallory = keypair(tmp_path, "alice"), keypair(tmp_path, "mallory")
+    allowed = repo / submission.ALLOWED_SIGNERS
+    allowed.parent.mkdir(parents=True, exist_ok=True)
+    allowed.write_text(f"alice@example.org {' '.join(Path(f'{alice}.pub').read_text().split()[:2])}\n")
+    yield alice, mallory
+    allowed.unlink()
+
+
+def test_a_signed_submission_names_its_signer_and_an_edit_breaks_the_signature(run_folder, tmp_path, signers, capsys):
+    alice, mallory = signers
+    folder = submission.submit(run_folder, "signed", community=tmp_path / "c1", sign_key=alice)
+    assert (folder / submission.SIGNATURE).is_file()
+    assert submission.signer(folder) == ("alice@example.org", [])
+    assert submission.main(["check", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "signed: accepted:" in out and "signed by alice@example.org" in out
+    assert submission.accepted(folder.parent)[0][2]["signed_by"] == "alice@example.org"
+    edit_json(folder / "cells" / by(folder, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.99))
+    reseal(folder)                                    # re-sealed, as a forger would: the signature is now over nothing
+    assert any(line.startswith("signed/digests.sha256.sig: does not verify for alice@example.org")
+               for line in submission.findings(folder))
+    with pytest.raises(submission.SubmissionError, match="not made by a key listed"):
+        submission.submit(run_folder, "mallory", community=tmp_path / "c2", sign_key=mallory)
+
+
+def test_an_unsigned_submission_is_marked_as_such(submitted, capsys):
+    assert submission.signer(submitted) == (None, [])
+    assert submission.main(["check", str(submitted)]) == 0
+    assert "UNSIGNED: nothing shows who submitted it" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- reproduce
+
+def fake_executor():
+    return LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
+
+
+def test_reproduce_reruns_cells_here_and_they_agree(submitted, synthetic_data, tmp_path):
+    seed, results = submission.reproduce(submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent,
+                                         out=tmp_path / "again", seed=7)
+    assert seed == 7
+    assert sorted(cell for cell, _, _ in results) == sorted(
+        name[:-5] for name, r in records_of(submitted).items() if r["status"] == "ok")    # every ok cell: 2 of 5
+    assert all(agrees for _, agrees, _ in results), results
+
+
+def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tmp_path):
+    """Halved samples with every figure made to follow (the checker has nothing left to object to): the re-run on
+    this machine disagrees."""
+    name = by(copy, "ok", "cnn")
+    edit_json(copy / "cells" / name, lambda r: r.update(timing=summarize(
+        [v / 2 for v in r["timing"]["values"]], warmup=r["timing"]["warmup"], unit=r["timing"]["unit"])))
+    reseal(copy)
+    assert submission.findings(copy) == []
+    _, results = submission.reproduce(copy, 2, executor=fake_executor(), data_root=synthetic_data.parent,
+                                      out=tmp_path / "again", seed=1)
+    verdicts = {cell: (agrees, words) for cell, agrees, words in results}
+    assert verdicts[name[:-5]][0] is False and "×2.00" in verdicts[name[:-5]][1]
+    assert all(agrees for cell, (agrees, _) in verdicts.items() if cell != name[:-5])
+
+
+def test_reproduce_refuses_another_machine_class_or_other_code(copy, monkeypatch):
+    monkeypatch.setattr(submission, "local_class", lambda record: "cpu:other:avx2:64c")
+    with pytest.raises(submission.SubmissionError, match="is of this machine's class"):
+        submission.reproduce(copy, 1, executor=fake_executor())
+    monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=None: "0" * 16)
+    with pytest.raises(submission.SubmissionError, match="are not the submission's"):
+        submission.reproduce(copy, 1, executor=fake_executor())
+
+
+def test_reproduce_refuses_a_rejected_submission_and_the_command_line_says_why(copy, capsys):
+    edited_value(copy)
+    assert submission.main(["reproduce", str(copy), "--cells", "1"]) == 2
+    assert "is rejected by the checker" in capsys.readouterr().err
