@@ -588,3 +588,12 @@ def test_reproduce_refuses_a_rejected_submission_and_the_command_line_says_why(c
     edited_value(copy)
     assert submission.main(["reproduce", str(copy), "--cells", "1"]) == 2
     assert "is rejected by the checker" in capsys.readouterr().err
+
+
+def test_a_host_name_left_in_a_submission_without_hosts_is_rejected(run_folder, tmp_path):
+    folder = submission.submit(run_folder, "nohosts", no_hosts=True, community=tmp_path)
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["system"].update(host=TEST_HOST))
+    reseal(folder)
+    assert submission.findings(folder) == [
+        f"nohosts/cells/{name}: system.host names a host in a submission without host names"]
