@@ -275,3 +275,114 @@ def test_a_crafted_imdb_file_does_not_execute_and_the_real_format_loads(tmp_path
     assert arrays["x_train"].dtype == object and isinstance(arrays["x_train"][0], list)
     with np.load(synthetic_data / "imdb" / "imdb.npz", allow_pickle=True) as f:
         assert all(np.array_equal(arrays[k], f[k]) for k in f.files) and set(arrays) == set(f.files)
+
+
+# ---------------------------------------------------------------- each hostile input, its own reason (issue 31)
+
+def soon(hours):
+    from datetime import datetime, timedelta, timezone
+    return (datetime.now(timezone.utc) + timedelta(hours=hours)).isoformat(timespec="seconds")
+
+
+HOSTILE_REASONS = {   # name: (record or raw text, the reason's fragment with a plan, without one (None: merged))
+    **{name: (record, fragment, fragment) for name, (record, fragment) in {
+        "traversal-in-device": (HOSTILE["traversal-in-device"], ": cell/device: "),
+        "traversal-in-framework": (HOSTILE["traversal-in-framework"], ": cell/framework: "),
+        "traversal-in-variant": (HOSTILE["traversal-in-variant"], ": cell/variant: "),
+        "traversal-in-host": (HOSTILE["traversal-in-host"], ": system/host: "),
+        "newline-in-run-id": (HOSTILE["newline-in-run-id"], ": run_id: "),
+        "future-start": (HOSTILE["future-start"], "lie in the future"),
+        "an-hour-ahead": (with_(with_(honest(), "started_at", soon(1)), "finished_at", soon(1.1)), "lie in the future"),
+        "finished-before-start": (with_(honest(), "finished_at", "2026-12-03T09:00:00+00:00"),
+                                  "finished_at 2026-12-03T09:00:00+00:00 is before started_at"),
+        "not-a-time": (HOSTILE["not-a-time"], "not an ISO 8601 time"),
+        "missing-started-at": (HOSTILE["missing-started-at"], "'started_at' is a required property"),
+        "extra-cell-key": (HOSTILE["extra-cell-key"], ": cell: Additional properties are not allowed ('evil'"),
+        "extra-top-key": (HOSTILE["extra-top-key"], "(the record): Additional properties are not allowed ('command'"),
+        "gpus-as-text": (HOSTILE["gpus-as-text"], ": cell/gpus: "),
+        "metric-as-text": (HOSTILE["metric-as-text"], ": metrics/train_seconds: "),
+        "unknown-status": (HOSTILE["unknown-status"], ": status: "),
+        "unknown-schema": (HOSTILE["unknown-schema"], "schema 99"),
+        "machine-class-injection": (HOSTILE["machine-class-injection"], ": system/machine_class: "),
+        "params-hash-not-hex": (HOSTILE["params-hash-not-hex"], ": system/params_hash: "),
+        "truncated": (RAW["truncated"], "not a readable result record"),
+        "a-list": (RAW["a-list"], "a record is a JSON object, this is a list"),
+        "a-string": (RAW["a-string"], "a record is a JSON object, this is a str"),
+        "deep-nesting": (RAW["deep-nesting"], "nested too deeply"),
+        "not-json": (RAW["not-json"], "not a readable result record"),
+        "oversize": ("{" + " " * (records.MAX_BYTES + 1) + "}", "more than any record"),
+    }.items()},
+    "spoofed-run-id": (HOSTILE["spoofed-run-id"], "run id 'another-run' is not this run's ('full-1')", None),
+    "cell-not-planned": (honest(OTHER), f"cell {OTHER.id} is not in the run's plan", None),
+    "another-cells-file": (honest(OTHER), f"holds cell {OTHER.id}, but its file name {CELL.id}.json is the slot of "
+                                          f"{CELL.id}: one cell per slot", "same"),
+}
+
+
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+@pytest.mark.parametrize("name", sorted(HOSTILE_REASONS))
+def test_each_hostile_record_is_quarantined_with_its_own_reason(tmp_path, name, with_plan):
+    """One hostile file per merge, named as its slot's cell (so no other check can catch it first), with and without
+    the run's plan: quarantined with its own reason, nothing written outside the run folder."""
+    content, with_reason, without_reason = HOSTILE_REASONS[name]
+    reason = with_reason if with_plan else (with_reason if without_reason == "same" else without_reason)
+    area = tmp_path / "area"
+    run_dir = area / "runs" / "full-1"
+    claimed = OTHER.id if name == "cell-not-planned" else CELL.id
+    source = area / "artifacts" / "cells" / f"{claimed}.json"
+    source.parent.mkdir(parents=True)
+    source.write_text(content if isinstance(content, str) else json.dumps(content))
+    plan = None
+    if with_plan:
+        plan = area / "plan.json"
+        cells = (planned(CELL), planned(OTHER)) if name == "another-cells-file" else (planned(CELL),)
+        plans.write(plan, plans.PlanFile(load_plan_file().plan, "full-1", cells))
+    before = tree(area)
+    counts = merge.merge(run_dir, [area / "artifacts"], plan=plan)
+    outside = {p for p in tree(area) - before if run_dir not in p.parents and p not in (run_dir, run_dir.parent)}
+    assert outside == set() and not (tmp_path / "OUTSIDE").exists()
+    if reason is None:
+        assert counts["new"] == 1 and counts["quarantined"] == 0
+        return
+    assert counts == {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 1}
+    [(_, got)] = records.quarantined(run_dir)
+    assert reason in got, got
+
+
+def test_a_runner_writing_another_cells_record_in_its_slot_is_refused_by_the_executor(tmp_path, monkeypatch,
+                                                                                      synthetic_data):
+    """pytorch-cnn's runner writes a record claiming jax-cnn: run_cell quarantines it and records pytorch-cnn failed
+    with why; jax-cnn's slot stays empty (a later merge cannot be fooled either: the file name is the slot)."""
+    from scripts.executors import LocalExecutor, RunSettings
+    from scripts.run import run_cell
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "cnn=impostor")
+    cell = next(c for c in load_plan_file().plan.cells if c.framework == "pytorch" and c.task == "cnn")
+    cell = Cell(**{**vars(cell), "device": "cpu", "variant": "cpu", "scale": "tiny"})
+    executor = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
+    record = run_cell(executor, cell, RunSettings("full-1", 1, 60.0, synthetic_data.parent), tmp_path)
+    assert record["status"] == "failed" and record["cell"] == vars(cell)
+    assert f"the record written in the slot of cell {cell.id} (run full-1) is of cell jax-cnn" in record["reason"]
+    assert read_record(tmp_path / "cells" / f"{cell.id}.json") == record
+    [(_, reason)] = records.quarantined(tmp_path)
+    assert "one cell per slot" in reason
+    assert [p.name for p in (tmp_path / "cells").iterdir()] == [f"{cell.id}.json"]
+
+
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+@pytest.mark.parametrize("slot, what", [(f"record-{CELL.id}-1", f"the artifact record-{CELL.id}-1"),
+                                        ("4242_0", "Slurm task 4242_0")])
+def test_a_record_delivered_in_another_cells_artifact_or_task_is_quarantined(tmp_path, slot, what, with_plan):
+    """pytorch-cnn's artifact (or Slurm task 0, planned for pytorch-cnn) holds a file that claims jax-cnn, named as
+    jax-cnn's: it would replace jax-cnn and leave pytorch-cnn missing. Slurm tasks name their cell only through the
+    plan (without one, the task's slot is not known and only the file name is checked)."""
+    source = tmp_path / "artifacts" / slot / "cells" / f"{OTHER.id}.json"
+    write_record(source, honest(OTHER))
+    plan = tmp_path / "plan.json"
+    plans.write(plan, plans.PlanFile(load_plan_file().plan, "full-1", (planned(CELL), planned(OTHER))))
+    counts = merge.merge(tmp_path / "run", [tmp_path / "artifacts"], plan=plan if with_plan else None)
+    if slot.startswith("4242") and not with_plan:
+        assert counts["new"] == 1
+        return
+    assert counts["quarantined"] == 1 and counts["new"] == 0
+    [(_, reason)] = records.quarantined(tmp_path / "run")
+    assert f"holds cell {OTHER.id}, but {what} is the slot of {CELL.id}: one cell per slot" in reason

@@ -4,6 +4,7 @@ raise  the task raises: the real harness writes a failed record
 crash  the process dies by a signal without writing anything
 hang   sleep until the orchestrator's timeout kills the process
 slow   sleep FAKE_SLOW_SECONDS, then ok (for killing a run mid-cell)
+impostor  write an ok record that claims the other framework's identity (pytorch ↔ jax) in this cell's slot
 `--barrier-check FRAMEWORK` answers as shared/barrier_check.py does: FAKE_BARRIER=ok (default) or leak.
 """
 import json
@@ -55,6 +56,8 @@ def main():
     if sys.argv[1:2] == ["--barrier-check"]:
         return barrier_check(*sys.argv[2:])
     behaviours = dict(item.split("=") for item in os.environ.get("FAKE_BEHAVIOUR", "").split(",") if item)
+    if len(sys.argv) > 2 and behaviours.get(sys.argv[2]) == "impostor":
+        sys.argv[1] = "jax" if sys.argv[1] != "jax" else "pytorch"
     cfg = config_from_args(parser(["pytorch", "jax"]).parse_args(sys.argv[1:]))
     return run(cfg, lambda c: Task(behaviours.get(c.task, "ok")), lambda: {"framework_version": "fake"})
 
