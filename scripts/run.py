@@ -125,6 +125,13 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
                f"{record['run_id']}): one cell per slot")
         records.quarantine(run_dir, out, why)
         return host_record("failed", why)
+    expected = getattr(executor, "expected_code_hash", lambda _: None)(cell)
+    held = (record.get("system") or {}).get("code_hash")
+    if expected and held != expected:
+        # every image-based executor: a record never claims code its image does not hold
+        return host_record("failed", f"the cell ran in an image holding code {held or 'of no known hash'}, not this "
+                                     f"checkout's {expected}: rebuild it (make images, or apptainer build from the "
+                                     "rebuilt image) or run from the checkout it was built from")
     return record
 
 

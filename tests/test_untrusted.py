@@ -386,3 +386,24 @@ def test_a_record_delivered_in_another_cells_artifact_or_task_is_quarantined(tmp
     assert counts["quarantined"] == 1 and counts["new"] == 0
     [(_, reason)] = records.quarantined(tmp_path / "run")
     assert f"holds cell {OTHER.id}, but {what} is the slot of {CELL.id}: one cell per slot" in reason
+
+
+def test_an_image_based_cell_whose_record_holds_other_code_fails(tmp_path, synthetic_data):
+    """Every image-based executor names the code hash its image must hold (expected_code_hash); a record from an
+    image of other code is recorded failed, saying so (the fake runner's record holds no code hash at all)."""
+    from scripts.executors import LocalExecutor, RunSettings
+    from scripts.run import run_cell
+    local = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
+
+    class Imaged:
+        gpu_ids = ()
+        launch, stop, collect = local.launch, local.stop, local.collect
+
+        def expected_code_hash(self, cell):
+            return "feedfacefeedface"
+
+    cell = Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "tiny")
+    record = run_cell(Imaged(), cell, RunSettings("full-1", 1, 60.0, synthetic_data.parent), tmp_path)
+    assert record["status"] == "failed"
+    assert "holding code of no known hash, not this checkout's feedfacefeedface" in record["reason"]
+    assert run_cell(local, cell, RunSettings("full-1", 1, 60.0, synthetic_data.parent), tmp_path)["status"] == "ok"
