@@ -69,6 +69,20 @@ def checked(run_dir, allow_failed):
     return cells, records, classes
 
 
+def target_for(klass):
+    """results/reference/SLUG for a machine class: refused (ValueError) unless the slug is a non-empty name of the
+    safe alphabet that stays a direct child of results/reference (a class of punctuation alone, "?:-.", would name
+    results/reference itself, which copy() would then remove whole)."""
+    name = sysinfo.slug(klass)
+    if not verify.records.safe_id(name):
+        raise ValueError(f"machine class {klass!r} gives no usable folder name ({name!r}): its records do not say "
+                         "what machine ran them; run the reference on a machine whose CPU or GPU they can name")
+    target = verify.records.confined(verify.REFERENCES, name)
+    if target.parent != verify.REFERENCES.resolve():
+        raise ValueError(f"machine class {klass!r} would not name a folder of its own under {verify.REFERENCES}")
+    return target
+
+
 RUNS_MARK = "Further runs, for the noise between runs:"
 
 
@@ -90,12 +104,12 @@ def between_runs_line(target):
 def add(run_dir, allow_failed=False):
     """Keep a further run of an existing reference's machine class under its runs/RUN_ID/; returns the folder."""
     cells, records, classes = checked(run_dir, allow_failed)
-    target = verify.REFERENCES / sysinfo.slug(next(iter(classes)))
+    target = target_for(next(iter(classes)))
     if not (target / "cells").is_dir():
         raise ValueError(f"no reference of {next(iter(classes))} to add to; make one first (make reference)")
     if {r["run_id"] for r in records} & {r["run_id"] for r in verify.records_by_id(target).values()}:
         raise ValueError(f"{run_dir} is the reference's own first run")
-    extra = target / "runs" / sysinfo.safe_name(run_dir.name)
+    extra = verify.records.confined(target, "runs", sysinfo.safe_name(run_dir.name))
     if extra.exists():
         shutil.rmtree(extra)
     extra.mkdir(parents=True)
@@ -110,7 +124,7 @@ def add(run_dir, allow_failed=False):
 def copy(run_dir, allow_failed=False):
     """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one."""
     cells, records, classes = checked(run_dir, allow_failed)
-    target = verify.REFERENCES / sysinfo.slug(next(iter(classes)))
+    target = target_for(next(iter(classes)))
     if target.exists():
         shutil.rmtree(target)
     (target / "cells").mkdir(parents=True)

@@ -407,3 +407,18 @@ def test_an_image_based_cell_whose_record_holds_other_code_fails(tmp_path, synth
     assert record["status"] == "failed"
     assert "holding code of no known hash, not this checkout's feedfacefeedface" in record["reason"]
     assert run_cell(local, cell, RunSettings("full-1", 1, 60.0, synthetic_data.parent), tmp_path)["status"] == "ok"
+
+
+@pytest.mark.parametrize("klass", ["?:-.", "?", "?.", "?-"])
+def test_a_machine_class_without_a_folder_name_cannot_remove_the_references(tmp_path, monkeypatch, klass):
+    from scripts import reference, verify
+    refs = tmp_path / "results" / "reference"
+    (refs / "cpu-x" / "cells").mkdir(parents=True)
+    monkeypatch.setattr(verify, "REFERENCES", refs)
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json", with_(honest(), "system.machine_class", klass))
+    plans.write(run_dir / "plan.json", plans.PlanFile(load_plan_file().plan, "full-1", (planned(CELL),)))
+    for make in (reference.copy, reference.add):
+        with pytest.raises(ValueError, match="gives no usable folder name"):
+            make(run_dir)
+    assert (refs / "cpu-x" / "cells").is_dir() and sorted(p.name for p in refs.iterdir()) == ["cpu-x"]
