@@ -30,6 +30,7 @@ from scripts.matrix import Cell
 from shared.record import RecordError, write_atomic, write_record
 
 SKIP = {"plan.json", "attempts.json"}
+LOG_BYTES = 64 * 2**20     # a cell's log is copied only as a plain file of at most this size
 # A folder that numbers the attempt inside it: GitHub's artifact record-ID-RUN_ATTEMPT, Slurm's RUN/slurm/JOB_TASK
 # (array job ids only grow on a cluster: a resubmission is a later attempt), or attempt-N.
 ATTEMPT = re.compile(r"(?:record-.+|attempt)-(\d{1,6})|(\d{1,12})_\d{1,7}")
@@ -56,7 +57,8 @@ def sources(paths):
             if file.name in SKIP or {"attempts", "quarantine"} & set(inside):
                 continue
             log = file.parent.parent / "logs" / f"{file.stem}.log"
-            yield file, log if log.exists() and not log.is_symlink() else None, attempt_of(inside), inside
+            plain_log = log.exists() and records.not_plain(log, LOG_BYTES) is None   # a link or FIFO: no log
+            yield file, log if plain_log else None, attempt_of(inside), inside
 
 
 def slot_cells(file, folders, planned=None):
@@ -156,7 +158,10 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
     if log is not None:
         copy = records.confined(run_dir, "logs", f"{cell_id(record)}.log")
         copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, copy)
+        try:
+            records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))
+        except RecordError:
+            pass          # swapped for a link or a FIFO since sources() looked: the record goes in without its log
     return "superseded" if current is not None else "new"
 
 

@@ -12,6 +12,8 @@ import statistics
 import json
 import os
 import re
+import stat
+import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -21,7 +23,23 @@ except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack 
     jsonschema = None
 
 from shared import params
-from shared.record import CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
+from shared.record import CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError
+
+
+def write_atomic(path, text, binary=None):
+    """Write through a temporary file the writer made and a rename: a link planted at `path` is replaced, never
+    followed (shared.record.write_atomic does the same for text; this one also takes bytes)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(binary if binary is not None else text.encode())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 # File names and shell words as they are: no '/', no '..', no space, no newline. \Z, not $: jsonschema matches with
 # Python's re.search, where $ also matches before a final newline ("run\n" would pass).
@@ -109,17 +127,64 @@ def check(record, where):
     return record
 
 
+KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def not_plain(path, cap=MAX_BYTES):
+    """Why `path` is not a plain file of at most `cap` bytes (a link, a FIFO, a device, too big), or None; by lstat,
+    so nothing is opened or followed."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"unreadable ({e})"
+    for test, kind in KINDS:
+        if test(st.st_mode):
+            return f"{kind}, not a plain file"
+    if st.st_size > cap:
+        return f"{st.st_size} bytes, more than any record ({cap})"
+    return None
+
+
+def read_plain(path, cap=MAX_BYTES):
+    """The bytes of the plain file `path`: opened without following a link and without blocking (a FIFO swapped in
+    after the check is not waited on), at most `cap` bytes; RecordError naming why not."""
+    why = not_plain(path, cap)
+    if why:
+        raise RecordError(f"{path}: {why}; not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise RecordError(f"{path}: not opened as a plain file ({e}); not read") from e
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise RecordError(f"{path}: not a plain file; not read")
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise RecordError(f"{path}: more than any record ({cap} bytes); not read")
+    return data
+
+
+def parse(data, where):
+    """A record from the bytes of its file (shared.record.read_record's checks, on bytes already read)."""
+    try:
+        record = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordError(f"{where}: not a readable result record ({e}); delete it to re-run that cell") from e
+    if not isinstance(record, dict):
+        raise RecordError(f"{where}: a record is a JSON object, this is a {type(record).__name__}")
+    if record.get("schema") != RECORD_SCHEMA:
+        raise RecordError(f"{where}: record schema {record.get('schema')!r}, this code reads schema {RECORD_SCHEMA}; "
+                          "merge it with the version of the project that wrote it, or re-run the cell")
+    return record
+
+
 def read(path):
-    """A record file, read and checked; RecordError (with the reason) for anything that is not a sound record."""
+    """A record file, read and checked; RecordError (with the reason) for anything that is not a sound record:
+    a link, FIFO, device or oversize file is refused by name, never opened (read_plain)."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise RecordError(f"{path}: unreadable ({e})") from e
-    if size > MAX_BYTES:
-        raise RecordError(f"{path}: {size} bytes, more than any record ({MAX_BYTES}); not read")
-    try:
-        return check(read_record(path), str(path))
+        return check(parse(read_plain(path), str(path)), str(path))
     except RecursionError:
         raise RecordError(f"{path}: nested too deeply to be a record") from None
 
@@ -139,26 +204,43 @@ def confined(root, *parts):
     return path
 
 
+def own_folder(run_dir, name):
+    """RUN/NAME as a real folder of the run: a link planted there (to anywhere) is removed, never written through."""
+    folder = Path(run_dir) / name
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def quarantine(run_dir, source, reason):
     """Put a copy of the file `source` under RUN/quarantine/ (named by its content's hash, so the same bad file is
-    kept once) with its reason beside it; returns the copy's path. The source itself is left as it was."""
-    folder = Path(run_dir) / "quarantine"
-    folder.mkdir(parents=True, exist_ok=True)
+    kept once) with its reason beside it; returns the copy's path. The source itself is left as it was. A source
+    that is not a plain file (a link, a FIFO, a device, too big) is quarantined by name: never opened, nothing of it
+    copied."""
+    folder = own_folder(run_dir, "quarantine")
+    why = not_plain(source)
     try:
-        data = Path(source).read_bytes()[:MAX_BYTES]
-    except OSError:
-        data = b""
-    name = hashlib.sha256(data).hexdigest()[:16]
-    (folder / f"{name}.json.quarantined").write_bytes(data)
-    (folder / f"{name}.reason.txt").write_text(f"source: {os.fspath(source)}\nreason: {reason}\n")
+        data = b"" if why else read_plain(source)
+    except RecordError as e:
+        data, why = b"", str(e)
+    name = hashlib.sha256(data or f"not read: {os.fspath(source)}".encode()).hexdigest()[:16]
+    write_atomic(folder / f"{name}.json.quarantined", data.decode("latin-1"), binary=data)
+    write_atomic(folder / f"{name}.reason.txt", f"source: {os.fspath(source)}\nreason: {reason}\n"
+                 + (f"not read: {why}\n" if why else ""))
     return folder / f"{name}.json.quarantined"
 
 
 def quarantined(run_dir):
     """[(source, reason)] of the files quarantined in `run_dir`, for the report."""
     found = []
-    for note in sorted((Path(run_dir) / "quarantine").glob("*.reason.txt")):
-        lines = dict(line.split(": ", 1) for line in note.read_text().splitlines() if ": " in line)
+    folder = Path(run_dir) / "quarantine"
+    for note in sorted(folder.glob("*.reason.txt")) if folder.is_dir() and not folder.is_symlink() else []:
+        try:
+            text = read_plain(note).decode(errors="replace")
+        except RecordError:
+            continue            # not one the quarantine wrote
+        lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
         found.append((lines.get("source", "?"), lines.get("reason", "?")))
     return found
 

@@ -15,13 +15,18 @@ column. Records are read, never edited; results from different machine classes a
 """
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from textwrap import shorten
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
+# Text from records (a failure reason, a framework version) is drawn as it is: never parsed as mathtext, where
+# "$\\undefinedmacro$" raises and stops the plot, and never handed to LaTeX.
+matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
@@ -416,10 +421,21 @@ def write_report(*run_dirs, out=None):
     frame = to_frame(found)
     paths = {"jsonl": out / "results.jsonl", "csv": out / "results.csv", "markdown": out / "results.md",
              "plot": out / "results.png"}
-    paths["jsonl"].write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
-    csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"])).to_csv(paths["csv"], index=False)
-    paths["markdown"].write_text(markdown(frame) + attempts_and_gaps(run_dirs, found))
-    plot(frame, paths["plot"])
+    # Every output through a temporary file this process made and a rename: a link planted at results.md (or any of
+    # them) is replaced, never written through.
+    records.write_atomic(paths["jsonl"], "".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
+    records.write_atomic(paths["csv"], csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"]))
+                         .to_csv(index=False))
+    records.write_atomic(paths["markdown"], markdown(frame) + attempts_and_gaps(run_dirs, found))
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".results.", suffix=".png")
+    os.close(fd)
+    try:
+        plot(frame, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, paths["plot"])
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return paths
 
 

@@ -8,6 +8,7 @@ import os
 import pickle
 import re
 import stat
+from pathlib import Path
 import subprocess
 import sys
 
@@ -422,3 +423,74 @@ def test_a_machine_class_without_a_folder_name_cannot_remove_the_references(tmp_
         with pytest.raises(ValueError, match="gives no usable folder name"):
             make(run_dir)
     assert (refs / "cpu-x" / "cells").is_dir() and sorted(p.name for p in refs.iterdir()) == ["cpu-x"]
+
+
+# ---------------------------------------------------------------- plain files only
+
+def special_files(folder, secret):
+    """cells/ID.json as a link to a secret, a FIFO, a link to /dev/zero, and a log that links to the secret."""
+    cells, logs = folder / "cells", folder / "logs"
+    cells.mkdir(parents=True)
+    logs.mkdir()
+    (cells / "link-to-key.json").symlink_to(secret)
+    os.mkfifo(cells / "fifo.json")
+    (cells / "zero.json").symlink_to("/dev/zero")
+    write_record(cells / f"{CELL.id}.json", honest())
+    (logs / f"{CELL.id}.log").symlink_to(secret)
+    return {"link-to-key.json": "a symbolic link, not a plain file", "fifo.json": "a FIFO, not a plain file",
+            "zero.json": "a symbolic link, not a plain file"}
+
+
+@pytest.mark.timeout(60)         # a FIFO that was opened would block here for ever
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+def test_links_fifos_and_devices_are_quarantined_by_name_without_being_read(tmp_path, with_plan):
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- secret\n")
+    expected = special_files(tmp_path / "artifacts", secret)
+    plan = None
+    if with_plan:
+        plan = tmp_path / "plan.json"
+        plans.write(plan, plans.PlanFile(load_plan_file().plan, "full-1", (planned(CELL),)))
+    run_dir = tmp_path / "run"
+    counts = merge.merge(run_dir, [tmp_path / "artifacts"], plan=plan)
+    assert counts["new"] == 1 and counts["quarantined"] == 3
+    reasons = {Path(source).name: reason for source, reason in records.quarantined(run_dir)}
+    for name, why in expected.items():
+        assert why in reasons[name] and "not read" in reasons[name], reasons[name]
+    for path in run_dir.rglob("*"):
+        assert path.is_symlink() is False
+        assert "PRIVATE KEY" not in (path.read_text(errors="replace") if path.is_file() else "")
+    assert not (run_dir / "logs" / f"{CELL.id}.log").exists()          # the linked log was not copied
+    md = report.write_report(run_dir)["markdown"].read_text()
+    assert md.count("- quarantined ") == 3
+
+
+def test_an_oversize_record_is_quarantined_by_name(tmp_path):
+    big = tmp_path / "artifacts" / "cells" / f"{CELL.id}.json"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:
+        f.truncate(records.MAX_BYTES + 1)           # sparse: no memory, no disk
+    merge.merge(tmp_path / "run", [tmp_path / "artifacts"])
+    [(_, reason)] = records.quarantined(tmp_path / "run")
+    assert f"{records.MAX_BYTES + 1} bytes, more than any record" in reason and "not read" in reason
+    assert [p.stat().st_size for p in (tmp_path / "run" / "quarantine").glob("*.quarantined")] == [0]
+
+
+def test_the_report_writes_only_through_paths_it_created(tmp_path):
+    """results.md, results.csv, results.jsonl, results.png and quarantine/ planted as links to outside: the report
+    replaces them, and nothing outside the run changes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json", honest())
+    (run_dir / "cells" / "broken.json").write_text("{")                 # something to quarantine
+    for name in ("results.md", "results.csv", "results.jsonl", "results.png"):
+        (outside / name).write_text("precious")
+        (run_dir / name).symlink_to(outside / name)
+    (run_dir / "quarantine").symlink_to(outside)
+    report.write_report(run_dir)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == {n: "precious" for n in (
+        "results.md", "results.csv", "results.jsonl", "results.png")}
+    for name in ("results.md", "results.csv", "results.jsonl", "results.png", "quarantine"):
+        assert not (run_dir / name).is_symlink()
+    assert "broken.json" in (run_dir / "results.md").read_text()
