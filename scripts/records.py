@@ -50,6 +50,14 @@ CLOCK_SKEW = timedelta(minutes=10)                # how far in the future a host
 _id = {"type": "string", "pattern": SAFE_ID}
 _number = {"type": ["number", "null"]}
 _text = {"type": ["string", "null"], "maxLength": 200_000}
+_short = {"type": ["string", "null"], "maxLength": 200}
+_integer = {"type": ["integer", "null"]}
+NUMBER_METRICS = ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "accuracy", "auc",
+                  "achieved_flops", "efficiency", "samples_per_second", "steady_samples_per_second", "warmup_seconds",
+                  "train_minutes", "compile_seconds", "final_loss", "input_wait_fraction", "input_wait_seconds",
+                  "feature_mean", "model_flops_per_sample")
+INTEGER_METRICS = ("auc_classes", "batch_size", "crop_size", "devices", "epochs", "global_batch", "image_size",
+                   "images", "loader_workers", "parameters", "test_samples", "train_samples")
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "rosetta result record",
@@ -69,18 +77,41 @@ SCHEMA = {
         "status": {"enum": list(STATUSES)},
         "reason": _text,
         "log_tail": _text,
+        # Typed wherever the host side reads a field (report, site, verify, submission): a runner may add keys, but
+        # a known key of the wrong type (a string spread, integer cpu_flags, objects in differences) is refused.
         "metrics": {"type": "object", "properties": {
-            **{key: _number for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images",
-                                        "accuracy", "auc")},
-            "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}}}},
-        "timing": {"type": "object", "properties": {key: _number for key in ("min", "median", "max")}},
+            **{key: _number for key in NUMBER_METRICS},
+            **{key: _integer for key in INTEGER_METRICS},
+            **{key: _short for key in ("data_placement", "input_pipeline", "weights")},
+            "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
+            "differences": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 2000},
+                            "maxItems": 1000}}},
+        "timing": {"type": "object", "properties": {
+            **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
+            "values": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
+            "unit": _short, "repeats": _integer, "window_steps": _integer,
+            "unstable": {"type": ["boolean", "null"]}, "warm": {"type": ["boolean", "null"]},
+            "barrier_audit": {"type": ["object", "null"]}}},
         "system": {"type": "object", "properties": {
             "host": {"type": ["string", "null"], "pattern": SAFE_ID},
-            "cpu": _text, "cpu_count": {"type": ["integer", "null"]},
+            "cpu": _text, "cpu_count": _integer, "cpu_usable": _integer, "cpu_physical_cores": _integer,
+            "cpu_flags": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 100}, "maxItems": 1000},
             # what verify and the report's ‡ compare by: shared.sysinfo.machine_class's alphabet, params_hash's hex
             "machine_class": {"type": ["string", "null"], "pattern": "^[a-z0-9?][a-z0-9?:._-]{0,199}\\Z"},
             "params_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{12}\\Z"},
-            "gpus": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}}}},
+            "code_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}\\Z"},
+            "gpus": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
+            "gpu_sm_counts": {"type": ["array", "null"], "items": {"type": "integer"}},
+            "gpu_facts": {"type": ["array", "null"], "items": {"type": "object"}},
+            "devices": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
+            "memory_gib": _number,
+            "cudnn": {"type": ["string", "integer", "null"], "maxLength": 200},
+            **{key: _short for key in ("framework_version", "python", "cuda", "driver", "os", "executor", "image",
+                                       "gpu_ids", "backend")},
+            "switches": {"type": ["object", "null"]}, "build": {"type": ["object", "null"]},
+            "calibration": {"type": ["object", "null"], "properties": {
+                **{key: _number for key in ("gemm_fp32_flops", "gemm_reduced_flops", "host_copy_bytes_per_s")},
+                "gemm_n": _integer, "note": _text, "reduced_dtype": _short}}}},
         "started_at": {"type": "string", "maxLength": 40},
         "finished_at": {"type": "string", "maxLength": 40},
         "git_commit": {"type": ["string", "null"], "pattern": "^[0-9a-f]{4,40}\\Z"},

@@ -15,6 +15,7 @@ column. Records are read, never edited; results from different machine classes a
 """
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -107,6 +108,21 @@ def known(value):
     return not (value is None or (isinstance(value, float) and pd.isna(value)))
 
 
+def number(value):
+    """A finite number from a record as a float, else None (missing, text, NaN, infinity): what arithmetic and the
+    plot may use. The record itself keeps what it said; the submission checker names non-finite figures."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+PLOTTABLE = 1e12     # a bar longer than this (in the task's unit) is not a time; its text would overflow the raster
+
+
+def plottable(value):
+    return number(value) is not None and 0 <= value <= PLOTTABLE
+
+
 def first_line(text):
     return (str(text).strip().splitlines() or [""])[0]
 
@@ -135,7 +151,7 @@ def machine_of(row):
         text += ", " + " + ".join(sorted(set(gpus))) + (f", driver {driver}" if known(driver) else "")
     else:
         text += ", no GPU"
-    return md(f"{text} (host {row['system.host']})")
+    return md(f"{text} (host {row.get('system.host') if known(row.get('system.host')) else '?'})")
 
 
 def machine_class_of(row):
@@ -164,23 +180,25 @@ def software_of(row):
 def times_of(row):
     """(time as waited, steady-state time, (low, high) spread of the steady-state or extraction time or None), in
     the task's display unit: minutes for DenseNet-121, else as recorded."""
-    task, get = row["cell.task"], lambda key: row.get(f"metrics.{key}")
+    task, get = row["cell.task"], lambda key: number(row.get(f"metrics.{key}"))
+    timing = lambda key: number(row.get(f"timing.{key}"))  # noqa: E731
     unit = 60.0 if task == "densenet121" else 1.0
-    samples = known(row.get("timing.q1")) and known(row.get("timing.spread"))
+    samples = timing("q1") is not None and timing("spread") is not None
     low_key, high_key = ("q1", "q3") if samples else ("min", "max")   # older records: min–max
     if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' quartiles, same scale
-        value, low, median, high = get("seconds_per_1000_images"), *(row.get(f"timing.{k}")
-                                                                      for k in (low_key, "median", high_key))
-        if not all(map(known, (value, low, median, high))) or median <= 0:
+        value, low, median, high = get("seconds_per_1000_images"), *(timing(k) for k in (low_key, "median", high_key))
+        if any(v is None for v in (value, low, median, high)) or median <= 0:
             return value, None, None
         return value, None, (value * low / median, value * high / median)
-    user = get("train_seconds") / unit if known(get("train_seconds")) else get(TIME_METRIC[task])
-    steady = get("steady_state_seconds") / unit if known(get("steady_state_seconds")) else None
-    if samples and steady is not None:   # steady state = median window × steps: its whisker scales the quartiles
-        median = row["timing.median"]
-        return user, steady, (steady * row["timing.q1"] / median, steady * row["timing.q3"] / median)
-    later = get("epoch_seconds")[1:] if isinstance(get("epoch_seconds"), list) else []
-    if steady is None or len(later) < 2:
+    user = get("train_seconds") / unit if get("train_seconds") is not None else get(TIME_METRIC[task])
+    steady = get("steady_state_seconds") / unit if get("steady_state_seconds") is not None else None
+    median, q1, q3 = timing("median"), timing("q1"), timing("q3")
+    if samples and steady is not None and None not in (median, q1, q3) and median > 0:
+        # steady state = median window × steps: its whisker scales the quartiles
+        return user, steady, (steady * q1 / median, steady * q3 / median)
+    epochs_seen = row.get("metrics.epoch_seconds")
+    later = [number(v) for v in epochs_seen[1:]] if isinstance(epochs_seen, list) else []
+    if steady is None or len(later) < 2 or None in later:
         return user, steady, None
     epochs = len(later) + 1  # steady state = median later epoch × epochs: its whisker scales min and max the same
     return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
@@ -331,8 +349,12 @@ def draw_task(ax, rows, task):
     whiskers span the samples' interquartile range (min–max in records older than the samples); a cell that did not
     run keeps its slot, outlined and hatched, with its status and reason."""
     rows, labels = bar_rows(rows)
-    values = [v for v in rows["time"] if known(v)] + [x[1] for x in rows["spread"] if known(x)]
-    largest = max(values + [1e-9])
+    for column in ("time", "steady"):   # a time the plot cannot draw (negative, absurd) is drawn as no time
+        rows[column] = [v if plottable(v) else None for v in rows[column]]
+    rows["spread"] = [x if known(x) and all(map(plottable, x)) else None for x in rows["spread"]]
+    values = [v for column in ("time", "steady") for v in rows[column] if known(v)]
+    values += [x[1] for x in rows["spread"] if known(x)]
+    largest = max(values + [1e-9])      # every bar and whisker inside the axes: text beyond them overflows the raster
     for y, row in enumerate(rows.to_dict("records")):
         colour = PRECISION_COLOURS.get(row["cell.precision"], "gray")
         if row["status"] != "ok" or not known(row["time"]):

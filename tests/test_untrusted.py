@@ -494,3 +494,142 @@ def test_the_report_writes_only_through_paths_it_created(tmp_path):
     for name in ("results.md", "results.csv", "results.jsonl", "results.png", "quarantine"):
         assert not (run_dir / name).is_symlink()
     assert "broken.json" in (run_dir / "results.md").read_text()
+
+
+# ---------------------------------------------------------------- any schema-valid record (Hypothesis)
+
+from datetime import datetime as _datetime, timedelta as _timedelta, timezone as _timezone  # noqa: E402
+
+from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
+
+_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
+_text = st.text(max_size=40) | st.sampled_from(["$\\undefinedmacro$", "$x^$", '"><img src=x onerror=alert(1)>',
+                                                 "a | b\n| c |", "=HYPERLINK(\"x\")", "%s%n", "\\"])
+_num = st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10**9, 10**9)
+_int = st.none() | st.integers(-10**6, 10**6)
+_short = st.none() | st.text(max_size=30)
+
+
+def _optional(**fields):
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+@st.composite
+def any_record(draw):
+    """A record the schema accepts, with every known field drawn from its type: NaN, infinity, zero, negative and
+    huge numbers, markup and mathtext in every string."""
+    from shared.params import TASKS
+    cell = {"framework": draw(_ids), "task": draw(st.sampled_from(TASKS)), "variant": draw(_ids),
+            "precision": draw(st.sampled_from(["fp32", "tf32", "amp", "bf16"])), "gpus": draw(st.integers(1, 8)),
+            "device": draw(st.sampled_from(["cpu", "gpu"])), "data": draw(st.sampled_from(["synthetic", "real"])),
+            "scale": draw(st.sampled_from(["full", "demo", "tiny"]))}
+    started = _datetime(2025, 1, 1, tzinfo=_timezone.utc) + _timedelta(seconds=draw(st.integers(0, 10**7)))
+    finished = started + _timedelta(seconds=draw(st.integers(0, 10**5)))
+    metrics = draw(_optional(
+        **{key: _num for key in records.NUMBER_METRICS}, **{key: _int for key in records.INTEGER_METRICS},
+        weights=_short, data_placement=_short,
+        epoch_seconds=st.none() | st.lists(st.floats(allow_nan=True), max_size=4),
+        differences=st.none() | st.lists(_text, max_size=3)))
+    timing = draw(_optional(
+        **{key: _num for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
+        values=st.none() | st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5), max_size=6),
+        unit=_short, repeats=_int, unstable=st.none() | st.booleans()))
+    system = draw(_optional(
+        host=st.none() | _ids, cpu=st.none() | _text, cpu_count=_int, cpu_usable=_int,
+        cpu_flags=st.none() | st.lists(st.text(max_size=10), max_size=4),
+        machine_class=st.none() | st.from_regex(r"\A[a-z0-9?][a-z0-9?:._-]{0,30}\Z"),
+        params_hash=st.none() | st.from_regex(r"\A[0-9a-f]{12}\Z"), gpus=st.none() | st.lists(_text, max_size=2),
+        framework_version=_short, python=_short, cuda=_short, driver=_short, cudnn=_short | _int,
+        memory_gib=_num, calibration=st.none() | _optional(gemm_fp32_flops=_num, gemm_reduced_flops=_num)))
+    record = {"schema": 1, "run_id": draw(st.none() | _ids), "cell": cell,
+              "status": draw(st.sampled_from(["ok", "failed", "skipped", "timeout"])),
+              "reason": draw(st.none() | _text), "log_tail": draw(st.none() | _text), "metrics": metrics,
+              "timing": timing, "system": system, "started_at": started.isoformat(),
+              "finished_at": finished.isoformat(), "git_commit": draw(st.none() | st.from_regex(r"\A[0-9a-f]{12}\Z"))}
+    return record
+
+
+@settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.lists(any_record(), min_size=1, max_size=3, unique_by=lambda r: Cell(**r["cell"]).id))
+def test_any_schema_valid_record_goes_through_merge_report_site_and_verify(tmp_path_factory, found):
+    """Whatever a schema-valid record holds, merge, the report (tables, CSV, plot), the site's result pages and verify
+    finish: text is rendered literally (no mathtext, escaped HTML), and nothing raises."""
+    from scripts import site, verify
+    for record in found:
+        try:
+            records.check(record, "generated")
+        except records.RecordError:
+            assume(False)
+    base = tmp_path_factory.mktemp("any")
+    source, run_dir = base / "src", base / "run"
+    for record in found:
+        write_record(source / "cells" / f"{Cell(**record['cell']).id}.json", record)
+    counts = merge.merge(run_dir, [source])
+    assert counts["new"] == len(found) and counts["quarantined"] == 0
+    paths = report.write_report(run_dir)
+    assert paths["plot"].stat().st_size > 0 and paths["markdown"].read_text()
+    merged = [records.read(p) for p in sorted((run_dir / "cells").glob("*.json"))]
+    for record in merged:
+        record["_source"], record["_links"] = f'run/"><x>$x$', (f"records/run/{Cell(**record['cell']).id}.json", None)
+    frame = report.to_frame(merged)
+    frame["source"], frame["links"] = frame["_source"], frame["_links"]
+    (base / "site" / "plots").mkdir(parents=True)
+    for task in {r["cell"]["task"] for r in merged}:
+        html_text = site.results_page(task, frame, base / "site", [])
+        assert "<x>" not in html_text and "onerror=alert" not in html_text.replace("onerror=alert(1)&gt;", "")
+    by_id = {Cell(**r["cell"]).id: r for r in merged}
+    rows, outcome, _, overall = verify.compare(by_id, by_id, None)
+    verify.one_line(outcome, 0, verify.TIME_TOLERANCE, verify.QUALITY_MARGIN)
+    records.inconsistencies(found[0])
+
+
+def test_the_issues_crashing_records_are_drawn_or_refused_by_the_schema(tmp_path):
+    """A failed record whose reason is mathtext is drawn as text (the merge and its plot finish); loosely typed
+    fields the report and site read are refused by the schema, each with its own reason."""
+    run_dir = tmp_path / "run"
+    write_record(tmp_path / "src" / "cells" / f"{CELL.id}.json",
+                 with_(honest(status="failed"), "reason", "$\\undefinedmacro$ and $x^$"))
+    bad = {"metrics/differences/0": with_(honest(OTHER), "metrics.differences", [{"a": 1}]),
+           "timing/spread": with_(honest(OTHER), "timing", {"spread": "wide"}),
+           "system/cpu_flags": with_(honest(OTHER), "system.cpu_flags", 7)}
+    for i, record in enumerate(bad.values()):
+        write_record(tmp_path / f"bad-{i}" / "cells" / f"{OTHER.id}.json", record)
+    assert merge.main([str(run_dir), str(tmp_path / "src"), *(str(tmp_path / f"bad-{i}") for i in range(3))]) == 0
+    assert (run_dir / "results.png").stat().st_size > 0
+    reasons = [reason for _, reason in records.quarantined(run_dir)]
+    for field in bad:
+        assert sum(f": {field}: " in r for r in reasons) == 1, (field, reasons)
+
+
+def test_site_links_to_a_hostile_run_folder_name_stay_links(tmp_path):
+    from scripts import site
+    name = '"><img src=x onerror=alert(1)>'
+    run_dir = tmp_path / name
+    write_record(run_dir / "cells" / f"{CELL.id}.json", honest())
+    (run_dir / "logs").mkdir()
+    (run_dir / "logs" / f"{CELL.id}.log").write_text("log")
+    out = tmp_path / "site"
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(site, "REFERENCES", tmp_path / "none")
+    monkey.setattr(site, "COMMUNITY", tmp_path / "none")
+    try:
+        site.build(out, [run_dir])
+    finally:
+        monkey.undo()
+    page = (out / "results-cnn.html").read_text()
+    assert "<img src=x" not in page and 'onerror=alert(1)>"' not in page
+    assert 'href="records/run/%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E/' in page
+
+
+def test_site_out_refuses_a_folder_it_did_not_make(tmp_path, capsys):
+    from scripts import site
+    mine = tmp_path / "precious"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    assert site.main(["--out", str(mine)]) == 2
+    assert "holds files this command did not write" in capsys.readouterr().err
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    assert site.main(["--out", str(link)]) == 2 and (mine / "thesis.tex").exists()
