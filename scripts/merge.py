@@ -18,6 +18,7 @@ whose cell the plan does not hold, is copied to RUN/quarantine/ with its reason 
 lists it. Every path the merge writes is built from checked ids and confined to the run folder.
 """
 import argparse
+import hashlib
 import json
 import re
 import shutil
@@ -107,8 +108,10 @@ def attempt_of(folders):
 
 def order(record, attempt):
     """The sort key of a cell's attempts: the host-given number first (an unnumbered record counts as 0), then the
-    record's own start and finish times, which decide only among records no folder numbers."""
-    return (attempt or 0, *records.started(record))
+    record's own start and finish times, which decide only among records no folder numbers; between records equal in
+    all of these, the SHA-256 of their canonical JSON, so the same record wins in whichever order the sources come."""
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return (attempt or 0, *records.started(record), hashlib.sha256(canonical).hexdigest())
 
 
 def attempt_name(record, attempt=None):

@@ -129,10 +129,19 @@ def safe_id(text):
     return isinstance(text, str) and re.search(SAFE_ID, text) is not None
 
 
+# RFC 3339's date-time (its profile of ISO 8601): 'T' (or a space, as RFC 3339 allows) between date and time, and
+# an offset. Python's fromisoformat alone takes any one character there ('2026-12-04/09:00:00'), and that text
+# becomes part of file names (scripts/merge.py: attempt_name).
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})")
+
+
 def moment(text, where):
-    """An ISO 8601 time as an aware datetime (a record's times are compared as times, never as strings)."""
+    """An RFC 3339 time as an aware datetime (a record's times are compared as times, never as strings)."""
+    if not isinstance(text, str) or not RFC3339.fullmatch(text):
+        raise RecordError(f"{where}: {text!r} is not an ISO 8601 time of RFC 3339's form "
+                          "(YYYY-MM-DDTHH:MM:SS[.frac] and Z or ±HH:MM)")
     try:
-        when = datetime.fromisoformat(text)
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise RecordError(f"{where}: {text!r} is not an ISO 8601 time") from None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)

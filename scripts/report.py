@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -91,7 +92,9 @@ def md(text):
     for raw, safe in (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("[", "\\["),
                       ("]", "\\]")):
         text = text.replace(raw, safe)
-    return text
+    # GitHub's Markdown (the job summary) links bare URLs and www. names by itself: a zero-width joiner after the
+    # scheme's colon, or after "www", leaves the text as it reads and nothing to click
+    return re.sub(r"(?i)\b(www)(?=\.)|(?<=[a-z])(:)(?=//)", lambda m: (m.group(1) or m.group(2)) + "\u2060", text)
 
 
 def csv_safe(frame):

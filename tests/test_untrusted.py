@@ -633,3 +633,54 @@ def test_site_out_refuses_a_folder_it_did_not_make(tmp_path, capsys):
     link = tmp_path / "link"
     link.symlink_to(mine)
     assert site.main(["--out", str(link)]) == 2 and (mine / "thesis.tex").exists()
+
+
+# ---------------------------------------------------------------- low: sbatch, ties, times, links
+
+@pytest.mark.parametrize("extra, run_dir, message", [
+    (["--partition=gpu\nrm -rf ~"], "run", "--sbatch '--partition=gpu\\nrm -rf ~'"),
+    (["--comment=$(id)"], "run", "--sbatch '--comment=$(id)'"),
+    (["--partition gpu"], "run", "--sbatch '--partition gpu'"),
+    (["--partition=gpu"], "run\ntouch /tmp/x", "its path goes into #SBATCH lines"),
+    (["--partition=gpu"], "my run", "its path goes into #SBATCH lines"),
+])
+def test_sbatch_options_and_the_run_folder_are_refused_unless_plain(tmp_path, extra, run_dir, message):
+    run = tmp_path / run_dir
+    with pytest.raises(slurm.SlurmError) as e:
+        slurm.submit(load_plan_file(), tmp_path / "plan.json", run, parallel=None, runtime="local",
+                     image_prefix="", data_root=tmp_path, extra=extra, dry_run=True)
+    assert message in str(e.value)
+    assert not run.exists() and not (tmp_path / "run").exists()
+    slurm.check_sbatch(["--partition=gpu", "--account=ml-team", "--qos=high", "--exclusive"], tmp_path / "run")
+
+
+def test_attempts_with_equal_times_are_ordered_by_a_stable_key(tmp_path):
+    """Two records of one cell, equal in attempt, start and finish: the same one wins in either order."""
+    a, b = honest(host="node-a"), honest(host="node-b")
+    winners = set()
+    for first, second in ((a, b), (b, a)):
+        run_dir = tmp_path / f"run-{first['system']['host']}"
+        for i, record in enumerate((first, second)):
+            write_record(tmp_path / f"src-{run_dir.name}-{i}" / "cells" / f"{CELL.id}.json", record)
+            merge.merge(run_dir, [tmp_path / f"src-{run_dir.name}-{i}"])
+        winners.add(read_record(run_dir / "cells" / f"{CELL.id}.json")["system"]["host"])
+    assert len(winners) == 1
+
+
+@pytest.mark.parametrize("text", ["2026-12-04/09:00:00+00:00", "2026-12-04T09:00:00", "2026-12-04x09:00:00Z",
+                                  "2026-12-04T09:00+00:00", " 2026-12-04T09:00:00Z"])
+def test_started_at_must_be_rfc_3339(tmp_path, text):
+    """'2026-12-04/09:00:00' parsed as a time by fromisoformat and nested an attempt one folder deeper."""
+    record = with_(with_(honest(), "started_at", text), "finished_at", "2026-12-04T10:00:00+00:00")
+    with pytest.raises(records.RecordError, match="RFC 3339"):
+        records.check(record, "x")
+    assert records.check(with_(record, "started_at", "2026-12-04T09:00:00Z"), "x")
+
+
+def test_record_urls_are_not_links_in_githubs_job_summary(tmp_path):
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json",
+                 with_(honest(status="failed"), "reason", "see https://evil.example/login or www.evil.example"))
+    md = report.write_report(run_dir)["markdown"].read_text()
+    assert "https://evil" not in md and "www.evil" not in md
+    assert "https:\u2060//evil.example/login" in md and "www\u2060.evil.example" in md
