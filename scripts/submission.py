@@ -820,10 +820,10 @@ def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None,
                               "only an accepted submission is reproduced; run `check` for why")
     manifest = json.loads((folder / MANIFEST).read_text())
     here = checkout_code_hash(repo)
-    if here != manifest["code_hash"]:
+    if here != manifest["code_hash"] and executor is not None:
         raise SubmissionError(f"runners/ and shared/ here (code hash {here}) are not the submission's "
-                              f"({manifest['code_hash']}, commit {manifest['git_commit'][:12]}): reproduce from a "
-                              f"checkout of that commit (git worktree add ../at-submission {manifest['git_commit']})")
+                              f"({manifest['code_hash']}, commit {manifest['git_commit'][:12]}): the executor given "
+                              "would run other code; commit or stash your changes, or check out that commit")
     recs = {Path(rel).stem: r for rel, r in check_records(folder)[0].items()}
     mine = sorted(i for i, r in recs.items() if r["status"] == "ok" and r["system"].get("machine_class")
                   == local_class(r))
@@ -844,7 +844,11 @@ def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None,
     plans.write(out / PLAN, plan_file)
     if executor is None:
         from scripts.matrix import load
-        executor = runs.make_executor(plan_file.plan, load())
+        executor, _ = runs.make_executor(plan_file.plan, load())
+        if here != manifest["code_hash"] and hasattr(executor, "root"):
+            # the runners and shared/ of the submission's commit, from git, in the framework environments here
+            executor = replace(executor, root=runner_code_at(manifest["git_commit"], manifest["code_hash"],
+                                                             out.parent / "code", repo))
     runs.execute(plan_file.plan, executor, out, RunSettings(run_id, plan_file.plan.repeats, plan_file.plan.timeout_s,
                                                             Path(data_root or runs.DATA).resolve()))
     results = []
@@ -862,6 +866,21 @@ def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None,
         within = ratio is None or limit is None or 1 / limit <= ratio <= limit
         results.append((cell_id, outcomes[0] == "ok" and within, words))
     return seed, results
+
+
+def runner_code_at(commit, wanted, into, repo=None):
+    """runners/ and shared/ as committed at `commit`, extracted into `into` (git archive); refused unless their code
+    hash is `wanted` (the submission's, which the checker recomputed from git)."""
+    code, tar = git(["archive", "--format=tar", commit, "--", *CODE_DIRS], repo)
+    if code != 0:
+        raise SubmissionError(f"git cannot archive {' and '.join(CODE_DIRS)} at {commit[:12]}")
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True, capture_output=True, timeout=120)
+    got = code_hash((p.relative_to(into).as_posix(), p.read_bytes()) for d in CODE_DIRS
+                    for p in sorted((into / d).rglob("*")) if p.is_file() and is_code(p.relative_to(into).as_posix()))
+    if got != wanted:
+        raise SubmissionError(f"runners/ and shared/ at {commit[:12]} hash to {got}, not the submission's {wanted}")
+    return into
 
 
 def reproduce_main(folder, cells, seed=None, data_root=None):

@@ -580,8 +580,19 @@ def test_reproduce_refuses_another_machine_class_or_other_code(copy, monkeypatch
     with pytest.raises(submission.SubmissionError, match="is of this machine's class"):
         submission.reproduce(copy, 1, executor=fake_executor())
     monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=None: "0" * 16)
+    monkeypatch.setattr(submission, "local_class", lambda record: record["system"]["machine_class"])
     with pytest.raises(submission.SubmissionError, match="are not the submission's"):
         submission.reproduce(copy, 1, executor=fake_executor())
+
+
+def test_reproduce_runs_the_submissions_own_runner_code_from_git(submitted, tmp_path, head):
+    """Without an executor given, a checkout of other code runs the commit's runners/ and shared/, extracted from
+    git and checked against the submission's code hash."""
+    manifest = json.loads((submitted / "submission.json").read_text())
+    got = submission.runner_code_at(head, manifest["code_hash"], tmp_path / "code")
+    assert (got / "runners" / "__main__.py").is_file() and (got / "shared" / "record.py").is_file()
+    with pytest.raises(submission.SubmissionError, match="not the submission's 0000000000000000"):
+        submission.runner_code_at(head, "0" * 16, tmp_path / "other")
 
 
 def test_reproduce_refuses_a_rejected_submission_and_the_command_line_says_why(copy, capsys):
