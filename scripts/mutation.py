@@ -69,7 +69,7 @@ MUTATIONS = (
     M("one-cell-per-slot", "scripts/merge.py", (("        if wanted != cid:", "        if False:"),)),
     M("equal-times-tiebreak", "scripts/merge.py", ((", hashlib.sha256(canonical).hexdigest())", ")"),)),
     M("log-plain-file", "scripts/merge.py", ((
-        "plain_log = log.exists() and records.not_plain(log, LOG_BYTES) is None", "plain_log = log.exists()"),)),
+        'records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))', "shutil.copyfile(log, copy)"),)),
     M("host-given-attempt", "scripts/merge.py", (("return (attempt or 0, *records.started", "return (0, *records.started"),)),
     # ---- submission.py: what a submission proves
     M("non-positive-time", "scripts/submission.py", (

@@ -684,3 +684,19 @@ def test_record_urls_are_not_links_in_githubs_job_summary(tmp_path):
     md = report.write_report(run_dir)["markdown"].read_text()
     assert "https://evil" not in md and "www.evil" not in md
     assert "https:\u2060//evil.example/login" in md and "www\u2060.evil.example" in md
+
+
+@pytest.mark.timeout(60)
+def test_the_open_itself_follows_no_link_and_waits_on_no_fifo(tmp_path, monkeypatch):
+    """The second line of defence: a link or FIFO swapped in after the lstat (here: the lstat check switched off) is
+    refused by the open (O_NOFOLLOW) or by fstat (O_NONBLOCK: the FIFO's open does not wait for a writer)."""
+    secret = tmp_path / "secret.json"
+    write_record(secret, honest())
+    (tmp_path / "link.json").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo.json")
+    monkeypatch.setattr(records, "not_plain", lambda path, cap=records.MAX_BYTES: None)
+    with pytest.raises(records.RecordError, match="not opened as a plain file"):
+        records.read(tmp_path / "link.json")
+    with pytest.raises(records.RecordError, match="not a plain file; not read"):
+        records.read(tmp_path / "fifo.json")
+    assert records.read(secret) == honest()
