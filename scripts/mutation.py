@@ -1,7 +1,7 @@
 """Mutation run over the safety code: does the test suite notice when a check is removed?
 
     python -m scripts.mutation                  # every mutation below; prints KILLED/SURVIVED and the kill rate
-    python -m scripts.mutation --only clock     # those whose name contains "clock"
+    python -m scripts.mutation --only clock,slot    # those whose name contains "clock" or "slot"
 
 Each mutation is a hand-written one-line (or few-line) edit that removes or weakens one check of scripts/records.py,
 scripts/merge.py or scripts/submission.py: the ones issue 31 found surviving the suite, and one per check added since.
@@ -149,10 +149,11 @@ def run_one(mutation, base, timeout):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.mutation", description=__doc__.split("\n")[0])
-    ap.add_argument("--only", default="", help="run the mutations whose name contains this")
+    ap.add_argument("--only", default="", help="run the mutations whose name contains this (comma: any of these)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per mutation before it counts as killed")
     args = ap.parse_args(argv)
-    chosen = [m for m in MUTATIONS if args.only in m.name]
+    wanted = args.only.split(",")
+    chosen = [m for m in MUTATIONS if any(w in m.name for w in wanted)]
     with tempfile.TemporaryDirectory(prefix="mutation-base-") as tmp:
         base = Path(tmp) / "base"
         base.mkdir()

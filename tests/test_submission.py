@@ -366,11 +366,44 @@ def removed_skipped_cell(folder):
     return [f"plan.json: cell {name[:-5]} of profile smoke's plan at commit"]
 
 
+def negative_sample(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["timing"]["values"].__setitem__(0, -1.0))
+    reseal(folder)
+    return [f"cells/{name}: timing.values holds a sample that is not a positive number"]
+
+
+def class_not_of_its_facts(folder):
+    """Every record's CPU written over (the machine description re-made to match), the class left as it was."""
+    for path in (folder / "cells").glob("*.json"):
+        edit_json(path, lambda r: r["system"].update(cpu="Intel Xeon Platinum 8480+")
+                  if r["system"].get("machine_class") else None)
+    reseal(folder, lambda m: m.update(machine=submission.machine_of(submission.check_records(folder)[0])[0]))
+    return [f"cells/{name}: system.machine_class" for name in sorted(
+        n for n, r in records_of(folder).items() if r["system"].get("machine_class"))]
+
+
+def rate_above_the_hardware(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["system"].update(calibration={"gemm_fp32_flops": 1e18}))
+    reseal(folder)
+    return [f"cells/{name}: system.calibration.gemm_fp32_flops 1e+09 GFLOP/s is above what the stated hardware can do"]
+
+
+def calibration_below_the_hardware(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["system"].update(calibration={"gemm_fp32_flops": 1e6}))
+    reseal(folder)
+    return [f"cells/{name}: the run's best CPU GEMM (0.001 GFLOP/s)"]
+
+
 @pytest.mark.parametrize("tamper", [edited_value, removed_log, added_log, removed_record, schema_breach, no_samples,
                                     short_training_at_full_scale, forged_median, failed_as_ok, skip_without_reason,
                                     unknown_code_hash, unknown_commit, missing_machine_field, miscounted,
                                     zero_time, nan_sample, nan_accuracy, accuracy_above_one, other_run_id,
-                                    other_commit, copied_samples, invented_cell, removed_skipped_cell])
+                                    other_commit, copied_samples, invented_cell, removed_skipped_cell,
+                                    negative_sample, class_not_of_its_facts, rate_above_the_hardware,
+                                    calibration_below_the_hardware])
 def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
     expected = [f"{NAME}/{line}" for line in tamper(copy)]
     found = submission.findings(copy)
