@@ -60,8 +60,7 @@ MUTATIONS = (
     M("inconsistent-median", "scripts/records.py", (
         ("if isinstance(timing.get(key), (int, float)) and not _close(timing[key], figure):", "if False:"),),
       (SUBMISSION,)),
-    M("inconsistent-steady-batch", "scripts/records.py", (("elif wanted and not any(", "elif False and not any("),),
-      (SUBMISSION,)),
+    M("inconsistent-steady-batch", "scripts/records.py", (("elif wanted and not any(", "elif False and not any("),)),
     # ---- merge.py: one cell per slot, the plan, the order of attempts
     M("plan-run-id", "scripts/merge.py", (
         ('if run_id is not None and record["run_id"] != run_id:', "if False:"),)),

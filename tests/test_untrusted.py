@@ -700,3 +700,24 @@ def test_the_open_itself_follows_no_link_and_waits_on_no_fifo(tmp_path, monkeypa
     with pytest.raises(records.RecordError, match="not a plain file; not read"):
         records.read(tmp_path / "fifo.json")
     assert records.read(secret) == honest()
+
+
+# ---------------------------------------------------------------- records.inconsistencies on a real record
+
+EXAMPLE_RECORD = ROOT / "results" / "community" / "example-cpu-amd-epyc-2c-20261204" / "cells" / \
+    "jax-cnn-cpu-fp32-1cpu.json"
+
+
+def test_a_real_record_is_consistent_and_halved_samples_are_not():
+    """A committed record's published figures follow from its samples; halve the samples (and the median, min and
+    max with them) and its steady-state time implies half the task's batch a step."""
+    real = json.loads(EXAMPLE_RECORD.read_text())
+    assert records.inconsistencies(real) == []
+    halved = copy.deepcopy(real)
+    halved["timing"]["values"] = [v / 2 for v in real["timing"]["values"]]
+    for key in ("median", "min", "max"):
+        halved["timing"][key] = real["timing"][key] / 2
+    [finding] = records.inconsistencies(halved)
+    assert "imply 16 samples a step" in finding and "the task's batch is 32" in finding
+    stretched = with_(real, "metrics.steady_state_seconds", real["metrics"]["steady_state_seconds"] * 1.01)
+    assert any("is not a whole number of steps" in f for f in records.inconsistencies(stretched))
