@@ -75,9 +75,9 @@ site: $(HOST_ENV)                  ## the static site in site/: runners side by 
 	@$(if $(filter command line,$(origin RUN)),runs=$$($(HOST) -m scripts.runs $(RUN)) && ,)$(HOST) -m scripts.site \
 	  $(if $(filter command line,$(origin RUN)),$$runs) $(RUNS)
 
-submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=results/… [NAME=…] [NO_HOSTS=1]
+submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=… [NAME=…] [NO_HOSTS=1] [SIGN=KEY]
 	@run=$$($(HOST) -m scripts.runs $(RUN)) && $(HOST) -m scripts.submission submit $$run \
-	  $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts)
+	  $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts) $(if $(SIGN),--sign $(SIGN))
 
 gpu-check:                         ## a bare GPU machine in 8 minutes: no Docker, no network, no venvs (GPU_PYTHON=…)
 	$(GPU_PYTHON) -m scripts.gpu_check --python $$(command -v $(GPU_PYTHON))

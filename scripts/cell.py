@@ -18,7 +18,7 @@ from pathlib import Path
 
 from scripts import plan as plans
 from scripts import preflight
-from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
+from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus, wanted_hashes
 from scripts.executors import LocalExecutor, RunSettings, SlurmContainerExecutor
 from scripts.matrix import ROOT, MatrixError, load
 from scripts.run import DATA, RESULTS, RunError, check_data, describe, local_environments, run_cell
@@ -55,7 +55,9 @@ def executor_for(plan_file, planned, runtime, matrix_path, prefix):
     runtime = plan_file.plan.executor if runtime == "plan" else runtime
     one = one_cell(plan_file, planned)
     if runtime in ("pyxis", "apptainer"):
-        return SlurmContainerExecutor(runtime, {planned.id: planned.image}, prefix), None
+        hashes = wanted_hashes(one, load(matrix_path))
+        return SlurmContainerExecutor(runtime, {planned.id: planned.image}, prefix,
+                                      code_hashes={planned.id: hashes.get(planned.image)}), None
     if runtime == "compose":
         return ComposeExecutor.for_plan(one, load(matrix_path)), None
     pythons, unavailable = local_environments(one, load(matrix_path))

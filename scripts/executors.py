@@ -110,11 +110,19 @@ class SlurmContainerExecutor:
                    (PREFIX: a folder of .sif files, e.g. made with `apptainer build X.sif docker-daemon://IMAGE`)
 
     Slurm has already given the job its GPUs (CUDA_VISIBLE_DEVICES); both runtimes pass them into the container.
-    `images`: {cell id: image} from the plan file."""
+    Apptainer runs with --containall: no home, no host /tmp or /var/tmp, no working directory, a clean environment
+    (only what the cell needs is passed in), its own PID and IPC namespaces; the only host paths the container sees
+    are the data (read-only) and the cell's own folder.
+    `images`: {cell id: image} from the plan file; `code_hashes`: {cell id: the code hash its image must hold}
+    (scripts/compose.py's code_hash of this checkout), checked against the record by scripts.run.run_cell."""
     runtime: str
     images: dict
     prefix: str = ""
     gpu_ids: tuple = ()
+    code_hashes: dict = None
+
+    def expected_code_hash(self, cell):
+        return (self.code_hashes or {}).get(cell.id)
 
     def command(self, cell, out, run):
         inside = Path("/results") / Path(out).name    # the cell's own folder (own_folder) at /results
@@ -126,7 +134,10 @@ class SlurmContainerExecutor:
                     "--container-workdir=/app", "--no-container-mount-home", "python", "-m", "runners", *args]
         if self.runtime == "apptainer":
             sif = Path(self.prefix or ".") / (image.replace("/", "_").replace(":", "_") + ".sif")
-            return ["apptainer", "run", "--nv", "--no-home", "--pwd", "/app", "--bind", data, str(sif), *args]
+            passed = [f"{k}={os.environ[k]}" for k in ("CUDA_VISIBLE_DEVICES", "ROSETTA_HOST", "ROSETTA_GIT_COMMIT")
+                      if os.environ.get(k)] + ["PYTHONUNBUFFERED=1"]
+            return ["apptainer", "run", "--nv", "--containall", "--no-home", "--pwd", "/app", "--bind", data,
+                    *(word for pair in passed for word in ("--env", pair)), str(sif), *args]
         raise ValueError(f"unknown container runtime {self.runtime!r}; known: pyxis, apptainer")
 
     def launch(self, cell, out, log, run, devices=()):

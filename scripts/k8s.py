@@ -8,7 +8,8 @@
 An Indexed Job has one pod template, so one image and one GPU count: the plan's cells are grouped by (image, GPUs)
 in plan order, and each group becomes a ConfigMap (one line per cell: the runner's arguments, shell-quoted) and a Job
 with one completion per line. The pod runs `python -m runners` in the cell's image with the data claim read-only at
-/data and the record written to /results/RUN_ID/cells/ID.json on the results claim; `scripts.merge` gathers them.
+/data and the record written to its own slot of the results claim (RUN_ID/slots/k8s-GROUP-INDEX/ID.json, mounted
+with subPathExpr: a pod reaches no other record); `scripts.merge` gathers them and checks each slot's cell.
 The plan is never expanded again, and nothing is written when the plan does not fit (exit status 2, with what to
 change). A pod killed at its deadline writes no record: the merged report lists that cell as missing.
 
@@ -106,10 +107,31 @@ def label_value(run_id):
     return re.sub(r"[^A-Za-z0-9._-]+", "-", run_id)[:63].strip("-._") or "run"
 
 
+# Each pod mounts only its own slot of the results claim (subPathExpr), RUN_ID/slots/k8s-GROUP-INDEX, INDEX being its
+# completion index: no pod can reach another cell's or another run's records, or nest a record under an attempt
+# number. The merge reads the slot's name back (slot_map) and accepts only the record of the cell planned there.
+SLOT_PATTERN = r"k8s-(\d{1,4})-(\d{1,6})"
+SLOT_ENV = "ROSETTA_SLOT"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+
+def slot_name(group, index):
+    return f"k8s-{group}-{index}"
+
+
+def slot_map(cells):
+    """{slot name: cell id} of the planned cells (in plan order), as manifests() lays them out."""
+    return {slot_name(g, i): c.id for g, (_, _, group) in enumerate(groups_of(cells)) for i, c in enumerate(group)}
+
+
 def groups(plan_file):
     """[(image, GPUs, [PlannedCell])] in plan order; GPUs is 0 for CPU cells, whose `gpus` counts processes."""
+    return groups_of(plan_file.cells)
+
+
+def groups_of(cells):
     by_key = {}
-    for planned in plan_file.cells:
+    for planned in cells:
         gpus = planned.cell.gpus if planned.cell.device == "gpu" else 0
         by_key.setdefault((planned.image, gpus), []).append(planned)
     return [(image, gpus, cells) for (image, gpus), cells in by_key.items()]
@@ -119,7 +141,7 @@ def cell_lines(plan_file, cells):
     """One line per cell: the runner contract's arguments as the pod sees them (/data, /results), shell-quoted."""
     p = plan_file.plan
     run = RunSettings(plan_file.run_id, p.repeats, p.timeout_s, Path("/data"))
-    out = Path("/results") / plan_file.run_id / "cells"
+    out = Path("/results")        # the pod's own slot (pod_spec): its record is the only file it writes there
     return "".join(shlex.join(runner_args(c.cell, out / f"{c.id}.json", run, "/data")) + "\n" for c in cells)
 
 
@@ -198,11 +220,12 @@ def local_digests(prefix, images, docker=None):
     return digests
 
 
-def pod_spec(name, target, image, gpus, timeout_s):
+def pod_spec(name, target, image, gpus, timeout_s, slot_prefix="slot"):
     """One cell's pod, hardened as Pod Security "restricted" asks: not root, no privilege escalation, every
     capability dropped (Chainer's SYS_PTRACE is added back), the runtime's seccomp profile, a read-only root file
     system (HOME=/tmp is an emptyDir), no service-account token; CPU and memory requested = limited."""
-    env = [{"name": "ROSETTA_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]   # the record's host
+    env = [{"name": "ROSETTA_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},   # the record's host
+           {"name": SLOT_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}}}]
     if target.git_commit:
         env.append({"name": "ROSETTA_GIT_COMMIT", "value": target.git_commit})
     family = image.rsplit("/", 1)[-1].split(":")[0]
@@ -219,7 +242,8 @@ def pod_spec(name, target, image, gpus, timeout_s):
                             "capabilities": {"drop": ["ALL"], **({"add": CAPABILITIES[family]}
                                                                   if family in CAPABILITIES else {})}},
         "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True},
-                         {"name": "results", "mountPath": "/results"},
+                         # only this pod's slot of the claim: RUN/slots/k8s-GROUP-INDEX
+                         {"name": "results", "mountPath": "/results", "subPathExpr": f"{slot_prefix}-$({SLOT_ENV})"},
                          {"name": "plan", "mountPath": "/plan", "readOnly": True},
                          {"name": "shm", "mountPath": "/dev/shm"},
                          {"name": "tmp", "mountPath": "/tmp"}],
@@ -250,7 +274,7 @@ def network_policy(name, target, run_label):
             "spec": {"podSelector": {"matchLabels": {LABEL: run_label}}, "policyTypes": ["Ingress", "Egress"]}}
 
 
-def job_spec(name, target, labels, image, gpus, cells, timeout_s):
+def job_spec(name, target, labels, image, gpus, cells, timeout_s, slot_prefix="slot"):
     n = len(cells)
     spec = {"completions": n, "parallelism": min(target.parallelism, n), "completionMode": "Indexed"}
     if target.kube >= PER_INDEX:
@@ -266,7 +290,8 @@ def job_spec(name, target, labels, image, gpus, cells, timeout_s):
     else:
         spec["backoffLimit"] = n   # counted over the whole Job: about one retry per cell before the Job gives up
     spec["ttlSecondsAfterFinished"] = TTL_S
-    spec["template"] = {"metadata": {"labels": labels}, "spec": pod_spec(name, target, image, gpus, timeout_s)}
+    spec["template"] = {"metadata": {"labels": labels}, "spec": pod_spec(name, target, image, gpus, timeout_s,
+                                                                                      slot_prefix)}
     return spec
 
 
@@ -285,7 +310,8 @@ def manifests(plan_file, target):
         docs += [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(name, target, run_label),
                   "data": {"cells": cell_lines(plan_file, cells)}},
                  {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, target, run_label),
-                  "spec": job_spec(name, target, labels, image, gpus, cells, plan_file.plan.timeout_s)}]
+                  "spec": job_spec(name, target, labels, image, gpus, cells, plan_file.plan.timeout_s,
+                                   f"{plan_file.run_id}/slots/k8s-{index}")}]
     return [network_policy(dns_name(plan_file.run_id, "isolated"), target, run_label)] + docs
 
 
@@ -323,7 +349,7 @@ def next_steps(plan_path, plan_file, target, docs, out):
               f"watch:  kubectl get jobs{namespace} -l {LABEL}={label_value(plan_file.run_id)}",
               f"merge:  mount the claim {target.results_claim} on a host (here at /mnt/results), then",
               f"        python -m scripts.merge {shlex.quote(f'results/{plan_file.run_id}')} "
-              f"{shlex.quote(f'/mnt/results/{plan_file.run_id}')} --plan {shlex.quote(str(plan_path))}",
+              f"{shlex.quote(f'/mnt/results/{plan_file.run_id}/slots')} --plan {shlex.quote(str(plan_path))}",
               "A pod killed at its deadline leaves no record; the report lists its cell as missing."]
     return "\n".join(lines)
 

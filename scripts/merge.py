@@ -18,17 +18,21 @@ whose cell the plan does not hold, is copied to RUN/quarantine/ with its reason 
 lists it. Every path the merge writes is built from checked ids and confined to the run folder.
 """
 import argparse
+import hashlib
 import json
+import os
 import re
 import shutil
 import sys
 from pathlib import Path
 
+from scripts import plan as plans
 from scripts import records, report
 from scripts.matrix import Cell
 from shared.record import RecordError, write_atomic, write_record
 
 SKIP = {"plan.json", "attempts.json"}
+LOG_BYTES = 64 * 2**20     # a cell's log is copied only as a plain file of at most this size
 # A folder that numbers the attempt inside it: GitHub's artifact record-ID-RUN_ATTEMPT, Slurm's RUN/slurm/JOB_TASK
 # (array job ids only grow on a cluster: a resubmission is a later attempt), or attempt-N.
 ATTEMPT = re.compile(r"(?:record-.+|attempt)-(\d{1,6})|(\d{1,12})_\d{1,7}")
@@ -43,9 +47,10 @@ def cell_id(record):
 
 
 def sources(paths):
-    """Every record file under `paths` (files or folders, searched recursively) as (file, log, attempt): its log if
-    one sits beside it (SOURCE/…/cells/ID.json → SOURCE/…/logs/ID.log), the attempt number of the innermost folder
-    below the source that gives one (attempt_of). Report outputs and plans are not records."""
+    """Every record file under `paths` (files or folders, searched recursively) as (file, log, attempt, folders):
+    its log if one sits beside it (SOURCE/…/cells/ID.json → SOURCE/…/logs/ID.log), the attempt number of the
+    innermost folder below the source that gives one (attempt_of), the folders between the source and the file (its
+    slot: slot_cells). Report outputs and plans are not records."""
     for path in map(Path, paths):
         if not path.exists():
             raise MergeError(f"{path}: no such file or folder")
@@ -54,7 +59,43 @@ def sources(paths):
             if file.name in SKIP or {"attempts", "quarantine"} & set(inside):
                 continue
             log = file.parent.parent / "logs" / f"{file.stem}.log"
-            yield file, log if log.exists() else None, attempt_of(inside)
+            # (a log that is a link, a FIFO or too big is refused where it is read: merge_one, records.read_plain)
+            yield file, log if os.path.lexists(log) else None, attempt_of(inside), inside
+
+
+def slot_cells(file, folders, planned=None):
+    """[(cell id, what gave it)]: the cells the record at `file` may be of, by its slot. Its file name (ID.json)
+    always; the innermost folder that a scheduler made for one cell: GitHub's artifact record-ID-N, Slurm's
+    JOB_TASK (task = the cell's index in the plan), a Kubernetes slot k8s-GROUP-INDEX (scripts/k8s.py) — the last
+    two through `planned`, the plan's cells in order (None: no plan, not checked)."""
+    from scripts import k8s    # (k8s imports the host side's heavier modules; only the merge needs this one map)
+    slots = [(file.stem, f"its file name {file.name}")]
+    for name in reversed(folders):
+        artifact = re.fullmatch(r"record-(.+)-\d{1,6}", name)
+        task = re.fullmatch(r"\d{1,12}_(\d{1,7})", name)
+        pod = re.fullmatch(k8s.SLOT_PATTERN, name)
+        if artifact:
+            slots.append((artifact.group(1), f"the artifact {name}"))
+        elif task and planned is not None:
+            index = int(task.group(1))
+            slots.append((planned[index].id if index < len(planned) else None, f"Slurm task {name}"))
+        elif pod and planned is not None:
+            slots.append((k8s.slot_map(planned).get(name), f"the Kubernetes slot {name}"))
+        else:
+            continue
+        break
+    return slots
+
+
+def check_slot(record, file, folders, planned=None):
+    """RecordError unless `record` is of the cell its slot was planned for (one cell per slot: a record claiming
+    another cell's identity would replace that cell and leave its own missing)."""
+    cid = cell_id(record)
+    for wanted, what in slot_cells(file, folders, planned):
+        if wanted != cid:
+            raise RecordError(f"{file}: holds cell {cid}, but {what} is the slot of "
+                              f"{wanted or 'no planned cell'}: one cell per slot")
+    return record
 
 
 def attempt_of(folders):
@@ -68,8 +109,10 @@ def attempt_of(folders):
 
 def order(record, attempt):
     """The sort key of a cell's attempts: the host-given number first (an unnumbered record counts as 0), then the
-    record's own start and finish times, which decide only among records no folder numbers."""
-    return (attempt or 0, *records.started(record))
+    record's own start and finish times, which decide only among records no folder numbers; between records equal in
+    all of these, the SHA-256 of their canonical JSON, so the same record wins in whichever order the sources come."""
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return (attempt or 0, *records.started(record), hashlib.sha256(canonical).hexdigest())
 
 
 def attempt_name(record, attempt=None):
@@ -119,16 +162,20 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
     if log is not None:
         copy = records.confined(run_dir, "logs", f"{cell_id(record)}.log")
         copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, copy)
+        try:
+            records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))
+        except RecordError:
+            pass          # swapped for a link or a FIFO since sources() looked: the record goes in without its log
     return "superseded" if current is not None else "new"
 
 
 def expected(run_dir, plan):
-    """(run id, {cell id}) the records must belong to, from the run's plan; None for what the plan does not say
-    (no plan, or a bare list of ids from an earlier version: then only the cells are checked)."""
+    """(run id, {cell id}, the planned cells in order) the records must belong to, from the run's plan; None for
+    what the plan does not say (no plan, or a bare list of ids from an earlier version: then only the cells are
+    checked)."""
     path = plan or (run_dir / "plan.json" if (run_dir / "plan.json").exists() else None)
     if path is None:
-        return None, None
+        return None, None, None
     try:
         doc = json.loads(Path(path).read_text())
         ids = {c["id"] if isinstance(c, dict) else c for c in doc["cells"]}
@@ -138,7 +185,11 @@ def expected(run_dir, plan):
     if run_id is not None and not records.safe_id(run_id):
         raise MergeError(f"{path}: run id {run_id!r} is not of the safe alphabet; this plan was not written by "
                          "`python -m scripts.plan`")
-    return run_id, ids
+    try:
+        planned = plans.read(path).cells
+    except plans.PlanError:
+        planned = None     # a bare list of ids: the file name and the artifact still name each slot
+    return run_id, ids, planned
 
 
 def admit(record, run_id, cell_ids, where):
@@ -159,13 +210,15 @@ def merge(run_dir, paths, plan=None):
     run_dir.mkdir(parents=True, exist_ok=True)
     plan = plan or next((p for path in map(Path, paths) if path.is_dir() for p in sorted(path.rglob("plan.json"))),
                         None)
-    run_id, cell_ids = expected(run_dir, plan)
+    run_id, cell_ids, planned = expected(run_dir, plan)
     counts = {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 0}
     index = numbers(run_dir)
     before = dict(index)
-    for file, log, attempt in sources(paths):
+    for file, log, attempt, folders in sources(paths):
         try:
-            counts[merge_one(run_dir, admit(records.read(file), run_id, cell_ids, file), log, attempt, index)] += 1
+            record = admit(records.read(file), run_id, cell_ids, file)
+            check_slot(record, file, folders, planned)
+            counts[merge_one(run_dir, record, log, attempt, index)] += 1
         except RecordError as e:
             records.quarantine(run_dir, file, str(e))
             counts["quarantined"] += 1

@@ -65,7 +65,10 @@ def describe(records, run_dir, classes):
 def checked(run_dir, allow_failed):
     """(record files, records, machine classes) of a run fit to be a reference. ValueError when it is not."""
     cells = sorted((run_dir / "cells").glob("*.json"))
-    records = [verify.records.read(p) for p in cells]
+    try:
+        records = [verify.records.read(p) for p in cells]
+    except verify.records.RecordError as e:
+        raise ValueError(f"{e}; a reference is made only from sound records (run the profile again)") from e
     if not records:
         raise ValueError(f"{run_dir} holds no records")
     classes = Counter(verify.machine_class(r) for r in records if r["status"] == "ok")
@@ -77,6 +80,20 @@ def checked(run_dir, allow_failed):
         raise ValueError(f"{run_dir}: {len(broken)} cells failed or timed out; a reference must come from a healthy "
                          "install (fix them, or pass --allow-failed to keep them as failed cells)")
     return cells, records, classes
+
+
+def target_for(klass):
+    """results/reference/SLUG for a machine class: refused (ValueError) unless the slug is a non-empty name of the
+    safe alphabet that stays a direct child of results/reference (a class of punctuation alone, "?:-.", would name
+    results/reference itself, which copy() would then remove whole)."""
+    name = sysinfo.slug(klass)
+    if not verify.records.safe_id(name):
+        raise ValueError(f"machine class {klass!r} gives no usable folder name ({name!r}): its records do not say "
+                         "what machine ran them; run the reference on a machine whose CPU or GPU they can name")
+    target = verify.records.confined(verify.REFERENCES, name)
+    if target.parent != verify.REFERENCES.resolve():
+        raise ValueError(f"machine class {klass!r} would not name a folder of its own under {verify.REFERENCES}")
+    return target
 
 
 RUNS_MARK = "Further runs, for the noise between runs:"
@@ -101,12 +118,12 @@ def between_runs_line(target):
 def add(run_dir, allow_failed=False):
     """Keep a further run of an existing reference's machine class under its runs/RUN_ID/; returns the folder."""
     cells, records, classes = checked(run_dir, allow_failed)
-    target = verify.REFERENCES / sysinfo.slug(next(iter(classes)))
+    target = target_for(next(iter(classes)))
     if not (target / "cells").is_dir():
         raise ValueError(f"no reference of {next(iter(classes))} to add to; make one first (make reference)")
     if {r["run_id"] for r in records} & {r["run_id"] for r in verify.records_by_id(target).values()}:
         raise ValueError(f"{run_dir} is the reference's own first run")
-    extra = target / "runs" / sysinfo.safe_name(run_dir.name)
+    extra = verify.records.confined(target, "runs", sysinfo.safe_name(run_dir.name))
     if extra.exists():
         shutil.rmtree(extra)
     extra.mkdir(parents=True)
@@ -121,7 +138,7 @@ def add(run_dir, allow_failed=False):
 def copy(run_dir, allow_failed=False):
     """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one."""
     cells, records, classes = checked(run_dir, allow_failed)
-    target = verify.REFERENCES / sysinfo.slug(next(iter(classes)))
+    target = target_for(next(iter(classes)))
     if target.exists():
         shutil.rmtree(target)
     (target / "cells").mkdir(parents=True)

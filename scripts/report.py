@@ -15,14 +15,20 @@ column. Records are read, never edited; results from different machine classes a
 """
 import argparse
 import json
+import math
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from textwrap import shorten
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
+# Text from records (a failure reason, a framework version) is drawn as it is: never parsed as mathtext, where
+# "$\\undefinedmacro$" raises and stops the plot, and never handed to LaTeX.
+matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
@@ -88,7 +94,9 @@ def md(text):
     for raw, safe in (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("[", "\\["),
                       ("]", "\\]")):
         text = text.replace(raw, safe)
-    return text
+    # GitHub's Markdown (the job summary) links bare URLs and www. names by itself: a zero-width joiner after the
+    # scheme's colon, or after "www", leaves the text as it reads and nothing to click
+    return re.sub(r"(?i)\b(www)(?=\.)|(?<=[a-z])(:)(?=//)", lambda m: (m.group(1) or m.group(2)) + "\u2060", text)
 
 
 def csv_safe(frame):
@@ -103,6 +111,21 @@ def csv_safe(frame):
 def known(value):
     """False for a missing field: None, NaN, or absent (a list or a string is known)."""
     return not (value is None or (isinstance(value, float) and pd.isna(value)))
+
+
+def number(value):
+    """A finite number from a record as a float, else None (missing, text, NaN, infinity): what arithmetic and the
+    plot may use. The record itself keeps what it said; the submission checker names non-finite figures."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+PLOTTABLE = 1e12     # a bar longer than this (in the task's unit) is not a time; its text would overflow the raster
+
+
+def plottable(value):
+    return number(value) is not None and 0 <= value <= PLOTTABLE
 
 
 def first_line(text):
@@ -133,7 +156,7 @@ def machine_of(row):
         text += ", " + " + ".join(sorted(set(gpus))) + (f", driver {driver}" if known(driver) else "")
     else:
         text += ", no GPU"
-    return md(f"{text} (host {row['system.host']})")
+    return md(f"{text} (host {row.get('system.host') if known(row.get('system.host')) else '?'})")
 
 
 def machine_class_of(row):
@@ -174,23 +197,25 @@ def software_of(row):
 def times_of(row):
     """(time as waited, steady-state time, (low, high) spread of the steady-state or extraction time or None), in
     the task's display unit: minutes for DenseNet-121, else as recorded."""
-    task, get = row["cell.task"], lambda key: row.get(f"metrics.{key}")
+    task, get = row["cell.task"], lambda key: number(row.get(f"metrics.{key}"))
+    timing = lambda key: number(row.get(f"timing.{key}"))  # noqa: E731
     unit = 60.0 if task == "densenet121" else 1.0
-    samples = known(row.get("timing.q1")) and known(row.get("timing.spread"))
+    samples = timing("q1") is not None and timing("spread") is not None
     low_key, high_key = ("q1", "q3") if samples else ("min", "max")   # older records: min–max
     if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' quartiles, same scale
-        value, low, median, high = get("seconds_per_1000_images"), *(row.get(f"timing.{k}")
-                                                                      for k in (low_key, "median", high_key))
-        if not all(map(known, (value, low, median, high))) or median <= 0:
+        value, low, median, high = get("seconds_per_1000_images"), *(timing(k) for k in (low_key, "median", high_key))
+        if any(v is None for v in (value, low, median, high)) or median <= 0:
             return value, None, None
         return value, None, (value * low / median, value * high / median)
-    user = get("train_seconds") / unit if known(get("train_seconds")) else get(TIME_METRIC[task])
-    steady = get("steady_state_seconds") / unit if known(get("steady_state_seconds")) else None
-    if samples and steady is not None:   # steady state = median window × steps: its whisker scales the quartiles
-        median = row["timing.median"]
-        return user, steady, (steady * row["timing.q1"] / median, steady * row["timing.q3"] / median)
-    later = get("epoch_seconds")[1:] if isinstance(get("epoch_seconds"), list) else []
-    if steady is None or len(later) < 2:
+    user = get("train_seconds") / unit if get("train_seconds") is not None else get(TIME_METRIC[task])
+    steady = get("steady_state_seconds") / unit if get("steady_state_seconds") is not None else None
+    median, q1, q3 = timing("median"), timing("q1"), timing("q3")
+    if samples and steady is not None and None not in (median, q1, q3) and median > 0:
+        # steady state = median window × steps: its whisker scales the quartiles
+        return user, steady, (steady * q1 / median, steady * q3 / median)
+    epochs_seen = row.get("metrics.epoch_seconds")
+    later = [number(v) for v in epochs_seen[1:]] if isinstance(epochs_seen, list) else []
+    if steady is None or len(later) < 2 or None in later:
         return user, steady, None
     epochs = len(later) + 1  # steady state = median later epoch × epochs: its whisker scales min and max the same
     return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
@@ -426,8 +451,12 @@ def draw_task(ax, rows, task):
     whiskers span the samples' interquartile range (min–max in records older than the samples); a cell that did not
     run keeps its slot, outlined and hatched, with its status and reason."""
     rows, labels = bar_rows(rows)
-    values = [v for v in rows["time"] if known(v)] + [x[1] for x in rows["spread"] if known(x)]
-    largest = max(values + [1e-9])
+    for column in ("time", "steady"):   # a time the plot cannot draw (negative, absurd) is drawn as no time
+        rows[column] = [v if plottable(v) else None for v in rows[column]]
+    rows["spread"] = [x if known(x) and all(map(plottable, x)) else None for x in rows["spread"]]
+    values = [v for column in ("time", "steady") for v in rows[column] if known(v)]
+    values += [x[1] for x in rows["spread"] if known(x)]
+    largest = max(values + [1e-9])      # every bar and whisker inside the axes: text beyond them overflows the raster
     for y, row in enumerate(rows.to_dict("records")):
         colour = PRECISION_COLOURS.get(row["cell.precision"], "gray")
         if row["status"] != "ok" or not known(row["time"]):
@@ -516,10 +545,21 @@ def write_report(*run_dirs, out=None):
     frame = to_frame(found)
     paths = {"jsonl": out / "results.jsonl", "csv": out / "results.csv", "markdown": out / "results.md",
              "plot": out / "results.png"}
-    paths["jsonl"].write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
-    csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"])).to_csv(paths["csv"], index=False)
-    paths["markdown"].write_text(markdown(frame) + attempts_and_gaps(run_dirs, found))
-    plot(frame, paths["plot"])
+    # Every output through a temporary file this process made and a rename: a link planted at results.md (or any of
+    # them) is replaced, never written through.
+    records.write_atomic(paths["jsonl"], "".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
+    records.write_atomic(paths["csv"], csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"]))
+                         .to_csv(index=False))
+    records.write_atomic(paths["markdown"], markdown(frame) + attempts_and_gaps(run_dirs, found))
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".results.", suffix=".png")
+    os.close(fd)
+    try:
+        plot(frame, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, paths["plot"])
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return paths
 
 

@@ -30,7 +30,7 @@ from scripts import plan as plans
 from scripts import preflight, report
 from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
 from scripts.executors import LocalExecutor, RunSettings
-from scripts.matrix import ROOT, MatrixError, load
+from scripts.matrix import ROOT, Cell, MatrixError, load
 from scripts import records, syspackages
 from scripts.venvs import EnvBuildError, EnvError, ensure, prepare_system
 from shared import datasets, params
@@ -115,9 +115,24 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
     if not (out.exists() and out.stat().st_mtime >= launched - 1):
         return host_record("failed", f"the runner exited with code {code} without writing a record (crash or kill)")
     try:
-        return records.read(out)
+        record = records.read(out)
     except RecordError as e:
         return host_record("failed", f"the runner's record is unusable: {e}")
+    claimed = Cell(**record["cell"]).id
+    if claimed != cell.id or record["run_id"] != run.run_id:
+        # one cell per slot: the record written for this cell must be this cell's, of this run
+        why = (f"the record written in the slot of cell {cell.id} (run {run.run_id}) is of cell {claimed} (run "
+               f"{record['run_id']}): one cell per slot")
+        records.quarantine(run_dir, out, why)
+        return host_record("failed", why)
+    expected = getattr(executor, "expected_code_hash", lambda _: None)(cell)
+    held = (record.get("system") or {}).get("code_hash")
+    if expected and held != expected:
+        # every image-based executor: a record never claims code its image does not hold
+        return host_record("failed", f"the cell ran in an image holding code {held or 'of no known hash'}, not this "
+                                     f"checkout's {expected}: rebuild it (make images, or apptainer build from the "
+                                     "rebuilt image) or run from the checkout it was built from")
+    return record
 
 
 def finished(run_dir, cell):

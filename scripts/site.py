@@ -25,6 +25,7 @@ import sys
 import time
 from collections import OrderedDict, defaultdict
 from pathlib import Path
+from urllib.parse import quote
 
 import matplotlib
 matplotlib.use("Agg")
@@ -72,6 +73,10 @@ LESSONS = OrderedDict([
     ("rnn-2", "TNC is the fastest RNN layout, but NTC keeps the code like the others' for half a second."),
 ])
 EQUIVALENCE = "tests/test_equivalence.py"
+
+
+MARK = ".rosetta-site"      # in every folder build() writes: the only kind of folder --out may replace
+LOG_BYTES = 64 * 2**20     # a log is copied into the site only as a plain file of at most this size
 
 
 class SiteError(Exception):
@@ -422,7 +427,8 @@ def results_page(task, frame, out, plots):
                 shown = (f"{value:.3g} <span class=\"muted\">(×{value / fastest[key]:.2f})</span>" if value else
                          detail)
                 record, log = row["links"]
-                link = f'<a href="{record}">{shown}</a>' + (f' <a class="muted" href="{log}">log</a>' if log else "")
+                link = f'<a href="{href(record)}">{shown}</a>' + (f' <a class="muted" href="{href(log)}">log</a>'
+                                                                   if log else "")
                 extra = f'<span class="detail">{detail}</span>' if value else ""
                 cells.append(f'<td {attrs[key]} class="num status-{row["status"]}">{link}{extra}</td>')
             body.append(f"<tr><th>{html.escape(fw)}</th>{''.join(cells)}</tr>")
@@ -430,8 +436,8 @@ def results_page(task, frame, out, plots):
                                                                                         key=lambda kv: kv[1]))
         figures = "".join(plot(task, data, scale, [r for r in group if r["source"] == source], out, plots)
                           for source in sorted({r["source"] for r in group}, key=source_key))
-        tables.append(f'<section class="group" data-data="{data}" data-scale="{scale}"><h2>{data} data · {scale} '
-                      f'scale</h2><table class="results"><thead><tr><th>framework</th>{"".join(head)}</tr></thead>'
+        tables.append(f'<section class="group" data-data="{html.escape(data)}" data-scale="{html.escape(scale)}">'
+                      f'<h2>{html.escape(data)} data · {html.escape(scale)} scale</h2><table class="results"><thead><tr><th>framework</th>{"".join(head)}</tr></thead>'
                       f'<tbody>{"".join(body)}</tbody></table><ul class="muted">{"".join(under)}</ul>'
                       f'<ol class="muted footnotes">{notes}</ol>{figures}</section>')
     selects = "".join(f'<label>{k} <select name="{k}"><option value="">all</option>'
@@ -439,6 +445,12 @@ def results_page(task, frame, out, plots):
                       for k, vs in filters.items())
     form = f'<form class="filters" hidden onsubmit="return false">{selects}</form>'
     return page(f"{report.TITLES[task]}: results", "\n".join(parts) + form + "\n".join(tables))
+
+
+def href(path):
+    """A relative link to a file the site wrote: its path percent-encoded (a run folder may be named
+    `"><img onerror=…>`), then escaped for the attribute."""
+    return html.escape(quote(path, safe="/"), quote=True)
 
 
 def plot(task, data, scale, rows, out, plots):
@@ -561,9 +573,15 @@ def build(out, runs=()):
     """Write the site into `out` (replaced); returns {"pages": n, "bytes": size, "seconds": build time}."""
     started = time.time()
     out = Path(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise SiteError(f"{out} is a link or a file: pass a folder for the site (new, or one this command made)")
+    if out.exists() and any(out.iterdir()) and not (out / MARK).is_file():
+        raise SiteError(f"{out} holds files this command did not write (no {MARK} in it): it replaces only a folder "
+                        "it made; pass a new or empty folder with --out")
     if out.exists():
         shutil.rmtree(out)
     (out / "plots").mkdir(parents=True)
+    (out / MARK).write_text("written by python -m scripts.site; it replaces this folder whole on the next build\n")
     files = runner_files()
     found = sources(runs)
     all_records, counts = [], []
@@ -577,11 +595,14 @@ def build(out, runs=()):
             record_path.write_text(json.dumps(record, indent=1))
             log = logs.get(cell_id)
             log_link = None
-            if log is not None:
+            if log is not None and records.not_plain(log, LOG_BYTES) is None:
                 log_path = out / "logs" / kind / name / f"{cell_id}.log"
                 log_path.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(log, log_path)
-                log_link = log_path.relative_to(out).as_posix()
+                try:
+                    log_path.write_bytes(records.read_plain(log, LOG_BYTES))
+                    log_link = log_path.relative_to(out).as_posix()
+                except records.RecordError:
+                    pass        # a log swapped for a link or a FIFO: the record is shown without it
             record["_source"], record["_links"] = label, (record_path.relative_to(out).as_posix(), log_link)
         all_records += got
         counts.append((sorted({r["system"].get("machine_class") or "?" for r in got if r.get("system")}), len(got)))

@@ -80,6 +80,23 @@ def check_cluster(plan_file, max_array_size, gpus_per_node):
                          f"(array indices are the plan's cell indices): split the profile, or raise MaxArraySize")
 
 
+# An extra #SBATCH option: --NAME or --NAME=VALUE, the value without spaces, quotes, newlines, $ or backquotes (a
+# newline would start a shell command in the batch script; a space, a second option).
+SBATCH_OPTION = re.compile(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:@%/+=-]+)?")
+SAFE_PATH = re.compile(r"[A-Za-z0-9_./+@%,:=-]+")
+
+
+def check_sbatch(extra, run_dir):
+    """SlurmError unless every extra option is one plain #SBATCH option and the run folder a plain path."""
+    for option in extra:
+        if not SBATCH_OPTION.fullmatch(option):
+            raise SlurmError(f"--sbatch {option!r}: give one #SBATCH option as --NAME or --NAME=VALUE (letters, "
+                             "digits and ._,:@%/+=- only; no spaces, quotes, newlines or $), e.g. --partition=gpu")
+    if not SAFE_PATH.fullmatch(str(run_dir)):
+        raise SlurmError(f"run folder {str(run_dir)!r}: its path goes into #SBATCH lines; use letters, digits and "
+                         "._/+@%,:=- only (no spaces, newlines or quotes)")
+
+
 def task_script(plan_path, run_dir, runtime, image_prefix, data_root):
     """The body every array task runs: one cell of the plan, picked by SLURM_ARRAY_TASK_ID, its record in a folder of
     its own (RUN/slurm/JOB_TASK)."""
@@ -102,8 +119,10 @@ def sbatch_file(path, options, body):
 
 def submit(plan_file, plan_path, run_dir, *, parallel, runtime, image_prefix, data_root, extra, dry_run=False):
     """Write the array scripts and the merge script under RUN/slurm/ and submit them; returns (array ids, merge id).
-    The plan's ids are checked first: each becomes part of an #SBATCH line."""
+    The plan's ids are checked first: each becomes part of an #SBATCH line; so are the extra options and the run
+    folder, which become #SBATCH lines and shell words too."""
     plans.check_ids(plan_file)
+    check_sbatch(extra, run_dir)
     plan_path, run_dir = Path(plan_path).resolve(), Path(run_dir).resolve()
     minutes = math.ceil(plan_file.plan.timeout_s / 60) + SLACK_MINUTES
     groups = {}

@@ -32,13 +32,14 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -50,9 +51,17 @@ from scripts.matrix import ROOT, Cell
 from scripts.report import TIME_METRIC, TRAINING_TASKS
 from scripts.verify import samples
 from shared.record import STATUSES, RecordError, now, write_atomic, write_record
+from shared import sysinfo
+from shared.calibration import cpu_ceiling
 from shared.sysinfo import safe_name
 
 COMMUNITY = ROOT / "results" / "community"
+# The repository whose history and whose allowed_signers the checker trusts: this checkout (in CI, the base branch's;
+# the tests point it at a repository of their own, committed from the working tree).
+REPO = ROOT
+ALLOWED_SIGNERS = Path("results") / "community" / "allowed_signers"    # relative to REPO
+SIGNATURE = "digests.sha256.sig"           # ssh-keygen -Y sign of digests.sha256 (optional)
+NAMESPACE = "rosetta-submission"           # the signature's namespace: a key's signature for another purpose fails
 MANIFEST, DIGESTS, PLAN = "submission.json", "digests.sha256", "plan.json"
 SCHEMA = 1
 CODE_DIRS = ("runners", "shared")          # the runner code a submission's hash covers
@@ -62,7 +71,6 @@ HOST_PLACEHOLDER = "host-removed"          # what --no-hosts writes for a host n
 HOST_KEYS = ("cpu", "cpu_flags", "cpu_count", "gpus", "driver")
 # … and facts of each framework environment (FRAMEWORK:VARIANT), which differ from one image to the next.
 STACK_KEYS = ("framework_version", "python", "cuda", "cudnn", "os", "memory_gib", "executor", "image")
-MEDIAN_TOLERANCE = 1e-6                    # relative: timing.median against the median of timing.values
 
 _hex = {"type": "string", "pattern": r"^[0-9a-f]+\Z"}
 MANIFEST_SCHEMA = {
@@ -94,10 +102,10 @@ class SubmissionError(Exception):
 
 # ---------------------------------------------------------------- the runner-code hash, from git or the checkout
 
-def git(args, repo=ROOT, stdin=None):
-    """`git ARGS` in `repo`: (exit code, stdout bytes)."""
+def git(args, repo=None, stdin=None):
+    """`git ARGS` in `repo` (default REPO): (exit code, stdout bytes)."""
     try:
-        out = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, timeout=120)
+        out = subprocess.run(["git", *args], cwd=repo or REPO, input=stdin, capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         return 1, str(e).encode()
     return out.returncode, out.stdout
@@ -112,7 +120,7 @@ def is_code(path):
     return "__pycache__" not in PurePosixPath(path).parts and not path.endswith(".pyc")
 
 
-def full_commit(commit, repo=ROOT):
+def full_commit(commit, repo=None):
     """The 40-hex commit `commit` (a hash or an abbreviation) names in `repo`, or None where it names none."""
     if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{4,40}", commit):
         return None
@@ -120,9 +128,13 @@ def full_commit(commit, repo=ROOT):
     return out.decode().strip() if code == 0 else None
 
 
-@lru_cache(maxsize=32)
-def committed_code_hash(commit, repo=ROOT):
+def committed_code_hash(commit, repo=None):
     """The hash of runners/ + shared/ as committed at `commit` (40 hex), read with git ls-tree and cat-file."""
+    return _committed_code_hash(commit, str(repo or REPO))
+
+
+@lru_cache(maxsize=32)
+def _committed_code_hash(commit, repo):
     code, listing = git(["ls-tree", "-r", "-z", "--full-tree", commit, "--", *CODE_DIRS], repo)
     if code != 0:
         raise SubmissionError(f"git cannot list {' and '.join(CODE_DIRS)} at {commit}: {listing.decode()[:200]}")
@@ -144,8 +156,9 @@ def committed_code_hash(commit, repo=ROOT):
     return code_hash(files)
 
 
-def checkout_code_hash(repo=ROOT):
+def checkout_code_hash(repo=None):
     """The hash of runners/ + shared/ as they are in the checkout: tracked and untracked files, not ignored ones."""
+    repo = repo or REPO
     code, out = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *CODE_DIRS], repo)
     if code != 0:
         raise SubmissionError(f"{repo} is not a git checkout ({out.decode()[:200]}); submit from a clone of the "
@@ -266,7 +279,7 @@ def contents(folder):
 def seal(folder, manifest):
     """Write `manifest` as submission.json, then digests.sha256 over every other file of `folder`."""
     write_atomic(Path(folder) / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    lines = [f"{digest(Path(folder) / rel)}  {rel}\n" for rel in contents(folder) if rel != DIGESTS]
+    lines = [f"{digest(Path(folder) / rel)}  {rel}\n" for rel in contents(folder) if rel not in (DIGESTS, SIGNATURE)]
     write_atomic(Path(folder) / DIGESTS, "".join(lines))
 
 
@@ -322,7 +335,7 @@ def copy(run_dir, folder, recs, redact=None):
         write_atomic(folder / rel, redact((run_dir / rel).read_text(errors="replace")))
 
 
-def submit(run_dir, name=None, no_hosts=False, community=None, repo=ROOT):
+def submit(run_dir, name=None, no_hosts=False, community=None, repo=None, sign_key=None):
     """Package the run folder `run_dir` as community/NAME/ (see the module docstring) and check it; returns its
     path. Refused (SubmissionError) when the checkout's runner code is not the commit the records name, the records
     describe more than one machine, or the checker would reject the result (nothing is left behind then)."""
@@ -355,6 +368,8 @@ def submit(run_dir, name=None, no_hosts=False, community=None, repo=ROOT):
                       "run_id": plan_file.run_id, "profile": plan_file.plan.profile, "git_commit": commit,
                       "code_hash": committed, "hosts_removed": bool(no_hosts),
                       "machine": redact_json(machine, redact or str), "cells": statuses(recs)})
+        if sign_key:
+            sign(folder, sign_key)
         found = findings(folder, repo=repo)
         if found:
             raise SubmissionError("the checker would reject this submission:\n  " + "\n  ".join(found))
@@ -394,11 +409,11 @@ def check_digests(folder):
     for n, line in enumerate(lines, 1):
         match = re.fullmatch(r"([0-9a-f]{64})  (\S.*)", line)
         rel = match and match.group(2)
-        if not match or rel.startswith("/") or ".." in PurePosixPath(rel).parts or rel in (DIGESTS, "."):
+        if not match or rel.startswith("/") or ".." in PurePosixPath(rel).parts or rel in (DIGESTS, SIGNATURE, "."):
             found.append(f"{DIGESTS}: line {n} is not 'SHA-256  relative path' of a file here: {line[:120]!r}")
         else:
             listed[rel] = match.group(1)
-    present = set(contents(folder)) - {DIGESTS}
+    present = set(contents(folder)) - {DIGESTS, SIGNATURE}
     for rel in sorted(present - set(listed)):
         found.append(f"{rel}: not in {DIGESTS}: added after submit")
     for rel, expected in sorted(listed.items()):
@@ -414,7 +429,7 @@ def check_digests(folder):
 
 def layout(folder):
     """Files a submission does not hold: anything but the manifest, digests, plan, cells/*.json, logs/*.log."""
-    fixed = {MANIFEST, DIGESTS, PLAN}
+    fixed = {MANIFEST, DIGESTS, PLAN, SIGNATURE}
     return [f"{rel}: unexpected file (a submission holds {MANIFEST}, {DIGESTS}, {PLAN}, cells/*.json, logs/*.log)"
             for rel in contents(folder)
             if rel not in fixed and not re.fullmatch(r"cells/[^/]+\.json|logs/[^/]+\.log", rel)]
@@ -481,14 +496,9 @@ def check_status(rel, record):
     elif not values:
         found.append(f"{rel}: status ok without samples (timing.values and timing.unit): a time is a set of "
                      "post-warm-up samples")
-    elif not all(math.isfinite(v) and v > 0 for v in values):
+    elif not all(v > 0 for v in values if math.isfinite(v)):
         found.append(f"{rel}: timing.values holds a sample that is not a positive number")
-    else:
-        median = timing.get("median")
-        if median is not None and not math.isclose(median, statistics.median(values), rel_tol=MEDIAN_TOLERANCE):
-            found.append(f"{rel}: timing.median {median:.6g} is not the median of its samples "
-                         f"({statistics.median(values):.6g})")
-    return found
+    return found        # NaN and infinity, the median and every other published figure: check_consistency
 
 
 def check_code(manifest, recs, repo, ancestor_of=None):
@@ -532,21 +542,32 @@ def check_machine(manifest, recs):
     return found
 
 
-def findings(folder, repo=ROOT, ancestor_of=None):
+def findings(folder, repo=None, ancestor_of=None):
     """Why the submission in `folder` is rejected, one line per finding naming its file ('NAME/cells/x.json: why');
     [] when it is accepted. Never raises for anything the folder holds: it is untrusted input."""
     folder = Path(folder)
     if not folder.is_dir():
         return [f"{folder.name}: not a folder"]
-    found = check_digests(folder) + layout(folder)
+    repo = repo or REPO
+    found = check_digests(folder) + layout(folder) + signer(folder, repo)[1]
     manifest, manifest_found = read_manifest(folder)
     found += manifest_found
     recs, record_found = check_records(folder)
     found += record_found
     for rel, record in recs.items():
         found += check_status(rel, record)
+    found += check_copies(recs) + check_calibration(recs)
+    hashes = None
     if manifest is not None:
-        found += check_code(manifest, recs, repo, ancestor_of) + check_machine(manifest, recs)
+        code_found = check_code(manifest, recs, repo, ancestor_of)
+        found += code_found + check_machine(manifest, recs) + check_image_hashes(manifest, recs)
+        # the plan is re-derived by running the commit's own scripts.plan: only a commit of this repository, and
+        # with --ancestor-of (CI) only one on that branch, is ever run
+        if not any("is not a commit of this repository" in line or "is not on " in line for line in code_found):
+            plan_found, hashes = check_plan(folder, manifest, repo)
+            found += plan_found
+    for rel, record in recs.items():
+        found += check_consistency(rel, record, hashes)
     return [f"{folder.name}/{line}" for line in dict.fromkeys(found)]
 
 
@@ -559,17 +580,323 @@ def submissions(root=None):
 def summary(folder):
     """What the site shows of an accepted submission: its manifest, plus the folder's records and logs."""
     manifest = json.loads((Path(folder) / MANIFEST).read_text())
-    return {**manifest, "records": sorted(str(p) for p in (Path(folder) / "cells").glob("*.json")),
+    return {**manifest, "signed_by": signer(folder)[0], "records": sorted(str(p) for p in (Path(folder) / "cells").glob("*.json")),
             "logs": sorted(str(p) for p in (Path(folder) / "logs").glob("*.log"))}
 
 
-def accepted(root=None, repo=ROOT):
+def accepted(root=None, repo=None):
     """[(name, folder, summary)] of the accepted submissions under `root` (default results/community), by name;
     rejected ones are left out (the checker says why). summary: the manifest's keys (name, created_at, run_id,
     profile, git_commit, code_hash, hosts_removed, machine{machine_classes, cpu, cpu_flags, cpu_count, gpus, driver,
     stacks}, cells{status: n}) and the paths of its records and logs. The commits must be in `repo`'s history: in a
     shallow clone (actions/checkout's default) every submission is rejected, so check out with fetch-depth: 0."""
     return [(folder.name, folder, summary(folder)) for folder in submissions(root) if not findings(folder, repo)]
+
+
+# ---------------------------------------------------------------- what holds without trusting the submitter
+
+# What the checker's verdict means, printed with it (README, results/community/README.md).
+PROOF = ("the digests prove only that the files are those listed in digests.sha256, which the submitter wrote: an "
+         "edited, re-sealed copy passes them. What is checked beyond that holds without trusting the submitter: the "
+         "records agree with themselves and with the stated hardware, the plan is the profile's at the stated commit "
+         "and every planned cell has an honest record. Whether the numbers are real only a reproduction shows "
+         "(python -m scripts.submission reproduce DIR --cells N on a machine of the same class); who made them only "
+         "a signature shows")
+GPU_FLOP_PER_SM_CYCLE = 8192     # above any dense tensor-core rate per SM and clock (H100 bf16 ≈ 4,100; B200 ≈ 7,700)
+CALIBRATION_FLOOR = 0.03         # the run's best CPU GEMM is at least this share of the stated CPU's ceiling
+PLAN_SCRIPT = """import json, sys
+from scripts import plan
+from scripts.matrix import load
+from shared import params
+profile, run_id, executor = sys.argv[1], sys.argv[2], sys.argv[3] or None
+try:
+    made = plan.make(load(), profile, run_id, executor)
+except TypeError:
+    made = plan.make(load(), profile, run_id)
+hashes = {}
+for task in params.TASKS:
+    for scale in getattr(params, "SCALES", ("full",)):
+        try:
+            hashes[task + ":" + scale] = params.params_hash(task, scale)
+        except Exception:
+            pass
+print(json.dumps({"plan": json.loads(plan.to_json(made)), "params": hashes}))
+"""
+
+
+def physical_ceiling(record):
+    """An upper bound on the FLOP/s of the hardware a record states, or None where it states too little: CPU cores ×
+    5 GHz × the widest FMA (shared.calibration.cpu_ceiling); GPU SMs × their top clock × GPU_FLOP_PER_SM_CYCLE."""
+    system, cell = record.get("system") or {}, record["cell"]
+    if cell["device"] == "cpu":
+        return cpu_ceiling(system) if system.get("cpu_usable") or system.get("cpu_count") else None
+    sms, facts = system.get("gpu_sm_counts") or [], system.get("gpu_facts") or []
+    clocks = [f.get("max_sm_clock_mhz") for f in facts if isinstance(f, dict)]
+    if not sms or not clocks or not all(isinstance(v, (int, float)) and v > 0 for v in [*sms, *clocks]):
+        return None
+    return sum(sms) * max(clocks) * 1e6 * GPU_FLOP_PER_SM_CYCLE
+
+
+def check_consistency(rel, record, params_hashes=None):
+    """The record agrees with itself (records.inconsistencies), its machine class is the one its own facts give,
+    its task parameters are the commit's, and no rate passes the physical ceiling of the hardware it states."""
+    found = [f"{rel}: {line}" for line in records.inconsistencies(record)]
+    system, cell = record.get("system") or {}, record["cell"]
+    claimed = system.get("machine_class")
+    if claimed and claimed != sysinfo.machine_class(system, cell["device"], cell["gpus"]):
+        found.append(f"{rel}: system.machine_class {claimed} is not the class its own facts give "
+                     f"({sysinfo.machine_class(system, cell['device'], cell['gpus'])})")
+    wanted = (params_hashes or {}).get(f"{cell['task']}:{cell['scale']}")
+    if wanted and system.get("params_hash") and system["params_hash"] != wanted:
+        found.append(f"{rel}: system.params_hash {system['params_hash']} is not the {cell['task']} task's parameters "
+                     f"at {cell['scale']} scale at the submission's commit ({wanted})")
+    ceiling = physical_ceiling(record)
+    calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
+    rates = {"metrics.achieved_flops": (record.get("metrics") or {}).get("achieved_flops"),
+             **{f"system.calibration.{k}": calibration.get(k) for k in ("gemm_fp32_flops", "gemm_reduced_flops")}}
+    for where, rate in rates.items():
+        if ceiling and isinstance(rate, (int, float)) and rate > ceiling:
+            found.append(f"{rel}: {where} {rate / 1e9:.4g} GFLOP/s is above what the stated hardware can do "
+                         f"({ceiling / 1e9:.4g} GFLOP/s at most)")
+    return found
+
+
+def check_calibration(recs):
+    """The CPU the records state is the one that calibrated: the run's best CPU GEMM is at least CALIBRATION_FLOOR of
+    that CPU's ceiling (two cores written over as 56 leave the rate of two)."""
+    best = {}
+    for rel, record in recs.items():
+        system = record.get("system") or {}
+        rate = (system.get("calibration") or {}).get("gemm_fp32_flops") if isinstance(system.get("calibration"),
+                                                                                      dict) else None
+        if record["cell"]["device"] == "cpu" and isinstance(rate, (int, float)) and rate > 0:
+            ceiling = physical_ceiling(record)
+            if ceiling and rate / ceiling > best.get("share", -1):
+                best = {"share": rate / ceiling, "rel": rel, "ceiling": ceiling, "rate": rate}
+    if best and best["share"] < CALIBRATION_FLOOR:
+        return [f"{best['rel']}: the run's best CPU GEMM ({best['rate'] / 1e9:.4g} GFLOP/s) is "
+                f"{best['share']:.1%} of what the stated CPU can do ({best['ceiling'] / 1e9:.4g} GFLOP/s); every "
+                f"real machine reaches {CALIBRATION_FLOOR:.0%}: the machine is not the one the records describe"]
+    return []
+
+
+def check_copies(recs):
+    """No two ok records share their samples: a cell turned ok with another cell's numbers."""
+    seen, found = {}, []
+    for rel, record in sorted(recs.items()):
+        values = samples(record) if record["status"] == "ok" else []
+        if len(values) >= 2:
+            key = json.dumps(values)
+            if key in seen:
+                found.append(f"{rel}: its samples are those of {seen[key]}, to the last digit: copied numbers")
+            seen.setdefault(key, rel)
+    return found
+
+
+@lru_cache(maxsize=16)
+def derived_at(commit, profile, run_id, executor, repo):
+    """(plan document, {task:scale: params hash}) that `commit`'s own scripts.plan makes of `profile`, run from an
+    archive of that commit (its matrix.yaml and its expansion code); a SubmissionError where it cannot."""
+    with tempfile.TemporaryDirectory(prefix="rosetta-plan-") as tmp:
+        code, top = git(["ls-tree", "--name-only", commit], repo)
+        wanted = sorted({"scripts", "shared", "runners", "matrix.yaml", "docker", ".github"} & set(top.decode().split()))
+        code, tar = git(["archive", "--format=tar", commit, "--", *wanted], repo) if code == 0 else (code, top)
+        if code != 0:
+            raise SubmissionError(f"git cannot archive commit {commit[:12]}: {tar.decode(errors='replace')[:200]}")
+        try:
+            subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True, capture_output=True, timeout=120)
+            out = subprocess.run([sys.executable, "-c", PLAN_SCRIPT, profile, run_id, executor or ""], cwd=tmp,
+                                 capture_output=True, text=True, timeout=300,
+                                 env={**os.environ, "PYTHONPATH": tmp, "PYTHONDONTWRITEBYTECODE": "1"})
+        except (OSError, subprocess.SubprocessError) as e:
+            raise SubmissionError(f"cannot expand profile {profile} at commit {commit[:12]}: {e}") from e
+        if out.returncode != 0:
+            raise SubmissionError(f"commit {commit[:12]}'s scripts.plan cannot expand profile {profile!r}: "
+                                  f"{out.stderr.strip().splitlines()[-1:] or out.returncode}")
+        doc = json.loads(out.stdout.strip().splitlines()[-1])
+        return doc["plan"], doc["params"]
+
+
+def check_plan(folder, manifest, repo):
+    """plan.json is what the profile expands to at the stated commit: no cell added, removed or changed. Returns
+    (findings, {task:scale: params hash} at the commit, or None)."""
+    try:
+        doc = json.loads((folder / PLAN).read_text())
+        profile, run_id, executor = doc["profile"], doc["run_id"], doc.get("executor")
+        cells = {c["id"]: c for c in doc["cells"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return [], None      # check_records names an unreadable plan
+    if profile != manifest["profile"] or run_id != manifest["run_id"]:
+        return [f"{PLAN}: profile {profile!r}, run {run_id!r} are not the manifest's ({manifest['profile']!r}, "
+                f"{manifest['run_id']!r})"], None
+    try:
+        derived, hashes = derived_at(manifest["git_commit"], profile, run_id, executor, str(repo))
+    except SubmissionError as e:
+        return [f"{PLAN}: {e}"], None
+    wanted = {c["id"]: c for c in derived["cells"]}
+    found = [f"{PLAN}: cell {i} is not in profile {profile}'s plan at commit {manifest['git_commit'][:12]} (added)"
+             for i in sorted(set(cells) - set(wanted))]
+    found += [f"{PLAN}: cell {i} of profile {profile}'s plan at commit {manifest['git_commit'][:12]} is missing "
+              "(removed: a submission is the whole profile)" for i in sorted(set(wanted) - set(cells))]
+    found += [f"{PLAN}: cell {i} differs from profile {profile}'s plan at commit {manifest['git_commit'][:12]}"
+              for i in sorted(set(cells) & set(wanted)) if cells[i] != wanted[i]]
+    return found, hashes
+
+
+def check_image_hashes(manifest, recs):
+    """A record that ran in an image names the image's code hash: it must be the submission's."""
+    return [f"{rel}: ran in an image of code hash {r['system']['code_hash']}, not the submission's "
+            f"{manifest['code_hash']}" for rel, r in recs.items()
+            if isinstance(r.get("system"), dict) and r["system"].get("code_hash") not in (None, manifest["code_hash"])]
+
+
+# ---------------------------------------------------------------- signatures (optional)
+
+def ssh_keygen(args, stdin=None):
+    try:
+        out = subprocess.run(["ssh-keygen", *args], input=stdin, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 1, str(e)
+    return out.returncode, (out.stdout + out.stderr).decode(errors="replace")
+
+
+def sign(folder, key):
+    """Sign digests.sha256 with the SSH private key `key` (ssh-keygen -Y sign): digests.sha256.sig."""
+    code, out = ssh_keygen(["-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE, str(Path(folder) / DIGESTS)])
+    if code != 0:
+        raise SubmissionError(f"ssh-keygen cannot sign with {key}: {out.strip()[:300]}; pass an SSH private key "
+                              "(ssh-keygen -t ed25519) whose public key is in results/community/allowed_signers")
+    return Path(folder) / SIGNATURE
+
+
+def signer(folder, repo=None):
+    """(who signed, [findings]): (None, []) for an unsigned submission; the principal of allowed_signers (read from
+    REPO, never from the submission's side) whose key made a valid signature of digests.sha256; a finding for a
+    signature that does not verify or whose key is not listed."""
+    sig = Path(folder) / SIGNATURE
+    if not sig.exists():
+        return None, []
+    allowed = Path(repo or REPO) / ALLOWED_SIGNERS
+    if sig.is_symlink() or not sig.is_file():
+        return None, [f"{SIGNATURE}: not a plain file"]
+    if not allowed.is_file():
+        return None, [f"{SIGNATURE}: signed, but {ALLOWED_SIGNERS} does not exist here: no key to verify it with"]
+    code, out = ssh_keygen(["-Y", "find-principals", "-s", str(sig), "-f", str(allowed)])
+    principals = out.split() if code == 0 else []
+    if not principals:
+        return None, [f"{SIGNATURE}: not made by a key listed in {ALLOWED_SIGNERS}"]
+    try:
+        data = (Path(folder) / DIGESTS).read_bytes()
+    except OSError:
+        return None, []              # check_digests names it
+    code, out = ssh_keygen(["-Y", "verify", "-f", str(allowed), "-I", principals[0], "-n", NAMESPACE, "-s", str(sig)],
+                           stdin=data)
+    if code != 0:
+        return None, [f"{SIGNATURE}: does not verify for {principals[0]} ({out.strip()[:200]}): {DIGESTS} changed "
+                      "after signing"]
+    return principals[0], []
+
+
+# ---------------------------------------------------------------- reproduce
+
+def local_class(record):
+    """This machine's class for the device of `record`'s cell."""
+    cell = record["cell"]
+    if cell["device"] == "cpu":
+        return sysinfo.machine_class(sysinfo.cpu_facts(), "cpu")
+    return sysinfo.machine_class({"gpu_facts": sysinfo.gpu_facts()}, "gpu", cell["gpus"])
+
+
+def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None, repo=None):
+    """Re-run `cells` randomly chosen ok cells of the submission in `folder` on this machine and judge each against
+    the submission's record with verify's comparison (no overall factor: each cell on its own). Returns
+    (seed, [(cell id, agrees, words)]). SubmissionError where it cannot: a rejected submission, runner code that is
+    not the submission's, no ok cell of this machine's class."""
+    from scripts import run as runs
+    from scripts import verify
+    from scripts.executors import RunSettings
+    folder = Path(folder)
+    found = findings(folder, repo)
+    if found:
+        raise SubmissionError(f"{folder.name} is rejected by the checker ({len(found)} finding(s)): "
+                              "only an accepted submission is reproduced; run `check` for why")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    here = checkout_code_hash(repo)
+    if here != manifest["code_hash"] and executor is not None:
+        raise SubmissionError(f"runners/ and shared/ here (code hash {here}) are not the submission's "
+                              f"({manifest['code_hash']}, commit {manifest['git_commit'][:12]}): the executor given "
+                              "would run other code; commit or stash your changes, or check out that commit")
+    recs = {Path(rel).stem: r for rel, r in check_records(folder)[0].items()}
+    mine = sorted(i for i, r in recs.items() if r["status"] == "ok" and r["system"].get("machine_class")
+                  == local_class(r))
+    if not mine:
+        classes = ", ".join(manifest["machine"]["machine_classes"])
+        raise SubmissionError(f"no ok cell of {folder.name} is of this machine's class "
+                              f"({local_class(next(iter(recs.values())))}); the submission's: {classes}. Reproduce it "
+                              "on a machine of that class")
+    if cells < 1:
+        raise SubmissionError("--cells must be 1 or more")
+    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "big")
+    chosen = sorted(random.Random(seed).sample(mine, min(cells, len(mine))))
+    plan_file = plans.read(folder / PLAN)
+    picked = tuple(c for c in plan_file.cells if c.id in chosen)
+    run_id = f"reproduce-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    plan_file = plans.PlanFile(replace(plan_file.plan, cells=tuple(c.cell for c in picked)), run_id, picked)
+    out = Path(out or Path(tempfile.mkdtemp(prefix="rosetta-reproduce-")) / run_id)
+    plans.write(out / PLAN, plan_file)
+    if executor is None:
+        from scripts.matrix import load
+        executor, _ = runs.make_executor(plan_file.plan, load())
+        if here != manifest["code_hash"] and hasattr(executor, "root"):
+            # the runners and shared/ of the submission's commit, from git, in the framework environments here
+            executor = replace(executor, root=runner_code_at(manifest["git_commit"], manifest["code_hash"],
+                                                             out.parent / "code", repo))
+    runs.execute(plan_file.plan, executor, out, RunSettings(run_id, plan_file.plan.repeats, plan_file.plan.timeout_s,
+                                                            Path(data_root or runs.DATA).resolve()))
+    results = []
+    for cell_id in chosen:
+        try:
+            measured = records.read(out / "cells" / f"{cell_id}.json")
+        except RecordError as e:
+            results.append((cell_id, False, f"no sound record here: {e}"))
+            continue
+        outcomes, words, values = verify.judge(recs[cell_id], measured, 1.0, verify.TIME_TOLERANCE,
+                                               verify.QUALITY_MARGIN)
+        ratio, limit = values[3], values[4]
+        # verify's verdict, and no "within its noise" either: a re-run that differs beyond the cell's tolerance does
+        # not reproduce it, however few samples the rank test had
+        within = ratio is None or limit is None or 1 / limit <= ratio <= limit
+        results.append((cell_id, outcomes[0] == "ok" and within, words))
+    return seed, results
+
+
+def runner_code_at(commit, wanted, into, repo=None):
+    """runners/ and shared/ as committed at `commit`, extracted into `into` (git archive); refused unless their code
+    hash is `wanted` (the submission's, which the checker recomputed from git)."""
+    code, tar = git(["archive", "--format=tar", commit, "--", *CODE_DIRS], repo)
+    if code != 0:
+        raise SubmissionError(f"git cannot archive {' and '.join(CODE_DIRS)} at {commit[:12]}")
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True, capture_output=True, timeout=120)
+    got = code_hash((p.relative_to(into).as_posix(), p.read_bytes()) for d in CODE_DIRS
+                    for p in sorted((into / d).rglob("*")) if p.is_file() and is_code(p.relative_to(into).as_posix()))
+    if got != wanted:
+        raise SubmissionError(f"runners/ and shared/ at {commit[:12]} hash to {got}, not the submission's {wanted}")
+    return into
+
+
+def reproduce_main(folder, cells, seed=None, data_root=None):
+    try:
+        seed, results = reproduce(folder, cells, data_root=data_root, seed=seed)
+    except SubmissionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for cell_id, agrees, words in results:
+        print(f"{'AGREES   ' if agrees else 'DISAGREES'} {cell_id}: {words}")
+    agree = sum(ok for _, ok, _ in results)
+    print(f"{Path(folder).name}: {agree} of {len(results)} re-run cells agree with the submission (seed {seed}; "
+          f"--seed {seed} re-draws the same cells)")
+    return 0 if agree == len(results) else 1
 
 
 # ---------------------------------------------------------------- command line
@@ -580,8 +907,9 @@ def describe(manifest):
            f"commit {manifest['git_commit'][:12]}"
 
 
-def check_main(folders, ancestor_of=None):
-    folders = [Path(f) for f in folders] or submissions()
+def check_main(folders, ancestor_of=None, community=None):
+    folders = [Path(f) for f in folders] or submissions(community)
+    print(f"What this check proves: {PROOF}.")
     rejected = 0
     for folder in folders:
         found = findings(folder, ancestor_of=ancestor_of)
@@ -591,7 +919,9 @@ def check_main(folders, ancestor_of=None):
             rejected += 1
             print(f"{folder.name}: REJECTED, {len(found)} finding(s)")
         else:
-            print(f"{folder.name}: accepted: {describe(json.loads((folder / MANIFEST).read_text()))}")
+            who = signer(folder)[0]
+            print(f"{folder.name}: accepted: {describe(json.loads((folder / MANIFEST).read_text()))}; "
+                  + (f"signed by {who} ({ALLOWED_SIGNERS})" if who else "UNSIGNED: nothing shows who submitted it"))
     print(f"{len(folders)} submission(s) checked: {len(folders) - rejected} accepted, {rejected} rejected")
     return 1 if rejected else 0
 
@@ -604,14 +934,26 @@ def main(argv=None):
     s.add_argument("--name", help="the submission's name (default: MACHINECLASS-DATE)")
     s.add_argument("--no-hosts", action="store_true", help="replace host names in records and logs by "
                                                            f"{HOST_PLACEHOLDER!r}")
+    s.add_argument("--sign", type=Path, metavar="KEY", help="sign the digest list with this SSH private key "
+                   f"(its public key listed in {ALLOWED_SIGNERS}); unsigned otherwise")
     c = sub.add_parser("check", help="accept or reject submissions (exit 0 only when all are accepted)")
     c.add_argument("folders", nargs="*", type=Path, help=f"submission folders (default: every one under {COMMUNITY})")
     c.add_argument("--ancestor-of", metavar="REF", help="the submissions' commits must be on REF (e.g. origin/main)")
+    c.add_argument("--community", type=Path, metavar="DIR", help="without folders: check every submission under DIR "
+                   "(CI: the pull request's results/community, checked by this checkout's checker)")
+    r = sub.add_parser("reproduce", help="re-run N random ok cells here (a machine of the submission's class) and "
+                                         "say which agree with the submission")
+    r.add_argument("folder", type=Path, help="the submission folder")
+    r.add_argument("--cells", type=int, default=3, help="how many cells to re-run (default 3)")
+    r.add_argument("--seed", type=int, help="the draw's seed (printed by every run)")
+    r.add_argument("--data-root", type=Path, help="folder holding synthetic/ and real/ (default: data/)")
     args = ap.parse_args(argv)
     if args.command == "check":
-        return check_main(args.folders, args.ancestor_of)
+        return check_main(args.folders, args.ancestor_of, args.community)
+    if args.command == "reproduce":
+        return reproduce_main(args.folder, args.cells, args.seed, args.data_root)
     try:
-        target = submit(args.run, args.name, args.no_hosts)
+        target = submit(args.run, args.name, args.no_hosts, sign_key=args.sign)
     except SubmissionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -209,9 +209,16 @@ def judge_status(expected, measured):
     if len(samples(measured)) < len(samples(expected)):
         return "samples missing", (f"samples missing: {len(samples(measured))} where the reference cell has "
                                    f"{len(samples(expected))}")
-    if steady(measured) is None:
+    if not positive(steady(measured)):
         return "no time", f"no {report.TIME_METRIC[measured['cell']['task']]} in the record"
+    if not positive(steady(expected)):     # a ratio needs a positive, finite reference time
+        return "no reference", "not compared: the reference cell has no positive, finite time"
     return None
+
+
+def positive(value):
+    """A time that can be divided by and taken the log of: a finite number above 0."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def ratio_estimate(measured, reference):

@@ -258,3 +258,91 @@ def test_images_workflow_lists_every_full_profile_image_and_each_familys_cpu_ima
     for job in jobs:
         fw = matrix.frameworks[job["framework"]]
         assert fw.variants[job["variant"]].image(fw.family) == job["image"]
+
+
+# ---------------------------------------------------------------- self-hosted runners and forks (docs/security.md)
+
+from scripts import workflow_trust  # noqa: E402
+
+
+def test_no_event_a_fork_can_cause_reaches_a_self_hosted_runner_in_any_workflow():
+    assert workflow_trust.findings(WORKFLOWS) == []
+    assert workflow_trust.main([str(WORKFLOWS)]) == 0
+
+
+def mutated(tmp_path, file, old, new):
+    """A copy of every workflow with one edit made in `file`."""
+    folder = tmp_path / "workflows"
+    shutil.copytree(WORKFLOWS, folder)
+    text = (folder / file).read_text()
+    assert old in text, f"{old!r} not in {file}: the test no longer matches the workflow"
+    (folder / file).write_text(text.replace(old, new, 1))
+    return folder
+
+
+@pytest.mark.parametrize("file, old, new, expected", [
+    # a fork's pull request on the GPU matrix: matrix.yml's own jobs and, through workflow_call, cells.yml's
+    ("matrix.yml", "on:\n  workflow_dispatch:", "on:\n  pull_request:\n  workflow_dispatch:",
+     ["cells.yml: job cell: may run on a self-hosted runner", "matrix.yml: job plan: may run on a self-hosted runner",
+      "matrix.yml: job merge: may run on a self-hosted runner"]),
+    ("images.yml", "on:\n  push:", "on:\n  pull_request_target:\n  push:",
+     ["images.yml: job list: may run", "images.yml: job image: may run", "images.yml: job digests: may run"]),
+    ("images.yml", "on:\n  push:", "on:\n  workflow_run:\n    workflows: [site]\n  push:",
+     ["images.yml: job list: may run", "images.yml: job image: may run", "images.yml: job digests: may run"]),
+    # the submissions check moved onto a self-hosted runner: the pull request reaches it
+    ("submissions.yml", "runs-on: ubuntu-24.04", "runs-on: [self-hosted, linux, rosetta, cpu]",
+     ["submissions.yml: job check: may run on a self-hosted runner"]),
+    ("submissions.yml", "runs-on: ubuntu-24.04", "runs-on: ${{ vars.RUNNER }}",
+     ["submissions.yml: job check: may run on a self-hosted runner"]),
+    ("submissions.yml", "runs-on: ubuntu-24.04", "runs-on:\n      group: gpus",
+     ["submissions.yml: job check: may run on a self-hosted runner"]),
+    ("images.yml", 'tags: ["v*"]', "{}", ["images.yml: job *: `push` without `branches` or `tags`"]),
+    ("matrix.yml", "persist-credentials: false   # no later step pushes; the token stays out of .git/config\n",
+     "persist-credentials: false\n          clean: false\n", ["matrix.yml: job plan: checks out with `clean: false`"]),
+    ("images.yml", 'echo "DOCKER_CONFIG=$RUNNER_TEMP/docker-config" >> "$GITHUB_ENV"', "true",
+     ["images.yml: job image: runs `docker login` without a job-scoped DOCKER_CONFIG"]),
+])
+def test_the_trust_check_refuses_each_path_to_a_self_hosted_runner(tmp_path, capsys, file, old, new, expected):
+    found = [str(f) for f in workflow_trust.findings(mutated(tmp_path, file, old, new))]
+    assert len(found) == len(expected), "\n".join(found)
+    for want, got in zip(sorted(expected), sorted(found)):
+        assert got.startswith(want), "\n".join(found)
+    assert workflow_trust.main([str(tmp_path / "workflows")]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"{len(expected)} finding(s)")
+
+
+def test_a_pull_request_on_a_github_hosted_runner_is_fine_and_hosted_labels_are_told_apart():
+    assert not workflow_trust.may_be_self_hosted("ubuntu-24.04")
+    assert not workflow_trust.may_be_self_hosted(["macos-15"])
+    for labels in ("self-hosted", ["ubuntu-24.04", "gpu"], "${{ matrix.runs-on }}", {"group": "g"}, []):
+        assert workflow_trust.may_be_self_hosted(labels), labels
+
+
+def test_zizmor_auditor_self_hosted_findings_are_each_answered_in_docs_security():
+    """--persona auditor reports every self-hosted job; each one must have its row in docs/security.md."""
+    got = subprocess.run([tool("zizmor"), "--offline", "--no-progress", "--persona", "auditor", "--format", "json",
+                          str(WORKFLOWS)], capture_output=True, text=True, timeout=120)
+    jobs = set()
+    for finding in json.loads(got.stdout):
+        if finding["ident"] == "self-hosted-runner":
+            for location in finding["locations"]:
+                route = [step.get("Key") for step in location["symbolic"]["route"]["route"]]
+                path = Path(location["symbolic"]["key"]["Local"]["verbatim_path"]).name
+                jobs.add((path, route[route.index("jobs") + 1]))
+    assert jobs, "zizmor reported no self-hosted job: the test no longer reads its output"
+    doc = (ROOT / "docs" / "security.md").read_text()
+    for path, job in sorted(jobs):
+        assert f"| `{path}` job `{job}` |" in doc, f"zizmor's self-hosted finding {path}/{job} is not answered"
+
+
+def test_the_images_workflow_publishes_from_its_own_runners_with_a_job_scoped_docker_config():
+    doc = workflow(IMAGES_YML)
+    for job in doc["jobs"].values():
+        assert job["runs-on"] == ["self-hosted", "linux", "rosetta", "publish"]
+    steps = doc["jobs"]["image"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    scoped = next(i for i, run in enumerate(runs) if "DOCKER_CONFIG=$RUNNER_TEMP/" in run and "GITHUB_ENV" in run)
+    login = next(i for i, run in enumerate(runs) if "docker login" in run)
+    assert scoped < login
+    assert "publish" in plans.runner_labels()
+    assert "clean: false" not in "".join(p.read_text() for p in WORKFLOWS.glob("*.yml"))

@@ -97,7 +97,7 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
     policy = docs[0]      # no traffic in or out of the run's pods
     assert policy["spec"] == {"podSelector": {"matchLabels": {"rosetta/run-id": policy["metadata"]["labels"][
         "rosetta/run-id"]}}, "policyTypes": ["Ingress", "Egress"]}
-    by_record = {f"/results/{plan_file.run_id}/cells/{c.id}.json": c for c in plan_file.cells}
+    by_record = {f"/results/{c.id}.json": c for c in plan_file.cells}     # in the pod's own slot
     seen = []
     for job, cells in jobs_and_cells(docs):
         spec, pod = job["spec"], job["spec"]["template"]["spec"]
@@ -114,6 +114,9 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
         assert container["command"][:2] == ["sh", "-c"]
         host = {"name": "ROSETTA_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
         assert container["env"][0] == host
+        index = {"name": "ROSETTA_SLOT", "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
+        assert container["env"][1] == index
 
         volumes = {v["name"]: v for v in pod["volumes"]}
         mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
@@ -121,6 +124,10 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
         assert mounts["/data"] == {"name": "data", "mountPath": "/data", "readOnly": True}
         assert volumes["results"]["persistentVolumeClaim"] == {"claimName": "rosetta-results"}
         assert not mounts["/results"].get("readOnly") and mounts["/plan"]["readOnly"]
+        # each pod reaches only its own slot of the claim, never the claim (other cells, other runs)
+        group = int(job["metadata"]["name"].rsplit("-", 1)[1])
+        assert mounts["/results"]["subPathExpr"] == f"{plan_file.run_id}/slots/k8s-{group}-$(ROSETTA_SLOT)"
+        assert all("subPath" in m or "subPathExpr" in m for m in container["volumeMounts"] if m["name"] == "results")
         assert volumes["plan"]["configMap"]["name"] == job["metadata"]["name"]
         assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
         assert restricted_violations(pod, allowed_capabilities=CHAINER_EXCEPTION if "chainer" in
@@ -225,7 +232,7 @@ def test_the_pod_command_runs_cell_i_with_its_exact_arguments(plan_paths, tmp_pa
         env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(i),
                "ROSETTA_PLAN_DIR": str(tmp_path / "plan")}
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
-        out = f"/results/Smoke_Run.1/cells/{planned.id}.json"
+        out = f"/results/{planned.id}.json"
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == ["-m", "runners", *runner_args(planned.cell, out, run, "/data")]
         assert ["--out", out] == done.stdout.splitlines()[6:8]
@@ -328,7 +335,7 @@ def test_stdout_gets_the_manifests_and_stderr_the_next_steps(plan_paths, capsys)
     docs = list(yaml.safe_load_all(captured.out))
     assert {d["metadata"]["namespace"] for d in docs} == {"bench"}
     assert "kubectl apply -n bench -f -" in captured.err
-    run_dir, mounted = shlex.quote("results/Smoke_Run.1"), shlex.quote("/mnt/results/Smoke_Run.1")
+    run_dir, mounted = shlex.quote("results/Smoke_Run.1"), shlex.quote("/mnt/results/Smoke_Run.1/slots")
     assert f"python -m scripts.merge {run_dir} {mounted} --plan {plan_paths['smoke']}" in captured.err
 
 
@@ -354,3 +361,25 @@ def test_cells_without_kernels_for_the_clusters_gpus_are_left_out_and_recorded_s
                           "--data-claim", "d", "--results-claim", "r", "--gpu-arch", "hopper"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "like sm_90" in bad.stderr
+
+
+def test_the_merge_takes_from_each_slot_only_the_cell_planned_there(plan_paths, tmp_path):
+    """A pod's record lands in RUN/slots/k8s-GROUP-INDEX/: the merge maps the slot back to its planned cell, and a
+    record of another cell in that slot (a hostile pod claiming its neighbour's identity) is quarantined."""
+    from scripts import merge, records
+    from shared.record import make_record, write_record
+    plan_file = plans.read(plan_paths["smoke"])
+    slots = k8s.slot_map(plan_file.cells)
+    assert sorted(slots.values()) == sorted(c.id for c in plan_file.cells)
+    (mine, victim), (other, _) = list(slots.items())[0], list(slots.items())[1]
+    claim = tmp_path / "claim" / plan_file.run_id / "slots"
+    cells = {c.id: c.cell for c in plan_file.cells}
+    write_record(claim / mine / f"{victim}.json", make_record(vars(cells[victim]), "ok", run_id=plan_file.run_id))
+    theirs = slots[other]
+    write_record(claim / other / f"{victim}.json", make_record(vars(cells[victim]), "ok", run_id=plan_file.run_id))
+    run_dir = tmp_path / "run"
+    counts = merge.merge(run_dir, [claim], plan=plan_paths["smoke"])
+    assert counts["new"] == 1 and counts["quarantined"] == 1
+    [(source, reason)] = records.quarantined(run_dir)
+    assert f"holds cell {victim}, but its file name" not in reason
+    assert f"the Kubernetes slot {other} is the slot of {theirs}: one cell per slot" in reason

@@ -1,5 +1,5 @@
 """A record whose published figures do not follow from its own samples is refused (scripts/records.py,
-`inconsistencies`), as is NaN or infinity anywhere and an accuracy or AUC outside [0, 1]: built from the committed
+`contradictions`), as is NaN or infinity anywhere and an accuracy or AUC outside [0, 1]: built from the committed
 reference records (results/reference/cpu-amd-epyc-avx512-bf16-2c), each case changes one figure of a real record."""
 import json
 from pathlib import Path
@@ -29,7 +29,7 @@ def test_every_committed_record_is_consistent():
     paths += sorted((ROOT / "tests" / "data").glob("*/cells/*.json"))
     assert len(paths) > 200
     for path in paths:
-        assert records.inconsistencies(json.loads(path.read_text())) == [], path
+        assert records.contradictions(json.loads(path.read_text())) == [], path
 
 
 @pytest.mark.parametrize("cell_id", ["pytorch-cnn-cpu-fp32-1cpu", "tensorflow-gru-cpu-fp32-1cpu",
@@ -45,7 +45,7 @@ def test_the_samples_changed_under_a_published_steady_state_are_refused_too(tmp_
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["timing"]["values"] = [v / 3 for v in record["timing"]["values"]]
     refused(record, tmp_path, "steady_state_seconds .* \\(median window .* × 30 steps × 1 epochs")
-    assert records.inconsistencies(real("pytorch-cnn-cpu-fp32-1cpu")) == []
+    assert records.contradictions(real("pytorch-cnn-cpu-fp32-1cpu")) == []
 
 
 @pytest.mark.parametrize("factor", [3.0, 0.999])
@@ -67,7 +67,7 @@ def test_an_accuracy_outside_zero_to_one_or_not_finite_is_refused(tmp_path, key,
 def test_an_accuracy_on_the_edge_is_accepted(value):
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["metrics"]["accuracy"] = value
-    assert records.inconsistencies(record) == []
+    assert records.contradictions(record) == []
 
 
 def test_an_auc_above_one_is_refused(tmp_path):
@@ -92,7 +92,7 @@ def test_a_record_of_task_parameters_this_checkout_does_not_know_is_not_recomput
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["metrics"]["steady_state_seconds"] *= 3
     record["system"]["params_hash"] = "0123456789ab"      # another batch size: verify refuses to compare it instead
-    assert records.inconsistencies(record) == []
+    assert records.contradictions(record) == []
     record["status"] = "failed"
     record["system"]["params_hash"] = real("pytorch-cnn-cpu-fp32-1cpu")["system"]["params_hash"]
-    assert records.inconsistencies(record) == []           # a failed record publishes no figure to check
+    assert records.contradictions(record) == []           # a failed record publishes no figure to check

@@ -124,6 +124,10 @@ def test_site_container_runtimes_start_the_cells_image_with_data_read_only(tmp_p
     assert apptainer[:3] == ["apptainer", "run", "--nv"]
     assert "/sif/" + planned.image.replace("/", "_").replace(":", "_") + ".sif" in apptainer
     assert f"/shared/data:/data:ro,{own}:/results" in apptainer
+    # --containall: the checkout (working directory), /tmp, /var/tmp and home stay outside; the only binds are these
+    assert "--containall" in apptainer and apptainer[apptainer.index("--pwd") + 1] == "/app"
+    assert [apptainer[i + 1] for i, word in enumerate(apptainer) if word in ("--bind", "-B")] == [
+        f"/shared/data:/data:ro,{own}:/results"]
 
 
 # ---------------------------------------------------------------- merging records from several hosts

@@ -188,12 +188,22 @@ def test_results_of_two_machine_classes_are_two_columns_with_their_records(built
     assert re.search(r'href="logs/run/demo-20261204-100000/[^"]+\.log"', group)
 
 
-def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(run_folders, tmp_path, monkeypatch):
+def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(synthetic_data, tmp_path, monkeypatch):
+    """A submission is a whole profile (the checker re-derives the plan): the smoke profile, run by the fake runners."""
+    from scripts import plan as plans
     from scripts import submission
+    from scripts.executors import LocalExecutor, RunSettings
+    from scripts.matrix import load
+    from scripts.run import execute
     if submission.checkout_code_hash() != submission.committed_code_hash("HEAD"):
         pytest.skip("runners/ or shared/ differ from HEAD: a submission is made from committed runner code")
+    plan_file = plans.make(load(), "smoke", "smoke-20261204-100000")
+    run_dir = tmp_path / plan_file.run_id
+    plans.write(run_dir / "plan.json", plan_file)
+    execute(plan_file.plan, LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake"), run_dir,
+            RunSettings(plan_file.run_id, 1, 60.0, synthetic_data.parent))
     community = tmp_path / "community"
-    submission.submit(run_folders[0], "someone-cpu", community=community)
+    submission.submit(run_dir, "someone-cpu", community=community)
     tampered = Path(shutil.copytree(community / "someone-cpu", community / "tampered"))
     record = next((tampered / "cells").glob("*.json"))
     record.write_text(record.read_text().replace('"ok"', '"okay"', 1))

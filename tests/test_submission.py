@@ -6,7 +6,6 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,31 +15,68 @@ from conftest import ROOT
 from scripts import plan as plans
 from scripts import submission
 from scripts.executors import LocalExecutor, RunSettings
+from scripts.matrix import Cell
 from scripts.matrix import load
 from scripts.run import execute
+from shared import params, sysinfo
+from shared.timing import summarize
 
-RUN_ID = "demo-20261204-101500"
+RUN_ID = "smoke-20261204-101500"
 TEST_HOST = "rosetta-test-host-7"
 NAME = "test-submission"
 WORKFLOW = ROOT / ".github" / "workflows" / "submissions.yml"
-HEAD = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+GIT_ID = ["-c", "user.name=rosetta-test", "-c", "user.email=test@rosetta.invalid", "-c", "commit.gpgsign=false"]
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *GIT_ID, *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory, synthetic_data):
-    """PyTorch's demo cells run by the fake runners: the GRU cell crashes (failed records the host writes), one
-    ResNet-50 cell is skipped by the pre-flight, the rest are ok with their samples; one log names the host."""
-    if submission.checkout_code_hash() != submission.committed_code_hash(HEAD):
-        pytest.skip("runners/ or shared/ differ from HEAD: a submission is made from committed runner code")
-    plan_file = plans.make(load(), "demo", RUN_ID)
-    cells = tuple(c for c in plan_file.cells if c.cell.framework == "pytorch")
-    plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
+def repo(tmp_path_factory):
+    """A repository of its own whose HEAD is the working tree as it is now, edits and untracked files included (so
+    these tests run on uncommitted code too), on top of one earlier commit (HEAD~1, for --ancestor-of)."""
+    repo = tmp_path_factory.mktemp("repo")
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "before")
+    for rel in files:
+        source = ROOT / rel
+        if rel and not rel.startswith(("results/", "tests/")) and source.is_file() and not source.is_symlink():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, repo / rel)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the working tree")
+    return repo
+
+
+@pytest.fixture(scope="module", autouse=True)
+def trusted_repo(repo):
+    """The checker trusts the test's repository (its history, its allowed_signers), not the developer's checkout."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(submission, "REPO", repo)
+        yield repo
+
+
+@pytest.fixture(scope="module")
+def head(repo):
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory, synthetic_data, head):
+    """The smoke profile's cells (PyTorch, all four tasks) run by the fake runners at the test repository's commit:
+    the GRU cell crashes (a failed record the host writes), the ResNet-50 cell is skipped by the pre-flight, CNN and
+    DenseNet are ok with their samples; one log names the host."""
+    plan_file = plans.make(load(), "smoke", RUN_ID)
     run_dir = tmp_path_factory.mktemp("run") / RUN_ID
     plans.write(run_dir / "plan.json", plan_file)
-    skipped = next(c.id for c in cells if c.cell.task == "resnet50")
+    skipped = next(c.id for c in plan_file.cells if c.cell.task == "resnet50")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FAKE_BEHAVIOUR", "gru=crash")
         mp.setenv("ROSETTA_HOST", TEST_HOST)
+        mp.setenv("ROSETTA_GIT_COMMIT", head[:12])
         executor = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
         execute(plan_file.plan, executor, run_dir, RunSettings(RUN_ID, 1, 60.0, synthetic_data.parent),
                 unfit={skipped: "no kernels for this host's GPUs (a test)"})
@@ -87,7 +123,7 @@ def copy(submitted, tmp_path):
 
 # ---------------------------------------------------------------- accepted
 
-def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, capsys):
+def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, head, capsys):
     plan_ids = {c["id"] for c in json.loads((run_folder / "plan.json").read_text())["cells"]}
     logs = {f"logs/{p.name}" for p in (run_folder / "logs").iterdir()}   # a cell the pre-flight skipped has none
     assert set(submission.contents(submitted)) == {"submission.json", "digests.sha256", "plan.json",
@@ -97,7 +133,7 @@ def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, capsys):
     assert submission.findings(submitted) == []
     manifest = json.loads((submitted / "submission.json").read_text())
     assert manifest["cells"] == {"ok": len(plan_ids) - 2, "failed": 1, "skipped": 1, "timeout": 0}
-    assert manifest["git_commit"] == HEAD and not manifest["hosts_removed"]
+    assert manifest["git_commit"] == head and not manifest["hosts_removed"]
     assert manifest["code_hash"] == submission.committed_code_hash(manifest["git_commit"])
     machine = manifest["machine"]
     assert machine["machine_classes"] and machine["cpu"] and machine["cpu_count"]
@@ -192,7 +228,8 @@ def no_samples(folder):
 def short_training_at_full_scale(folder):
     name = by(folder, "ok", "densenet121")
     edit_json(folder / "cells" / name, lambda r: (r["timing"].update(values=[], repeats=0), r["cell"].update(
-        scale="full"), r["metrics"].update(epoch_seconds=[1.5])))
+        scale="full"), r["metrics"].update(epoch_seconds=[1.5]),
+        r["system"].update(params_hash=params.params_hash("densenet121", "full"))))
     reseal(folder)
     return [f"cells/{name}: status ok without samples"]
 
@@ -210,7 +247,7 @@ def forged_median(folder):
     name = by(folder, "ok", "cnn")
     edit_json(folder / "cells" / name, lambda r: r["timing"].update(median=1.0))
     reseal(folder)
-    return [f"cells/{name}: timing.median 1 is not the median of its samples"]
+    return [f"cells/{name}: timing.median 1 is not the median of timing.values"]
 
 
 def failed_as_ok(folder):
@@ -251,9 +288,113 @@ def miscounted(folder):
     return ["submission.json: cells {'failed': 0, 'ok': "]
 
 
+def zero_time(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["metrics"].update(train_seconds=0))
+    reseal(folder)
+    return [f"cells/{name}: status ok without its time metric metrics.train_seconds"]
+
+
+def nan_sample(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["timing"]["values"].__setitem__(0, float("nan")))
+    reseal(folder)
+    # every reader refuses it (records.contradictions), before the submission checker's own words
+    return [f"cells/{name}: fails validation: inconsistent: timing/values/0 is not a finite number"]
+
+
+def nan_accuracy(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["metrics"].update(accuracy=float("nan")))
+    reseal(folder)
+    return [f"cells/{name}: fails validation: inconsistent: metrics/accuracy is not a finite number"]
+
+
+def accuracy_above_one(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["metrics"].update(accuracy=1.5))
+    reseal(folder)
+    return [f"cells/{name}: fails validation: inconsistent: metrics/accuracy 1.5 is not within [0, 1]"]
+
+
+def other_run_id(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r.update(run_id="smoke-20990101-000000"))
+    reseal(folder)
+    return [f"cells/{name}: run id 'smoke-20990101-000000' is not the plan's"]
+
+
+def other_commit(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r.update(git_commit="abcdef123456"))
+    reseal(folder)
+    return [f"cells/{name}: ran at commit abcdef123456, not the submission's"]
+
+
+def copied_samples(folder):
+    """The skipped cell turned ok with the CNN cell's numbers (its reason dropped, its system copied)."""
+    source, target = by(folder, "ok", "cnn"), by(folder, "skipped")
+    donor = json.loads((folder / "cells" / source).read_text())
+    edit_json(folder / "cells" / target, lambda r: r.update(
+        status="ok", reason=None, metrics=donor["metrics"], timing=donor["timing"],
+        system={**donor["system"], "params_hash": params.params_hash(r["cell"]["task"], r["cell"]["scale"])}))
+    reseal(folder)
+    return [f"cells/{target}: its samples are those of cells/{source}, to the last digit: copied numbers"]
+
+
+def invented_cell(folder):
+    """A bf16 twin of the CNN cell, added to the plan and to cells/ (the record as the runner would write it)."""
+    name = by(folder, "ok", "cnn")
+    record = json.loads((folder / "cells" / name).read_text())
+    record["cell"]["precision"] = "bf16"
+    record["timing"]["values"] = [v * 0.9 for v in record["timing"]["values"]]
+    for key in ("median", "min", "max"):
+        record["timing"][key] = record["timing"][key] * 0.9
+    new_id = Cell(**record["cell"]).id
+    (folder / "cells" / f"{new_id}.json").write_text(json.dumps(record))
+    edit_json(folder / "plan.json", lambda p: p["cells"].append({**next(c for c in p["cells"]
+                                                                       if c["id"] == name[:-5]),
+                                                                  "id": new_id, "precision": "bf16"}))
+    reseal(folder)
+    return [f"plan.json: cell {new_id} is not in profile smoke's plan at commit"]
+
+
+def removed_skipped_cell(folder):
+    name = by(folder, "skipped")
+    (folder / "cells" / name).unlink()
+    edit_json(folder / "plan.json", lambda p: p.update(cells=[c for c in p["cells"] if c["id"] != name[:-5]]))
+    reseal(folder)
+    return [f"plan.json: cell {name[:-5]} of profile smoke's plan at commit"]
+
+
+def negative_sample(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["timing"]["values"].__setitem__(0, -1.0))
+    reseal(folder)
+    return [f"cells/{name}: timing.values holds a sample that is not a positive number"]
+
+
+def rate_above_the_hardware(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["system"].update(calibration={"gemm_fp32_flops": 1e18}))
+    reseal(folder)
+    return [f"cells/{name}: system.calibration.gemm_fp32_flops 1e+09 GFLOP/s is above what the stated hardware can do"]
+
+
+def calibration_below_the_hardware(folder):
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["system"].update(calibration={"gemm_fp32_flops": 1e6}))
+    reseal(folder)
+    return [f"cells/{name}: the run's best CPU GEMM (0.001 GFLOP/s)"]
+
+
 @pytest.mark.parametrize("tamper", [edited_value, removed_log, added_log, removed_record, schema_breach, no_samples,
                                     short_training_at_full_scale, forged_median, failed_as_ok, skip_without_reason,
-                                    unknown_code_hash, unknown_commit, missing_machine_field, miscounted])
+                                    unknown_code_hash, unknown_commit, missing_machine_field, miscounted,
+                                    zero_time, nan_sample, nan_accuracy, accuracy_above_one, other_run_id,
+                                    other_commit, copied_samples, invented_cell, removed_skipped_cell,
+                                    negative_sample, rate_above_the_hardware,
+                                    calibration_below_the_hardware])
 def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
     expected = [f"{NAME}/{line}" for line in tamper(copy)]
     found = submission.findings(copy)
@@ -263,7 +404,8 @@ def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
     assert submission.accepted(copy.parent) == []
     assert submission.main(["check", str(copy)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[:len(found)] == [f"ERROR {line}" for line in found]
+    assert out[0].startswith("What this check proves: the digests prove only that the files are those listed")
+    assert out[1:len(found) + 1] == [f"ERROR {line}" for line in found]
     assert out[-2:] == [f"{NAME}: REJECTED, {len(found)} finding(s)", "1 submission(s) checked: 0 accepted, 1 rejected"]
 
 
@@ -289,16 +431,30 @@ def test_a_folder_of_garbage_is_rejected_not_crashed_on(tmp_path):
 
 # ---------------------------------------------------------------- CI and make
 
-def test_the_workflow_checks_every_pull_request_touching_submissions():
+def test_the_workflow_checks_every_pull_request_with_the_base_branchs_checker():
+    """The pull request's files are data under pr/ (sparse), the working tree and its scripts/ are the base's."""
     doc = yaml.safe_load(WORKFLOW.read_text())
     on = doc.pop(True, doc.get("on"))
     assert on["pull_request"]["paths"] == ["results/community/**"]
     assert doc["permissions"] == {"contents": "read"}
-    steps = doc["jobs"]["check"]["steps"]
-    checkout = steps[0]
-    assert checkout["with"]["fetch-depth"] == 0 and checkout["with"]["persist-credentials"] is False
-    assert any("-m scripts.submission check" in step.get("run", "") and "--ancestor-of" in step.get("run", "")
-               for step in steps)
+    job = doc["jobs"]["check"]
+    assert job["runs-on"] == "ubuntu-24.04"
+    steps = job["steps"]
+    base, pr = (step for step in steps if step.get("uses", "").startswith("actions/checkout@"))
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}" and "path" not in base["with"]
+    assert base["with"]["fetch-depth"] == 0 and base["with"]["persist-credentials"] is False
+    assert pr["with"]["ref"] == "${{ github.event.pull_request.head.sha }}" and pr["with"]["path"] == "pr"
+    assert pr["with"]["sparse-checkout"] == "results/community" and pr["with"]["persist-credentials"] is False
+    runs = [step.get("run", "") for step in steps[steps.index(pr) + 1:]]
+    check = next(run for run in runs if "-m scripts.submission check" in run)
+    assert check.startswith(".venv/host/bin/python ") and "--community pr/results/community" in check
+    assert "--ancestor-of HEAD" in check
+    assert not any("pr/" in run.replace("pr/results/community", "") for run in runs)   # nothing of pr/ runs
+
+
+def test_check_community_reads_another_folder(submitted, capsys):
+    assert submission.main(["check", "--community", str(submitted.parent)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 submission(s) checked: 1 accepted, 0 rejected"
 
 
 def test_make_submit_calls_the_script():
@@ -308,3 +464,177 @@ def test_make_submit_calls_the_script():
                          capture_output=True, text=True, check=True).stdout
     assert "-m scripts.runs results/demo-x" in dry
     assert re.search(r"-m scripts\.submission submit \$run[\s\\]+--name mine --no-hosts", dry), dry
+
+
+# ---------------------------------------------------------------- the committed example, tampered as a forger would
+
+EXAMPLE = ROOT / "results" / "community" / "example-cpu-amd-epyc-2c-20261204"
+
+
+@pytest.fixture
+def example(tmp_path):
+    """A copy of the committed community example, checked against this checkout's history (its commit is on main)."""
+    manifest = json.loads((EXAMPLE / "submission.json").read_text())
+    if submission.full_commit(manifest["git_commit"], ROOT) is None:
+        pytest.skip(f"commit {manifest['git_commit'][:12]} is not in this clone (shallow?): git fetch --unshallow")
+    folder = Path(shutil.copytree(EXAMPLE, tmp_path / EXAMPLE.name))
+    assert submission.findings(folder, repo=ROOT) == []
+    return folder
+
+
+def test_halved_times_resealed_are_refused_by_the_figures_they_no_longer_explain(example):
+    name = "jax-cnn-cpu-fp32-1cpu.json"
+    edit_json(example / "cells" / name, lambda r: r["timing"].update(
+        values=[v / 2 for v in r["timing"]["values"]], **{k: r["timing"][k] / 2 for k in ("median", "min", "max")}))
+    reseal(example)
+    [finding] = submission.findings(example, repo=ROOT)
+    # refused on reading (records.contradictions), as every reader refuses it: the steady state is the median window
+    # × the steps, and the windows were halved under it
+    assert finding.startswith(f"{EXAMPLE.name}/cells/{name}: fails validation: inconsistent: "
+                              "metrics/steady_state_seconds") and "does not follow from the samples" in finding
+
+
+def xeon(system):
+    system.update(cpu="Intel Xeon Platinum 8480+", cpu_count=56, cpu_usable=56, cpu_physical_cores=56)
+
+
+def test_a_machine_written_over_is_refused_by_its_own_class_and_its_calibration(example):
+    for path in (example / "cells").glob("*.json"):
+        edit_json(path, lambda r: xeon(r["system"]) if r["system"].get("machine_class") else None)
+    reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
+    found = submission.findings(example, repo=ROOT)
+    classes = [line for line in found if "disagrees with the record's own facts, which give "
+               "cpu:intel-xeon-platinum-8480:avx512-bf16:56c" in line]
+    assert len(classes) >= 40, "\n".join(found)                  # the records that describe the machine
+    # a careful forger re-derives the class too: the calibration, measured on two cores, still tells
+    for path in (example / "cells").glob("*.json"):
+        edit_json(path, lambda r: r["system"].update(machine_class=sysinfo.machine_class(r["system"], "cpu"))
+                  if r["system"].get("machine_class") else None)
+    reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
+    [finding] = submission.findings(example, repo=ROOT)
+    assert "the run's best CPU GEMM" in finding and "the machine is not the one the records describe" in finding
+
+
+def test_a_rate_above_the_stated_hardware_is_refused(example):
+    name = "jax-cnn-cpu-fp32-1cpu.json"
+    edit_json(example / "cells" / name, lambda r: r["system"]["calibration"].update(gemm_fp32_flops=1e15))
+    edit_json(example / "cells" / name, lambda r: r["metrics"].update(
+        efficiency=r["metrics"]["achieved_flops"] / 1e15))
+    reseal(example)
+    [finding] = submission.findings(example, repo=ROOT)
+    assert finding.startswith(f"{EXAMPLE.name}/cells/{name}: system.calibration.gemm_fp32_flops 1e+06 GFLOP/s is "
+                              "above what the stated hardware can do (640 GFLOP/s at most)")
+
+
+def test_the_example_is_accepted_and_says_what_it_proves(capsys, example, monkeypatch):
+    monkeypatch.setattr(submission, "REPO", ROOT)
+    assert submission.main(["check", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "the digests prove only that the files are those listed in digests.sha256" in out
+    assert f"{EXAMPLE.name}: accepted: 53 cells (49 ok, 4 skipped)" in out and "UNSIGNED" in out
+
+
+# ---------------------------------------------------------------- signatures
+
+def keypair(folder, name):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(folder / name)], check=True)
+    return folder / name
+
+
+@pytest.fixture
+def signers(repo, tmp_path):
+    """Alice's key listed in the trusted repository's allowed_signers; Mallory's not."""
+    alice, mallory = keypair(tmp_path, "alice"), keypair(tmp_path, "mallory")
+    allowed = repo / submission.ALLOWED_SIGNERS
+    allowed.parent.mkdir(parents=True, exist_ok=True)
+    allowed.write_text(f"alice@example.org {' '.join(Path(f'{alice}.pub').read_text().split()[:2])}\n")
+    yield alice, mallory
+    allowed.unlink()
+
+
+def test_a_signed_submission_names_its_signer_and_an_edit_breaks_the_signature(run_folder, tmp_path, signers, capsys):
+    alice, mallory = signers
+    folder = submission.submit(run_folder, "signed", community=tmp_path / "c1", sign_key=alice)
+    assert (folder / submission.SIGNATURE).is_file()
+    assert submission.signer(folder) == ("alice@example.org", [])
+    assert submission.main(["check", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "signed: accepted:" in out and "signed by alice@example.org" in out
+    assert submission.accepted(folder.parent)[0][2]["signed_by"] == "alice@example.org"
+    edit_json(folder / "cells" / by(folder, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.99))
+    reseal(folder)                                    # re-sealed, as a forger would: the signature is now over nothing
+    assert any(line.startswith("signed/digests.sha256.sig: does not verify for alice@example.org")
+               for line in submission.findings(folder))
+    with pytest.raises(submission.SubmissionError, match="not made by a key listed"):
+        submission.submit(run_folder, "mallory", community=tmp_path / "c2", sign_key=mallory)
+
+
+def test_an_unsigned_submission_is_marked_as_such(submitted, capsys):
+    assert submission.signer(submitted) == (None, [])
+    assert submission.main(["check", str(submitted)]) == 0
+    assert "UNSIGNED: nothing shows who submitted it" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- reproduce
+
+def fake_executor():
+    return LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
+
+
+def test_reproduce_reruns_cells_here_and_they_agree(submitted, synthetic_data, tmp_path):
+    seed, results = submission.reproduce(submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent,
+                                         out=tmp_path / "again", seed=7)
+    assert seed == 7
+    assert sorted(cell for cell, _, _ in results) == sorted(
+        name[:-5] for name, r in records_of(submitted).items() if r["status"] == "ok")    # every ok cell: 2 of 5
+    assert all(agrees for _, agrees, _ in results), results
+
+
+def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tmp_path):
+    """Halved samples with every figure made to follow (the checker has nothing left to object to): the re-run on
+    this machine disagrees."""
+    name = by(copy, "ok", "cnn")
+    edit_json(copy / "cells" / name, lambda r: r.update(timing=summarize(
+        [v / 2 for v in r["timing"]["values"]], warmup=r["timing"]["warmup"], unit=r["timing"]["unit"])))
+    reseal(copy)
+    assert submission.findings(copy) == []
+    _, results = submission.reproduce(copy, 2, executor=fake_executor(), data_root=synthetic_data.parent,
+                                      out=tmp_path / "again", seed=1)
+    verdicts = {cell: (agrees, words) for cell, agrees, words in results}
+    assert verdicts[name[:-5]][0] is False and "×2.00" in verdicts[name[:-5]][1]
+    assert all(agrees for cell, (agrees, _) in verdicts.items() if cell != name[:-5])
+
+
+def test_reproduce_refuses_another_machine_class_or_other_code(copy, monkeypatch):
+    monkeypatch.setattr(submission, "local_class", lambda record: "cpu:other:avx2:64c")
+    with pytest.raises(submission.SubmissionError, match="is of this machine's class"):
+        submission.reproduce(copy, 1, executor=fake_executor())
+    monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=None: "0" * 16)
+    monkeypatch.setattr(submission, "local_class", lambda record: record["system"]["machine_class"])
+    with pytest.raises(submission.SubmissionError, match="are not the submission's"):
+        submission.reproduce(copy, 1, executor=fake_executor())
+
+
+def test_reproduce_runs_the_submissions_own_runner_code_from_git(submitted, tmp_path, head):
+    """Without an executor given, a checkout of other code runs the commit's runners/ and shared/, extracted from
+    git and checked against the submission's code hash."""
+    manifest = json.loads((submitted / "submission.json").read_text())
+    got = submission.runner_code_at(head, manifest["code_hash"], tmp_path / "code")
+    assert (got / "runners" / "__main__.py").is_file() and (got / "shared" / "record.py").is_file()
+    with pytest.raises(submission.SubmissionError, match="not the submission's 0000000000000000"):
+        submission.runner_code_at(head, "0" * 16, tmp_path / "other")
+
+
+def test_reproduce_refuses_a_rejected_submission_and_the_command_line_says_why(copy, capsys):
+    edited_value(copy)
+    assert submission.main(["reproduce", str(copy), "--cells", "1"]) == 2
+    assert "is rejected by the checker" in capsys.readouterr().err
+
+
+def test_a_host_name_left_in_a_submission_without_hosts_is_rejected(run_folder, tmp_path):
+    folder = submission.submit(run_folder, "nohosts", no_hosts=True, community=tmp_path)
+    name = by(folder, "ok", "cnn")
+    edit_json(folder / "cells" / name, lambda r: r["system"].update(host=TEST_HOST))
+    reseal(folder)
+    assert submission.findings(folder) == [
+        f"nohosts/cells/{name}: system.host names a host in a submission without host names"]

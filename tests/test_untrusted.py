@@ -8,6 +8,7 @@ import os
 import pickle
 import re
 import stat
+from pathlib import Path
 import subprocess
 import sys
 
@@ -275,3 +276,455 @@ def test_a_crafted_imdb_file_does_not_execute_and_the_real_format_loads(tmp_path
     assert arrays["x_train"].dtype == object and isinstance(arrays["x_train"][0], list)
     with np.load(synthetic_data / "imdb" / "imdb.npz", allow_pickle=True) as f:
         assert all(np.array_equal(arrays[k], f[k]) for k in f.files) and set(arrays) == set(f.files)
+
+
+# ---------------------------------------------------------------- each hostile input, its own reason (issue 31)
+
+def soon(hours):
+    from datetime import datetime, timedelta, timezone
+    return (datetime.now(timezone.utc) + timedelta(hours=hours)).isoformat(timespec="seconds")
+
+
+HOSTILE_REASONS = {   # name: (record or raw text, the reason's fragment with a plan, without one (None: merged))
+    **{name: (record, fragment, fragment) for name, (record, fragment) in {
+        "traversal-in-device": (HOSTILE["traversal-in-device"], ": cell/device: "),
+        "traversal-in-framework": (HOSTILE["traversal-in-framework"], ": cell/framework: "),
+        "traversal-in-variant": (HOSTILE["traversal-in-variant"], ": cell/variant: "),
+        "traversal-in-host": (HOSTILE["traversal-in-host"], ": system/host: "),
+        "newline-in-run-id": (HOSTILE["newline-in-run-id"], ": run_id: "),
+        "future-start": (HOSTILE["future-start"], "lie in the future"),
+        "an-hour-ahead": (with_(with_(honest(), "started_at", soon(1)), "finished_at", soon(1.1)), "lie in the future"),
+        "finished-before-start": (with_(honest(), "finished_at", "2026-12-03T09:00:00+00:00"),
+                                  "finished_at 2026-12-03T09:00:00+00:00 is before started_at"),
+        "not-a-time": (HOSTILE["not-a-time"], "not an ISO 8601 time"),
+        "missing-started-at": (HOSTILE["missing-started-at"], "'started_at' is a required property"),
+        "extra-cell-key": (HOSTILE["extra-cell-key"], ": cell: Additional properties are not allowed ('evil'"),
+        "extra-top-key": (HOSTILE["extra-top-key"], "(the record): Additional properties are not allowed ('command'"),
+        "gpus-as-text": (HOSTILE["gpus-as-text"], ": cell/gpus: "),
+        "metric-as-text": (HOSTILE["metric-as-text"], ": metrics/train_seconds: "),
+        "unknown-status": (HOSTILE["unknown-status"], ": status: "),
+        "unknown-schema": (HOSTILE["unknown-schema"], "schema 99"),
+        "machine-class-injection": (HOSTILE["machine-class-injection"], ": system/machine_class: "),
+        "params-hash-not-hex": (HOSTILE["params-hash-not-hex"], ": system/params_hash: "),
+        "truncated": (RAW["truncated"], "not a readable result record"),
+        "a-list": (RAW["a-list"], "a record is a JSON object, this is a list"),
+        "a-string": (RAW["a-string"], "a record is a JSON object, this is a str"),
+        "deep-nesting": (RAW["deep-nesting"], "nested too deeply"),
+        "not-json": (RAW["not-json"], "not a readable result record"),
+        "oversize": ("{" + " " * (records.MAX_BYTES + 1) + "}", "more than any record"),
+    }.items()},
+    "spoofed-run-id": (HOSTILE["spoofed-run-id"], "run id 'another-run' is not this run's ('full-1')", None),
+    "cell-not-planned": (honest(OTHER), f"cell {OTHER.id} is not in the run's plan", None),
+    "another-cells-file": (honest(OTHER), f"holds cell {OTHER.id}, but its file name {CELL.id}.json is the slot of "
+                                          f"{CELL.id}: one cell per slot", "same"),
+}
+
+
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+@pytest.mark.parametrize("name", sorted(HOSTILE_REASONS))
+def test_each_hostile_record_is_quarantined_with_its_own_reason(tmp_path, name, with_plan):
+    """One hostile file per merge, named as its slot's cell (so no other check can catch it first), with and without
+    the run's plan: quarantined with its own reason, nothing written outside the run folder."""
+    content, with_reason, without_reason = HOSTILE_REASONS[name]
+    reason = with_reason if with_plan else (with_reason if without_reason == "same" else without_reason)
+    area = tmp_path / "area"
+    run_dir = area / "runs" / "full-1"
+    claimed = OTHER.id if name == "cell-not-planned" else CELL.id
+    source = area / "artifacts" / "cells" / f"{claimed}.json"
+    source.parent.mkdir(parents=True)
+    source.write_text(content if isinstance(content, str) else json.dumps(content))
+    plan = None
+    if with_plan:
+        plan = area / "plan.json"
+        cells = (planned(CELL), planned(OTHER)) if name == "another-cells-file" else (planned(CELL),)
+        plans.write(plan, plans.PlanFile(load_plan_file().plan, "full-1", cells))
+    before = tree(area)
+    counts = merge.merge(run_dir, [area / "artifacts"], plan=plan)
+    outside = {p for p in tree(area) - before if run_dir not in p.parents and p not in (run_dir, run_dir.parent)}
+    assert outside == set() and not (tmp_path / "OUTSIDE").exists()
+    if reason is None:
+        assert counts["new"] == 1 and counts["quarantined"] == 0
+        return
+    assert counts == {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 1}
+    [(_, got)] = records.quarantined(run_dir)
+    assert reason in got, got
+
+
+def test_a_runner_writing_another_cells_record_in_its_slot_is_refused_by_the_executor(tmp_path, monkeypatch,
+                                                                                      synthetic_data):
+    """pytorch-cnn's runner writes a record claiming jax-cnn: run_cell quarantines it and records pytorch-cnn failed
+    with why; jax-cnn's slot stays empty (a later merge cannot be fooled either: the file name is the slot)."""
+    from scripts.executors import LocalExecutor, RunSettings
+    from scripts.run import run_cell
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "cnn=impostor")
+    cell = next(c for c in load_plan_file().plan.cells if c.framework == "pytorch" and c.task == "cnn")
+    cell = Cell(**{**vars(cell), "device": "cpu", "variant": "cpu", "scale": "tiny"})
+    executor = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
+    record = run_cell(executor, cell, RunSettings("full-1", 1, 60.0, synthetic_data.parent), tmp_path)
+    assert record["status"] == "failed" and record["cell"] == vars(cell)
+    assert f"the record written in the slot of cell {cell.id} (run full-1) is of cell jax-cnn" in record["reason"]
+    assert read_record(tmp_path / "cells" / f"{cell.id}.json") == record
+    [(_, reason)] = records.quarantined(tmp_path)
+    assert "one cell per slot" in reason
+    assert [p.name for p in (tmp_path / "cells").iterdir()] == [f"{cell.id}.json"]
+
+
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+@pytest.mark.parametrize("slot, what", [(f"record-{CELL.id}-1", f"the artifact record-{CELL.id}-1"),
+                                        ("4242_0", "Slurm task 4242_0")])
+def test_a_record_delivered_in_another_cells_artifact_or_task_is_quarantined(tmp_path, slot, what, with_plan):
+    """pytorch-cnn's artifact (or Slurm task 0, planned for pytorch-cnn) holds a file that claims jax-cnn, named as
+    jax-cnn's: it would replace jax-cnn and leave pytorch-cnn missing. Slurm tasks name their cell only through the
+    plan (without one, the task's slot is not known and only the file name is checked)."""
+    source = tmp_path / "artifacts" / slot / "cells" / f"{OTHER.id}.json"
+    write_record(source, honest(OTHER))
+    plan = tmp_path / "plan.json"
+    plans.write(plan, plans.PlanFile(load_plan_file().plan, "full-1", (planned(CELL), planned(OTHER))))
+    counts = merge.merge(tmp_path / "run", [tmp_path / "artifacts"], plan=plan if with_plan else None)
+    if slot.startswith("4242") and not with_plan:
+        assert counts["new"] == 1
+        return
+    assert counts["quarantined"] == 1 and counts["new"] == 0
+    [(_, reason)] = records.quarantined(tmp_path / "run")
+    assert f"holds cell {OTHER.id}, but {what} is the slot of {CELL.id}: one cell per slot" in reason
+
+
+def test_an_image_based_cell_whose_record_holds_other_code_fails(tmp_path, synthetic_data):
+    """Every image-based executor names the code hash its image must hold (expected_code_hash); a record from an
+    image of other code is recorded failed, saying so (the fake runner's record holds no code hash at all)."""
+    from scripts.executors import LocalExecutor, RunSettings
+    from scripts.run import run_cell
+    local = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
+
+    class Imaged:
+        gpu_ids = ()
+        launch, stop, collect = local.launch, local.stop, local.collect
+
+        def expected_code_hash(self, cell):
+            return "feedfacefeedface"
+
+    cell = Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "tiny")
+    record = run_cell(Imaged(), cell, RunSettings("full-1", 1, 60.0, synthetic_data.parent), tmp_path)
+    assert record["status"] == "failed"
+    assert "holding code of no known hash, not this checkout's feedfacefeedface" in record["reason"]
+    assert run_cell(local, cell, RunSettings("full-1", 1, 60.0, synthetic_data.parent), tmp_path)["status"] == "ok"
+
+
+@pytest.mark.parametrize("klass", ["?:-.", "?", "?.", "?-"])
+def test_a_machine_class_without_a_folder_name_cannot_remove_the_references(tmp_path, monkeypatch, klass):
+    from scripts import reference, verify
+    refs = tmp_path / "results" / "reference"
+    (refs / "cpu-x" / "cells").mkdir(parents=True)
+    monkeypatch.setattr(verify, "REFERENCES", refs)
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json", with_(honest(), "system.machine_class", klass))
+    plans.write(run_dir / "plan.json", plans.PlanFile(load_plan_file().plan, "full-1", (planned(CELL),)))
+    with pytest.raises(ValueError, match="gives no usable folder name"):
+        reference.target_for(klass)                   # the folder rule itself, whatever read the record
+    for make in (reference.copy, reference.add):
+        # (a record whose class is not the one its facts give is refused on reading, before the folder rule)
+        with pytest.raises(ValueError, match="disagrees with the record's own facts|gives no usable folder name"):
+            make(run_dir)
+    assert (refs / "cpu-x" / "cells").is_dir() and sorted(p.name for p in refs.iterdir()) == ["cpu-x"]
+
+
+# ---------------------------------------------------------------- plain files only
+
+def special_files(folder, secret):
+    """cells/ID.json as a link to a secret, a FIFO, a link to /dev/zero, and a log that links to the secret."""
+    cells, logs = folder / "cells", folder / "logs"
+    cells.mkdir(parents=True)
+    logs.mkdir()
+    (cells / "link-to-key.json").symlink_to(secret)
+    os.mkfifo(cells / "fifo.json")
+    (cells / "zero.json").symlink_to("/dev/zero")
+    write_record(cells / f"{CELL.id}.json", honest())
+    (logs / f"{CELL.id}.log").symlink_to(secret)
+    return {"link-to-key.json": "a symbolic link, not a plain file", "fifo.json": "a FIFO, not a plain file",
+            "zero.json": "a symbolic link, not a plain file"}
+
+
+@pytest.mark.timeout(60)         # a FIFO that was opened would block here for ever
+@pytest.mark.parametrize("with_plan", [True, False], ids=["plan", "no-plan"])
+def test_links_fifos_and_devices_are_quarantined_by_name_without_being_read(tmp_path, with_plan):
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- secret\n")
+    expected = special_files(tmp_path / "artifacts", secret)
+    plan = None
+    if with_plan:
+        plan = tmp_path / "plan.json"
+        plans.write(plan, plans.PlanFile(load_plan_file().plan, "full-1", (planned(CELL),)))
+    run_dir = tmp_path / "run"
+    counts = merge.merge(run_dir, [tmp_path / "artifacts"], plan=plan)
+    assert counts["new"] == 1 and counts["quarantined"] == 3
+    reasons = {Path(source).name: reason for source, reason in records.quarantined(run_dir)}
+    for name, why in expected.items():
+        assert why in reasons[name] and "not read" in reasons[name], reasons[name]
+    for path in run_dir.rglob("*"):
+        assert path.is_symlink() is False
+        assert "PRIVATE KEY" not in (path.read_text(errors="replace") if path.is_file() else "")
+    assert not (run_dir / "logs" / f"{CELL.id}.log").exists()          # the linked log was not copied
+    md = report.write_report(run_dir)["markdown"].read_text()
+    assert md.count("- quarantined ") == 3
+
+
+def test_an_oversize_record_is_quarantined_by_name(tmp_path):
+    big = tmp_path / "artifacts" / "cells" / f"{CELL.id}.json"
+    big.parent.mkdir(parents=True)
+    with open(big, "wb") as f:
+        f.truncate(records.MAX_BYTES + 1)           # sparse: no memory, no disk
+    merge.merge(tmp_path / "run", [tmp_path / "artifacts"])
+    [(_, reason)] = records.quarantined(tmp_path / "run")
+    assert f"{records.MAX_BYTES + 1} bytes, more than any record" in reason and "not read" in reason
+    assert [p.stat().st_size for p in (tmp_path / "run" / "quarantine").glob("*.quarantined")] == [0]
+
+
+def test_the_report_writes_only_through_paths_it_created(tmp_path):
+    """results.md, results.csv, results.jsonl, results.png and quarantine/ planted as links to outside: the report
+    replaces them, and nothing outside the run changes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json", honest())
+    (run_dir / "cells" / "broken.json").write_text("{")                 # something to quarantine
+    for name in ("results.md", "results.csv", "results.jsonl", "results.png"):
+        (outside / name).write_text("precious")
+        (run_dir / name).symlink_to(outside / name)
+    (run_dir / "quarantine").symlink_to(outside)
+    report.write_report(run_dir)
+    assert {p.name: p.read_text() for p in outside.iterdir()} == {n: "precious" for n in (
+        "results.md", "results.csv", "results.jsonl", "results.png")}
+    for name in ("results.md", "results.csv", "results.jsonl", "results.png", "quarantine"):
+        assert not (run_dir / name).is_symlink()
+    assert "broken.json" in (run_dir / "results.md").read_text()
+
+
+# ---------------------------------------------------------------- any schema-valid record (Hypothesis)
+
+from datetime import datetime as _datetime, timedelta as _timedelta, timezone as _timezone  # noqa: E402
+
+from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
+
+_ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
+_text = st.text(max_size=40) | st.sampled_from(["$\\undefinedmacro$", "$x^$", '"><img src=x onerror=alert(1)>',
+                                                 "a | b\n| c |", "=HYPERLINK(\"x\")", "%s%n", "\\"])
+_num = st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10**9, 10**9)
+_int = st.none() | st.integers(-10**6, 10**6)
+_short = st.none() | st.text(max_size=30)
+
+
+def _optional(**fields):
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+@st.composite
+def any_record(draw):
+    """A record the schema accepts, with every known field drawn from its type: NaN, infinity, zero, negative and
+    huge numbers, markup and mathtext in every string."""
+    from shared.params import TASKS
+    cell = {"framework": draw(_ids), "task": draw(st.sampled_from(TASKS)), "variant": draw(_ids),
+            "precision": draw(st.sampled_from(["fp32", "tf32", "amp", "bf16"])), "gpus": draw(st.integers(1, 8)),
+            "device": draw(st.sampled_from(["cpu", "gpu"])), "data": draw(st.sampled_from(["synthetic", "real"])),
+            "scale": draw(st.sampled_from(["full", "demo", "tiny"]))}
+    started = _datetime(2025, 1, 1, tzinfo=_timezone.utc) + _timedelta(seconds=draw(st.integers(0, 10**7)))
+    finished = started + _timedelta(seconds=draw(st.integers(0, 10**5)))
+    metrics = draw(_optional(
+        **{key: _num for key in records.NUMBER_METRICS}, **{key: _int for key in records.INTEGER_METRICS},
+        weights=_short, data_placement=_short,
+        epoch_seconds=st.none() | st.lists(st.floats(allow_nan=True), max_size=4),
+        differences=st.none() | st.lists(_text, max_size=3)))
+    timing = draw(_optional(
+        **{key: _num for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
+        values=st.none() | st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5), max_size=6),
+        unit=_short, repeats=_int, unstable=st.none() | st.booleans()))
+    system = draw(_optional(
+        host=st.none() | _ids, cpu=st.none() | _text, cpu_count=_int, cpu_usable=_int,
+        cpu_flags=st.none() | st.lists(st.text(max_size=10), max_size=4),
+        machine_class=st.none() | st.from_regex(r"\A[a-z0-9?][a-z0-9?:._-]{0,30}\Z"),
+        params_hash=st.none() | st.from_regex(r"\A[0-9a-f]{12}\Z"), gpus=st.none() | st.lists(_text, max_size=2),
+        framework_version=_short, python=_short, cuda=_short, driver=_short, cudnn=_short | _int,
+        memory_gib=_num, calibration=st.none() | _optional(gemm_fp32_flops=_num, gemm_reduced_flops=_num)))
+    record = {"schema": 1, "run_id": draw(st.none() | _ids), "cell": cell,
+              "status": draw(st.sampled_from(["ok", "failed", "skipped", "timeout"])),
+              "reason": draw(st.none() | _text), "log_tail": draw(st.none() | _text), "metrics": metrics,
+              "timing": timing, "system": system, "started_at": started.isoformat(),
+              "finished_at": finished.isoformat(), "git_commit": draw(st.none() | st.from_regex(r"\A[0-9a-f]{12}\Z"))}
+    return record
+
+
+@settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.lists(any_record(), min_size=1, max_size=3, unique_by=lambda r: Cell(**r["cell"]).id))
+def test_any_schema_valid_record_goes_through_merge_report_site_and_verify(tmp_path_factory, found):
+    """Whatever a schema-valid record holds, merge, the report (tables, CSV, plot), the site's result pages and verify
+    finish: text is rendered literally (no mathtext, escaped HTML), and nothing raises."""
+    from scripts import site, verify
+    for record in found:
+        try:
+            records.check(record, "generated")
+        except records.RecordError:
+            assume(False)
+    base = tmp_path_factory.mktemp("any")
+    source, run_dir = base / "src", base / "run"
+    for record in found:
+        write_record(source / "cells" / f"{Cell(**record['cell']).id}.json", record)
+    counts = merge.merge(run_dir, [source])
+    assert counts["new"] == len(found) and counts["quarantined"] == 0
+    paths = report.write_report(run_dir)
+    assert paths["plot"].stat().st_size > 0 and paths["markdown"].read_text()
+    merged = [records.read(p) for p in sorted((run_dir / "cells").glob("*.json"))]
+    for record in merged:
+        record["_source"], record["_links"] = f'run/"><x>$x$', (f"records/run/{Cell(**record['cell']).id}.json", None)
+    frame = report.to_frame(merged)
+    frame["source"], frame["links"] = frame["_source"], frame["_links"]
+    (base / "site" / "plots").mkdir(parents=True)
+    for task in {r["cell"]["task"] for r in merged}:
+        html_text = site.results_page(task, frame, base / "site", [])
+        assert "<x>" not in html_text and "onerror=alert" not in html_text.replace("onerror=alert(1)&gt;", "")
+    by_id = {Cell(**r["cell"]).id: r for r in merged}
+    rows, outcome, _, overall = verify.compare(by_id, by_id, None)
+    verify.one_line(outcome, 0, verify.TIME_TOLERANCE, verify.QUALITY_MARGIN)
+    records.inconsistencies(found[0])
+
+
+def test_the_issues_crashing_records_are_drawn_or_refused_by_the_schema(tmp_path):
+    """A failed record whose reason is mathtext is drawn as text (the merge and its plot finish); loosely typed
+    fields the report and site read are refused by the schema, each with its own reason."""
+    run_dir = tmp_path / "run"
+    write_record(tmp_path / "src" / "cells" / f"{CELL.id}.json",
+                 with_(honest(status="failed"), "reason", "$\\undefinedmacro$ and $x^$"))
+    bad = {"metrics/differences/0": with_(honest(OTHER), "metrics.differences", [{"a": 1}]),
+           "timing/spread": with_(honest(OTHER), "timing", {"spread": "wide"}),
+           "system/cpu_flags": with_(honest(OTHER), "system.cpu_flags", 7)}
+    for i, record in enumerate(bad.values()):
+        write_record(tmp_path / f"bad-{i}" / "cells" / f"{OTHER.id}.json", record)
+    assert merge.main([str(run_dir), str(tmp_path / "src"), *(str(tmp_path / f"bad-{i}") for i in range(3))]) == 0
+    assert (run_dir / "results.png").stat().st_size > 0
+    reasons = [reason for _, reason in records.quarantined(run_dir)]
+    for field in bad:
+        assert sum(f": {field}: " in r for r in reasons) == 1, (field, reasons)
+
+
+def test_site_links_to_a_hostile_run_folder_name_stay_links(tmp_path):
+    from scripts import site
+    name = '"><img src=x onerror=alert(1)>'
+    run_dir = tmp_path / name
+    write_record(run_dir / "cells" / f"{CELL.id}.json", honest())
+    (run_dir / "logs").mkdir()
+    (run_dir / "logs" / f"{CELL.id}.log").write_text("log")
+    out = tmp_path / "site"
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(site, "REFERENCES", tmp_path / "none")
+    monkey.setattr(site, "COMMUNITY", tmp_path / "none")
+    try:
+        site.build(out, [run_dir])
+    finally:
+        monkey.undo()
+    page = (out / "results-cnn.html").read_text()
+    assert "<img src=x" not in page and 'onerror=alert(1)>"' not in page
+    assert 'href="records/run/%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E/' in page
+
+
+def test_site_out_refuses_a_folder_it_did_not_make(tmp_path, capsys):
+    from scripts import site
+    mine = tmp_path / "precious"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    assert site.main(["--out", str(mine)]) == 2
+    assert "holds files this command did not write" in capsys.readouterr().err
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    assert site.main(["--out", str(link)]) == 2 and (mine / "thesis.tex").exists()
+
+
+# ---------------------------------------------------------------- low: sbatch, ties, times, links
+
+@pytest.mark.parametrize("extra, run_dir, message", [
+    (["--partition=gpu\nrm -rf ~"], "run", "--sbatch '--partition=gpu\\nrm -rf ~'"),
+    (["--comment=$(id)"], "run", "--sbatch '--comment=$(id)'"),
+    (["--partition gpu"], "run", "--sbatch '--partition gpu'"),
+    (["--partition=gpu"], "run\ntouch /tmp/x", "its path goes into #SBATCH lines"),
+    (["--partition=gpu"], "my run", "its path goes into #SBATCH lines"),
+])
+def test_sbatch_options_and_the_run_folder_are_refused_unless_plain(tmp_path, extra, run_dir, message):
+    run = tmp_path / run_dir
+    with pytest.raises(slurm.SlurmError) as e:
+        slurm.submit(load_plan_file(), tmp_path / "plan.json", run, parallel=None, runtime="local",
+                     image_prefix="", data_root=tmp_path, extra=extra, dry_run=True)
+    assert message in str(e.value)
+    assert not run.exists() and not (tmp_path / "run").exists()
+    slurm.check_sbatch(["--partition=gpu", "--account=ml-team", "--qos=high", "--exclusive"], tmp_path / "run")
+
+
+def test_attempts_with_equal_times_are_ordered_by_a_stable_key(tmp_path):
+    """Two records of one cell, equal in attempt, start and finish: the same one wins in either order."""
+    a, b = honest(host="node-a"), honest(host="node-b")
+    winners = set()
+    for first, second in ((a, b), (b, a)):
+        run_dir = tmp_path / f"run-{first['system']['host']}"
+        for i, record in enumerate((first, second)):
+            write_record(tmp_path / f"src-{run_dir.name}-{i}" / "cells" / f"{CELL.id}.json", record)
+            merge.merge(run_dir, [tmp_path / f"src-{run_dir.name}-{i}"])
+        winners.add(read_record(run_dir / "cells" / f"{CELL.id}.json")["system"]["host"])
+    assert len(winners) == 1
+
+
+@pytest.mark.parametrize("text", ["2026-12-04/09:00:00+00:00", "2026-12-04T09:00:00", "2026-12-04x09:00:00Z",
+                                  "2026-12-04T09:00+00:00", " 2026-12-04T09:00:00Z"])
+def test_started_at_must_be_rfc_3339(tmp_path, text):
+    """'2026-12-04/09:00:00' parsed as a time by fromisoformat and nested an attempt one folder deeper."""
+    record = with_(with_(honest(), "started_at", text), "finished_at", "2026-12-04T10:00:00+00:00")
+    with pytest.raises(records.RecordError, match="RFC 3339"):
+        records.check(record, "x")
+    assert records.check(with_(record, "started_at", "2026-12-04T09:00:00Z"), "x")
+
+
+def test_record_urls_are_not_links_in_githubs_job_summary(tmp_path):
+    run_dir = tmp_path / "run"
+    write_record(run_dir / "cells" / f"{CELL.id}.json",
+                 with_(honest(status="failed"), "reason", "see https://evil.example/login or www.evil.example"))
+    md = report.write_report(run_dir)["markdown"].read_text()
+    assert "https://evil" not in md and "www.evil" not in md
+    assert "https:\u2060//evil.example/login" in md and "www\u2060.evil.example" in md
+
+
+@pytest.mark.timeout(60)
+def test_the_open_itself_follows_no_link_and_waits_on_no_fifo(tmp_path, monkeypatch):
+    """The second line of defence: a link or FIFO swapped in after the lstat (here: the lstat check switched off) is
+    refused by the open (O_NOFOLLOW) or by fstat (O_NONBLOCK: the FIFO's open does not wait for a writer)."""
+    secret = tmp_path / "secret.json"
+    write_record(secret, honest())
+    (tmp_path / "link.json").symlink_to(secret)
+    os.mkfifo(tmp_path / "fifo.json")
+    monkeypatch.setattr(records, "not_plain", lambda path, cap=records.MAX_BYTES: None)
+    with pytest.raises(records.RecordError, match="not opened as a plain file"):
+        records.read(tmp_path / "link.json")
+    with pytest.raises(records.RecordError, match="not a plain file; not read"):
+        records.read(tmp_path / "fifo.json")
+    assert records.read(secret) == honest()
+
+
+# ---------------------------------------------------------------- records.inconsistencies on a real record
+
+EXAMPLE_RECORD = ROOT / "results" / "community" / "example-cpu-amd-epyc-2c-20261204" / "cells" / \
+    "jax-cnn-cpu-fp32-1cpu.json"
+
+
+def test_a_real_record_is_consistent_and_halved_samples_are_not():
+    """A committed record's published figures follow from its samples; halve the samples (and the median, min and
+    max with them) and its steady-state time implies half the task's batch a step."""
+    real = json.loads(EXAMPLE_RECORD.read_text())
+    assert records.inconsistencies(real) == []
+    halved = copy.deepcopy(real)
+    halved["timing"]["values"] = [v / 2 for v in real["timing"]["values"]]
+    for key in ("median", "min", "max"):
+        halved["timing"][key] = real["timing"][key] / 2
+    [finding] = records.inconsistencies(halved)
+    assert "steady_state_seconds" in finding and "does not follow from the samples" in finding
+    assert records.contradictions(halved) == [finding]                       # every reader refuses it
+    [finding] = records.figures_that_do_not_follow(halved)                  # and the submission's own words
+    assert "imply 16 samples a step" in finding and "the task's batch is 32" in finding
+    stretched = with_(real, "metrics.steady_state_seconds", real["metrics"]["steady_state_seconds"] * 1.01)
+    assert records.inconsistencies(stretched)
+    assert any("is not a whole number of steps" in f for f in records.figures_that_do_not_follow(stretched))

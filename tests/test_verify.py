@@ -57,7 +57,7 @@ def with_values(record, values):
         batch = task_params(record["cell"]["task"], record["cell"]["scale"])["batch_size"]
         steps = metrics["train_samples"] // batch
         metrics["steady_state_seconds"] = timing.steady_state_seconds(metrics["epoch_seconds"], None, steps, values)
-    assert verify.records.inconsistencies(record) == []
+    assert verify.records.contradictions(record) == []
     return record
 
 
@@ -548,7 +548,7 @@ def test_a_record_whose_class_disagrees_with_its_own_facts_is_refused_and_its_ce
                             cpu_flags=["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512f", "fma"])
     assert record["system"]["machine_class"] == "cpu:amd-epyc:avx512-bf16:2c"
     assert "disagrees with the record's own facts, which give cpu:intel-xeon-platinum-8480:amx:8c" in \
-        " ".join(verify.records.inconsistencies(record))
+        " ".join(verify.records.contradictions(record))
     code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
     assert code == 1 and "refused:" in rows[cell_id] and "disagrees with the record's own facts" in rows[cell_id]
 
