@@ -41,6 +41,14 @@ py_items <- function(seq) lapply(seq_len(py_len(seq)) - 1L, \(i) py_get_item(seq
 # A Python tuple as a named R list of its items: unpack(load_cifar10(...), c("x_train", "y_train", …)).
 unpack <- function(tuple, names) setNames(py_items(tuple), names)
 
+# The shared training start of `task` (shared.canonical.init_weights: drawn once in NumPy, the same numbers in every
+# framework) as a named R list of numpy arrays (references, no copy), the form load_canonical takes.
+canonical_init <- function(task) {
+  weights <- import("shared.canonical", convert = FALSE)$init_weights(task)
+  names <- py_to_r(import("builtins")$list(weights$keys()))
+  setNames(lapply(names, \(name) py_get_item(weights, name)), names)
+}
+
 # ---- Running a cell ----
 
 # R's message for an error, without reticulate's Python traceback (that goes to the log); and whether it is a Skip

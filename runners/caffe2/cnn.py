@@ -5,7 +5,7 @@ from caffe2.python import brew, core, model_helper, optimizer, workspace
 
 from runners.caffe2 import CPU, check_precision, count_parameters, device_name, feed_canonical, is_gpu, seed_ops, \
     select_device, sync, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -112,15 +112,17 @@ def add_training_operators(model, device, lr, momentum, placement):
     return loss
 
 
-def make_train_step(model, device, inputs):
+def make_train_step(model, device, inputs, loss):
     """Instantiate the training net once (CreateNet, with its fed `inputs` declared); each step feeds its batch (a
-    host→device copy on a GPU) and runs forward, backward and the update as one net."""
+    host→device copy on a GPU), runs forward, backward and the update as one net, and fetches its `loss` (RunNet has
+    waited for its operators already: the fetch copies 4 bytes)."""
     workspace.CreateNet(model.net, input_blobs=inputs)
 
     def train_step(feeds):
         for name, array in feeds.items():
             workspace.FeedBlob(name, array, device_option=device)
         workspace.RunNet(model.net)
+        return workspace.FetchBlob(loss)
     return train_step
 
 
@@ -152,18 +154,20 @@ def main(cfg):
     seed_ops(train.param_init_net, params.SEED)                       # Glorot draws …
     seed_ops(train.net, params.SEED)                                   # … and dropout masks repeat run to run
     workspace.RunNetOnce(train.param_init_net)                         # parameters, momenta, lr, iteration counter
-    train_step = make_train_step(train, device, ["data", "label"] if placement == "host" else ["index"])
+    load_canonical(train, canonical.init_weights("cnn"), device)       # the same start in every framework (DESIGN.md)
+    train_step = make_train_step(train, device, ["data", "label"] if placement == "host" else ["index"], loss)
 
+    losses = []                                                        # every step's loss
     epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, placement),
-        train_step, sync(train.net))
+        train_step, sync(train.net), outputs=losses)
 
-    final_loss = float(workspace.FetchBlob(loss))
     accuracy = evaluate(test, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=final_loss, parameters=count_parameters(train),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(train),
+                                 **metrics.loss_metrics(losses, steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=placement, differences=[]),
         "timing": train_timing(windows, warmup=warmup),

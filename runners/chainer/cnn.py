@@ -6,7 +6,7 @@ import numpy as np
 from chainer import initializers, optimizers
 
 from runners.chainer import count_parameters, select_device, set_precision, setup_optimizer, sync, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -84,7 +84,8 @@ def make_train_step(classifier, optimizer):
     optimizer.update clears the gradients, runs forward and backward (with the loss scale under amp) and updates."""
     def train_step(x, y):
         optimizer.update(classifier, x, y)
-        return classifier.loss                                         # a Variable on the device: no host sync here
+        return classifier.loss.array                                   # its array only (holding the Variable would
+                                                                       # keep every step's graph alive); no host sync
     return train_step
 
 
@@ -109,6 +110,7 @@ def main(cfg):
     np.random.seed(0)                                                  # Chainer's initializers draw from NumPy
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
+    load_canonical(model, canonical.init_weights("cnn"))             # the same start in every framework (DESIGN.md)
     model.to_device(device)
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
     classifier.compute_accuracy = False                                # accuracy is measured after training
@@ -116,16 +118,18 @@ def main(cfg):
                                 classifier, loss_scaling)              # v = μv - lr·g, no unit gain (lesson 8)
     train_step = make_train_step(classifier, optimizer)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                        # every step's loss, on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device,
                                                  chainer.get_dtype()),
-        lambda batch: train_step(*batch), sync(device))
+        lambda batch: train_step(*batch), sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss.array), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),

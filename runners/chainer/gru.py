@@ -8,7 +8,7 @@ from chainer import initializers, optimizers
 
 from runners.chainer import (ADAM_EPSILON_HAT, count_parameters, select_device, set_precision, setup_optimizer, sync,
                              train_batches)
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -94,7 +94,7 @@ def predict_logits(model, x):
 def make_train_step(classifier, optimizer):
     def train_step(x, y):
         optimizer.update(classifier, x, y)                 # clear grads, forward, backward, Adam update
-        return classifier.loss                             # a Variable on the device: no host sync here
+        return classifier.loss.array                       # the array, not the Variable (its graph); no sync
     return train_step
 
 
@@ -117,6 +117,7 @@ def main(cfg):
     np.random.seed(0)                                      # Chainer's initializers draw from NumPy
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
+    load_canonical(model, canonical.init_weights("gru"))             # the same start in every framework (DESIGN.md)
     model.to_device(device)
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
     classifier.compute_accuracy = False                    # accuracy is measured after training
@@ -124,15 +125,17 @@ def main(cfg):
                                 classifier, loss_scaling)
     train_step = make_train_step(classifier, optimizer)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                        # every step's loss, on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device))
+        lambda batch: train_step(*batch), sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss.array), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
         "timing": train_timing(windows, warmup=warmup),

@@ -2,9 +2,9 @@
 import cntk as C
 import numpy as np
 
-from runners.cntk import (check_precision, count_parameters, is_gpu, one_hot, select_device, sync,
-                          train_batches)
-from shared import batching, metrics
+from runners.cntk import (LOSS_HOST_READ, check_precision, count_parameters, is_gpu, one_hot, select_device,
+                          sync, train_batches)
+from shared import batching, canonical, metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -81,11 +81,11 @@ def make_learner(parameters, p):
 
 def make_train_step(trainer, features, labels):
     """train_minibatch copies the batch to the device, runs forward in training mode (dropout on) and backward, and
-    lets the learner update the parameters: the whole step. It returns the trainer, whose last loss is read after
-    the clock (reading it inside would wait for the device on every step)."""
+    lets the learner update the parameters: the whole step. It returns the step's loss, which CNTK hands over only
+    on the host (LOSS_HOST_READ)."""
     def train_step(x, y):
         trainer.train_minibatch({features: x, labels: y})
-        return trainer
+        return trainer.previous_minibatch_loss_average
     return train_step
 
 
@@ -107,23 +107,25 @@ def main(cfg):
     C.cntk_py.set_fixed_random_seed(0)                     # CNTK's initializers and dropout masks draw from it
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(num_classes=p["num_classes"])
+    load_canonical(model, canonical.init_weights("cnn"))   # the same start in every framework (DESIGN.md)
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     loss = C.cross_entropy_with_softmax(model, labels)     # softmax + cross-entropy in one op (lesson 6)
     learner = make_learner(model.parameters, p)
     trainer = C.Trainer(model, loss, [learner])            # no metric: accuracy is measured after training
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
-    epoch_seconds, warmup, trainer, windows = timed_epochs(
+    losses = []                                            # every step's loss
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync(trainer))
+        lambda batch: train_step(*batch), sync(trainer), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(trainer.previous_minibatch_loss_average),
+                                 accuracy=accuracy, init="canonical", **metrics.loss_metrics(losses, steps),
                                  parameters=count_parameters(model), epochs=p["epochs"], train_samples=len(x_train),
-                                 test_samples=len(x_test), data_placement="host", differences=[]),
+                                 test_samples=len(x_test), data_placement="host", differences=[LOSS_HOST_READ]),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "memory_format": "NCHW", "dtype": "float32", "unit_gain": False,
                      "device": "gpu(0)" if is_gpu(device) else "cpu"},

@@ -3,9 +3,9 @@ cuDNN's fused RNN (`C.optimized_rnnstack`) on the GPU and `Recurrence(GRU)` on t
 import cntk as C
 import numpy as np
 
-from runners.cntk import (ADAM_EPSILON_HAT, check_precision, count_parameters, is_gpu, one_hot, select_device, sync,
-                          train_batches)
-from shared import batching, metrics, params
+from runners.cntk import (ADAM_EPSILON_HAT, LOSS_HOST_READ, check_precision, count_parameters, is_gpu, one_hot,
+                          select_device, sync, train_batches)
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -134,10 +134,10 @@ def make_learner(parameters, p):
 
 def make_train_step(trainer, tokens, labels):
     """train_minibatch copies the batch to the device, runs forward and backward (through time, on the CPU) and
-    Adam's update. It returns the trainer; its last loss is read after the clock."""
+    Adam's update. It returns the step's loss, which CNTK hands over only on the host (LOSS_HOST_READ)."""
     def train_step(x, y):
         trainer.train_minibatch({tokens: x, labels: y})
-        return trainer
+        return trainer.previous_minibatch_loss_average
     return train_step
 
 
@@ -160,21 +160,23 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(cudnn=cudnn, max_features=p["max_features"], embedding_dim=p["embedding_dim"],
                         hidden=p["hidden"], num_classes=p["num_classes"])
+    load_canonical(model, canonical.init_weights("gru"))   # the same start in every framework (DESIGN.md)
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     learner = make_learner(model.parameters, p)
     trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [learner])
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
-    epoch_seconds, warmup, trainer, windows = timed_epochs(
+    losses = []                                            # every step's loss
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync(trainer))
+        lambda batch: train_step(*batch), sync(trainer), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
-    differences = [ADAM_EPSILON_HAT] + ([] if cudnn else [GRU_RESET_BEFORE, GRU_ONE_BIAS])
+    differences = [ADAM_EPSILON_HAT, LOSS_HOST_READ] + ([] if cudnn else [GRU_RESET_BEFORE, GRU_ONE_BIAS])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(trainer.previous_minibatch_loss_average),
+                                 accuracy=accuracy, init="canonical", **metrics.loss_metrics(losses, steps),
                                  parameters=count_parameters(model), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement="host", differences=differences),
         "timing": train_timing(windows, warmup=warmup),

@@ -192,12 +192,17 @@ class EpochTimer(keras.callbacks.Callback):
     each step's loss to the host on the main thread; `async_safe` keeps Keras' own asynchronous dispatch instead
     (keras/src/callbacks/callback_list.py), where a worker thread receives each step's logs once the step has run, so
     the first call ends the warm-up and the others return at once. (On TF, Keras runs batch hooks synchronously for
-    every user, since its TF backend is not marked thread-safe; the timer adds nothing to that either.)"""
+    every user, since its TF backend is not marked thread-safe; the timer adds nothing to that either.)
+
+    It also keeps each step's loss (`step_losses()`, read after `fit`). Keras 3 hands batch hooks the epoch's running
+    mean, not the batch's loss (its loss tracker is a Mean over the epoch), so the batch's own loss is recovered from
+    consecutive means: after b batches of equal size, loss_b = b·mean_b − (b−1)·mean_(b−1). The values are kept as
+    Keras hands them and converted once `fit` has returned."""
     async_safe = True
 
     def __init__(self):
         super().__init__()
-        self.epoch_seconds, self.warmup, self.windows = [], None, []
+        self.epoch_seconds, self.warmup, self.windows, self.means = [], None, [], []
 
     def on_train_begin(self, logs=None):
         # Read here, not in the batch hook: on JAX, `self.model` syncs the model's variables with the training state,
@@ -207,10 +212,12 @@ class EpochTimer(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.start = time.perf_counter()
         self.window_start, self.window_after = self.start, 0   # a window: WINDOW_STEPS steps after step `window_after`
+        self.means.append([])
 
     def on_train_batch_end(self, batch, logs=None):
         # `batch` is the last step of a compiled call: the first call ends below steps_per_execution.
         now = time.perf_counter()
+        self.means[-1].append((batch + 1, logs["loss"]))
         if not self.epoch_seconds and batch < self.steps_per_execution:
             self.warmup = now - self.start
             self.window_start, self.window_after = now, batch + 1
@@ -220,7 +227,23 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)
-        self.final_loss = logs["loss"]
+
+    @property
+    def final_loss(self):
+        """The mean loss over the last epoch (README, "one loss definition"): Keras' own epoch mean."""
+        return float(self.means[-1][-1][1]) if self.means and self.means[-1] else None
+
+    def step_losses(self):
+        """Each step's loss, epochs back to back (with steps_per_execution > 1: each compiled call's mean, repeated
+        for its steps), recovered from the running means Keras reported."""
+        losses = []
+        for epoch in self.means:
+            seen, total = 0, 0.0
+            for count, mean in epoch:
+                running = float(mean) * count
+                losses += [(running - total) / (count - seen)] * (count - seen)
+                seen, total = count, running
+        return losses
 
 
 def count_parameters(model):

@@ -6,7 +6,7 @@ from keras import layers
 
 from runners.keras import (FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device, count_parameters, data_format_of,
                            nchw_to, set_precision)
-from shared import metrics
+from shared import canonical, metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
@@ -34,7 +34,8 @@ def load_data(cfg, data_format):
 
 # ==== Model ====
 def build_model(cfg=None, data_format="channels_last"):
-    """Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases. The default layout is
+    """Keras' defaults draw the canonical init's distribution (Glorot-uniform kernels, zero biases; lesson 7); main
+    then loads the shared canonical numbers (shared.canonical.init_weights). The default layout is
     NHWC, which every backend runs on a CPU: TensorFlow's CPU Conv2D takes NCHW only through oneDNN, which TensorFlow
     turns on by default only on CPUs with AVX-512 VNNI/BF16 or AMX."""
     fmt = {"data_format": data_format}
@@ -103,6 +104,7 @@ def main(cfg):
     keras.utils.set_random_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, data_format)
     model = build_model(data_format=data_format)
+    load_canonical(model, canonical.init_weights("cnn"))     # the same start in every framework (DESIGN.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx, epoch, rank: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)
@@ -112,7 +114,8 @@ def main(cfg):
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
                                  windows=timer.windows,
-                                 accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(timer.step_losses(), len(batches)),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[*FIT_HOST_SYNCS]),
         "timing": train_timing(timer.windows, warmup=timer.warmup),

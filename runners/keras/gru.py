@@ -6,7 +6,7 @@ from keras import layers
 
 from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device, count_parameters,
                            cudnn_gru, set_precision)
-from shared import metrics, params
+from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
@@ -36,8 +36,8 @@ def load_data(cfg):
 # ==== Model ====
 def build_model(cfg=None, use_cudnn="auto", max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
                 hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
-    """Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels,
-    orthogonal recurrent kernel, zero biases). reset_after=True, tanh/sigmoid, no recurrent dropout and unroll=False
+    """Keras' default initializers draw the canonical init's distributions (uniform ±0.05 embedding, Glorot-uniform
+    kernels, orthogonal recurrent kernel, zero biases); main loads the shared canonical numbers. reset_after=True, tanh/sigmoid, no recurrent dropout and unroll=False
     are the conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after=True is also the canonical GRU."""
     return keras.Sequential([
         keras.Input((None,), dtype="int32"),
@@ -98,6 +98,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(use_cudnn=switches["use_cudnn"], max_features=p["max_features"],
                         embedding_dim=p["embedding_dim"], hidden=p["hidden"], num_classes=p["num_classes"])
+    load_canonical(model, canonical.init_weights("gru"))     # the same start in every framework (DESIGN.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx, epoch, rank: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)
@@ -107,7 +108,8 @@ def main(cfg):
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
                                  windows=timer.windows,
-                                 accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(timer.step_losses(), len(batches)),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[ADAM_EPSILON_HAT, *FIT_HOST_SYNCS]),
         "timing": train_timing(timer.windows, warmup=timer.warmup),

@@ -184,11 +184,12 @@ class EpochTimer(keras.callbacks.Callback):
     Theano compiles its C code there, CNTK builds its graph), so the first epoch's clock starts when `fit` is called
     (`start_fit`): the compile shows in the warm-up and the first epoch, as a user waits for it. Every training step
     of Keras 2 returns its loss as numpy (`train_on_batch`), so the step is finished when the batch hook runs: the hooks
-    add no host sync of their own (the Keras 3 runner's timer must avoid per-step hooks for that reason)."""
+    add no host sync of their own (the Keras 3 runner's timer must avoid per-step hooks for that reason). Keras 2's
+    batch logs hold the batch's own loss (the progress bar averages them itself): `losses` keeps every step's."""
 
     def __init__(self):
         super().__init__()
-        self.epoch_seconds, self.warmup, self.start, self.final_loss, self.windows = [], None, None, None, []
+        self.epoch_seconds, self.warmup, self.start, self.windows, self.losses = [], None, None, [], []
 
     def start_fit(self):
         self.start = time.perf_counter()
@@ -200,6 +201,7 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
+        self.losses.append(float(logs["loss"]))
         if self.warmup is None:
             self.warmup, self.window_start = now - self.start, now
             return
@@ -210,7 +212,6 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)
-        self.final_loss = float(logs["loss"])
 
 
 def keras_kernel(oihw):

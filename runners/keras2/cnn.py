@@ -6,7 +6,7 @@ from keras import layers
 
 from runners.keras2 import (EpochBatches, EpochTimer, backend_switches, check_device, check_precision, count_parameters,
                             differences, keras_kernel, nchw_to)
-from shared import metrics
+from shared import canonical, metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
@@ -103,6 +103,7 @@ def main(cfg):
     np.random.seed(0)                                     # Keras 2's initializers and dropout seed from NumPy
     x_train, y_train, x_test, y_test = load_data(cfg, switches["data_format"])
     model = build_model(data_format=switches["data_format"])
+    load_canonical(model, canonical.init_weights("cnn"))     # the same start in every framework (DESIGN.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)
@@ -112,7 +113,8 @@ def main(cfg):
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
                                  windows=timer.windows,
-                                 accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(timer.losses, len(batches)),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=differences()),
         "timing": train_timing(timer.windows, warmup=timer.warmup),

@@ -7,7 +7,7 @@ from keras import layers
 
 from runners.keras2 import (ADAM_EPSILON_HAT, EpochBatches, EpochTimer, backend_switches, check_device,
                             check_precision, count_parameters, differences)
-from shared import metrics, params
+from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
@@ -102,6 +102,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(implementation=int(switches["implementation"]), max_features=p["max_features"],
                         embedding_dim=p["embedding_dim"], hidden=p["hidden"], num_classes=p["num_classes"])
+    load_canonical(model, canonical.init_weights("gru"))     # the same start in every framework (DESIGN.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)
@@ -111,7 +112,8 @@ def main(cfg):
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
                                  windows=timer.windows,
-                                 accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(timer.losses, len(batches)),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[ADAM_EPSILON_HAT] + differences()),
         "timing": train_timing(timer.windows, warmup=timer.warmup),

@@ -9,7 +9,7 @@ from lasagne.layers import Conv2DLayer, DenseLayer, DropoutLayer, InputLayer, Ma
 from lasagne.nonlinearities import identity, rectify
 
 from runners.lasagne import check_precision, count_parameters, layers_by_name, select_device, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import stopwatch, timed_epochs, train_metrics, train_timing
@@ -140,14 +140,16 @@ def main(cfg):
     lasagne.random.set_rng(np.random.RandomState(0))                   # Glorot draws and the dropout streams' seeds
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model()
+    load_canonical(model, canonical.init_weights("cnn"))               # the same start in every framework (DESIGN.md)
 
     # The compile happens here, before the first step: a user waits for it, so it belongs to the first epoch and to
     # the warm-up (with the first step), and stays out of the steady-state time (shared/timing.py).
     with stopwatch() as compile_time:
         train_step = make_train_step(model, p["lr"], p["momentum"], *((x_train, y_train) if on_device else ()))
-    epoch_seconds, first_step, loss, windows = timed_epochs(
+    losses = []                                                        # every step's loss (host arrays)
+    epoch_seconds, first_step, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, on_device),
-        lambda batch: train_step(*batch))
+        lambda batch: train_step(*batch), outputs=losses)
     # theano.function returns host arrays, so every call has finished on the device when it returns: no barrier.
     warmup = compile_time() + first_step
     epoch_seconds[0] += compile_time()
@@ -156,7 +158,8 @@ def main(cfg):
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(losses, steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], compile_seconds=compile_time(),
                                  differences=[]),

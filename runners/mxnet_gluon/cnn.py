@@ -8,7 +8,7 @@ from mxnet.gluon import nn
 
 from runners.mxnet_gluon import (AMP_HOST_SYNC, GLOROT_UNIFORM, check_precision, contexts, count_parameters,
                                   load_structural, sync, train_batches)
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -117,6 +117,7 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx, switches["data_placement"])
     net = build_model(ctx=ctx)
+    load_canonical(net, canonical.init_weights("cnn"))           # the same start in every framework (DESIGN.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
     # MXNet's SGD momentum is plain momentum (v = m·v - lr·g; w += v), no unit gain (lesson 8): PyTorch's update.
@@ -125,15 +126,17 @@ def main(cfg):
         amp.init_trainer(trainer)                                   # dynamic loss scaling; skips overflowing steps
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                     # every step's per-sample losses, on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync())
+        lambda batch: train_step(*batch), sync(), outputs=losses)
 
     accuracy = evaluate(net, x_test, y_test, p["batch_size"], ctx)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss.mean().asscalar()),
+                                 accuracy=accuracy, init="canonical",
+                                 **metrics.loss_metrics([loss.mean().asscalar() for loss in losses], steps),
                                  parameters=count_parameters(net), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement=switches["data_placement"],
                                  differences=[AMP_HOST_SYNC] if use_amp else []),

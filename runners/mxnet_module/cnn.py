@@ -6,7 +6,7 @@ import mxnet as mx
 from runners.mxnet_gluon import GLOROT_UNIFORM
 from runners.mxnet_module import check_precision, contexts, count_parameters, cross_entropy, data_batches, predict, \
     set_canonical, sync
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -86,7 +86,7 @@ def train_step(model, batch):
     optimizer's update, all queued on MXNet's engine; nothing here waits for the device (lessons 13, 14)."""
     model.forward_backward(batch)
     model.update()
-    return batch
+    return cross_entropy(model, batch)                             # the step's loss, an NDArray on the engine
 
 
 # ==== Evaluate ====
@@ -106,20 +106,22 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], for_training=True)
+    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
     # Plain momentum, v = m·v - lr·g (lesson 8); the Module sets rescale_grad = 1/batch_size, so the summed gradient
     # of SoftmaxOutput becomes the batch mean (Gluon says the same with trainer.step(N)).
     model.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": p["lr"], "momentum": p["momentum"]})
 
-    epoch_seconds, warmup, batch, windows = timed_epochs(
+    losses = []                                                    # every step's loss, on the engine
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(model, batch), sync())
+        lambda batch: train_step(model, batch), sync(), outputs=losses)
 
-    loss = cross_entropy(model, batch)
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([loss.asscalar() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),

@@ -6,7 +6,7 @@ import numpy as np
 from runners.mxnet_gluon import GLOROT_UNIFORM
 from runners.mxnet_module import ADAM_EPSILON_HAT, check_precision, contexts, count_parameters, cross_entropy, \
     data_batches, predict, set_canonical, sync
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -104,7 +104,7 @@ def train_step(model, batch):
     """forward_backward then Adam's update, queued on MXNet's engine: nothing here waits for the device (lesson 14)."""
     model.forward_backward(batch)
     model.update()
-    return batch
+    return cross_entropy(model, batch)                             # the step's loss, an NDArray on the engine
 
 
 # ==== Evaluate ====
@@ -124,19 +124,21 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], maxlen=p["maxlen"], for_training=True)
+    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
     model.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": p["lr"], "beta1": p["beta1"],
                                                              "beta2": p["beta2"], "epsilon": p["eps"]})
 
-    epoch_seconds, warmup, batch, windows = timed_epochs(
+    losses = []                                                    # every step's loss, on the engine
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(model, batch), sync())
+        lambda batch: train_step(model, batch), sync(), outputs=losses)
 
-    loss = cross_entropy(model, batch)
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([loss.asscalar() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
         "timing": train_timing(windows, warmup=warmup),

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from runners.pytorch import AMP_HOST_SYNC, count_parameters, select_device, set_precision, sync, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -46,9 +46,7 @@ class CNN(nn.Module):
         self.conv4 = nn.Conv2d(100, 100, 3, padding="same")
         self.fc1 = nn.Linear(100 * 8 * 8, 512)
         self.fc2 = nn.Linear(512, num_classes)
-        for layer in (self.conv1, self.conv2, self.conv3, self.conv4, self.fc1, self.fc2):
-            nn.init.xavier_uniform_(layer.weight)  # Glorot uniform like Keras (lesson 7), zero biases
-            nn.init.zeros_(layer.bias)
+        # No init here: main loads the shared canonical start (Glorot uniform, zero biases; lesson 7), drawn in NumPy.
 
     def forward(self, x):                                          # x: (N, 3, 32, 32)
         x = F.relu(self.conv1(x))
@@ -114,22 +112,26 @@ def main(cfg):
     torch.manual_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
-    model = build_model().to(device, memory_format=memory_format)
+    model = build_model()
+    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
+    model = model.to(device, memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])  # plain momentum (lesson 8)
     train_step = make_train_step(model, optimizer, autocast, scaler)
     if switches["compile"]:
         train_step = torch.compile(train_step)
 
     model.train()
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                    # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device))
+        lambda batch: train_step(*batch), sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([loss.item() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"],
                                  differences=[AMP_HOST_SYNC] if scaler else []),

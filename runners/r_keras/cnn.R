@@ -27,7 +27,8 @@ load_data <- function(cfg, data_format) {
 
 
 # ==== Model ====
-# Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases.
+# Keras' defaults draw the canonical init's distribution (Glorot-uniform kernels, zero biases; lesson 7); main then
+# loads the shared canonical numbers.
 build_model <- function(data_format = "channels_last") {
   conv <- \(filters, name, ...) layers$Conv2D(filters, 3L, padding = "same", name = name, data_format = data_format,
                                               ...)
@@ -105,13 +106,14 @@ main <- function(cfg) {
   keras$utils$set_random_seed(0L)
   d <- load_data(cfg, data_format)
   model <- build_model(data_format)
+  load_canonical(model, canonical_init("cnn"))   # the same start in every framework (DESIGN.md)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
   timer <- py_keras$EpochTimer()
   train_step(model, batches, cfg, switches, timer)
 
   accuracy <- evaluate(model, d$x_test, d$y_test, p$batch_size)
   list(
-    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, final_loss = timer$final_loss,
+    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, init = "canonical",
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host", differences = py_to_r(py_keras$FIT_HOST_SYNCS)),

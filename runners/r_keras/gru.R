@@ -96,13 +96,14 @@ main <- function(cfg) {
   d <- load_data(cfg)
   model <- build_model(use_cudnn = switches$use_cudnn, max_features = p$max_features,
                        embedding_dim = p$embedding_dim, hidden = p$hidden, num_classes = p$num_classes)
+  load_canonical(model, canonical_init("gru"))   # the same start in every framework (DESIGN.md)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
   timer <- py_keras$EpochTimer()
   train_step(model, batches, cfg, switches, timer)
 
   accuracy <- evaluate(model, d$x_test, d$y_test, p$batch_size)
   list(
-    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, final_loss = timer$final_loss,
+    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, init = "canonical",
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host",

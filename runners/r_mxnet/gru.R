@@ -113,6 +113,7 @@ main <- function(cfg) {
   mx$random$seed(0L)
   d <- load_data(cfg, ctx, switches$data_placement)
   net <- build_model(ctx, p$max_features, p$embedding_dim, p$hidden, p$num_classes)
+  load_canonical(net, canonical_init("gru"))   # the same start in every framework (DESIGN.md)
   if (isTRUE(switches$hybridize)) {
     net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
   }
@@ -121,17 +122,19 @@ main <- function(cfg) {
   if (use_amp) amp$init_trainer(trainer)
   train_step <- make_train_step(net, trainer, ctx, use_amp)
 
+  losses <- py_eval("[]", convert = FALSE)     # every step's per-sample losses, left on the device
   clock <- timing$timed_epochs(
     as.integer(p$epochs), \(epoch) py_gluon$train_batches(d$x_train, d$y_train, as.integer(p$batch_size), epoch),
-    train_step, sync
+    train_step, sync, outputs = losses
   ) |> unpack(c("epoch_seconds", "warmup", "loss", "windows"))
 
   accuracy <- evaluate(net, d$x_test, d$y_test, p$batch_size, ctx)
   steps <- py_to_r(batching$steps_per_epoch(py_len(d$x_train), as.integer(p$batch_size)))
+  loss <- metrics$loss_metrics(lapply(py_items(losses), \(l) py_to_r(l$mean()$asscalar()$item())), steps)
   list(
     metrics = timing$train_metrics(clock$epoch_seconds, steps * p$batch_size, warmup = clock$warmup, steps = steps,
                                    windows = clock$windows, accuracy = accuracy,
-                                   final_loss = clock$loss$mean()$asscalar()$item(),
+                                   init = "canonical", final_loss = loss$final_loss, loss_curve = loss$loss_curve,
                                    parameters = count_parameters(net), epochs = p$epochs,
                                    train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                                    data_placement = switches$data_placement,

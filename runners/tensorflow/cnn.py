@@ -6,7 +6,7 @@ import tensorflow as tf
 from runners.tensorflow import (auto, batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
                                 host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
                                 sync, train_batches)
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.record import Skip
 from shared.runner import resolve_switches
@@ -136,6 +136,7 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)                               # Python, NumPy and TF seeds: weights, dropout
     x_train, y_train, x_test, y_test = load_data(cfg, fmt)
     model = build_model(fmt)
+    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
     optimizer = optimizer_for(tf.keras.optimizers.SGD(p["lr"], momentum=p["momentum"]), cfg.precision,
                               model.trainable_variables)  # lesson 8
     train_step = make_train_step(model, optimizer, auto(switches["xla"], on_gpu))
@@ -148,13 +149,16 @@ def main(cfg):
         step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
     else:
         dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
+    losses = []                                                     # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync,
+                                                     outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
         "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, windows=windows, accuracy=accuracy,
-                                 final_loss=float(loss), parameters=count_parameters(model), epochs=p["epochs"],
+                                 init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps), epochs=p["epochs"],
                                  train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),

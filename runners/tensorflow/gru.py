@@ -7,7 +7,7 @@ from runners.keras import ADAM_EPSILON_HAT
 from runners.tensorflow import (batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
                                 host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
                                 sync, train_batches)
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -96,6 +96,7 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model()
+    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
     optimizer = optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
                                                        epsilon=p["eps"]), cfg.precision, model.trainable_variables)
     train_step = make_train_step(model, optimizer, switches["xla"])
@@ -108,13 +109,16 @@ def main(cfg):
         step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
     else:
         dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
+    losses = []                                                     # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync,
+                                                     outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
         "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, windows=windows, accuracy=accuracy,
-                                 final_loss=float(loss), parameters=count_parameters(model), epochs=p["epochs"],
+                                 init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps), epochs=p["epochs"],
                                  train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
         "timing": train_timing(windows, warmup=warmup),
