@@ -85,17 +85,48 @@ def load_canonical(model, weights):
     model.fc.b.array[...] = weights["fc.bias"]
 
 
+def read_canonical(model):
+    """load_canonical's inverse: NStepGRU's per-gate arrays stacked back in (r, z, n) rows."""
+    host = lambda a: chainer.backends.cuda.to_cpu(a.array).copy()
+    layer = model.gru[0]
+    stack = lambda kind, first: np.concatenate([host(getattr(layer, f"{kind}{j}")) for j in range(first, first + 3)])
+    return {"embedding.weight": host(model.embedding.W), "gru.weight_ih": stack("w", 0), "gru.weight_hh": stack("w", 3),
+            "gru.bias_ih": stack("b", 0), "gru.bias_hh": stack("b", 3), "fc.weight": host(model.fc.W),
+            "fc.bias": host(model.fc.b)}
+
+
 def predict_logits(model, x):
     with chainer.using_config("train", False), chainer.using_config("enable_backprop", False):
         return model(np.asarray(x, np.int32)).array
 
 
 # ==== Train step ====
+def make_optimizer(classifier, p, loss_scaling):
+    return setup_optimizer(optimizers.Adam(alpha=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"]),
+                           classifier, loss_scaling)
+
+
 def make_train_step(classifier, optimizer):
     def train_step(x, y):
         optimizer.update(classifier, x, y)                 # clear grads, forward, backward, Adam update
         return classifier.loss.array                       # the array, not the Variable (its graph); no sync
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model()
+    load_canonical(model, weights)
+    classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
+    classifier.compute_accuracy = False
+    train_step = make_train_step(classifier, make_optimizer(classifier, cfg.params, False))
+    x, y = np.asarray(x, np.int32), np.asarray(y, np.int32)
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -121,8 +152,7 @@ def main(cfg):
     model.to_device(device)
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
     classifier.compute_accuracy = False                    # accuracy is measured after training
-    optimizer = setup_optimizer(optimizers.Adam(alpha=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"]),
-                                classifier, loss_scaling)
+    optimizer = make_optimizer(classifier, p, loss_scaling)
     train_step = make_train_step(classifier, optimizer)
 
     losses = []                                                        # every step's loss, on the device

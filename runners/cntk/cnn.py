@@ -15,6 +15,7 @@ SWITCHES = {
     "deterministic": False,   # True = C.cntk_py.force_deterministic_algorithms(): only cuDNN's reproducible conv
                               # algorithms; False lets CNTK time them all on the first minibatch and keep the
                               # fastest for our fixed shapes (lesson 3)
+    "dropout": True,          # off only in the training-equivalence test (its step must be deterministic)
 }
 # Layout: NCHW, CNTK's only image layout and cuDNN's classic one (lesson 2). Data placement is "host": each NumPy batch
 # is copied to the device inside train_minibatch, inside the clock (runners.cntk.train_batches says why).
@@ -30,10 +31,11 @@ def load_data(cfg):
 
 
 # ==== Model ====
-def build_model(cfg=None, num_classes=10):
+def build_model(cfg=None, num_classes=10, dropout=True):
     """The network as one CNTK Function of the input `features` (3, 32, 32); its output is the logits. Layer names
     (conv1 … fc2) are the canonical ones, so `model.conv1.W` is the canonical `conv1.weight`."""
     features = C.input_variable((3, 32, 32), np.float32, name="features")
+    rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
     # Glorot-uniform kernels (lesson 7; CNTK's glorot_uniform uses Keras' fans for conv and dense kernels), zero biases
     # (CNTK's init_bias). Activations are spelled out where they act: C.layers default to none (lesson 11).
     with C.layers.default_options(init=C.glorot_uniform(), init_bias=0):
@@ -42,14 +44,14 @@ def build_model(cfg=None, num_classes=10):
             C.layers.Convolution2D((3, 3), 50, pad=True, name="conv2"),
             C.layers.MaxPooling((2, 2), strides=(2, 2)),                 # (50, 16, 16)
             C.relu,                                                      # ReLU after pooling (lesson 10)
-            C.layers.Dropout(0.25),                                      # acts in train_minibatch only (lesson 4)
+            C.layers.Dropout(rates[0]),                                  # acts in train_minibatch only (lesson 4)
             C.layers.Convolution2D((3, 3), 100, pad=True, activation=C.relu, name="conv3"),
             C.layers.Convolution2D((3, 3), 100, pad=True, name="conv4"),
             C.layers.MaxPooling((2, 2), strides=(2, 2)),                 # (100, 8, 8)
             C.relu,
-            C.layers.Dropout(0.25),
+            C.layers.Dropout(rates[1]),
             C.layers.Dense(512, activation=C.relu, name="fc1"),          # W (100, 8, 8, 512): C·H·W in, no flatten
-            C.layers.Dropout(0.5),
+            C.layers.Dropout(rates[2]),
             C.layers.Dense(num_classes, name="fc2"),                     # logits; softmax lives in the loss (lesson 6)
         ])
     return model(features)
@@ -64,6 +66,16 @@ def load_canonical(model, weights):
         w, b = weights[f"{name}.weight"], weights[f"{name}.bias"]
         layer.W.value = np.ascontiguousarray(w if w.ndim == 4 else w.T.reshape(layer.W.shape), np.float32)
         layer.b.value = np.asarray(b, np.float32).reshape(layer.b.shape)
+
+
+def read_canonical(model):
+    out = {}
+    for name in ("conv1", "conv2", "conv3", "conv4", "fc1", "fc2"):
+        layer = getattr(model, name)
+        w = layer.W.value
+        out[f"{name}.weight"] = w if name.startswith("conv") else w.reshape(-1, w.shape[-1]).T
+        out[f"{name}.bias"] = layer.b.value.reshape(-1)
+    return out
 
 
 def predict_logits(model, x):
@@ -89,6 +101,23 @@ def make_train_step(trainer, features, labels):
     return train_step
 
 
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, learner and step; (each step's loss, weights after each)."""
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    model = build_model(num_classes=p["num_classes"], dropout=switches["dropout"])
+    load_canonical(model, weights)
+    labels = C.input_variable(p["num_classes"], np.float32, name="labels")
+    trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [make_learner(model.parameters, p)])
+    train_step = make_train_step(trainer, model.arguments[0], labels)
+    x, y = np.asarray(x, np.float32), one_hot(np.asarray(y), p["num_classes"])
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
+
+
 # ==== Evaluate ====
 def evaluate(model, x_test, y_test, batch_size):
     """Test accuracy outside the clock. `model.eval` runs the graph in inference mode: dropout is off (lesson 4)."""
@@ -106,7 +135,7 @@ def main(cfg):
         C.cntk_py.force_deterministic_algorithms()
     C.cntk_py.set_fixed_random_seed(0)                     # CNTK's initializers and dropout masks draw from it
     x_train, y_train, x_test, y_test = load_data(cfg)
-    model = build_model(num_classes=p["num_classes"])
+    model = build_model(num_classes=p["num_classes"], dropout=switches["dropout"])
     load_canonical(model, canonical.init_weights("cnn"))   # the same start in every framework (DESIGN.md)
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     loss = C.cross_entropy_with_softmax(model, labels)     # softmax + cross-entropy in one op (lesson 6)

@@ -109,6 +109,19 @@ def set_gru(model, w_ih, w_hh, b_ih, b_hh):
     gru.b.value = np.concatenate([bz, br, bn]).astype(np.float32)
 
 
+def read_canonical(model):
+    """load_canonical's inverse for Recurrence(GRU) (the CPU path the equivalence tests run): its one bias comes back as
+    `gru.bias_ih`, with `gru.bias_hh` zero."""
+    gru = model.gru
+    wz, wr, wn = np.split(gru.W.value.T, 3)
+    uz, ur = np.split(gru.H.value.T, 2)
+    bz, br, bn = np.split(gru.b.value, 3)
+    return {"embedding.weight": model.embedding.E.value, "gru.weight_ih": np.concatenate([wr, wz, wn]),
+            "gru.weight_hh": np.concatenate([ur, uz, gru.H1.value.T]), "gru.bias_ih": np.concatenate([br, bz, bn]),
+            "gru.bias_hh": np.zeros(3 * len(bn), np.float32), "fc.weight": model.fc.W.value.T,
+            "fc.bias": model.fc.b.value}
+
+
 def load_canonical(model, weights):
     """The embedding (vocabulary, E) is CNTK's layout; the dense kernel is (in, out), the canonical transposed."""
     model.embedding.E.value = np.asarray(weights["embedding.weight"], np.float32)
@@ -139,6 +152,24 @@ def make_train_step(trainer, tokens, labels):
         trainer.train_minibatch({tokens: x, labels: y})
         return trainer.previous_minibatch_loss_average
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, learner and step; (each step's loss, weights after each)."""
+    p = cfg.params
+    model = build_model(max_features=p["max_features"], embedding_dim=p["embedding_dim"], hidden=p["hidden"],
+                        num_classes=p["num_classes"])
+    load_canonical(model, weights)
+    labels = C.input_variable(p["num_classes"], np.float32, name="labels")
+    trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [make_learner(model.parameters, p)])
+    train_step = make_train_step(trainer, model.arguments[0], labels)
+    x, y = np.asarray(x, np.float32), one_hot(np.asarray(y), p["num_classes"])
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====

@@ -103,6 +103,13 @@ def load_canonical(model, weights):
     model.fc.kernel[...], model.fc.bias[...] = w["fc.weight"].T, w["fc.bias"]
 
 
+def read_canonical(model):
+    a = lambda v: np.asarray(v[...])
+    return {"embedding.weight": a(model.embedding.embedding), "gru.weight_ih": a(model.gru.kernel_ih).T,
+            "gru.weight_hh": a(model.gru.kernel_hh).T, "gru.bias_ih": a(model.gru.bias_ih),
+            "gru.bias_hh": a(model.gru.bias_hh), "fc.weight": a(model.fc.kernel).T, "fc.bias": a(model.fc.bias)}
+
+
 @nnx.jit
 def forward(model, x):
     return model(x)
@@ -113,6 +120,11 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+def make_optimizer(model, p, loss_scale):
+    tx = loss_scale.wrap(optax.adam(p["lr"], b1=p["beta1"], b2=p["beta2"], eps=p["eps"]))
+    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
 def make_train_step(graphdef, switches):
     """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
     def train_step(state, x, y):
@@ -130,6 +142,26 @@ def make_train_step(graphdef, switches):
     return jax.jit(train_step, donate_argnums=0 if switches["donate"] else ())
 
 
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    device, = select_devices(cfg)
+    dtype, loss_scale = set_precision(cfg.precision, device)
+    model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
+    load_canonical(model, weights)
+    optimizer = make_optimizer(model, cfg.params, loss_scale)
+    graphdef, state = nnx.split((model, optimizer, loss_scale))
+    train_step = make_train_step(graphdef, switches)
+    losses, after = [], []
+    for _ in range(steps):
+        state, loss = train_step(state, jnp.asarray(x), jnp.asarray(y))
+        nnx.update((model, optimizer, loss_scale), state)
+        losses.append(float(loss))
+        after.append(read_canonical(model))
+    return losses, after
+
+
 # ==== Evaluate ====
 def evaluate(model, x_test, y_test, batch_size):
     # No dropout or batch norm in this model: training and inference compute the same function.
@@ -145,8 +177,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
     load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
-    tx = loss_scale.wrap(optax.adam(p["lr"], b1=p["beta1"], b2=p["beta2"], eps=p["eps"]))
-    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    optimizer = make_optimizer(model, p, loss_scale)
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
     # to two different programs, so an uncommitted initial state would compile the step twice.

@@ -17,6 +17,13 @@ BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
 # the bias correction (Kingma & Ba's "epsilon hat"), where PyTorch and optax add it to √v̂ after it. The same ε = 1e-8
 # is thus ε/√(1−β₂ᵗ) in PyTorch's terms: 32× larger at step 1, the same once β₂ᵗ → 0. A record names it.
 ADAM_EPSILON_HAT = "Adam ε added before bias correction (Keras' epsilon-hat form; PyTorch/optax add it after)"
+# Keras 3's Adam on TensorFlow squares a sparse gradient element-wise as it comes (ops.square on a tf.IndexedSlices
+# squares each slice): the embedding's gradient has one slice per token occurrence, so a token seen k times in a batch
+# adds Σ g_i² to Adam's second moment where Adam's definition (and every other backend) adds (Σ g_i)². Found by
+# tests/test_training_equivalence.py; the TensorFlow-backed GRU records name it.
+ADAM_SPARSE_SQUARES = ("Keras' Adam on TensorFlow squares the embedding's sparse gradient per token occurrence "
+                       "(second moment Σg² instead of (Σg)² for a token repeated in a batch)")
+SPARSE_SQUARES = (ADAM_SPARSE_SQUARES,) if BACKEND == "tensorflow" else ()
 # On TensorFlow, whose backend Keras does not mark thread-safe, `fit` runs the batch callbacks on the main thread and
 # converts each step's logs to Python floats first (keras/src/callbacks/callback_list.py), so every step waits for the
 # device: a sync Keras imposes in every precision, which the training runners add to `differences`.
@@ -244,6 +251,33 @@ class EpochTimer(keras.callbacks.Callback):
                 losses += [(running - total) / (count - seen)] * (count - seen)
                 seen, total = count, running
         return losses
+
+
+class OneBatch(keras.utils.PyDataset):
+    """`steps` copies of one batch (x, y): the training-equivalence test's input to `fit` (tests/fw_train_probe.py)."""
+
+    def __init__(self, x, y, steps):
+        super().__init__()
+        self.batch, self.steps = (x, y), steps
+
+    def __len__(self):
+        return self.steps
+
+    def __getitem__(self, i):
+        return self.batch
+
+
+def fit_steps(model, x, y, steps, read_canonical):
+    """`fit` on one batch `steps` times with the model as compiled by its runner: (each step's loss, as the runner's
+    EpochTimer recovers it; the canonical weights after each step, read by a batch hook, where Keras has synced the
+    model's variables with its training state)."""
+    class Weights(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            after.append(read_canonical(self.model))   # `self.model`, not `model`: on JAX it syncs the variables first
+
+    timer, after = EpochTimer(), []
+    model.fit(OneBatch(x, y, steps), epochs=1, shuffle=False, callbacks=[timer, Weights()], verbose=0)
+    return timer.step_losses(), after
 
 
 def count_parameters(model):

@@ -214,12 +214,30 @@ class EpochTimer(keras.callbacks.Callback):
         self.epoch_seconds.append(time.perf_counter() - self.start)
 
 
+def fit_steps(model, x, y, steps, read_canonical):
+    """`fit` on one batch `steps` times with the model as compiled by its runner (the training-equivalence test,
+    tests/fw_train_probe.py): (each step's loss as the runner's EpochTimer keeps it, the canonical weights after each
+    step, read by a batch hook)."""
+    timer, after = EpochTimer(), []
+    weights = keras.callbacks.LambdaCallback(on_batch_end=lambda batch, logs: after.append(read_canonical(model)))
+    timer.start_fit()
+    model.fit(EpochBatches(steps * len(x), len(x), lambda idx: (x, y)), epochs=1, shuffle=False, workers=0,
+              callbacks=[timer, weights], verbose=0)
+    return timer.losses, after
+
+
 def keras_kernel(oihw):
     """A canonical conv kernel (OIHW, cross-correlation like PyTorch's and TensorFlow's) → Keras 2's HWIO, which it
     keeps in either data format. Keras 2 on Theano computes a true convolution (T.nnet.conv2d flips the filter), so
     there the kernel is flipped with `convert_kernel`, Keras' own converter between Theano- and TF-trained kernels."""
     hwio = np.asarray(oihw).transpose(2, 3, 1, 0)
     return convert_kernel(hwio) if BACKEND == "theano" else hwio
+
+
+def canonical_kernel(hwio):
+    """keras_kernel's inverse: Keras 2's HWIO (flipped back on Theano; the flip is its own inverse) → OIHW."""
+    hwio = convert_kernel(hwio) if BACKEND == "theano" else np.asarray(hwio)
+    return hwio.transpose(3, 2, 0, 1)
 
 
 def count_parameters(model):

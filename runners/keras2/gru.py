@@ -6,7 +6,7 @@ import numpy as np
 from keras import layers
 
 from runners.keras2 import (ADAM_EPSILON_HAT, EpochBatches, EpochTimer, backend_switches, check_device,
-                            check_precision, count_parameters, differences)
+                            check_precision, count_parameters, differences, fit_steps)
 from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -66,6 +66,20 @@ def load_canonical(model, weights):
     model.get_layer("fc").set_weights([w["fc.weight"].T, w["fc.bias"]])
 
 
+def rzn(w):
+    """Keras' gate order (z, r, h) along axis 0 → canonical (r, z, n)."""
+    z, r, n = np.split(w, 3, axis=0)
+    return np.concatenate([r, z, n], axis=0)
+
+
+def read_canonical(model):
+    kernel, recurrent, bias = model.get_layer("gru").get_weights()
+    fc_kernel, fc_bias = model.get_layer("fc").get_weights()
+    return {"embedding.weight": model.get_layer("embedding").get_weights()[0], "gru.weight_ih": rzn(kernel.T),
+            "gru.weight_hh": rzn(recurrent.T), "gru.bias_ih": rzn(bias[0]), "gru.bias_hh": rzn(bias[1]),
+            "fc.weight": fc_kernel.T, "fc.bias": fc_bias}
+
+
 def predict_logits(model, x):
     x = np.asarray(x, np.int32)
     return model.predict(x, batch_size=len(x))
@@ -74,16 +88,30 @@ def predict_logits(model, x):
 # ==== Train step ====
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
-def train_step(model, batches, cfg, switches, timer):
+def compile_model(model, cfg):
     p = cfg.params
     model.compile(
         # Keras' Adam default epsilon is 1e-7; the canonical value is 1e-8.
         optimizer=keras.optimizers.Adam(learning_rate=p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
                                         epsilon=p["eps"]),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def train_step(model, batches, cfg, switches, timer):
+    compile_model(model, cfg)
     timer.start_fit()                                     # the train function is built (compiled) inside fit
-    model.fit(batches, epochs=p["epochs"], shuffle=False, workers=int(switches["workers"]), callbacks=[timer],
-              verbose=0)
+    model.fit(batches, epochs=cfg.params["epochs"], shuffle=False, workers=int(switches["workers"]),
+              callbacks=[timer], verbose=0)
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps of `fit` on the one batch (x, y) as main compiles the model; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    model = build_model(implementation=int(switches["implementation"]))
+    load_canonical(model, weights)
+    compile_model(model, cfg)
+    return fit_steps(model, np.asarray(x, np.int32), np.asarray(y, np.int32), steps, read_canonical)
 
 
 # ==== Evaluate ====

@@ -8,7 +8,7 @@ from mxnet.contrib import amp
 from mxnet.gluon import nn, rnn
 
 from runners.mxnet_gluon import (ADAM_EPSILON_HAT, AMP_HOST_SYNC, GLOROT_UNIFORM, check_precision, contexts,
-                                  count_parameters, load_structural, sync, train_batches)
+                                  count_parameters, load_structural, read_structural, sync, train_batches)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -84,11 +84,21 @@ def load_canonical(model, weights):
     load_structural(model, {CANONICAL_NAMES[name]: w for name, w in weights.items()})
 
 
+def read_canonical(model):
+    arrays = read_structural(model)
+    return {name: arrays[ours] for name, ours in CANONICAL_NAMES.items()}
+
+
 def predict_logits(model, x):
     return model(mx.nd.array(x)).asnumpy()
 
 
 # ==== Train step ====
+def make_trainer(net, p):
+    return gluon.Trainer(net.collect_params(), "adam", {"learning_rate": p["lr"], "beta1": p["beta1"],
+                                                        "beta2": p["beta2"], "epsilon": p["eps"]})
+
+
 def make_train_step(net, trainer, ctx, use_amp):
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
@@ -104,6 +114,23 @@ def make_train_step(net, trainer, ctx, use_amp):
         trainer.step(x.shape[0])                                    # mean over the batch
         return loss                                                 # no asnumpy(): the step never waits (lesson 13)
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's network, trainer and step; (each step's loss, weights after each)."""
+    switches, ctx = resolve_switches(SWITCHES, cfg), mx.cpu()
+    net = build_model(ctx=ctx)
+    load_canonical(net, weights)
+    if switches["hybridize"]:
+        net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    train_step = make_train_step(net, make_trainer(net, cfg.params), ctx, False)
+    x, y = mx.nd.array(x, dtype="float32"), mx.nd.array(y, dtype="int32")
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y).mean().asscalar()))
+        after.append(read_canonical(net))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -128,8 +155,7 @@ def main(cfg):
     load_canonical(net, canonical.init_weights("gru"))           # the same start in every framework (DESIGN.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
-    trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": p["lr"], "beta1": p["beta1"],
-                                                           "beta2": p["beta2"], "epsilon": p["eps"]})
+    trainer = make_trainer(net, p)
     if use_amp:
         amp.init_trainer(trainer)
     train_step = make_train_step(net, trainer, ctx, use_amp)

@@ -95,16 +95,47 @@ def load_canonical(model, weights):
     set_canonical(model, {**{k: w for k, w in weights.items() if not k.startswith("gru.")}, "gru.parameters": gru})
 
 
+def read_canonical(model):
+    """load_canonical's inverse: the fused vector cut back into the canonical GRU arrays."""
+    arrays = {name.replace("_", "."): a.asnumpy() for name, a in model.get_params()[0].items()}
+    flat, out = arrays.pop("gru.parameters"), arrays
+    E, H = SIZES["embedding_dim"], SIZES["hidden"]
+    for key, shape in (("weight_ih", (3 * H, E)), ("weight_hh", (3 * H, H)), ("bias_ih", (3 * H,)),
+                       ("bias_hh", (3 * H,))):
+        size = int(np.prod(shape))
+        out[f"gru.{key}"], flat = flat[:size].reshape(shape), flat[size:]
+    return out
+
+
 def predict_logits(model, x):
     return predict(model.symbol.get_internals()["fc_output"], model, np.asarray(x, np.float32))  # below SoftmaxOutput
 
 
 # ==== Train step ====
+def make_optimizer(model, p):
+    model.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": p["lr"], "beta1": p["beta1"],
+                                                             "beta2": p["beta2"], "epsilon": p["eps"]})
+
+
 def train_step(model, batch):
     """forward_backward then Adam's update, queued on MXNet's engine: nothing here waits for the device (lesson 14)."""
     model.forward_backward(batch)
     model.update()
     return cross_entropy(model, batch)                             # the step's loss, an NDArray on the engine
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's Module, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model(batch_size=len(x), maxlen=x.shape[1], for_training=True)
+    load_canonical(model, weights)
+    make_optimizer(model, cfg.params)
+    batch = mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)])
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(model, batch).asscalar()))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -125,8 +156,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], maxlen=p["maxlen"], for_training=True)
     load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
-    model.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": p["lr"], "beta1": p["beta1"],
-                                                             "beta2": p["beta2"], "epsilon": p["eps"]})
+    make_optimizer(model, p)
 
     losses = []                                                    # every step's loss, on the engine
     epoch_seconds, warmup, _, windows = timed_epochs(

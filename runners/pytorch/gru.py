@@ -1,4 +1,6 @@
 """PyTorch 2.14 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, Adam; nn.GRU is cuDNN's fused GRU on GPU."""
+import contextlib
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -67,6 +69,11 @@ def load_canonical(model, weights):
     model.load_state_dict({CANONICAL_NAMES[name]: torch.from_numpy(np.asarray(w)) for name, w in weights.items()})
 
 
+def read_canonical(model):
+    state = model.state_dict()
+    return {name: state[ours].detach().cpu().numpy().copy() for name, ours in CANONICAL_NAMES.items()}
+
+
 def predict_logits(model, x):
     model.eval()
     with torch.inference_mode():
@@ -74,6 +81,10 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+def make_optimizer(model, p):
+    return torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"])
+
+
 def make_train_step(model, optimizer, autocast, scaler):
     def train_step(x, y):
         optimizer.zero_grad(set_to_none=True)
@@ -88,6 +99,21 @@ def make_train_step(model, optimizer, autocast, scaler):
             optimizer.step()
         return loss.detach()                   # no .item(): the step never waits for the device
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model()
+    load_canonical(model, weights)
+    model.train()
+    train_step = make_train_step(model, make_optimizer(model, cfg.params), contextlib.nullcontext, None)
+    x, y = torch.as_tensor(x, dtype=torch.long), torch.as_tensor(y).long()
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(train_step(x, y).item())
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -112,7 +138,7 @@ def main(cfg):
     model = build_model()
     load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
     model = model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"])
+    optimizer = make_optimizer(model, p)
     train_step = make_train_step(model, optimizer, autocast, scaler)
     if switches["compile"]:
         train_step = torch.compile(train_step)

@@ -107,7 +107,8 @@ main <- function(cfg) {
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host",
-                          differences = c(list(py_keras$ADAM_EPSILON_HAT), py_to_r(py_keras$FIT_HOST_SYNCS))),
+                          differences = c(list(py_keras$ADAM_EPSILON_HAT), py_to_r(py_keras$SPARSE_SQUARES),
+                                          py_to_r(py_keras$FIT_HOST_SYNCS))),
     timing = timing$train_timing(timer$windows, warmup = timer$warmup),
     # what ran, not what the device allows: the switch, the device and Keras' own dispatch test together
     switches = c(switches, list(cudnn_rnn = py_keras$cudnn_gru(model$get_layer("gru"), cfg$device, model$jit_compile),

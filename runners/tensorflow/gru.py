@@ -3,7 +3,7 @@ loop; the recurrence is tf.keras.layers.GRU, which runs cuDNN's fused GRU kernel
 import numpy as np
 import tensorflow as tf
 
-from runners.keras import ADAM_EPSILON_HAT
+from runners.keras import ADAM_EPSILON_HAT, ADAM_SPARSE_SQUARES
 from runners.tensorflow import (batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
                                 host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
                                 sync, train_batches)
@@ -64,11 +64,30 @@ def load_canonical(model, weights):
     fc.set_weights([np.asarray(weights["fc.weight"]).T, weights["fc.bias"]])
 
 
+def canonical_gates(w):
+    """Keras' gate blocks (z, r, h) on axis 0 -> canonical (r, z, n)."""
+    z, r, n = np.split(np.asarray(w), 3, axis=0)
+    return np.concatenate([r, z, n], axis=0)
+
+
+def read_canonical(model):
+    embedding, gru, fc = model.layers
+    kernel, recurrent, bias = gru.get_weights()
+    return {"embedding.weight": embedding.get_weights()[0], "gru.weight_ih": canonical_gates(kernel.T),
+            "gru.weight_hh": canonical_gates(recurrent.T), "gru.bias_ih": canonical_gates(bias[0]),
+            "gru.bias_hh": canonical_gates(bias[1]), "fc.weight": fc.get_weights()[0].T, "fc.bias": fc.get_weights()[1]}
+
+
 def predict_logits(model, x):
     return model(tf.constant(x, tf.int32), training=False).numpy()
 
 
 # ==== Train step ====
+def make_optimizer(model, p, precision):
+    return optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
+                         precision, model.trainable_variables)
+
+
 def make_train_step(model, optimizer, jit_compile):
     @tf.function(jit_compile=jit_compile)
     def train_step(x, y):
@@ -79,6 +98,20 @@ def make_train_step(model, optimizer, jit_compile):
         optimizer.apply(grads, model.trainable_variables)   # the embedding's gradient is sparse (IndexedSlices)
         return loss                                         # no .numpy(): the step never waits for the device
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model()
+    load_canonical(model, weights)
+    train_step = make_train_step(model, make_optimizer(model, cfg.params, cfg.precision), False)
+    x, y = tf.constant(x, tf.int32), tf.constant(y, tf.int32)
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -97,8 +130,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model()
     load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
-    optimizer = optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
-                                                       epsilon=p["eps"]), cfg.precision, model.trainable_variables)
+    optimizer = make_optimizer(model, p, cfg.precision)
     train_step = make_train_step(model, optimizer, switches["xla"])
 
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
@@ -120,7 +152,7 @@ def main(cfg):
                                  init="canonical", parameters=count_parameters(model),
                                  **metrics.loss_metrics([float(loss) for loss in losses], steps), epochs=p["epochs"],
                                  train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
+                                 data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT, ADAM_SPARSE_SQUARES]),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": bool(tf.config.list_logical_devices("GPU")), "device": device,
                      "policy": tf.keras.mixed_precision.global_policy().name,
