@@ -98,7 +98,25 @@ probe <- function(script, inputs, output) {
   invisible(NULL)
 }
 
+# The training-equivalence probe (tests/fw_train_probe.py through runners/rscript.py): the script's own
+# `train_steps(cfg, weights, x, y, steps)` on IN.npz (canonical start, batch `x`, labels `y`), which returns Python's
+# (losses, weights after each step); runners.rscript writes them to OUT.npz.
+train_probe <- function(script, config, inputs, output, steps) {
+  source(script)
+  np <- import("numpy", convert = FALSE)
+  archive <- np$load(inputs)
+  arrays <- py_to_r(archive$files) |> setNames(nm = _) |> lapply(\(name) py_get_item(archive, name))
+  weights <- arrays[!names(arrays) %in% c("x", "y")]
+  result <- train_steps(read_config(config), weights, arrays$x, arrays$y, as.integer(steps))
+  import("runners.rscript")$save_steps(output, result)
+  invisible(NULL)
+}
+
 if (sys.nframe() == 0L && identical(commandArgs(trailingOnly = TRUE)[1], "probe")) {
   args <- commandArgs(trailingOnly = TRUE)
   probe(args[[2]], args[[3]], args[[4]])
+}
+if (sys.nframe() == 0L && identical(commandArgs(trailingOnly = TRUE)[1], "train_probe")) {
+  args <- commandArgs(trailingOnly = TRUE)
+  train_probe(args[[2]], args[[3]], args[[4]], args[[5]], args[[6]])
 }

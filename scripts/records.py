@@ -52,7 +52,8 @@ SCHEMA = {
         "metrics": {"type": "object", "properties": {
             **{key: _number for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images",
                                         "accuracy", "auc")},
-            "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}}}},
+            "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}},
+            "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000}}},
         "timing": {"type": "object", "properties": {key: _number for key in ("min", "median", "max")}},
         "system": {"type": "object", "properties": {
             "host": {"type": ["string", "null"], "pattern": SAFE_ID},

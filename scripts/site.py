@@ -346,7 +346,7 @@ def results_page(task, frame, out, plots):
             body.append(f"<tr><th>{html.escape(fw)}</th>{''.join(cells)}</tr>")
         notes = "".join(f"<li>[{n}] {html.escape(str(text))}</li>" for text, n in sorted(footnotes.items(),
                                                                                         key=lambda kv: kv[1]))
-        figure = plot(task, data, scale, group, out, plots)
+        figure = plot(task, data, scale, group, out, plots) + loss_plot(task, data, scale, group, out, plots)
         tables.append(f'<section class="group" data-data="{data}" data-scale="{scale}"><h2>{data} data · {scale} '
                       f'scale</h2><table class="results"><thead><tr><th>framework</th>{"".join(head)}</tr></thead>'
                       f'<tbody>{"".join(body)}</tbody></table><ol class="muted footnotes">{notes}</ol>{figure}'
@@ -379,6 +379,22 @@ def plot(task, data, scale, rows, out, plots):
     plots.append(name)
     return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}: bar chart of the table above">' \
            f'</figure>'
+
+
+def loss_plot(task, data, scale, rows, out, plots):
+    """An SVG of the group's per-step training losses, every framework on one chart (report.draw_losses)."""
+    curves = report.loss_rows(rows)
+    if not curves:
+        return ""
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    report.draw_losses(ax, curves, f"{report.TITLES[task]} — {data} data, {scale} scale: training loss per step")
+    fig.tight_layout()
+    name = f"plots/{task}-{data}-{scale}-loss.svg"
+    fig.savefig(out / name, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    plots.append(name)
+    return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}: training loss per step of every ' \
+           f'framework"></figure>'
 
 
 def index_page(found, counts):

@@ -64,7 +64,7 @@ predict_logits <- function(model, x) {
 # ==== Train step ====
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
-train_step <- function(model, batches, cfg, switches, timer) {
+compile_model <- function(model, cfg, switches) {
   p <- cfg$params
   model$compile(
     # Keras' Adam default epsilon is 1e-7; the canonical value is 1e-8.
@@ -72,8 +72,23 @@ train_step <- function(model, batches, cfg, switches, timer) {
     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),
     jit_compile = switches$jit_compile, steps_per_execution = as.integer(switches$steps_per_execution)
   )
-  model$fit(batches, epochs = as.integer(p$epochs), shuffle = FALSE, callbacks = list(batches$callback, timer),
-            verbose = 0L)
+}
+
+train_step <- function(model, batches, cfg, switches, timer) {
+  compile_model(model, cfg, switches)
+  model$fit(batches, epochs = as.integer(cfg$params$epochs), shuffle = FALSE,
+            callbacks = list(batches$callback, timer), verbose = 0L)
+}
+
+# The training-equivalence test's entry (tests/test_training_equivalence.py, through runners/rscript.R's
+# train_probe): from canonical `weights`, `steps` steps of `fit` on the one batch (x, y) as main compiles the model.
+train_steps <- function(cfg, weights, x, y, steps) {
+  switches <- resolve_switches(SWITCHES, cfg)
+  model <- build_model(use_cudnn = switches$use_cudnn)
+  load_canonical(model, weights)
+  compile_model(model, cfg, switches)
+  py_keras$fit_steps(model, np$asarray(x, dtype = "int32"), np$asarray(y, dtype = "int32"), steps,
+                     import("runners.keras.gru", convert = FALSE)$read_canonical)
 }
 
 

@@ -70,6 +70,11 @@ predict_logits <- function(model, x) py_call(model, mx$nd$array(x))$asnumpy()
 
 
 # ==== Train step ====
+make_trainer <- function(net, p) {
+  gluon$Trainer(net$collect_params(), "adam",
+                dict(learning_rate = p$lr, beta1 = p$beta1, beta2 = p$beta2, epsilon = p$eps))
+}
+
 # One step on a batch (x, y): copy to the context inside the clock, record the forward pass, backward, update. Nothing
 # here waits for the engine (no asnumpy(), lesson 13).
 make_train_step <- function(net, trainer, ctx, use_amp) {
@@ -87,6 +92,29 @@ make_train_step <- function(net, trainer, ctx, use_amp) {
     trainer$step(py_get_item(xy[[1]]$shape, 0L))                  # mean over the batch
     loss
   }
+}
+
+# The training-equivalence test's entry (tests/test_training_equivalence.py, through runners/rscript.R's
+# train_probe): from canonical `weights`, `steps` steps on the one batch (x, y) with main's network, trainer and step;
+# the Python Gluon runner's reader returns the weights in the canonical layout (the same structural names).
+train_steps <- function(cfg, weights, x, y, steps) {
+  switches <- resolve_switches(SWITCHES, cfg)
+  ctx <- mx$cpu()
+  net <- build_model(ctx)
+  load_canonical(net, weights)
+  if (isTRUE(switches$hybridize)) {
+    net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
+  }
+  train_step <- make_train_step(net, make_trainer(net, cfg$params), ctx, FALSE)
+  batch <- tuple(mx$nd$array(x), mx$nd$array(y, dtype = "int32"))
+  read_canonical <- import("runners.mxnet_gluon.gru", convert = FALSE)$read_canonical
+  losses <- list()
+  after <- list()
+  for (s in seq_len(steps)) {
+    losses[[s]] <- py_to_r(train_step(batch)$mean()$asscalar()$item())
+    after[[s]] <- read_canonical(net)
+  }
+  tuple(losses, after)
 }
 
 
@@ -117,8 +145,7 @@ main <- function(cfg) {
   if (isTRUE(switches$hybridize)) {
     net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
   }
-  trainer <- gluon$Trainer(net$collect_params(), "adam",
-                           dict(learning_rate = p$lr, beta1 = p$beta1, beta2 = p$beta2, epsilon = p$eps))
+  trainer <- make_trainer(net, p)
   if (use_amp) amp$init_trainer(trainer)
   train_step <- make_train_step(net, trainer, ctx, use_amp)
 
