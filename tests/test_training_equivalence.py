@@ -56,7 +56,8 @@ def update_rule(task, variant):
     p = params.TASK_PARAMS[task]
     if task == "cnn":
         return train_reference.sgd_momentum(p["lr"], p["momentum"])
-    return train_reference.adam(p["lr"], p["beta1"], p["beta2"], p["eps"], epsilon_hat=variant.get("epsilon_hat", False),
+    return train_reference.adam(p["lr"], p["beta1"], p["beta2"], p["eps"],
+                                epsilon_hat=variant.get("epsilon_hat", False),
                                 sparse_squares=variant.get("sparse_squares", False))
 
 

@@ -17,7 +17,7 @@ from reference import sigmoid
 
 # ---- cnn ----
 def _im2col(x):
-    """x (N, C, H, W) -> (N, C·9, H·W) windows of a 3×3 'same' convolution, ordered like an OIHW kernel's (C, kh, kw)."""
+    """x (N, C, H, W) -> (N, C·9, H·W): the windows of a 3×3 'same' convolution, ordered as OIHW's (C, kh, kw)."""
     n, c, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     cols = np.empty((n, c, 3, 3, h, w), x.dtype)

@@ -76,7 +76,7 @@ def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=Fals
         h = brew.relu(model, conv(model, data, "conv1", 3, 50, no_gradient_to_input=1), "relu1")
         h = conv(model, h, "conv2", 50, 50)
         h = brew.relu(model, brew.max_pool(model, h, "pool1", kernel=2, stride=2), "relu2")  # ReLU after pooling:
-        h = brew.dropout(model, h, "drop1", ratio=rates[0], is_test=is_test)  # 4× fewer elements (lesson 10); (N,50,16,16)
+        h = brew.dropout(model, h, "drop1", ratio=rates[0], is_test=is_test)  # 4× elements (lesson 10); (N,50,16,16)
         h = brew.relu(model, conv(model, h, "conv3", 50, 100), "relu3")
         h = conv(model, h, "conv4", 100, 100)
         h = brew.relu(model, brew.max_pool(model, h, "pool2", kernel=2, stride=2), "relu4")  # stride given: lesson 11

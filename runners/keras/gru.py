@@ -4,8 +4,8 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, SPARSE_SQUARES, EpochBatches, EpochTimer, check_device, count_parameters,
-                           cudnn_gru, fit_steps, set_precision)
+from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, SPARSE_SQUARES, EpochBatches, EpochTimer, check_device,
+                           count_parameters, cudnn_gru, fit_steps, set_precision)
 from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -37,8 +37,8 @@ def load_data(cfg):
 def build_model(cfg=None, use_cudnn="auto", max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
                 hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
     """Keras' default initializers draw the canonical init's distributions (uniform ±0.05 embedding, Glorot-uniform
-    kernels, orthogonal recurrent kernel, zero biases); main loads the shared canonical numbers. reset_after=True, tanh/sigmoid, no recurrent dropout and unroll=False
-    are the conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after=True is also the canonical GRU."""
+    kernels, orthogonal recurrent kernel, zero biases); main loads the shared canonical numbers. reset_after=True,
+    tanh/sigmoid, no recurrent dropout and unroll=False are the conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after=True is also the canonical GRU."""
     return keras.Sequential([
         keras.Input((None,), dtype="int32"),
         layers.Embedding(max_features, embedding_dim, name="embedding"),
@@ -139,7 +139,8 @@ def main(cfg):
                                  accuracy=accuracy, init="canonical", parameters=count_parameters(model),
                                  **metrics.loss_metrics(timer.step_losses(), len(batches)),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement="host", differences=[ADAM_EPSILON_HAT, *SPARSE_SQUARES, *FIT_HOST_SYNCS]),
+                                 data_placement="host",
+                                 differences=[ADAM_EPSILON_HAT, *SPARSE_SQUARES, *FIT_HOST_SYNCS]),
         "timing": train_timing(timer.windows, warmup=timer.warmup),
         # What ran, not what the device allows: the switch, the device and Keras' own dispatch test together.
         "switches": {**switches, "cudnn_rnn": cudnn_gru(model.get_layer("gru"), cfg.device, model.jit_compile),

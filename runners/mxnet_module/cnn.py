@@ -65,7 +65,8 @@ def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, for_training=False, dro
     """A Module bound to (batch_size, 3, 32, 32) on `ctx`, Glorot-uniform kernels and zero biases (lesson 7; MXNet's
     initializers give every `*_bias` zeros). Binding is where the symbol meets shapes and memory: for training it also
     allocates the gradient buffers."""
-    model = mx.mod.Module(cnn_symbol(dropout=dropout), data_names=("data",), label_names=("softmax_label",), context=list(ctx))
+    model = mx.mod.Module(cnn_symbol(dropout=dropout), data_names=("data",), label_names=("softmax_label",),
+                          context=list(ctx))
     model.bind(data_shapes=[("data", (batch_size, 3, 32, 32))], label_shapes=[("softmax_label", (batch_size,))],
                for_training=for_training)
     model.init_params(GLOROT_UNIFORM)

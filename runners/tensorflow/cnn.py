@@ -129,7 +129,8 @@ def make_train_step(model, optimizer, jit_compile):
 
 def train_steps(cfg, weights, x, y, steps):
     """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
-    steps on the one batch (x, y: NCHW) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    steps on the one batch (x, y: NCHW) with main's model, optimizer and step; (each step's loss, weights after
+    each)."""
     switches = resolve_switches(SWITCHES, cfg)
     model = build_model("NHWC", switches["dropout"])
     load_canonical(model, weights)
