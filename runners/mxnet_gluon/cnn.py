@@ -20,6 +20,7 @@ SWITCHES = {
     "static_alloc": True,      # hybridize(static_alloc): allocate the graph's memory once and reuse it every step
     "static_shape": True,      # hybridize(static_shape): shapes never change (last partial batch dropped), plan once
     "cudnn_autotune": True,    # MXNET_CUDNN_AUTOTUNE_DEFAULT: pick the fastest conv algorithm for our fixed shapes
+    "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
                                               # device: the whole set on the device before the clock (lesson 13)
 }
