@@ -23,11 +23,13 @@ STEPS = 3
 LOSS_TOLERANCE = 1e-4      # float32 forward passes differ from the float64 reference by < 1e-6 here
 # Per array, after step 1 and after the last: (norm, largest element) of the update's error relative to the
 # reference update's. The norm checks the update as a whole (rate, momentum, loss reduction), the largest element any
-# one weight (Adam's ε acts on the few with tiny gradients). After the first update the CNN's max pooling and ReLUs
-# decide near-ties differently in different float32 implementations and route some gradient elsewhere: measured,
-# PyTorch and Keras-TF (and either and the float64 reference) differ by 1e-5 in every layer after step 1, by 0.15 %
-# (step 2) and 0.28 % (step 3) in the conv layers. Hence a looser bound after the last step, 3.5× above that.
-TOLERANCE = {1: (1e-3, 2e-2), STEPS: (1e-2, 5e-2)}
+# one weight (Adam's ε acts on the few with tiny gradients). Measured (CPU, float32): a conv kernel's gradient at the
+# start is a sum of ~16,000 terms that mostly cancel, so float32 accumulation decides its last digits: oneDNN
+# (PyTorch, TensorFlow) and XLA (JAX) stay within 1e-5 of the float64 reference after one step, a plain im2col GEMM
+# (Chainer; PyTorch with oneDNN off) within 1.5e-3; after three steps all but XLA within 3.8e-3 (largest element
+# 5.4e-3), XLA within 1e-6. The GRUs stay within 1e-4 (largest element 2e-3). The bounds sit 2.5× and more above that; the mutations the bounds must
+# catch (a rate or ε 10× off, momentum 0.8, a summed loss, Nesterov, a per-sample rate) move them by 5e-2 to 10².
+TOLERANCE = {1: (1e-2, 5e-2), STEPS: (1e-2, 5e-2)}
 # (framework, task) -> the documented variant of the reference it computes: `epsilon_hat` (Adam's ε added before the
 # bias correction, runners' ADAM_EPSILON_HAT), `reset_after` (the GRU formulation, tests/test_equivalence.py).
 EPSILON_HAT = {"epsilon_hat": True}   # Keras, TensorFlow, MXNet, Chainer, CNTK: their records say ADAM_EPSILON_HAT
