@@ -107,3 +107,22 @@ def test_same_training_steps(framework, task, tmp_path):
         norm_tolerance, max_tolerance = TOLERANCE[step]
         assert all(norm <= norm_tolerance and largest <= max_tolerance for norm, largest in errors.values()), \
             f"step {step}: update off the reference by (norm, largest element) {summary}"
+
+
+def test_reference_tells_the_update_rules_apart():
+    """The check has teeth: each named variant moves the GRU's first-step update (or the CNN's third) far beyond the
+    bounds, so a framework checked against the wrong rule fails (a short batch keeps this test fast)."""
+    rng = np.random.default_rng(3)
+    tokens, labels = rng.integers(1, 50, (16, 20)), rng.integers(0, 2, 16)   # a small vocabulary: repeated tokens
+    weights = canonical.init_weights("gru")
+    p = params.GRU
+    runs = {name: train_reference.train("gru", weights, tokens, labels, train_reference.adam(
+        p["lr"], p["beta1"], p["beta2"], p["eps"], **rule), 1, **forward)[1]
+        for name, rule, forward in [("canonical", {}, {}), ("epsilon_hat", {"epsilon_hat": True}, {}),
+                                    ("sparse_squares", {"sparse_squares": True}, {}),
+                                    ("one_bias", {}, {"one_bias": True, "reset_after": False})]}
+    start = train_reference.start(weights)
+    for name in ("epsilon_hat", "sparse_squares", "one_bias"):
+        out = {f"1:{k}": v for k, v in runs[name][0].items()}
+        errors = update_errors(out, start, runs["canonical"], 1)
+        assert max(largest for _, largest in errors.values()) > 10 * TOLERANCE[1][1], name
