@@ -399,15 +399,19 @@ def draw_losses(ax, curves, title):
 
 
 def plot_losses(frame, path):
-    """One panel per training task with loss curves; False where no record has one (nothing written)."""
+    """One panel per training task, data kind and scale (steps of different work never share a chart) with loss
+    curves; False where no record has one (nothing written)."""
     rows = frame.to_dict("records")
-    panels = [(task, loss_rows([r for r in rows if r["cell.task"] == task])) for task in TIME_METRIC]
-    panels = [(task, curves) for task, curves in panels if curves]
+    groups = sorted({(r["cell.task"], r["cell.data"], r["cell.scale"]) for r in rows},
+                    key=lambda g: (list(TIME_METRIC).index(g[0]) if g[0] in TIME_METRIC else 99, g[1], g[2]))
+    panels = [(g, loss_rows([r for r in rows if (r["cell.task"], r["cell.data"], r["cell.scale"]) == g]))
+              for g in groups]
+    panels = [(g, curves) for g, curves in panels if curves]
     if not panels:
         return False
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), squeeze=False)
-    for ax, (task, curves) in zip(axes[:, 0], panels):
-        draw_losses(ax, curves, f"{TITLES[task]}: training loss per step")
+    for ax, ((task, data, scale), curves) in zip(axes[:, 0], panels):
+        draw_losses(ax, curves, f"{TITLES[task]} ({data} data, {scale} scale): training loss per step")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
