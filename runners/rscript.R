@@ -45,7 +45,7 @@ unpack <- function(tuple, names) setNames(py_items(tuple), names)
 # framework) as a named R list of numpy arrays (references, no copy), the form load_canonical takes.
 canonical_init <- function(task) {
   weights <- import("shared.canonical", convert = FALSE)$init_weights(task)
-  names <- py_to_r(import("builtins")$list(weights$keys()))
+  names <- import("builtins")$list(weights$keys())     # converted: a character vector
   setNames(lapply(names, \(name) py_get_item(weights, name)), names)
 }
 
