@@ -41,6 +41,14 @@ py_items <- function(seq) lapply(seq_len(py_len(seq)) - 1L, \(i) py_get_item(seq
 # A Python tuple as a named R list of its items: unpack(load_cifar10(...), c("x_train", "y_train", …)).
 unpack <- function(tuple, names) setNames(py_items(tuple), names)
 
+# The shared training start of `task` (shared.canonical.init_weights: drawn once in NumPy, the same numbers in every
+# framework) as a named R list of numpy arrays (references, no copy), the form load_canonical takes.
+canonical_init <- function(task) {
+  weights <- import("shared.canonical", convert = FALSE)$init_weights(task)
+  names <- import("builtins")$list(weights$keys())     # converted: a character vector
+  setNames(lapply(names, \(name) py_get_item(weights, name)), names)
+}
+
 # ---- Running a cell ----
 
 # R's message for an error, without reticulate's Python traceback (that goes to the log); and whether it is a Skip
@@ -90,7 +98,25 @@ probe <- function(script, inputs, output) {
   invisible(NULL)
 }
 
+# The training-equivalence probe (tests/fw_train_probe.py through runners/rscript.py): the script's own
+# `train_steps(cfg, weights, x, y, steps)` on IN.npz (canonical start, batch `x`, labels `y`), which returns Python's
+# (losses, weights after each step); runners.rscript writes them to OUT.npz.
+train_probe <- function(script, config, inputs, output, steps) {
+  source(script)
+  np <- import("numpy", convert = FALSE)
+  archive <- np$load(inputs)
+  arrays <- py_to_r(archive$files) |> setNames(nm = _) |> lapply(\(name) py_get_item(archive, name))
+  weights <- arrays[!names(arrays) %in% c("x", "y")]
+  result <- train_steps(read_config(config), weights, arrays$x, arrays$y, as.integer(steps))
+  import("runners.rscript")$save_steps(output, result)
+  invisible(NULL)
+}
+
 if (sys.nframe() == 0L && identical(commandArgs(trailingOnly = TRUE)[1], "probe")) {
   args <- commandArgs(trailingOnly = TRUE)
   probe(args[[2]], args[[3]], args[[4]])
+}
+if (sys.nframe() == 0L && identical(commandArgs(trailingOnly = TRUE)[1], "train_probe")) {
+  args <- commandArgs(trailingOnly = TRUE)
+  train_probe(args[[2]], args[[3]], args[[4]], args[[5]], args[[6]])
 }

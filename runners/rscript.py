@@ -70,16 +70,20 @@ def read_result(path, code, tail, script):
     return result
 
 
+def config_of(cfg):
+    """The cell as the R scripts read it (read_config)."""
+    return {"framework": cfg.framework, "task": cfg.task, "data": str(Path(cfg.data).resolve()), "out": str(cfg.out),
+            "precision": cfg.precision, "gpus": cfg.gpus, "device": cfg.device, "scale": cfg.scale,
+            "variant": cfg.variant, "run_id": cfg.run_id, "repeats": cfg.repeats, "switches": cfg.switches,
+            "params": cfg.params}
+
+
 def run_script(script, cfg):
     """A task module's `main(cfg)`: run `script` on the cell `cfg`; returns {metrics, timing, switches}."""
     script = Path(script)
-    config = {"framework": cfg.framework, "task": cfg.task, "data": str(Path(cfg.data).resolve()), "out": str(cfg.out),
-              "precision": cfg.precision, "gpus": cfg.gpus, "device": cfg.device, "scale": cfg.scale,
-              "variant": cfg.variant, "run_id": cfg.run_id, "repeats": cfg.repeats, "switches": cfg.switches,
-              "params": cfg.params}
     with tempfile.TemporaryDirectory(prefix="rosetta-r-") as tmp:
         config_path, result_path = Path(tmp, "config.json"), Path(tmp, "result.json")
-        config_path.write_text(json.dumps(config))
+        config_path.write_text(json.dumps(config_of(cfg)))
         code, tail = rscript([script, config_path, result_path])
         return read_result(result_path, code, tail, script)
 
@@ -129,13 +133,40 @@ class RModel:
             return out["logits"]
 
 
+def save_steps(output, result):
+    """Write what an R script's train_steps returned, (losses, weights after each step), as tests/fw_train_probe.py
+    writes it (called from R by rscript.R's train_probe)."""
+    losses, after = result
+    np.savez(output, loss=np.asarray([float(v) for v in losses]),
+             **{f"{s}:{name}": np.asarray(w, np.float32) for s, weights in enumerate(after, start=1)
+                for name, w in weights.items()})
+
+
+def train_steps_in_r(script, cfg, weights, x, y, steps):
+    """The training-equivalence entry (tests/fw_train_probe.py) of a task whose model lives in R: the script's own
+    train_steps, run by `Rscript runners/rscript.R train_probe …`; (each step's loss, weights after each)."""
+    with tempfile.TemporaryDirectory(prefix="rosetta-r-train-") as tmp:
+        config, inputs, output = Path(tmp, "config.json"), Path(tmp, "in.npz"), Path(tmp, "out.npz")
+        config.write_text(json.dumps(config_of(cfg)))
+        np.savez(inputs, x=np.asarray(x), y=np.asarray(y), **weights)
+        code, tail = rscript([ROOT / "runners" / "rscript.R", "train_probe", script, config, inputs, output, steps])
+        if code != 0 or not output.exists():
+            raise RError(f"the R training probe of {Path(script).name} failed (exit code {code}):\n{tail}")
+        out = dict(np.load(output))
+    losses = list(out.pop("loss"))
+    after = [{name.split(":", 1)[1]: w for name, w in out.items() if name.startswith(f"{s}:")}
+             for s in range(1, steps + 1)]
+    return losses, after
+
+
 def task(module_file):
     """What a task module next to its R script (runners/r_keras/cnn.py beside cnn.R) exposes: `main(cfg)` for the
-    runner contract, and build_model / load_canonical / predict_logits for the equivalence test (tests/fw_probe.py);
-    the model is built in R when predict_logits runs."""
+    runner contract, build_model / load_canonical / predict_logits for the equivalence test (tests/fw_probe.py; the
+    model is built in R when predict_logits runs) and train_steps for the training-equivalence test."""
     script = Path(module_file).with_suffix(".R")
     return (lambda cfg: run_script(script, cfg), lambda cfg=None: RModel(script),
-            lambda model, weights: model.load_canonical(weights), lambda model, x: model.predict_logits(x))
+            lambda model, weights: model.load_canonical(weights), lambda model, x: model.predict_logits(x),
+            lambda cfg, weights, x, y, steps: train_steps_in_r(script, cfg, weights, x, y, steps))
 
 
 def count_parameters(model):

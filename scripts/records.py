@@ -86,7 +86,8 @@ SCHEMA = {
             **{key: _short for key in ("data_placement", "input_pipeline", "weights")},
             "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
             "differences": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 2000},
-                            "maxItems": 1000}}},
+                            "maxItems": 1000},
+            "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000}}},
         "timing": {"type": "object", "properties": {
             **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
             "values": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},

@@ -508,6 +508,45 @@ def plot(frame, path):
     plt.close(fig)
 
 
+def loss_rows(rows):
+    """(label, per-step losses) of the ok training cells that recorded a loss curve (shared.metrics.loss_metrics)."""
+    return [(f"{r['cell.framework']} · {r['column']}", r["metrics.loss_curve"]) for r in rows
+            if r.get("status") == "ok" and isinstance(r.get("metrics.loss_curve"), list) and r["metrics.loss_curve"]]
+
+
+def draw_losses(ax, curves, title):
+    """Every cell's per-step training loss (the first epoch) on one chart: from the same canonical start and data
+    order, trajectories overlap where the training is the same (dropout masks and float rounding still differ)."""
+    for label, losses in curves[:PLOT_CAP]:
+        ax.plot(range(1, len(losses) + 1), losses, linewidth=1, alpha=0.8, label=label)
+    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_xlabel("training step (first epoch)", fontsize=8)
+    ax.set_ylabel("loss", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=6, ncol=2, frameon=False)
+
+
+def plot_losses(frame, path):
+    """One panel per training task, data kind and scale (steps of different work never share a chart) with loss
+    curves; False where no record has one (nothing written)."""
+    rows = frame.to_dict("records")
+    groups = sorted({(r["cell.task"], r["cell.data"], r["cell.scale"]) for r in rows},
+                    key=lambda g: (list(TIME_METRIC).index(g[0]) if g[0] in TIME_METRIC else 99, g[1], g[2]))
+    panels = [(g, loss_rows([r for r in rows if (r["cell.task"], r["cell.data"], r["cell.scale"]) == g]))
+              for g in groups]
+    panels = [(g, curves) for g, curves in panels if curves]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), squeeze=False)
+    for ax, ((task, data, scale), curves) in zip(axes[:, 0], panels):
+        draw_losses(ax, curves, f"{TITLES[task]} ({data} data, {scale} scale): training loss per step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def attempts_and_gaps(run_dirs, found):
     """Markdown lines on what the tables do not show: cells retried (their earlier attempts, kept under attempts/ by
     scripts.merge), cells of the run's plan that have no record (never ran, or their artifact was lost), and files
@@ -557,6 +596,16 @@ def write_report(*run_dirs, out=None):
         plot(frame, tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, paths["plot"])
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".results-loss.", suffix=".png")
+    os.close(fd)
+    try:
+        if plot_losses(frame, tmp):
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out / "results-loss.png")
+            paths["losses"] = out / "results-loss.png"
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -436,6 +436,7 @@ def results_page(task, frame, out, plots):
                                                                                         key=lambda kv: kv[1]))
         figures = "".join(plot(task, data, scale, [r for r in group if r["source"] == source], out, plots)
                           for source in sorted({r["source"] for r in group}, key=source_key))
+        figures += loss_plot(task, data, scale, group, out, plots)
         tables.append(f'<section class="group" data-data="{html.escape(data)}" data-scale="{html.escape(scale)}">'
                       f'<h2>{html.escape(data)} data · {html.escape(scale)} scale</h2><table class="results"><thead><tr><th>framework</th>{"".join(head)}</tr></thead>'
                       f'<tbody>{"".join(body)}</tbody></table><ul class="muted">{"".join(under)}</ul>'
@@ -478,6 +479,22 @@ def plot(task, data, scale, rows, out, plots):
     plots.append(name)
     return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}, {html.escape(source)}: bar chart ' \
            f'of the table above"></figure>'
+
+
+def loss_plot(task, data, scale, rows, out, plots):
+    """An SVG of the group's per-step training losses, every framework on one chart (report.draw_losses)."""
+    curves = report.loss_rows(rows)
+    if not curves:
+        return ""
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    report.draw_losses(ax, curves, f"{report.TITLES[task]} — {data} data, {scale} scale: training loss per step")
+    fig.tight_layout()
+    name = f"plots/{task}-{data}-{scale}-loss.svg"
+    fig.savefig(out / name, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    plots.append(name)
+    return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}: training loss per step of every ' \
+           f'framework"></figure>'
 
 
 GLOSSARY = (

@@ -7,7 +7,8 @@ follow); every BatchNorm has `.weight` (γ), `.bias` (β), `.running_mean`, `.ru
 after global average pooling (no `fc`); DenseNet-121 ends in a 14-way `classifier`.
 A runner converts from this layout to its framework's (e.g. Keras: kernels HWIO, dense (in, out), gates z, r, h).
 
-`init_weights(task)` is the training start every framework shares (torchvision's initialization, drawn once in NumPy);
+`init_weights(task)` is the training start every framework shares, drawn once in NumPy (cnn, gru: Glorot uniform and
+zero biases, Keras' GRU initializers; resnet50, densenet121: torchvision's initialization);
 `load(root, task)` uses the ImageNet weights of the `weights` step (shared/weights.py) where they are under the data
 root, else that seeded init, and says which.
 """
@@ -109,11 +110,47 @@ def random_weights(task, seed=0):
     return out
 
 
+def glorot_uniform(rng, shape):
+    """U(±√(6 / (fan_in + fan_out))) for a canonical (out, in[, kh, kw]) array: Keras' default kernel init (lesson 7),
+    the receptive field counted in both fans as Keras, PyTorch's xavier_uniform_ and Chainer count it."""
+    window = int(np.prod(shape[2:]))
+    bound = np.sqrt(6.0 / ((shape[0] + shape[1]) * window))
+    return rng.uniform(-bound, bound, shape).astype(np.float32)
+
+
+def orthogonal(rng, shape):
+    """Keras' Orthogonal (gain 1) for a (rows, cols) array, rows ≥ cols: orthonormal columns, Q of a Gaussian's QR with
+    the signs of R's diagonal folded in (so the draw is uniform over orthogonal matrices, Saxe et al. 2014)."""
+    q, r = np.linalg.qr(rng.standard_normal(shape))
+    return (q * np.sign(np.diag(r))).astype(np.float32)
+
+
+def _seed_init(task, rng):
+    """cnn and gru: the seed's initialization (lesson 7: Glorot uniform, zero biases), in Keras' form, which every
+    runner of the seed's era copied. The GRU: embedding U(±0.05); the stacked (r, z, n) input kernel (3H, E) Glorot
+    over the whole matrix; the stacked recurrent kernel (3H, H) orthogonal (orthonormal columns: Keras' orthogonal
+    (H, 3H) kernel, transposed); the dense layer Glorot; all biases zero."""
+    out = {}
+    for name, shape in SHAPES[task].items():
+        if name == "embedding.weight":
+            out[name] = rng.uniform(-0.05, 0.05, shape).astype(np.float32)
+        elif name == "gru.weight_hh":
+            out[name] = orthogonal(rng, shape)
+        elif len(shape) > 1:
+            out[name] = glorot_uniform(rng, shape)
+        else:
+            out[name] = np.zeros(shape, np.float32)
+    return out
+
+
 def init_weights(task, seed=params.SEED):
-    """The shared training start of resnet50 and densenet121 without ImageNet weights: torchvision's initialization
-    (He-normal convs — fan_out for ResNet, fan_in for DenseNet —, BatchNorm γ=1 β=0 with fresh statistics, the
-    classifier U(±1/√in) with zero bias), drawn once in NumPy so every framework starts from the same numbers."""
+    """The shared training start, drawn once in NumPy so every framework starts from the same numbers (the record
+    says `init: canonical`). cnn and gru: Glorot uniform with zero biases (_seed_init). resnet50 and densenet121
+    without ImageNet weights: torchvision's initialization (He-normal convs — fan_out for ResNet, fan_in for
+    DenseNet —, BatchNorm γ=1 β=0 with fresh statistics, the classifier U(±1/√in) with zero bias)."""
     rng = np.random.default_rng(seed)
+    if task in ("cnn", "gru"):
+        return _seed_init(task, rng)
     out = {}
     for name, shape in SHAPES[task].items():
         kind = name.rsplit(".", 1)[-1]

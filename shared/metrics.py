@@ -28,3 +28,18 @@ def mean_auc(scores, labels):
     aucs = [roc_auc(scores[:, k], labels[:, k]) for k in range(labels.shape[1])]
     defined = [a for a in aucs if a is not None]
     return (float(np.mean(defined)) if defined else None), len(defined)
+
+
+# One loss definition for every training record (README, "How to read a record"): `final_loss` is the mean per-step
+# training loss over the last epoch, and `loss_curve` the per-step loss of the first epoch (its first LOSS_CURVE_STEPS
+# steps), so trajectories compare step by step across frameworks. The runners hand over each step's loss as a float.
+LOSS_CURVE_STEPS = 200
+
+
+def loss_metrics(step_losses, steps_per_epoch):
+    """`final_loss` and `loss_curve` from every step's loss in order (a run's epochs back to back)."""
+    losses = [float(v) for v in step_losses]
+    if not losses or steps_per_epoch < 1:
+        return {"final_loss": None, "loss_curve": []}
+    last_epoch = losses[-steps_per_epoch:] if len(losses) >= steps_per_epoch else losses
+    return {"final_loss": float(np.mean(last_epoch)), "loss_curve": losses[:min(steps_per_epoch, LOSS_CURVE_STEPS)]}

@@ -96,9 +96,10 @@ def repeat(fn, *, repeats, barrier=no_barrier):
     return summarize(values, warmup=sum(warm_times), unit="seconds per pass", warm=settled)
 
 
-def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_STEPS):
+def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_STEPS, outputs=None):
     """The training clock: run `step(batch)` for every batch of `epoch_batches(epoch)`, one timed interval per epoch
-    and, inside it, one sample per `window` steps after the very first step (barriers at the window edges).
+    and, inside it, one sample per `window` steps after the very first step (barriers at the window edges). Every
+    step's output (its loss, left on the device: no host sync) is appended to the list `outputs` where one is given.
 
     The very first step (compile, autotune, lazy allocation) is also timed on its own and returned as the warm-up;
     it still counts towards its epoch, as it would for a user. A window never spans two epochs (the shuffle between
@@ -114,8 +115,12 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
                         out = step(batch)
                     warmup = first()
                     window_start = time.perf_counter()
+                    if outputs is not None:
+                        outputs.append(out)
                     continue
                 out = step(batch)
+                if outputs is not None:
+                    outputs.append(out)
                 in_window += 1
                 if in_window == window:
                     barrier()

@@ -136,7 +136,7 @@ def numpy_arrays(task, root):
             root, p["max_features"], p["maxlen"], p["train_samples"], p["test_samples"])
     else:
         return canonical.load(root, "resnet50")[0]
-    return dict(zip(names, arrays))
+    return {**dict(zip(names, arrays)), **canonical.init_weights(task)}   # the data and the shared start
 
 
 @pytest.mark.slow

@@ -59,6 +59,19 @@ def test_report_tables_csv_jsonl_and_plot(tmp_path):
     assert len(pd.read_csv(paths["csv"])) == 6
     assert len(paths["jsonl"].read_text().splitlines()) == 6
     assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
+    assert "losses" not in paths                 # no record has a loss curve: no empty chart
+
+
+def test_report_draws_every_frameworks_loss_curve_on_one_chart(tmp_path, monkeypatch):
+    curves = {"pytorch": [2.3, 2.1, 1.8], "jax": [2.3, 2.2, 1.9], "tensorflow": [2.3, 2.0, 1.7]}
+    run = write_run(tmp_path / "run", [record(framework=fw, train_seconds=1.0, accuracy=1.0, loss_curve=c)
+                                       for fw, c in curves.items()] + [record(framework="chainer")])
+    drawn = []
+    monkeypatch.setattr(report, "draw_losses", lambda ax, rows, title: drawn.append((rows, title)))
+    paths = report.write_report(run)
+    assert paths["losses"].read_bytes()[:4] == b"\x89PNG"
+    (rows, title), = drawn                       # one chart for the task, the record without a curve left out
+    assert sorted(rows) == sorted((f"{fw} · cpu · fp32 · 1×cpu", c) for fw, c in curves.items()) and "CNN" in title
 
 
 def test_each_table_says_what_was_measured_and_where(tmp_path):

@@ -167,3 +167,15 @@ def test_a_barrier_leaks_beyond_a_millisecond_and_two_percent_of_its_interval(mo
     audit = timing.barrier_audit()
     assert audit["checks"] == 2 and audit["leaks"] == int(leak) and audit["max_after_seconds"] == after
     assert audit["median_after_seconds"] == after / 2
+
+
+def test_one_loss_definition_from_every_steps_loss():
+    """final_loss is the mean per-step loss of the last epoch (not the last step's, not a running mean); loss_curve
+    keeps the first epoch's steps; timed_epochs hands every step's output over, the first step's included."""
+    from shared import metrics
+    losses = []
+    timing.timed_epochs(2, lambda epoch: [(epoch, i) for i in range(4)], lambda b: 10 * b[0] + b[1], outputs=losses)
+    assert losses == [0, 1, 2, 3, 10, 11, 12, 13]
+    assert metrics.loss_metrics(losses, 4) == {"final_loss": 11.5, "loss_curve": [0.0, 1.0, 2.0, 3.0]}
+    assert len(metrics.loss_metrics(range(1000), 500)["loss_curve"]) == metrics.LOSS_CURVE_STEPS
+    assert metrics.loss_metrics([], 4) == {"final_loss": None, "loss_curve": []}

@@ -3,9 +3,9 @@ net in the workspace with momentum SGD from caffe2.python.optimizer."""
 import numpy as np
 from caffe2.python import brew, core, model_helper, optimizer, workspace
 
-from runners.caffe2 import CPU, check_precision, count_parameters, device_name, feed_canonical, is_gpu, seed_ops, \
-    select_device, sync, train_batches
-from shared import batching, metrics, params
+from runners.caffe2 import CPU, blob_name, check_precision, count_parameters, device_name, feed_canonical, is_gpu, \
+    seed_ops, select_device, sync, train_batches
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -21,6 +21,7 @@ SWITCHES = {
     "data_placement": params.DATA_PLACEMENT,  # host: feed each batch inside the clock (the rule for every framework);
                                               # device: the whole set in device blobs before the clock, a Gather op
                                               # picks each batch by its fed indices
+    "dropout": True,                  # off only in the training-equivalence test (its step must be deterministic)
 }
 # Layout: NCHW ("order" in the arg_scope), Caffe2's default and cuDNN's classic layout (lesson 2). No mkldnn switch
 # (resnet50 has one): Caffe2's IDEEP device lacks training operators in this build (UniformFill, for one).
@@ -58,8 +59,9 @@ def conv(model, blob_in, blob_out, cin, cout, **kwargs):
                      weight_init=glorot_uniform(cin * 9, cout * 9), **kwargs)
 
 
+def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=False, exhaustive_search=False,
+                dropout=True):
 # rosetta: model
-def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=False, exhaustive_search=False):
     """A ModelHelper whose net maps the blob `data` (N, 3, 32, 32) to logits `fc2`. The training model
     (is_test=False) fills its parameters in param_init_net and runs dropout; the test model (is_test=True) is built
     with init_params=False: it creates no parameters and reads the training model's blobs by name. With placement
@@ -67,6 +69,7 @@ def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=Fals
     model = model_helper.ModelHelper(
         name="cnn_test" if is_test else "cnn_train", init_params=not is_test,
         arg_scope={"order": "NCHW", "use_cudnn": cudnn, "cudnn_exhaustive_search": exhaustive_search})
+    rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
     with core.DeviceScope(device):
         data = "data" if placement == "host" else model.net.Gather(["train_x", "index"], "data")
         # Seed lesson 9: the images need no gradient, so the first conv's backward op skips d(loss)/d(data) (a full
@@ -74,14 +77,14 @@ def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=Fals
         h = brew.relu(model, conv(model, data, "conv1", 3, 50, no_gradient_to_input=1), "relu1")
         h = conv(model, h, "conv2", 50, 50)
         h = brew.relu(model, brew.max_pool(model, h, "pool1", kernel=2, stride=2), "relu2")  # ReLU after pooling:
-        h = brew.dropout(model, h, "drop1", ratio=0.25, is_test=is_test)  # 4× fewer elements (lesson 10); (N,50,16,16)
+        h = brew.dropout(model, h, "drop1", ratio=rates[0], is_test=is_test)  # 4× elements (lesson 10); (N,50,16,16)
         h = brew.relu(model, conv(model, h, "conv3", 50, 100), "relu3")
         h = conv(model, h, "conv4", 100, 100)
         h = brew.relu(model, brew.max_pool(model, h, "pool2", kernel=2, stride=2), "relu4")  # stride given: lesson 11
-        h = brew.dropout(model, h, "drop2", ratio=0.25, is_test=is_test)  # (N, 100, 8, 8); is_test: off (lesson 4)
+        h = brew.dropout(model, h, "drop2", ratio=rates[1], is_test=is_test)  # (N, 100, 8, 8); is_test: off (lesson 4)
         h = brew.relu(model, brew.fc(model, h, "fc1", dim_in=100 * 8 * 8, dim_out=512,   # FC flattens C·H·W itself
                                      weight_init=glorot_uniform(6400, 512)), "relu5")
-        h = brew.dropout(model, h, "drop3", ratio=0.5, is_test=is_test)
+        h = brew.dropout(model, h, "drop3", ratio=rates[2], is_test=is_test)
         brew.fc(model, h, LOGITS, dim_in=512, dim_out=10, weight_init=glorot_uniform(512, 10))  # logits (lesson 6)
     return model
 
@@ -91,6 +94,11 @@ def load_canonical(model, weights, device=CPU):
     """Canonical `conv1.weight` … `fc2.bias` are the blobs `conv1_w` … `fc2_b`; the layouts (conv OIHW, FC (out, in))
     are Caffe2's own."""
     feed_canonical(model, weights, device)
+
+
+def read_canonical():
+    """The canonical arrays from their workspace blobs (the training and test nets share them by name)."""
+    return {name: workspace.FetchBlob(blob_name(name)) for name in canonical.SHAPES["cnn"]}
 
 
 def predict_logits(model, x):
@@ -117,9 +125,10 @@ def add_training_operators(model, device, lr, momentum, placement):
     return loss
 
 
-def make_train_step(model, device, inputs):
+def make_train_step(model, device, inputs, loss):
     """Instantiate the training net once (CreateNet, with its fed `inputs` declared); each step feeds its batch (a
-    host→device copy on a GPU) and runs forward, backward and the update as one net."""
+    host→device copy on a GPU), runs forward, backward and the update as one net, and fetches its `loss` (RunNet has
+    waited for its operators already: the fetch copies 4 bytes)."""
     workspace.CreateNet(model.net, input_blobs=inputs)
 
     # rosetta: train-step
@@ -127,7 +136,26 @@ def make_train_step(model, device, inputs):
         for name, array in feeds.items():
             workspace.FeedBlob(name, array, device_option=device)
         workspace.RunNet(model.net)
+        return workspace.FetchBlob(loss)
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's nets and update; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    workspace.ResetWorkspace()
+    train = build_model(is_test=False, dropout=switches["dropout"])
+    loss = add_training_operators(train, CPU, cfg.params["lr"], cfg.params["momentum"], "host")
+    workspace.RunNetOnce(train.param_init_net)
+    load_canonical(train, weights)
+    train_step = make_train_step(train, CPU, ["data", "label"], loss)
+    feeds = {"data": np.asarray(x, np.float32), "label": np.asarray(y, np.int32)}
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(feeds)))
+        after.append(read_canonical())
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -152,25 +180,27 @@ def main(cfg):
     placement = switches["data_placement"]
     x_train, y_train, x_test, y_test = load_data(cfg, device, placement)
     cudnn = {"cudnn": switches["cudnn"] and is_gpu(device), "exhaustive_search": switches["cudnn_exhaustive_search"]}
-    train = build_model(device=device, is_test=False, placement=placement, **cudnn)
+    train = build_model(device=device, is_test=False, placement=placement, dropout=switches["dropout"], **cudnn)
     loss = add_training_operators(train, device, p["lr"], p["momentum"], placement)
     test = build_model(device=device, is_test=True, **cudnn)
     train.net.Proto().type = switches["net_type"]
     seed_ops(train.param_init_net, params.SEED)                       # Glorot draws …
     seed_ops(train.net, params.SEED)                                   # … and dropout masks repeat run to run
     workspace.RunNetOnce(train.param_init_net)                         # parameters, momenta, lr, iteration counter
-    train_step = make_train_step(train, device, ["data", "label"] if placement == "host" else ["index"])
+    load_canonical(train, canonical.init_weights("cnn"), device)       # the same start in every framework (DESIGN.md)
+    train_step = make_train_step(train, device, ["data", "label"] if placement == "host" else ["index"], loss)
 
+    losses = []                                                        # every step's loss
     epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, placement),
-        train_step, sync(train.net))
+        train_step, sync(train.net), outputs=losses)
 
-    final_loss = float(workspace.FetchBlob(loss))
     accuracy = evaluate(test, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=final_loss, parameters=count_parameters(train),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(train),
+                                 **metrics.loss_metrics(losses, steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=placement, differences=[]),
         "timing": train_timing(windows, warmup=warmup),

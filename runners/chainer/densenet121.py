@@ -192,7 +192,7 @@ def make_train_step(classifier, optimizer):
     the processes, then runs Adam; on one device it is Adam itself."""
     def train_step(x, y):
         optimizer.update(classifier, x, y)
-        return classifier.loss
+        return classifier.loss.array                     # the array, not the Variable (its graph); no sync
     return train_step
 
 
@@ -257,8 +257,9 @@ def worker(cfg, world):
         for [(x, y)] in wait(itertools.islice(batches, steps)):    # times each wait for the workers' next batch
             yield device.send(x), device.send(y)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
-                                                        sync(device))
+    losses = []                                              # every step's loss, on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
+                                                     sync(device), outputs=losses)
     batches.finalize()                                       # ends the worker pool
 
     if rank != 0:
@@ -268,7 +269,8 @@ def worker(cfg, world):
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
                                  windows=windows,
                                  auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
-                                 final_loss=float(loss.array), devices=world, weights=source,
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
+                                 devices=world, weights=source,
                                  global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                  epochs=p["epochs"], data_placement="host", differences=[ADAM_EPSILON_HAT],

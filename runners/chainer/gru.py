@@ -8,7 +8,7 @@ from chainer import initializers, optimizers
 
 from runners.chainer import (ADAM_EPSILON_HAT, count_parameters, select_device, set_precision, setup_optimizer, sync,
                              train_batches)
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -88,18 +88,50 @@ def load_canonical(model, weights):
     model.fc.b.array[...] = weights["fc.bias"]
 
 
+def read_canonical(model):
+    """load_canonical's inverse: NStepGRU's per-gate arrays stacked back in (r, z, n) rows."""
+    host = lambda a: chainer.backends.cuda.to_cpu(a.array).copy()
+    layer = model.gru[0]
+    stack = lambda kind, first: np.concatenate([host(getattr(layer, f"{kind}{j}")) for j in range(first, first + 3)])
+    return {"embedding.weight": host(model.embedding.W), "gru.weight_ih": stack("w", 0), "gru.weight_hh": stack("w", 3),
+            "gru.bias_ih": stack("b", 0), "gru.bias_hh": stack("b", 3), "fc.weight": host(model.fc.W),
+            "fc.bias": host(model.fc.b)}
+
+
 def predict_logits(model, x):
     with chainer.using_config("train", False), chainer.using_config("enable_backprop", False):
         return model(np.asarray(x, np.int32)).array
 
 
 # ==== Train step ====
+# rosetta: optimizer
+def make_optimizer(classifier, p, loss_scaling):
+    return setup_optimizer(optimizers.Adam(alpha=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"]),
+                           classifier, loss_scaling)
+
+
 # rosetta: train-step
 def make_train_step(classifier, optimizer):
     def train_step(x, y):
         optimizer.update(classifier, x, y)                 # clear grads, forward, backward, Adam update
-        return classifier.loss                             # a Variable on the device: no host sync here
+        return classifier.loss.array                       # the array, not the Variable (its graph); no sync
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model()
+    load_canonical(model, weights)
+    classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
+    classifier.compute_accuracy = False
+    train_step = make_train_step(classifier, make_optimizer(classifier, cfg.params, False))
+    x, y = np.asarray(x, np.int32), np.asarray(y, np.int32)
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -122,25 +154,26 @@ def main(cfg):
     np.random.seed(0)                                      # Chainer's initializers draw from NumPy
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
+    load_canonical(model, canonical.init_weights("gru"))             # the same start in every framework (DESIGN.md)
     model.to_device(device)
     # rosetta: loss
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
     classifier.compute_accuracy = False                    # accuracy is measured after training
-    # rosetta: optimizer
-    optimizer = setup_optimizer(optimizers.Adam(alpha=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"]),
-                                classifier, loss_scaling)
     # rosetta: end
+    optimizer = make_optimizer(classifier, p, loss_scaling)
     train_step = make_train_step(classifier, optimizer)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                        # every step's loss, on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device))
+        lambda batch: train_step(*batch), sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss.array), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
         "timing": train_timing(windows, warmup=warmup),

@@ -38,6 +38,9 @@ from shared.record import GpuMissing, Skip
 #   steps of lr/batch. ε is added to √v of the *summed* gradient, so ε·batch is the mean-gradient ε.
 # CNTK's Adam (LearnerAdam → Matrix::AdamUpdate) scales the step by √(1−β₂ᵗ)/(1−β₁ᵗ) and adds ε to √v before that
 # correction: Kingma & Ba's "ε-hat" form, as Keras, Chainer and MXNet; PyTorch and optax add ε after it.
+# CNTK keeps no device-side value of a past minibatch's loss: the runners read each step's (the loss curve, README)
+# on the host right after train_minibatch, which waits for the step's forward pass on a GPU (a sync CNTK imposes).
+LOSS_HOST_READ = "CNTK: each step's loss is read on the host (previous_minibatch_loss_average): a per-step sync on GPUs"
 ADAM_EPSILON_HAT = "Adam ε added before bias correction (CNTK's, like Keras' epsilon-hat form; PyTorch/optax: after)"
 
 

@@ -3,9 +3,9 @@ cuDNN's fused RNN (`C.optimized_rnnstack`) on the GPU and `Recurrence(GRU)` on t
 import cntk as C
 import numpy as np
 
-from runners.cntk import (ADAM_EPSILON_HAT, check_precision, count_parameters, is_gpu, one_hot, select_device, sync,
-                          train_batches)
-from shared import batching, metrics, params
+from runners.cntk import (ADAM_EPSILON_HAT, LOSS_HOST_READ, check_precision, count_parameters, is_gpu, one_hot,
+                          select_device, sync, train_batches)
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -110,6 +110,19 @@ def set_gru(model, w_ih, w_hh, b_ih, b_hh):
     gru.b.value = np.concatenate([bz, br, bn]).astype(np.float32)
 
 
+def read_canonical(model):
+    """load_canonical's inverse for Recurrence(GRU) (the CPU path the equivalence tests run): its one bias comes back as
+    `gru.bias_ih`, with `gru.bias_hh` zero."""
+    gru = model.gru
+    wz, wr, wn = np.split(gru.W.value.T, 3)
+    uz, ur = np.split(gru.H.value.T, 2)
+    bz, br, bn = np.split(gru.b.value, 3)
+    return {"embedding.weight": model.embedding.E.value, "gru.weight_ih": np.concatenate([wr, wz, wn]),
+            "gru.weight_hh": np.concatenate([ur, uz, gru.H1.value.T]), "gru.bias_ih": np.concatenate([br, bz, bn]),
+            "gru.bias_hh": np.zeros(3 * len(bn), np.float32), "fc.weight": model.fc.W.value.T,
+            "fc.bias": model.fc.b.value}
+
+
 # rosetta: init
 def load_canonical(model, weights):
     """The embedding (vocabulary, E) is CNTK's layout; the dense kernel is (in, out), the canonical transposed."""
@@ -138,11 +151,29 @@ def make_learner(parameters, p):
 # rosetta: train-step
 def make_train_step(trainer, tokens, labels):
     """train_minibatch copies the batch to the device, runs forward and backward (through time, on the CPU) and
-    Adam's update. It returns the trainer; its last loss is read after the clock."""
+    Adam's update. It returns the step's loss, which CNTK hands over only on the host (LOSS_HOST_READ)."""
     def train_step(x, y):
         trainer.train_minibatch({tokens: x, labels: y})
-        return trainer
+        return trainer.previous_minibatch_loss_average
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, learner and step; (each step's loss, weights after each)."""
+    p = cfg.params
+    model = build_model(max_features=p["max_features"], embedding_dim=p["embedding_dim"], hidden=p["hidden"],
+                        num_classes=p["num_classes"])
+    load_canonical(model, weights)
+    labels = C.input_variable(p["num_classes"], np.float32, name="labels")
+    trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [make_learner(model.parameters, p)])
+    train_step = make_train_step(trainer, model.arguments[0], labels)
+    x, y = np.asarray(x, np.float32), one_hot(np.asarray(y), p["num_classes"])
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -165,22 +196,24 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(cudnn=cudnn, max_features=p["max_features"], embedding_dim=p["embedding_dim"],
                         hidden=p["hidden"], num_classes=p["num_classes"])
+    load_canonical(model, canonical.init_weights("gru"))   # the same start in every framework (DESIGN.md)
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     learner = make_learner(model.parameters, p)
     # rosetta: loss
     trainer = C.Trainer(model, C.cross_entropy_with_softmax(model, labels), [learner])
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
-    epoch_seconds, warmup, trainer, windows = timed_epochs(
+    losses = []                                            # every step's loss
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync(trainer))
+        lambda batch: train_step(*batch), sync(trainer), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
-    differences = [ADAM_EPSILON_HAT] + ([] if cudnn else [GRU_RESET_BEFORE, GRU_ONE_BIAS])
+    differences = [ADAM_EPSILON_HAT, LOSS_HOST_READ] + ([] if cudnn else [GRU_RESET_BEFORE, GRU_ONE_BIAS])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(trainer.previous_minibatch_loss_average),
+                                 accuracy=accuracy, init="canonical", **metrics.loss_metrics(losses, steps),
                                  parameters=count_parameters(model), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement="host", differences=differences),
         "timing": train_timing(windows, warmup=warmup),

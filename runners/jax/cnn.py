@@ -7,7 +7,7 @@ import optax
 from flax import nnx
 
 from runners.jax import count_parameters, select_devices, set_precision, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -17,6 +17,7 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 SWITCHES = {
     "jit": True,      # compile the whole train step (forward, backward, update) into one XLA program; off = op by op
     "donate": True,   # donate the old parameter/optimizer buffers to the step, so XLA updates them in place
+    "dropout": True,  # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: device_put each batch inside the clock (the rule for every
                                               # framework); device: the whole set on the device before the clock
 }
@@ -45,15 +46,15 @@ glorot, zeros = nnx.initializers.glorot_uniform(), nnx.initializers.zeros  # lik
 
 # rosetta: model
 class CNN(nnx.Module):
-    def __init__(self, num_classes=10, dtype=jnp.float32, *, rngs):
+    def __init__(self, num_classes=10, dtype=jnp.float32, dropout=True, *, rngs):
         conv = lambda cin, cout: nnx.Conv(cin, cout, (3, 3), padding="SAME", kernel_init=glorot, bias_init=zeros,
                                           dtype=dtype, rngs=rngs)
         self.conv1, self.conv2 = conv(3, 50), conv(50, 50)
         self.conv3, self.conv4 = conv(50, 100), conv(100, 100)
         self.fc1 = nnx.Linear(100 * 8 * 8, 512, kernel_init=glorot, bias_init=zeros, dtype=dtype, rngs=rngs)
         self.fc2 = nnx.Linear(512, num_classes, kernel_init=glorot, bias_init=zeros, dtype=dtype, rngs=rngs)
-        self.drop1, self.drop2 = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.25, rngs=rngs)
-        self.drop3 = nnx.Dropout(0.5, rngs=rngs)
+        rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
+        self.drop1, self.drop2, self.drop3 = (nnx.Dropout(rate, rngs=rngs) for rate in rates)
 
     # rosetta: model
     def __call__(self, x):                                         # x: (N, 3, 32, 32), the shared NCHW layout
@@ -69,8 +70,8 @@ class CNN(nnx.Module):
         return self.fc2(x)                                         # logits; softmax lives in the loss (lesson 6)
 
 
-def build_model(cfg=None, dtype=jnp.float32, seed=0):
-    return CNN(dtype=dtype, rngs=nnx.Rngs(params=seed, dropout=seed + 1))
+def build_model(cfg=None, dtype=jnp.float32, seed=0, dropout=True):
+    return CNN(dtype=dtype, dropout=dropout, rngs=nnx.Rngs(params=seed, dropout=seed + 1))
 
 
 # rosetta: init
@@ -80,6 +81,16 @@ def load_canonical(model, weights):
         layer, w = getattr(model, name), np.asarray(weights[f"{name}.weight"])
         layer.kernel[...] = jnp.asarray(w.transpose(2, 3, 1, 0) if w.ndim == 4 else w.T)
         layer.bias[...] = jnp.asarray(weights[f"{name}.bias"])
+
+
+def read_canonical(model):
+    out = {}
+    for name in ("conv1", "conv2", "conv3", "conv4", "fc1", "fc2"):
+        layer = getattr(model, name)
+        w = np.asarray(layer.kernel[...])
+        out[f"{name}.weight"] = w.transpose(3, 2, 0, 1) if w.ndim == 4 else w.T
+        out[f"{name}.bias"] = np.asarray(layer.bias[...])
+    return out
 
 
 @nnx.jit
@@ -92,6 +103,12 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
+def make_optimizer(model, p, loss_scale):
+    tx = loss_scale.wrap(optax.sgd(p["lr"], momentum=p["momentum"]))  # plain momentum, like PyTorch (lesson 8)
+    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
 # rosetta: train-step
 def make_train_step(graphdef, switches):
     """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
@@ -112,6 +129,26 @@ def make_train_step(graphdef, switches):
     return jax.jit(train_step, donate_argnums=0 if switches["donate"] else ())
 
 
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    device, = select_devices(cfg)
+    dtype, loss_scale = set_precision(cfg.precision, device)
+    model = build_model(dtype=dtype, dropout=switches["dropout"])
+    load_canonical(model, weights)
+    optimizer = make_optimizer(model, cfg.params, loss_scale)
+    graphdef, state = nnx.split((model, optimizer, loss_scale))
+    train_step = make_train_step(graphdef, switches)
+    losses, after = [], []
+    for _ in range(steps):
+        state, loss = train_step(state, jnp.asarray(x), jnp.asarray(y))
+        nnx.update((model, optimizer, loss_scale), state)
+        losses.append(float(loss))
+        after.append(read_canonical(model))
+    return losses, after
+
+
 # ==== Evaluate ====
 # rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
@@ -126,11 +163,10 @@ def main(cfg):
     device, = select_devices(cfg)
     dtype, loss_scale = set_precision(cfg.precision, device)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
-    model = build_model(dtype=dtype)
-    # rosetta: optimizer
-    tx = loss_scale.wrap(optax.sgd(p["lr"], momentum=p["momentum"]))  # plain momentum, like PyTorch (lesson 8)
-    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    model = build_model(dtype=dtype, dropout=switches["dropout"])
+    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
     # rosetta: end
+    optimizer = make_optimizer(model, p, loss_scale)
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
     # to two different programs, so an uncommitted initial state would compile the step twice.
@@ -144,16 +180,18 @@ def main(cfg):
 
     # rosetta: barrier
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                    # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
-        lambda: jax.block_until_ready(state))
+        lambda: jax.block_until_ready(state), outputs=losses)
     nnx.update((model, optimizer, loss_scale), state)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),

@@ -237,9 +237,10 @@ def main(cfg):
         state, loss = train_step(state, *batch)
         return loss
 
+    losses = []                                                     # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, step,
+                                                     lambda: jax.block_until_ready(state), outputs=losses)
     # rosetta: barrier
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, step,
-                                                        lambda: jax.block_until_ready(state))
     pool.shutdown()
     nnx.update((model, optimizer, loss_scale), state)
 
@@ -250,7 +251,8 @@ def main(cfg):
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
                                  windows=windows,
                                  auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
-                                 final_loss=float(loss), devices=world, weights=source,
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
+                                 devices=world, weights=source,
                                  global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                  epochs=p["epochs"], data_placement="host", differences=differences,

@@ -7,7 +7,7 @@ import optax
 from flax import nnx
 
 from runners.jax import count_parameters, select_devices, set_precision, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -107,6 +107,13 @@ def load_canonical(model, weights):
     model.fc.kernel[...], model.fc.bias[...] = w["fc.weight"].T, w["fc.bias"]
 
 
+def read_canonical(model):
+    a = lambda v: np.asarray(v[...])
+    return {"embedding.weight": a(model.embedding.embedding), "gru.weight_ih": a(model.gru.kernel_ih).T,
+            "gru.weight_hh": a(model.gru.kernel_hh).T, "gru.bias_ih": a(model.gru.bias_ih),
+            "gru.bias_hh": a(model.gru.bias_hh), "fc.weight": a(model.fc.kernel).T, "fc.bias": a(model.fc.bias)}
+
+
 @nnx.jit
 def forward(model, x):
     return model(x)
@@ -117,6 +124,12 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
+def make_optimizer(model, p, loss_scale):
+    tx = loss_scale.wrap(optax.adam(p["lr"], b1=p["beta1"], b2=p["beta2"], eps=p["eps"]))
+    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
 # rosetta: train-step
 def make_train_step(graphdef, switches):
     """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
@@ -137,6 +150,26 @@ def make_train_step(graphdef, switches):
     return jax.jit(train_step, donate_argnums=0 if switches["donate"] else ())
 
 
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    device, = select_devices(cfg)
+    dtype, loss_scale = set_precision(cfg.precision, device)
+    model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
+    load_canonical(model, weights)
+    optimizer = make_optimizer(model, cfg.params, loss_scale)
+    graphdef, state = nnx.split((model, optimizer, loss_scale))
+    train_step = make_train_step(graphdef, switches)
+    losses, after = [], []
+    for _ in range(steps):
+        state, loss = train_step(state, jnp.asarray(x), jnp.asarray(y))
+        nnx.update((model, optimizer, loss_scale), state)
+        losses.append(float(loss))
+        after.append(read_canonical(model))
+    return losses, after
+
+
 # ==== Evaluate ====
 # rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
@@ -152,10 +185,9 @@ def main(cfg):
     dtype, loss_scale = set_precision(cfg.precision, device)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
-    # rosetta: optimizer
-    tx = loss_scale.wrap(optax.adam(p["lr"], b1=p["beta1"], b2=p["beta2"], eps=p["eps"]))
-    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
     # rosetta: end
+    optimizer = make_optimizer(model, p, loss_scale)
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
     # to two different programs, so an uncommitted initial state would compile the step twice.
@@ -169,16 +201,18 @@ def main(cfg):
 
     # rosetta: barrier
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                    # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
-        lambda: jax.block_until_ready(state))
+        lambda: jax.block_until_ready(state), outputs=losses)
     nnx.update((model, optimizer, loss_scale), state)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),

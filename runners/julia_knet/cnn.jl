@@ -109,20 +109,25 @@ function main(cfg)
     seed_all!(cfg, 0)
     xtrn, ytrn, xtst, ytst, orders = load_data(cfg, atype, switches["data_placement"])
     model = build_model()
+    load_canonical!(model, read_arrays(dirname(cfg["result"])), atype)   # the shared canonical start (cnn.py)
     # rosetta: optimizer
     for w in params(model)                                  # plain momentum, v = γv − lr·g; w += v (seed lesson 8)
         w.opt = Momentum(lr=p["lr"], gamma=p["momentum"])
     end
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
-        epoch -> train_steps(model, xtrn, ytrn, orders, p["batch_size"], epoch, atype), p["epochs"]; barrier=barrier)
+    losses = Any[]                                          # every step's loss, left where it was computed
+    epoch_seconds, warmup, _, windows = timed_epochs(
+        epoch -> train_steps(model, xtrn, ytrn, orders, p["batch_size"], epoch, atype), p["epochs"]; barrier=barrier,
+        outputs=losses)
 
     accuracy = evaluate(model, xtst, ytst, p["batch_size"], atype)
     steps = size(orders, 1) ÷ p["batch_size"]
+    loss = loss_metrics(losses, steps)
     return Dict(
         "metrics" => train_metrics(epoch_seconds, steps * p["batch_size"]; warmup=warmup, steps=steps,
                                    windows=windows,
-                                   accuracy=accuracy, final_loss=Float64(loss), parameters=count_parameters(model),
+                                   accuracy=accuracy, init="canonical", final_loss=loss["final_loss"],
+                                   loss_curve=loss["loss_curve"], parameters=count_parameters(model),
                                    epochs=p["epochs"], train_samples=length(ytrn), test_samples=length(ytst),
                                    data_placement=switches["data_placement"], differences=String[]),
         "timing" => train_timing(windows; warmup=warmup),

@@ -206,8 +206,9 @@ end
 step when it is iterated), one timed interval per epoch and one sample per WINDOW_STEPS steps after the very first
 step (barriers at the window edges; a window never spans two epochs). The first step (Julia's compilation of every
 method it calls, cuDNN's algorithm search) is also timed on its own and returned as the warm-up; it still counts
-towards its epoch. Returns (epoch_seconds, warmup_seconds, last output, windows: seconds per step)."""
-function timed_epochs(steps, epochs; barrier=no_barrier, window=WINDOW_STEPS)
+towards its epoch. Every step's output (its loss, left on the device) is pushed to `outputs` where one is given.
+Returns (epoch_seconds, warmup_seconds, last output, windows: seconds per step)."""
+function timed_epochs(steps, epochs; barrier=no_barrier, window=WINDOW_STEPS, outputs=nothing)
     epoch_seconds, warmup, out, windows = Float64[], nothing, nothing, Float64[]
     for epoch in 1:epochs
         barrier()
@@ -215,6 +216,7 @@ function timed_epochs(steps, epochs; barrier=no_barrier, window=WINDOW_STEPS)
         in_window, window_start = 0, time_ns()   # a window holds its batches' gathering too
         for y in steps(epoch)                      # the step runs while iterating; the body sees its output
             out = y
+            outputs === nothing || push!(outputs, y)
             if warmup === nothing
                 barrier()
                 warmup = (time_ns() - start) / 1e9
@@ -254,6 +256,17 @@ function train_metrics(epoch_seconds, samples_per_epoch; warmup=nothing, steps=n
                             "samples_per_second" => samples / train_seconds,
                             "steady_samples_per_second" => steady === nothing ? nothing : samples / steady,
                             (string(k) => v for (k, v) in extra)...)
+end
+
+"""`final_loss` (the mean per-step loss of the last epoch) and `loss_curve` (the first epoch's per-step losses, at
+most LOSS_CURVE_STEPS) from every step's loss in order: shared.metrics.loss_metrics, the one loss definition."""
+const LOSS_CURVE_STEPS = 200
+function loss_metrics(step_losses, steps_per_epoch)
+    losses = Float64[Float64(l) for l in step_losses]
+    (isempty(losses) || steps_per_epoch < 1) && return Dict("final_loss" => nothing, "loss_curve" => Float64[])
+    last_epoch = losses[max(1, end - steps_per_epoch + 1):end]
+    return Dict("final_loss" => sum(last_epoch) / length(last_epoch),
+                "loss_curve" => losses[1:min(steps_per_epoch, LOSS_CURVE_STEPS, length(losses))])
 end
 
 "The `timing` block of a training task (shared.timing.train_timing)."

@@ -106,24 +106,27 @@ function main(cfg)
     seed_all!(cfg, 0)
     xtrn, ytrn, xtst, ytst, orders = load_data(cfg)
     model = build_model(p)
+    load_canonical!(model, read_arrays(dirname(cfg["result"])), atype)   # the shared canonical start (gru.py)
     # rosetta: optimizer
     for w in params(model)     # Knet's Adam adds ε after the bias correction, as PyTorch and optax do
         w.opt = Adam(lr=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"])
     end
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
-        epoch -> train_steps(model, xtrn, ytrn, orders, p["batch_size"], epoch), p["epochs"]; barrier=barrier)
+    losses = Any[]                                          # every step's loss, left where it was computed
+    epoch_seconds, warmup, _, windows = timed_epochs(
+        epoch -> train_steps(model, xtrn, ytrn, orders, p["batch_size"], epoch), p["epochs"]; barrier=barrier,
+        outputs=losses)
 
     accuracy = evaluate(model, xtst, ytst, p["batch_size"])
     steps = size(orders, 1) ÷ p["batch_size"]
+    loss = loss_metrics(losses, steps)
     return Dict(
         "metrics" => train_metrics(epoch_seconds, steps * p["batch_size"]; warmup=warmup, steps=steps,
                                    windows=windows,
-                                   accuracy=accuracy, final_loss=Float64(loss), parameters=count_parameters(model),
+                                   accuracy=accuracy, init="canonical", final_loss=loss["final_loss"],
+                                   loss_curve=loss["loss_curve"], parameters=count_parameters(model),
                                    epochs=p["epochs"], train_samples=length(ytrn), test_samples=length(ytst),
-                                   data_placement="host",
-                                   differences=["GRU recurrent matrices Glorot-uniform per gate (Knet's RNN " *
-                                                "default); the Python runners initialize them orthogonal"]),
+                                   data_placement="host", differences=String[]),
         "timing" => train_timing(windows; warmup=warmup),
         "switches" => merge(switches, Dict("cudnn_rnn" => cfg["device"] == "gpu", "device" => cfg["device"])),
         "system" => system_of(cfg))

@@ -17,6 +17,13 @@ BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
 # the bias correction (Kingma & Ba's "epsilon hat"), where PyTorch and optax add it to √v̂ after it. The same ε = 1e-8
 # is thus ε/√(1−β₂ᵗ) in PyTorch's terms: 32× larger at step 1, the same once β₂ᵗ → 0. A record names it.
 ADAM_EPSILON_HAT = "Adam ε added before bias correction (Keras' epsilon-hat form; PyTorch/optax add it after)"
+# Keras 3's Adam on TensorFlow squares a sparse gradient element-wise as it comes (ops.square on a tf.IndexedSlices
+# squares each slice): the embedding's gradient has one slice per token occurrence, so a token seen k times in a batch
+# adds Σ g_i² to Adam's second moment where Adam's definition (and every other backend) adds (Σ g_i)². Found by
+# tests/test_training_equivalence.py; the TensorFlow-backed GRU records name it.
+ADAM_SPARSE_SQUARES = ("Keras' Adam on TensorFlow squares the embedding's sparse gradient per token occurrence "
+                       "(second moment Σg² instead of (Σg)² for a token repeated in a batch)")
+SPARSE_SQUARES = (ADAM_SPARSE_SQUARES,) if BACKEND == "tensorflow" else ()
 # On TensorFlow, whose backend Keras does not mark thread-safe, `fit` runs the batch callbacks on the main thread and
 # converts each step's logs to Python floats first (keras/src/callbacks/callback_list.py), so every step waits for the
 # device: a sync Keras imposes in every precision, which the training runners add to `differences`.
@@ -194,12 +201,17 @@ class EpochTimer(keras.callbacks.Callback):
     each step's loss to the host on the main thread; `async_safe` keeps Keras' own asynchronous dispatch instead
     (keras/src/callbacks/callback_list.py), where a worker thread receives each step's logs once the step has run, so
     the first call ends the warm-up and the others return at once. (On TF, Keras runs batch hooks synchronously for
-    every user, since its TF backend is not marked thread-safe; the timer adds nothing to that either.)"""
+    every user, since its TF backend is not marked thread-safe; the timer adds nothing to that either.)
+
+    It also keeps each step's loss (`step_losses()`, read after `fit`). Keras 3 hands batch hooks the epoch's running
+    mean, not the batch's loss (its loss tracker is a Mean over the epoch), so the batch's own loss is recovered from
+    consecutive means: after b batches of equal size, loss_b = b·mean_b − (b−1)·mean_(b−1). The values are kept as
+    Keras hands them and converted once `fit` has returned."""
     async_safe = True
 
     def __init__(self):
         super().__init__()
-        self.epoch_seconds, self.warmup, self.windows = [], None, []
+        self.epoch_seconds, self.warmup, self.windows, self.means = [], None, [], []
 
     def on_train_begin(self, logs=None):
         # Read here, not in the batch hook: on JAX, `self.model` syncs the model's variables with the training state,
@@ -209,10 +221,12 @@ class EpochTimer(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.start = time.perf_counter()
         self.window_start, self.window_after = self.start, 0   # a window: WINDOW_STEPS steps after step `window_after`
+        self.means.append([])
 
     def on_train_batch_end(self, batch, logs=None):
         # `batch` is the last step of a compiled call: the first call ends below steps_per_execution.
         now = time.perf_counter()
+        self.means[-1].append((batch + 1, logs["loss"]))
         if not self.epoch_seconds and batch < self.steps_per_execution:
             self.warmup = now - self.start
             self.window_start, self.window_after = now, batch + 1
@@ -223,7 +237,50 @@ class EpochTimer(keras.callbacks.Callback):
     # rosetta: barrier
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)
-        self.final_loss = logs["loss"]
+
+    @property
+    def final_loss(self):
+        """The mean loss over the last epoch (README, "one loss definition"): Keras' own epoch mean."""
+        return float(self.means[-1][-1][1]) if self.means and self.means[-1] else None
+
+    def step_losses(self):
+        """Each step's loss, epochs back to back (with steps_per_execution > 1: each compiled call's mean, repeated
+        for its steps), recovered from the running means Keras reported."""
+        losses = []
+        for epoch in self.means:
+            seen, total = 0, 0.0
+            for count, mean in epoch:
+                running = float(mean) * count
+                losses += [(running - total) / (count - seen)] * (count - seen)
+                seen, total = count, running
+        return losses
+
+
+class OneBatch(keras.utils.PyDataset):
+    """`steps` copies of one batch (x, y): the training-equivalence test's input to `fit` (tests/fw_train_probe.py)."""
+
+    def __init__(self, x, y, steps):
+        super().__init__()
+        self.batch, self.steps = (x, y), steps
+
+    def __len__(self):
+        return self.steps
+
+    def __getitem__(self, i):
+        return self.batch
+
+
+def fit_steps(model, x, y, steps, read_canonical):
+    """`fit` on one batch `steps` times with the model as compiled by its runner: (each step's loss, as the runner's
+    EpochTimer recovers it; the canonical weights after each step, read by a batch hook, where Keras has synced the
+    model's variables with its training state)."""
+    class Weights(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            after.append(read_canonical(self.model))   # `self.model`, not `model`: on JAX it syncs the variables first
+
+    timer, after = EpochTimer(), []
+    model.fit(OneBatch(x, y, steps), epochs=1, shuffle=False, callbacks=[timer, Weights()], verbose=0)
+    return timer.step_losses(), after
 
 
 def count_parameters(model):

@@ -4,9 +4,9 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device, count_parameters,
-                           cudnn_gru, set_precision)
-from shared import metrics, params
+from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, SPARSE_SQUARES, EpochBatches, EpochTimer, check_device,
+                           count_parameters, cudnn_gru, fit_steps, set_precision)
+from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
@@ -37,9 +37,9 @@ def load_data(cfg):
 # rosetta: model
 def build_model(cfg=None, use_cudnn="auto", max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"],
                 hidden=SIZES["hidden"], num_classes=SIZES["num_classes"]):
-    """Keras' default initializers are the canonical ones (uniform ±0.05 embedding, Glorot-uniform kernels,
-    orthogonal recurrent kernel, zero biases). reset_after=True, tanh/sigmoid, no recurrent dropout and unroll=False
-    are the conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after=True is also the canonical GRU."""
+    """Keras' default initializers draw the canonical init's distributions (uniform ±0.05 embedding, Glorot-uniform
+    kernels, orthogonal recurrent kernel, zero biases); main loads the shared canonical numbers. reset_after=True,
+    tanh/sigmoid, no recurrent dropout and unroll=False are the conditions for cuDNN's GRU (the seed's CUDNN=True), and reset_after=True is also the canonical GRU."""
     return keras.Sequential([
         keras.Input((None,), dtype="int32"),
         layers.Embedding(max_features, embedding_dim, name="embedding"),
@@ -67,6 +67,20 @@ def load_canonical(model, weights):
     model.get_layer("fc").set_weights([w["fc.weight"].T, w["fc.bias"]])
 
 
+def rzn(w):
+    """Keras' gate order (z, r, h) along axis 0 → canonical (r, z, n)."""
+    z, r, n = np.split(w, 3, axis=0)
+    return np.concatenate([r, z, n], axis=0)
+
+
+def read_canonical(model):
+    kernel, recurrent, bias = model.get_layer("gru").get_weights()
+    fc_kernel, fc_bias = model.get_layer("fc").get_weights()
+    return {"embedding.weight": model.get_layer("embedding").get_weights()[0], "gru.weight_ih": rzn(kernel.T),
+            "gru.weight_hh": rzn(recurrent.T), "gru.bias_ih": rzn(bias[0]), "gru.bias_hh": rzn(bias[1]),
+            "fc.weight": fc_kernel.T, "fc.bias": fc_bias}
+
+
 def predict_logits(model, x):
     return keras.ops.convert_to_numpy(model(np.asarray(x, np.int32), training=False))
 
@@ -75,7 +89,7 @@ def predict_logits(model, x):
 # rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
-def train_step(model, batches, cfg, switches, timer):
+def compile_model(model, cfg, switches):
     p = cfg.params
     model.compile(
         # rosetta: optimizer
@@ -85,7 +99,21 @@ def train_step(model, batches, cfg, switches, timer):
         # rosetta: loss
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=switches["jit_compile"], steps_per_execution=switches["steps_per_execution"])
-    model.fit(batches, epochs=p["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
+
+
+def train_step(model, batches, cfg, switches, timer):
+    compile_model(model, cfg, switches)
+    model.fit(batches, epochs=cfg.params["epochs"], shuffle=False, callbacks=[batches.callback, timer], verbose=0)
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps of `fit` on the one batch (x, y) as main compiles the model; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    model = build_model(use_cudnn=switches["use_cudnn"])
+    load_canonical(model, weights)
+    compile_model(model, cfg, switches)
+    return fit_steps(model, np.asarray(x, np.int32), np.asarray(y, np.int32), steps, read_canonical)
 
 
 # ==== Evaluate ====
@@ -105,6 +133,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(use_cudnn=switches["use_cudnn"], max_features=p["max_features"],
                         embedding_dim=p["embedding_dim"], hidden=p["hidden"], num_classes=p["num_classes"])
+    load_canonical(model, canonical.init_weights("gru"))     # the same start in every framework (DESIGN.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx, epoch, rank: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)
@@ -114,9 +143,11 @@ def main(cfg):
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
                                  windows=timer.windows,
-                                 accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(timer.step_losses(), len(batches)),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement="host", differences=[ADAM_EPSILON_HAT, *FIT_HOST_SYNCS]),
+                                 data_placement="host",
+                                 differences=[ADAM_EPSILON_HAT, *SPARSE_SQUARES, *FIT_HOST_SYNCS]),
         "timing": train_timing(timer.windows, warmup=timer.warmup),
         # What ran, not what the device allows: the switch, the device and Keras' own dispatch test together.
         "switches": {**switches, "cudnn_rnn": cudnn_gru(model.get_layer("gru"), cfg.device, model.jit_compile),

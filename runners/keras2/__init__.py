@@ -186,11 +186,12 @@ class EpochTimer(keras.callbacks.Callback):
     Theano compiles its C code there, CNTK builds its graph), so the first epoch's clock starts when `fit` is called
     (`start_fit`): the compile shows in the warm-up and the first epoch, as a user waits for it. Every training step
     of Keras 2 returns its loss as numpy (`train_on_batch`), so the step is finished when the batch hook runs: the hooks
-    add no host sync of their own (the Keras 3 runner's timer must avoid per-step hooks for that reason)."""
+    add no host sync of their own (the Keras 3 runner's timer must avoid per-step hooks for that reason). Keras 2's
+    batch logs hold the batch's own loss (the progress bar averages them itself): `losses` keeps every step's."""
 
     def __init__(self):
         super().__init__()
-        self.epoch_seconds, self.warmup, self.start, self.final_loss, self.windows = [], None, None, None, []
+        self.epoch_seconds, self.warmup, self.start, self.windows, self.losses = [], None, None, [], []
 
     def start_fit(self):
         self.start = time.perf_counter()
@@ -202,6 +203,7 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
+        self.losses.append(float(logs["loss"]))
         if self.warmup is None:
             self.warmup, self.window_start = now - self.start, now
             return
@@ -213,7 +215,18 @@ class EpochTimer(keras.callbacks.Callback):
     # rosetta: barrier
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self.start)
-        self.final_loss = float(logs["loss"])
+
+
+def fit_steps(model, x, y, steps, read_canonical):
+    """`fit` on one batch `steps` times with the model as compiled by its runner (the training-equivalence test,
+    tests/fw_train_probe.py): (each step's loss as the runner's EpochTimer keeps it, the canonical weights after each
+    step, read by a batch hook)."""
+    timer, after = EpochTimer(), []
+    weights = keras.callbacks.LambdaCallback(on_batch_end=lambda batch, logs: after.append(read_canonical(model)))
+    timer.start_fit()
+    model.fit(EpochBatches(steps * len(x), len(x), lambda idx: (x, y)), epochs=1, shuffle=False, workers=0,
+              callbacks=[timer, weights], verbose=0)
+    return timer.losses, after
 
 
 def keras_kernel(oihw):
@@ -222,6 +235,12 @@ def keras_kernel(oihw):
     there the kernel is flipped with `convert_kernel`, Keras' own converter between Theano- and TF-trained kernels."""
     hwio = np.asarray(oihw).transpose(2, 3, 1, 0)
     return convert_kernel(hwio) if BACKEND == "theano" else hwio
+
+
+def canonical_kernel(hwio):
+    """keras_kernel's inverse: Keras 2's HWIO (flipped back on Theano; the flip is its own inverse) → OIHW."""
+    hwio = convert_kernel(hwio) if BACKEND == "theano" else np.asarray(hwio)
+    return hwio.transpose(3, 2, 0, 1)
 
 
 def count_parameters(model):

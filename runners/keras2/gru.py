@@ -6,8 +6,8 @@ import numpy as np
 from keras import layers
 
 from runners.keras2 import (ADAM_EPSILON_HAT, EpochBatches, EpochTimer, backend_switches, check_device,
-                            check_precision, count_parameters, differences)
-from shared import metrics, params
+                            check_precision, count_parameters, differences, fit_steps)
+from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import train_metrics, train_timing
@@ -69,6 +69,20 @@ def load_canonical(model, weights):
     model.get_layer("fc").set_weights([w["fc.weight"].T, w["fc.bias"]])
 
 
+def rzn(w):
+    """Keras' gate order (z, r, h) along axis 0 → canonical (r, z, n)."""
+    z, r, n = np.split(w, 3, axis=0)
+    return np.concatenate([r, z, n], axis=0)
+
+
+def read_canonical(model):
+    kernel, recurrent, bias = model.get_layer("gru").get_weights()
+    fc_kernel, fc_bias = model.get_layer("fc").get_weights()
+    return {"embedding.weight": model.get_layer("embedding").get_weights()[0], "gru.weight_ih": rzn(kernel.T),
+            "gru.weight_hh": rzn(recurrent.T), "gru.bias_ih": rzn(bias[0]), "gru.bias_hh": rzn(bias[1]),
+            "fc.weight": fc_kernel.T, "fc.bias": fc_bias}
+
+
 def predict_logits(model, x):
     x = np.asarray(x, np.int32)
     return model.predict(x, batch_size=len(x))
@@ -78,7 +92,7 @@ def predict_logits(model, x):
 # rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
-def train_step(model, batches, cfg, switches, timer):
+def compile_model(model, cfg):
     p = cfg.params
     model.compile(
         # rosetta: optimizer
@@ -87,9 +101,23 @@ def train_step(model, batches, cfg, switches, timer):
                                         epsilon=p["eps"]),
         # rosetta: loss
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def train_step(model, batches, cfg, switches, timer):
+    compile_model(model, cfg)
     timer.start_fit()                                     # the train function is built (compiled) inside fit
-    model.fit(batches, epochs=p["epochs"], shuffle=False, workers=int(switches["workers"]), callbacks=[timer],
-              verbose=0)
+    model.fit(batches, epochs=cfg.params["epochs"], shuffle=False, workers=int(switches["workers"]),
+              callbacks=[timer], verbose=0)
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps of `fit` on the one batch (x, y) as main compiles the model; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    model = build_model(implementation=int(switches["implementation"]))
+    load_canonical(model, weights)
+    compile_model(model, cfg)
+    return fit_steps(model, np.asarray(x, np.int32), np.asarray(y, np.int32), steps, read_canonical)
 
 
 # ==== Evaluate ====
@@ -109,6 +137,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(implementation=int(switches["implementation"]), max_features=p["max_features"],
                         embedding_dim=p["embedding_dim"], hidden=p["hidden"], num_classes=p["num_classes"])
+    load_canonical(model, canonical.init_weights("gru"))     # the same start in every framework (DESIGN.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)
@@ -118,7 +147,8 @@ def main(cfg):
     return {
         "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
                                  windows=timer.windows,
-                                 accuracy=accuracy, final_loss=timer.final_loss, parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(timer.losses, len(batches)),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement="host", differences=[ADAM_EPSILON_HAT] + differences()),
         "timing": train_timing(timer.windows, warmup=timer.warmup),

@@ -9,7 +9,7 @@ from lasagne.layers import Conv2DLayer, DenseLayer, DropoutLayer, InputLayer, Ma
 from lasagne.nonlinearities import identity, rectify
 
 from runners.lasagne import check_precision, count_parameters, layers_by_name, select_device, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import stopwatch, timed_epochs, train_metrics, train_timing
@@ -24,6 +24,7 @@ SWITCHES = {
     "data_placement": params.DATA_PLACEMENT,  # host: each batch passed to the function inside the clock (the rule for
                                               # every framework); device: the set in shared variables, batches taken
                                               # by index through `givens` (Theano's tutorial idiom)
+    "dropout": True,       # off only in the training-equivalence test (its step must be deterministic)
 }
 # Layout: NCHW, Theano's only layout and cuDNN's classic one (lesson 2). float32 through THEANO_FLAGS' floatX.
 
@@ -37,7 +38,7 @@ def load_data(cfg):
 
 
 # ==== Model ====
-def build_model(cfg=None):
+def build_model(cfg=None, dropout=True):
     """The layer stack, input (N, 3, 32, 32) -> logits (N, 10); returns the output layer, which is the network in
     Lasagne. Every default that differs between frameworks is spelled out (lesson 11): Conv2DLayer and DenseLayer
     apply a ReLU unless told otherwise (`nonlinearity=rectify` is their default), "same" padding is `pad=1` for a
@@ -52,17 +53,18 @@ def build_model(cfg=None):
     def pool(net):                         # ignore_border: a partial window at the edge is dropped (32 and 16 are even)
         return MaxPool2DLayer(net, pool_size=(2, 2), stride=(2, 2), ignore_border=True)
 
+    rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
     # rosetta: model
     net = InputLayer((None, 3, 32, 32))                               # any batch size
     net = conv(net, 50, "conv1", nonlinearity=rectify)
     # conv2's ReLU comes after the pooling (lesson 10: on 4x fewer elements), so the layer's own must be switched off.
     net = NonlinearityLayer(pool(conv(net, 50, "conv2", nonlinearity=identity)), rectify)
-    net = DropoutLayer(net, p=0.25)                                   # (N, 50, 16, 16); off when deterministic=True
+    net = DropoutLayer(net, p=rates[0])                               # (N, 50, 16, 16); off when deterministic=True
     net = conv(net, 100, "conv3", nonlinearity=rectify)
     net = NonlinearityLayer(pool(conv(net, 100, "conv4", nonlinearity=identity)), rectify)
-    net = DropoutLayer(net, p=0.25)                                   # (N, 100, 8, 8)
+    net = DropoutLayer(net, p=rates[1])                               # (N, 100, 8, 8)
     net = DenseLayer(net, 512, nonlinearity=rectify, W=GlorotUniform(), b=Constant(0.), name="fc1")  # flattens C·H·W
-    net = DropoutLayer(net, p=0.5)
+    net = DropoutLayer(net, p=rates[2])
     # Logits: the layer's default ReLU would clip them, and softmax lives in the loss (lesson 6).
     return DenseLayer(net, 10, nonlinearity=identity, W=GlorotUniform(), b=Constant(0.), name="fc2")
 
@@ -82,6 +84,16 @@ def load_canonical(model, weights):
     for name in ("fc1", "fc2"):
         layers[name].W.set_value(np.ascontiguousarray(weights[f"{name}.weight"].T, np.float32))
         layers[name].b.set_value(np.asarray(weights[f"{name}.bias"], np.float32))
+
+
+def read_canonical(model):
+    """load_canonical's inverse: kernels flipped back, dense weights transposed back."""
+    layers, out = layers_by_name(model), {}
+    for name in ("conv1", "conv2", "conv3", "conv4", "fc1", "fc2"):
+        w = layers[name].W.get_value()
+        out[f"{name}.weight"] = w[:, :, ::-1, ::-1].copy() if w.ndim == 4 else w.T.copy()
+        out[f"{name}.bias"] = layers[name].b.get_value()
+    return out
 
 
 def make_predict(model):
@@ -123,6 +135,21 @@ def make_train_step(model, lr, momentum, x_train=None, y_train=None):
     return theano.function([idx], loss, updates=updates, givens={x: x_shared[idx], y: y_shared[idx]})
 
 
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's network and compiled step; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    model = build_model(dropout=switches["dropout"])
+    load_canonical(model, weights)
+    train_step = make_train_step(model, cfg.params["lr"], cfg.params["momentum"])
+    x, y = np.asarray(x, np.float32), np.asarray(y, np.int32)
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
+
+
 # ==== Evaluate ====
 # rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
@@ -146,16 +173,18 @@ def main(cfg):
     theano.config.dnn.conv.algo_bwd_filter = theano.config.dnn.conv.algo_bwd_data = switches["cudnn_algo"]
     lasagne.random.set_rng(np.random.RandomState(0))                   # Glorot draws and the dropout streams' seeds
     x_train, y_train, x_test, y_test = load_data(cfg)
-    model = build_model()
+    model = build_model(dropout=switches["dropout"])
+    load_canonical(model, canonical.init_weights("cnn"))               # the same start in every framework (DESIGN.md)
 
     # The compile happens here, before the first step: a user waits for it, so it belongs to the first epoch and to
     # the warm-up (with the first step), and stays out of the steady-state time (shared/timing.py).
     with stopwatch() as compile_time:
         train_step = make_train_step(model, p["lr"], p["momentum"], *((x_train, y_train) if on_device else ()))
+    losses = []                                                        # every step's loss (host arrays)
+    epoch_seconds, first_step, _, windows = timed_epochs(
     # rosetta: barrier
-    epoch_seconds, first_step, loss, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, on_device),
-        lambda batch: train_step(*batch))
+        lambda batch: train_step(*batch), outputs=losses)
     # theano.function returns host arrays, so every call has finished on the device when it returns: no barrier.
     warmup = compile_time() + first_step
     epoch_seconds[0] += compile_time()
@@ -164,7 +193,8 @@ def main(cfg):
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics(losses, steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], compile_seconds=compile_time(),
                                  differences=[]),

@@ -120,6 +120,11 @@ def load_structural(net, weights):
         params[name].set_data(mx.nd.array(np.asarray(w, np.float32)))
 
 
+def read_structural(net):
+    """Every parameter of `net` as a NumPy array by structural name (load_structural's inverse)."""
+    return {name: param.data().asnumpy() for name, param in net._collect_params_with_prefix().items()}
+
+
 def load_torchvision_names(net, weights):
     """Load canonical weights whose names are torchvision's into a Gluon network built with torchvision's module names
     (resnet50, densenet121): only BatchNorm's leaves are renamed (γ, β)."""

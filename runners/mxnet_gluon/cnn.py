@@ -7,8 +7,8 @@ from mxnet.contrib import amp
 from mxnet.gluon import nn
 
 from runners.mxnet_gluon import (AMP_HOST_SYNC, GLOROT_UNIFORM, check_precision, contexts, count_parameters,
-                                  load_structural, sync, train_batches)
-from shared import batching, metrics, params
+                                  load_structural, read_structural, sync, train_batches)
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -20,6 +20,7 @@ SWITCHES = {
     "static_alloc": True,      # hybridize(static_alloc): allocate the graph's memory once and reuse it every step
     "static_shape": True,      # hybridize(static_shape): shapes never change (last partial batch dropped), plan once
     "cudnn_autotune": True,    # MXNET_CUDNN_AUTOTUNE_DEFAULT: pick the fastest conv algorithm for our fixed shapes
+    "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
                                               # device: the whole set on the device before the clock (lesson 13)
 }
@@ -41,8 +42,9 @@ def load_data(cfg, ctx, placement):
 # ==== Model ====
 # rosetta: model
 class CNN(gluon.HybridBlock):
-    def __init__(self, num_classes=10, **kwargs):
+    def __init__(self, num_classes=10, dropout=True, **kwargs):
         super().__init__(**kwargs)
+        self.rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
         with self.name_scope():
             # padding=1 on a 3×3 kernel is "same" (symmetric zeros, as in every framework here); in_channels given
             # so shapes are known at once instead of at the first batch (deferred initialization).
@@ -57,18 +59,18 @@ class CNN(gluon.HybridBlock):
     def hybrid_forward(self, F, x):                                 # x: (N, 3, 32, 32); F is mx.nd or mx.sym
         x = F.relu(self.conv1(x))
         x = F.relu(F.Pooling(self.conv2(x), kernel=(2, 2), stride=(2, 2), pool_type="max"))  # ReLU after pooling:
-        x = F.Dropout(x, p=0.25)                                    # 4x fewer elements (lesson 10); (N, 50, 16, 16)
+        x = F.Dropout(x, p=self.rates[0])                           # 4x fewer elements (lesson 10); (N, 50, 16, 16)
         x = F.relu(self.conv3(x))
         x = F.relu(F.Pooling(self.conv4(x), kernel=(2, 2), stride=(2, 2), pool_type="max"))
-        x = F.Dropout(x, p=0.25)                                    # (N, 100, 8, 8); Dropout acts only while
+        x = F.Dropout(x, p=self.rates[1])                           # (N, 100, 8, 8); Dropout acts only while
         x = F.relu(self.fc1(x))                                     # autograd records in training mode (lesson 4)
-        x = F.Dropout(x, p=0.5)
+        x = F.Dropout(x, p=self.rates[2])
         return self.fc2(x)                                          # logits; softmax lives in the loss (lesson 6)
 
 
-def build_model(cfg=None, ctx=mx.cpu()):
+def build_model(cfg=None, ctx=mx.cpu(), dropout=True):
     """The CNN with Glorot-uniform kernels and zero biases (lesson 7; Gluon's initializers give `*_bias` zeros)."""
-    net = CNN()
+    net = CNN(dropout=dropout)
     net.initialize(GLOROT_UNIFORM, ctx=ctx)
     return net
 
@@ -79,11 +81,20 @@ def load_canonical(model, weights):
     load_structural(model, weights)
 
 
+def read_canonical(model):
+    return read_structural(model)
+
+
 def predict_logits(model, x):
     return model(mx.nd.array(x)).asnumpy()                          # outside autograd.record: inference mode
 
 
 # ==== Train step ====
+def make_trainer(net, p):
+    # MXNet's SGD momentum is plain momentum (v = m·v - lr·g; w += v), no unit gain (lesson 8): PyTorch's update.
+    return gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": p["lr"], "momentum": p["momentum"]})
+
+
 def make_train_step(net, trainer, ctx, use_amp):
     # rosetta: loss
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()                  # integer labels, no one-hot (lesson 11)
@@ -101,6 +112,23 @@ def make_train_step(net, trainer, ctx, use_amp):
         trainer.step(x.shape[0])                                    # gradients of the summed loss / N: the mean
         return loss                                                 # stays an NDArray: no wait inside the step (13)
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's network, trainer and step; (each step's loss, weights after each)."""
+    switches, ctx = resolve_switches(SWITCHES, cfg), mx.cpu()
+    net = build_model(ctx=ctx, dropout=switches["dropout"])
+    load_canonical(net, weights)
+    if switches["hybridize"]:
+        net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    train_step = make_train_step(net, make_trainer(net, cfg.params), ctx, False)
+    x, y = mx.nd.array(x, dtype="float32"), mx.nd.array(y, dtype="int32")
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y).mean().asscalar()))
+        after.append(read_canonical(net))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -124,26 +152,28 @@ def main(cfg):
     # rosetta: end
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx, switches["data_placement"])
-    net = build_model(ctx=ctx)
+    net = build_model(ctx=ctx, dropout=switches["dropout"])
+    load_canonical(net, canonical.init_weights("cnn"))           # the same start in every framework (DESIGN.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    trainer = make_trainer(net, p)
     # rosetta: optimizer
-    # MXNet's SGD momentum is plain momentum (v = m·v - lr·g; w += v), no unit gain (lesson 8): PyTorch's update.
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": p["lr"], "momentum": p["momentum"]})
     if use_amp:
         amp.init_trainer(trainer)                                   # dynamic loss scaling; skips overflowing steps
     # rosetta: end
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                     # every step's per-sample losses, on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync())
+        lambda batch: train_step(*batch), sync(), outputs=losses)
 
     accuracy = evaluate(net, x_test, y_test, p["batch_size"], ctx)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss.mean().asscalar()),
+                                 accuracy=accuracy, init="canonical",
+                                 **metrics.loss_metrics([loss.mean().asscalar() for loss in losses], steps),
                                  parameters=count_parameters(net), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement=switches["data_placement"],
                                  differences=[AMP_HOST_SYNC] if use_amp else []),

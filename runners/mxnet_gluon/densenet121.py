@@ -240,8 +240,9 @@ def main(cfg):
         sampler.set_epoch(epoch)                                    # read when the epoch's iterator starts
         return wait(batches)                                        # times each wait for the workers' next batch
 
-    epoch_seconds, warmup, losses, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
-                                                          sync())
+    losses = []                                              # every step's per-context losses, on the devices
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
+                                                     sync(), outputs=losses)
 
     auc, classes = evaluate(net, test, p["crop_size"], p["batch_size"], ctxs[0])
     steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
@@ -249,7 +250,9 @@ def main(cfg):
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
                                  windows=windows,
                                  auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
-                                 final_loss=float(np.mean([l.mean().asscalar() for l in losses])), devices=world,
+                                 **metrics.loss_metrics([np.mean([l.mean().asscalar() for l in step])
+                                                         for step in losses], steps),
+                                 devices=world,
                                  weights=source, global_batch=p["batch_size"] * world,
                                  parameters=count_parameters(net), train_samples=len(train), test_samples=len(test),
                                  crop_size=p["crop_size"], epochs=p["epochs"], data_placement="host",

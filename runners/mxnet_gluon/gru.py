@@ -8,8 +8,8 @@ from mxnet.contrib import amp
 from mxnet.gluon import nn, rnn
 
 from runners.mxnet_gluon import (ADAM_EPSILON_HAT, AMP_HOST_SYNC, GLOROT_UNIFORM, check_precision, contexts,
-                                  count_parameters, load_structural, sync, train_batches)
-from shared import batching, metrics, params
+                                  count_parameters, load_structural, read_structural, sync, train_batches)
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -88,11 +88,21 @@ def load_canonical(model, weights):
     load_structural(model, {CANONICAL_NAMES[name]: w for name, w in weights.items()})
 
 
+def read_canonical(model):
+    arrays = read_structural(model)
+    return {name: arrays[ours] for name, ours in CANONICAL_NAMES.items()}
+
+
 def predict_logits(model, x):
     return model(mx.nd.array(x)).asnumpy()
 
 
 # ==== Train step ====
+def make_trainer(net, p):
+    return gluon.Trainer(net.collect_params(), "adam", {"learning_rate": p["lr"], "beta1": p["beta1"],
+                                                        "beta2": p["beta2"], "epsilon": p["eps"]})
+
+
 def make_train_step(net, trainer, ctx, use_amp):
     # rosetta: loss
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -110,6 +120,23 @@ def make_train_step(net, trainer, ctx, use_amp):
         trainer.step(x.shape[0])                                    # mean over the batch
         return loss                                                 # no asnumpy(): the step never waits (lesson 13)
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's network, trainer and step; (each step's loss, weights after each)."""
+    switches, ctx = resolve_switches(SWITCHES, cfg), mx.cpu()
+    net = build_model(ctx=ctx)
+    load_canonical(net, weights)
+    if switches["hybridize"]:
+        net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    train_step = make_train_step(net, make_trainer(net, cfg.params), ctx, False)
+    x, y = mx.nd.array(x, dtype="float32"), mx.nd.array(y, dtype="int32")
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y).mean().asscalar()))
+        after.append(read_canonical(net))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -134,25 +161,27 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx, switches["data_placement"])
     net = build_model(ctx=ctx)
+    load_canonical(net, canonical.init_weights("gru"))           # the same start in every framework (DESIGN.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
+    trainer = make_trainer(net, p)
     # rosetta: optimizer
-    trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": p["lr"], "beta1": p["beta1"],
-                                                           "beta2": p["beta2"], "epsilon": p["eps"]})
     if use_amp:
         amp.init_trainer(trainer)
     # rosetta: end
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                     # every step's per-sample losses, on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync())
+        lambda batch: train_step(*batch), sync(), outputs=losses)
 
     accuracy = evaluate(net, x_test, y_test, p["batch_size"], ctx)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss.mean().asscalar()),
+                                 accuracy=accuracy, init="canonical",
+                                 **metrics.loss_metrics([loss.mean().asscalar() for loss in losses], steps),
                                  parameters=count_parameters(net), epochs=p["epochs"], train_samples=len(x_train),
                                  test_samples=len(x_test), data_placement=switches["data_placement"],
                                  differences=[ADAM_EPSILON_HAT] + ([AMP_HOST_SYNC] if use_amp else [])),

@@ -6,7 +6,7 @@ import mxnet as mx
 from runners.mxnet_gluon import GLOROT_UNIFORM
 from runners.mxnet_module import check_precision, contexts, count_parameters, cross_entropy, data_batches, predict, \
     set_canonical, sync
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -15,6 +15,7 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
 SWITCHES = {
     "cudnn_autotune": True,    # MXNET_CUDNN_AUTOTUNE_DEFAULT: pick the fastest conv algorithm for our fixed shapes
+    "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
                                               # device: the whole set on the device before the clock (lesson 13)
 }
@@ -35,7 +36,7 @@ def load_data(cfg, ctx, placement):
 
 
 # ==== Model ====
-def cnn_symbol(num_classes=10):
+def cnn_symbol(num_classes=10, dropout=True):
     """The network as one symbolic graph, input `data` (N, 3, 32, 32) -> SoftmaxOutput. Layer names give the
     parameter names (`conv1_weight`, `fc2_bias`, …): the canonical ones with `_` for `.`."""
     def conv(x, channels, name):                                   # pad 1 on a 3×3 kernel: "same", symmetric zeros
@@ -44,16 +45,17 @@ def cnn_symbol(num_classes=10):
     def pool(x):
         return mx.sym.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max")
 
+    rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
     # rosetta: model
     x = mx.sym.Variable("data")
     x = mx.sym.relu(conv(x, 50, "conv1"))
     x = mx.sym.relu(pool(conv(x, 50, "conv2")))                    # ReLU after pooling: 4x fewer elements (lesson 10)
-    x = mx.sym.Dropout(x, p=0.25)                                  # (N, 50, 16, 16)
+    x = mx.sym.Dropout(x, p=rates[0])                              # (N, 50, 16, 16)
     x = mx.sym.relu(conv(x, 100, "conv3"))
     x = mx.sym.relu(pool(conv(x, 100, "conv4")))
-    x = mx.sym.Dropout(x, p=0.25)                                  # (N, 100, 8, 8); Dropout acts only in
+    x = mx.sym.Dropout(x, p=rates[1])                              # (N, 100, 8, 8); Dropout acts only in
     x = mx.sym.relu(mx.sym.FullyConnected(x, num_hidden=512, name="fc1"))   # forward(is_train=True) (lesson 4);
-    x = mx.sym.Dropout(x, p=0.5)                                   # FullyConnected flattens C·H·W, the canonical order
+    x = mx.sym.Dropout(x, p=rates[2])                              # FullyConnected flattens C·H·W, the canonical order
     logits = mx.sym.FullyConnected(x, num_hidden=num_classes, name="fc2")
     # rosetta: loss
     # The loss belongs to the graph: probabilities forward, the cross-entropy gradient (p - onehot) backward, from
@@ -61,12 +63,13 @@ def cnn_symbol(num_classes=10):
     return mx.sym.SoftmaxOutput(logits, name="softmax")
 
 
+def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, for_training=False, dropout=True):
 # rosetta: model
-def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, for_training=False):
     """A Module bound to (batch_size, 3, 32, 32) on `ctx`, Glorot-uniform kernels and zero biases (lesson 7; MXNet's
     initializers give every `*_bias` zeros). Binding is where the symbol meets shapes and memory: for training it also
     allocates the gradient buffers."""
-    model = mx.mod.Module(cnn_symbol(), data_names=("data",), label_names=("softmax_label",), context=list(ctx))
+    model = mx.mod.Module(cnn_symbol(dropout=dropout), data_names=("data",), label_names=("softmax_label",),
+                          context=list(ctx))
     model.bind(data_shapes=[("data", (batch_size, 3, 32, 32))], label_shapes=[("softmax_label", (batch_size,))],
                for_training=for_training)
     model.init_params(GLOROT_UNIFORM)
@@ -80,18 +83,44 @@ def load_canonical(model, weights):
     set_canonical(model, weights)
 
 
+def read_canonical(model):
+    arg_params, _ = model.get_params()
+    return {name.replace("_", "."): a.asnumpy() for name, a in arg_params.items()}   # conv1_weight -> conv1.weight
+
+
 def predict_logits(model, x):
     return predict(model.symbol.get_internals()["fc2_output"], model, x)   # the graph below SoftmaxOutput
 
 
 # ==== Train step ====
+def make_optimizer(model, p):
+    # Plain momentum, v = m·v - lr·g (lesson 8); the Module sets rescale_grad = 1/batch_size, so the summed gradient
+    # of SoftmaxOutput becomes the batch mean (Gluon says the same with trainer.step(N)).
+    model.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": p["lr"], "momentum": p["momentum"]})
+
+
 # rosetta: train-step
 def train_step(model, batch):
     """One step of the Module loop: forward (training mode: dropout on) and backward through SoftmaxOutput, then the
     optimizer's update, all queued on MXNet's engine; nothing here waits for the device (lessons 13, 14)."""
     model.forward_backward(batch)
     model.update()
-    return batch
+    return cross_entropy(model, batch)                             # the step's loss, an NDArray on the engine
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's Module, optimizer and step; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    model = build_model(batch_size=len(x), for_training=True, dropout=switches["dropout"])
+    load_canonical(model, weights)
+    make_optimizer(model, cfg.params)
+    batch = mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)])
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(model, batch).asscalar()))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -113,23 +142,23 @@ def main(cfg):
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"   # read when binding
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
-    model = build_model(ctx=ctx, batch_size=p["batch_size"], for_training=True)
+    model = build_model(ctx=ctx, batch_size=p["batch_size"], for_training=True, dropout=switches["dropout"])
+    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
+    make_optimizer(model, p)
+
+    losses = []                                                    # every step's loss, on the engine
+    epoch_seconds, warmup, _, windows = timed_epochs(
     # rosetta: optimizer
-    # Plain momentum, v = m·v - lr·g (lesson 8); the Module sets rescale_grad = 1/batch_size, so the summed gradient
-    # of SoftmaxOutput becomes the batch mean (Gluon says the same with trainer.step(N)).
-    model.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": p["lr"], "momentum": p["momentum"]})
-
     # rosetta: barrier
-    epoch_seconds, warmup, batch, windows = timed_epochs(
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(model, batch), sync())
+        lambda batch: train_step(model, batch), sync(), outputs=losses)
 
-    loss = cross_entropy(model, batch)
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([loss.asscalar() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),

@@ -6,7 +6,7 @@ import numpy as np
 from runners.mxnet_gluon import GLOROT_UNIFORM
 from runners.mxnet_module import ADAM_EPSILON_HAT, check_precision, contexts, count_parameters, cross_entropy, \
     data_batches, predict, set_canonical, sync
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -99,17 +99,48 @@ def load_canonical(model, weights):
     set_canonical(model, {**{k: w for k, w in weights.items() if not k.startswith("gru.")}, "gru.parameters": gru})
 
 
+def read_canonical(model):
+    """load_canonical's inverse: the fused vector cut back into the canonical GRU arrays."""
+    arrays = {name.replace("_", "."): a.asnumpy() for name, a in model.get_params()[0].items()}
+    flat, out = arrays.pop("gru.parameters"), arrays
+    E, H = SIZES["embedding_dim"], SIZES["hidden"]
+    for key, shape in (("weight_ih", (3 * H, E)), ("weight_hh", (3 * H, H)), ("bias_ih", (3 * H,)),
+                       ("bias_hh", (3 * H,))):
+        size = int(np.prod(shape))
+        out[f"gru.{key}"], flat = flat[:size].reshape(shape), flat[size:]
+    return out
+
+
 def predict_logits(model, x):
     return predict(model.symbol.get_internals()["fc_output"], model, np.asarray(x, np.float32))  # below SoftmaxOutput
 
 
 # ==== Train step ====
+def make_optimizer(model, p):
+    model.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": p["lr"], "beta1": p["beta1"],
+                                                             "beta2": p["beta2"], "epsilon": p["eps"]})
+
+
 # rosetta: train-step
 def train_step(model, batch):
     """forward_backward then Adam's update, queued on MXNet's engine: nothing here waits for the device (lesson 14)."""
     model.forward_backward(batch)
     model.update()
-    return batch
+    return cross_entropy(model, batch)                             # the step's loss, an NDArray on the engine
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's Module, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model(batch_size=len(x), maxlen=x.shape[1], for_training=True)
+    load_canonical(model, weights)
+    make_optimizer(model, cfg.params)
+    batch = mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)])
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(model, batch).asscalar()))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -132,21 +163,22 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], maxlen=p["maxlen"], for_training=True)
+    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
+    make_optimizer(model, p)
+
+    losses = []                                                    # every step's loss, on the engine
+    epoch_seconds, warmup, _, windows = timed_epochs(
     # rosetta: optimizer
-    model.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": p["lr"], "beta1": p["beta1"],
-                                                             "beta2": p["beta2"], "epsilon": p["eps"]})
-
     # rosetta: barrier
-    epoch_seconds, warmup, batch, windows = timed_epochs(
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(model, batch), sync())
+        lambda batch: train_step(model, batch), sync(), outputs=losses)
 
-    loss = cross_entropy(model, batch)
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([loss.asscalar() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
         "timing": train_timing(windows, warmup=warmup),

@@ -1,11 +1,13 @@
 """PyTorch 2.14 · cnn · a VGG-style CNN trained on CIFAR-10 with SGD + momentum, eager mode (torch.compile optional)."""
+import contextlib
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from runners.pytorch import AMP_HOST_SYNC, count_parameters, select_device, set_precision, sync, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -16,6 +18,7 @@ SWITCHES = {
     "cudnn_benchmark": True,   # autotune the fastest conv algorithm for our fixed shapes (seed lesson CNN 3)
     "channels_last": False,    # NHWC memory format; NCHW is cuDNN's classic layout (lesson 2), NHWC helps tensor cores
     "compile": False,          # torch.compile the train step; compile time is reported as warm-up
+    "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
                                               # device: the whole set on the device before the clock (lesson 13)
 }
@@ -39,39 +42,42 @@ def load_data(cfg, device, placement):
 # ==== Model ====
 # rosetta: model
 class CNN(nn.Module):
-    def __init__(self, num_classes=10):
+    def __init__(self, num_classes=10, dropout=True):
         super().__init__()
+        self.rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
         self.conv1 = nn.Conv2d(3, 50, 3, padding="same")
         self.conv2 = nn.Conv2d(50, 50, 3, padding="same")
         self.conv3 = nn.Conv2d(50, 100, 3, padding="same")
         self.conv4 = nn.Conv2d(100, 100, 3, padding="same")
         self.fc1 = nn.Linear(100 * 8 * 8, 512)
         self.fc2 = nn.Linear(512, num_classes)
-        for layer in (self.conv1, self.conv2, self.conv3, self.conv4, self.fc1, self.fc2):
-            nn.init.xavier_uniform_(layer.weight)  # Glorot uniform like Keras (lesson 7), zero biases
-            nn.init.zeros_(layer.bias)
+        # No init here: main loads the shared canonical start (Glorot uniform, zero biases; lesson 7), drawn in NumPy.
 
     # rosetta: model
     def forward(self, x):                                          # x: (N, 3, 32, 32)
         x = F.relu(self.conv1(x))
         x = F.relu(F.max_pool2d(self.conv2(x), 2))                 # ReLU after pooling: 4x fewer elements (lesson 10)
-        x = F.dropout(x, 0.25, self.training)                      # (N, 50, 16, 16)
+        x = F.dropout(x, self.rates[0], self.training)             # (N, 50, 16, 16)
         x = F.relu(self.conv3(x))
         x = F.relu(F.max_pool2d(self.conv4(x), 2))
-        x = F.dropout(x, 0.25, self.training)                      # (N, 100, 8, 8)
+        x = F.dropout(x, self.rates[1], self.training)             # (N, 100, 8, 8)
         x = F.relu(self.fc1(torch.flatten(x, 1)))                  # flatten C·H·W = 6400, the canonical order
-        x = F.dropout(x, 0.5, self.training)
+        x = F.dropout(x, self.rates[2], self.training)
         return self.fc2(x)                                         # logits; softmax lives in the loss (lesson 6)
 
 
-def build_model(cfg=None):
-    return CNN()
+def build_model(cfg=None, dropout=True):
+    return CNN(dropout=dropout)
 
 
 # rosetta: init
 def load_canonical(model, weights):
     """Canonical weights (conv OIHW, dense (out, in), names conv1..fc2) are PyTorch's own layout and names."""
     model.load_state_dict({name: torch.from_numpy(np.asarray(w)) for name, w in weights.items()})
+
+
+def read_canonical(model):
+    return {name: t.detach().cpu().numpy().copy() for name, t in model.state_dict().items()}
 
 
 def predict_logits(model, x):
@@ -81,6 +87,11 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
+def make_optimizer(model, p):
+    return torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])  # plain momentum (lesson 8)
+
+
 # rosetta: train-step
 def make_train_step(model, optimizer, autocast, scaler):
     def train_step(x, y):
@@ -97,6 +108,22 @@ def make_train_step(model, optimizer, autocast, scaler):
             optimizer.step()
         return loss.detach()                                       # stays on the device: no host sync inside the step
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    model = build_model(dropout=switches["dropout"])
+    load_canonical(model, weights)
+    model.train()
+    train_step = make_train_step(model, make_optimizer(model, cfg.params), contextlib.nullcontext, None)
+    x, y = torch.as_tensor(x), torch.as_tensor(y).long()
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(train_step(x, y).item())
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -120,24 +147,27 @@ def main(cfg):
     torch.manual_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
-    model = build_model().to(device, memory_format=memory_format)
-    # rosetta: optimizer
-    optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])  # plain momentum (lesson 8)
+    model = build_model(dropout=switches["dropout"])
+    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
+    model = model.to(device, memory_format=memory_format)
     # rosetta: end
+    optimizer = make_optimizer(model, p)
     train_step = make_train_step(model, optimizer, autocast, scaler)
     if switches["compile"]:
         train_step = torch.compile(train_step)
 
     model.train()
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                    # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device))
+        lambda batch: train_step(*batch), sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([loss.item() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"],
                                  differences=[AMP_HOST_SYNC] if scaler else []),

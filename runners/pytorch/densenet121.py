@@ -176,8 +176,9 @@ def worker(rank, world, cfg, port, results):
         batches.batch_sampler.set_epoch(epoch)
         return wait(batches)                                        # times each wait for the workers' next batch
 
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
-                                                        sync(device))
+    losses = []                                                     # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
+                                                     sync(device), outputs=losses)
 
     if rank == 0:
         auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], device, autocast)
@@ -186,7 +187,8 @@ def worker(rank, world, cfg, port, results):
             "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
                                      windows=windows,
                                      auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
-                                     final_loss=float(loss), devices=world, weights=source,
+                                     **metrics.loss_metrics([loss.item() for loss in losses], steps),
+                                     devices=world, weights=source,
                                      global_batch=p["batch_size"] * world, parameters=count_parameters(model),
                                      train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
                                      epochs=p["epochs"], data_placement="host",

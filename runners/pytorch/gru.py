@@ -1,11 +1,13 @@
 """PyTorch 2.14 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, Adam; nn.GRU is cuDNN's fused GRU on GPU."""
+import contextlib
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from runners.pytorch import AMP_HOST_SYNC, count_parameters, select_device, set_precision, sync, train_batches
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -48,14 +50,7 @@ class GRUClassifier(nn.Module):
         # separate input and hidden biases — exactly the canonical GRU, so no conversion is needed.
         self.gru = nn.GRU(embedding_dim, hidden, batch_first=True)
         self.fc = nn.Linear(hidden, num_classes)
-        # Keras' initializers, so every framework starts from the same distribution.
-        nn.init.uniform_(self.embedding.weight, -0.05, 0.05)
-        nn.init.xavier_uniform_(self.gru.weight_ih_l0)
-        nn.init.orthogonal_(self.gru.weight_hh_l0)
-        nn.init.zeros_(self.gru.bias_ih_l0)
-        nn.init.zeros_(self.gru.bias_hh_l0)
-        nn.init.xavier_uniform_(self.fc.weight)
-        nn.init.zeros_(self.fc.bias)
+        # No init here: main loads the shared canonical start (Keras' GRU initializers, drawn once in NumPy).
 
     # rosetta: model
     def forward(self, x):                      # x: (N, T) token ids
@@ -78,6 +73,11 @@ def load_canonical(model, weights):
     model.load_state_dict({CANONICAL_NAMES[name]: torch.from_numpy(np.asarray(w)) for name, w in weights.items()})
 
 
+def read_canonical(model):
+    state = model.state_dict()
+    return {name: state[ours].detach().cpu().numpy().copy() for name, ours in CANONICAL_NAMES.items()}
+
+
 def predict_logits(model, x):
     model.eval()
     with torch.inference_mode():
@@ -85,6 +85,11 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
+def make_optimizer(model, p):
+    return torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"])
+
+
 # rosetta: train-step
 def make_train_step(model, optimizer, autocast, scaler):
     def train_step(x, y):
@@ -101,6 +106,21 @@ def make_train_step(model, optimizer, autocast, scaler):
             optimizer.step()
         return loss.detach()                   # no .item(): the step never waits for the device
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model()
+    load_canonical(model, weights)
+    model.train()
+    train_step = make_train_step(model, make_optimizer(model, cfg.params), contextlib.nullcontext, None)
+    x, y = torch.as_tensor(x, dtype=torch.long), torch.as_tensor(y).long()
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(train_step(x, y).item())
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -123,24 +143,27 @@ def main(cfg):
     torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
     torch.manual_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
-    model = build_model().to(device)
-    # rosetta: optimizer
-    optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"])
+    model = build_model()
+    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
+    model = model.to(device)
     # rosetta: end
+    optimizer = make_optimizer(model, p)
     train_step = make_train_step(model, optimizer, autocast, scaler)
     if switches["compile"]:
         train_step = torch.compile(train_step)
 
     model.train()
-    epoch_seconds, warmup, loss, windows = timed_epochs(
+    losses = []                                                    # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device))
+        lambda batch: train_step(*batch), sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, final_loss=float(loss), parameters=count_parameters(model),
+                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([loss.item() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"],
                                  differences=[AMP_HOST_SYNC] if scaler else []),

@@ -7,7 +7,8 @@ source(file.path(Sys.getenv("ROSETTA_ROOT", unset = "."), "runners", "r_keras", 
 SWITCHES <- list(
   channels_first = NULL,     # NCHW; NULL = on a GPU (cuDNN's classic layout, lesson 2), else NHWC (oneDNN kernels)
   jit_compile = "auto",      # XLA-compile the train step; Keras' "auto": TF on GPU only
-  steps_per_execution = 1L   # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
+  steps_per_execution = 1L,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
+  dropout = TRUE             # off only in the training-equivalence test (its step must be deterministic)
 )
 # Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in host memory in the
 # shared order and copied to the device inside the clock.
@@ -27,9 +28,11 @@ load_data <- function(cfg, data_format) {
 
 
 # ==== Model ====
+# Keras' defaults draw the canonical init's distribution (Glorot-uniform kernels, zero biases; lesson 7); main then
+# loads the shared canonical numbers.
+build_model <- function(data_format = "channels_last", dropout = TRUE) {
+  rates <- if (dropout) c(0.25, 0.25, 0.5) else c(0, 0, 0)
 # rosetta: model
-# Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases.
-build_model <- function(data_format = "channels_last") {
   conv <- \(filters, name, ...) layers$Conv2D(filters, 3L, padding = "same", name = name, data_format = data_format,
                                               ...)
   pool <- \() layers$MaxPooling2D(2L, data_format = data_format)  # stride defaults to the pool size (lesson 11)
@@ -40,15 +43,15 @@ build_model <- function(data_format = "channels_last") {
     conv(50L, "conv2"),
     pool(),
     layers$Activation("relu"),                          # ReLU after pooling: 4x fewer elements (lesson 10)
-    layers$Dropout(0.25),                               # (N, 16, 16, 50) or (N, 50, 16, 16)
+    layers$Dropout(rates[1]),                           # (N, 16, 16, 50) or (N, 50, 16, 16)
     conv(100L, "conv3", activation = "relu"),
     conv(100L, "conv4"),
     pool(),
     layers$Activation("relu"),
-    layers$Dropout(0.25),
+    layers$Dropout(rates[2]),
     layers$Flatten(data_format = data_format),          # 6400, always in H·W·C order (Keras transposes NCHW first)
     layers$Dense(512L, activation = "relu", name = "fc1"),
-    layers$Dropout(0.5),
+    layers$Dropout(rates[3]),
     layers$Dense(10L, name = "fc2", dtype = "float32")  # logits; float32 under mixed precision (Keras guide)
   ), name = "cnn")
 }
@@ -77,7 +80,7 @@ predict_logits <- function(model, x) {
 # rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
-train_step <- function(model, batches, cfg, switches, timer) {
+compile_model <- function(model, cfg, switches) {
   p <- cfg$params
   model$compile(
     # rosetta: optimizer
@@ -86,8 +89,24 @@ train_step <- function(model, batches, cfg, switches, timer) {
     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),  # integer labels, softmax inside (6, 11)
     jit_compile = switches$jit_compile, steps_per_execution = as.integer(switches$steps_per_execution)
   )
-  model$fit(batches, epochs = as.integer(p$epochs), shuffle = FALSE, callbacks = list(batches$callback, timer),
-            verbose = 0L)
+}
+
+train_step <- function(model, batches, cfg, switches, timer) {
+  compile_model(model, cfg, switches)
+  model$fit(batches, epochs = as.integer(cfg$params$epochs), shuffle = FALSE,
+            callbacks = list(batches$callback, timer), verbose = 0L)
+}
+
+# The training-equivalence test's entry (tests/test_training_equivalence.py, through runners/rscript.R's
+# train_probe): from canonical `weights`, `steps` steps of `fit` on the one batch (x: NCHW, y) as main compiles the
+# model; the runners.keras helper fits and reads the weights back (the Python runner's canonical reader: same layers).
+train_steps <- function(cfg, weights, x, y, steps) {
+  switches <- resolve_switches(SWITCHES, cfg)
+  model <- build_model("channels_last", dropout = switches$dropout)
+  load_canonical(model, weights)
+  compile_model(model, cfg, switches)
+  py_keras$fit_steps(model, nchw_to(np$asarray(x, dtype = "float32"), "channels_last"), np$asarray(y, dtype = "int32"),
+                     steps, import("runners.keras.cnn", convert = FALSE)$read_canonical)
 }
 
 
@@ -113,7 +132,8 @@ main <- function(cfg) {
   data_format <- data_format_of(switches, cfg)
   keras$utils$set_random_seed(0L)
   d <- load_data(cfg, data_format)
-  model <- build_model(data_format)
+  model <- build_model(data_format, dropout = switches$dropout)
+  load_canonical(model, canonical_init("cnn"))   # the same start in every framework (DESIGN.md)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
   # rosetta: barrier
   timer <- py_keras$EpochTimer()
@@ -121,7 +141,7 @@ main <- function(cfg) {
 
   accuracy <- evaluate(model, d$x_test, d$y_test, p$batch_size)
   list(
-    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, final_loss = timer$final_loss,
+    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, init = "canonical",
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host", differences = py_to_r(py_keras$FIT_HOST_SYNCS)),

@@ -68,7 +68,7 @@ predict_logits <- function(model, x) {
 # rosetta: train-step
 # Keras owns the training loop: `compile()` fixes loss and optimizer and `fit()` runs the step. This function is the
 # whole of what a Keras user writes for it.
-train_step <- function(model, batches, cfg, switches, timer) {
+compile_model <- function(model, cfg, switches) {
   p <- cfg$params
   model$compile(
     # rosetta: optimizer
@@ -78,8 +78,23 @@ train_step <- function(model, batches, cfg, switches, timer) {
     loss = keras$losses$SparseCategoricalCrossentropy(from_logits = TRUE),
     jit_compile = switches$jit_compile, steps_per_execution = as.integer(switches$steps_per_execution)
   )
-  model$fit(batches, epochs = as.integer(p$epochs), shuffle = FALSE, callbacks = list(batches$callback, timer),
-            verbose = 0L)
+}
+
+train_step <- function(model, batches, cfg, switches, timer) {
+  compile_model(model, cfg, switches)
+  model$fit(batches, epochs = as.integer(cfg$params$epochs), shuffle = FALSE,
+            callbacks = list(batches$callback, timer), verbose = 0L)
+}
+
+# The training-equivalence test's entry (tests/test_training_equivalence.py, through runners/rscript.R's
+# train_probe): from canonical `weights`, `steps` steps of `fit` on the one batch (x, y) as main compiles the model.
+train_steps <- function(cfg, weights, x, y, steps) {
+  switches <- resolve_switches(SWITCHES, cfg)
+  model <- build_model(use_cudnn = switches$use_cudnn)
+  load_canonical(model, weights)
+  compile_model(model, cfg, switches)
+  py_keras$fit_steps(model, np$asarray(x, dtype = "int32"), np$asarray(y, dtype = "int32"), steps,
+                     import("runners.keras.gru", convert = FALSE)$read_canonical)
 }
 
 
@@ -106,6 +121,7 @@ main <- function(cfg) {
   d <- load_data(cfg)
   model <- build_model(use_cudnn = switches$use_cudnn, max_features = p$max_features,
                        embedding_dim = p$embedding_dim, hidden = p$hidden, num_classes = p$num_classes)
+  load_canonical(model, canonical_init("gru"))   # the same start in every framework (DESIGN.md)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
   # rosetta: barrier
   timer <- py_keras$EpochTimer()
@@ -113,11 +129,12 @@ main <- function(cfg) {
 
   accuracy <- evaluate(model, d$x_test, d$y_test, p$batch_size)
   list(
-    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, final_loss = timer$final_loss,
+    metrics = fit_metrics(timer, batches, p$batch_size, accuracy = accuracy, init = "canonical",
                           parameters = count_parameters(model), epochs = p$epochs,
                           train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                           data_placement = "host",
-                          differences = c(list(py_keras$ADAM_EPSILON_HAT), py_to_r(py_keras$FIT_HOST_SYNCS))),
+                          differences = c(list(py_keras$ADAM_EPSILON_HAT), py_to_r(py_keras$SPARSE_SQUARES),
+                                          py_to_r(py_keras$FIT_HOST_SYNCS))),
     timing = timing$train_timing(timer$windows, warmup = timer$warmup),
     # what ran, not what the device allows: the switch, the device and Keras' own dispatch test together
     switches = c(switches, list(cudnn_rnn = py_keras$cudnn_gru(model$get_layer("gru"), cfg$device, model$jit_compile),

@@ -33,10 +33,13 @@ epoch_batches <- function(x, y, batch_size) {
   py_keras$EpochBatches(py_len(x), as.integer(batch_size), py_call(gather_rows, x, y))
 }
 
-# The record's metrics of a `fit` timed by runners.keras.EpochTimer (the Python runners' clock), plus `...`.
+# The record's metrics of a `fit` timed by runners.keras.EpochTimer (the Python runners' clock): its times, the one
+# loss definition (shared.metrics.loss_metrics over the timer's per-step losses), and `...`.
 fit_metrics <- function(timer, batches, batch_size, ...) {
   epoch_seconds <- timer$epoch_seconds
   steps <- py_len(batches)
+  loss <- import("shared.metrics", convert = FALSE)$loss_metrics(timer$step_losses(), steps)
   timing$train_metrics(epoch_seconds, steps * batch_size, warmup = timer$warmup, steps = steps,
-                       windows = timer$windows, ...)
+                       windows = timer$windows, final_loss = loss$get("final_loss"),
+                       loss_curve = loss$get("loss_curve"), ...)
 }

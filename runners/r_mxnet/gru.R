@@ -73,6 +73,11 @@ predict_logits <- function(model, x) py_call(model, mx$nd$array(x))$asnumpy()
 
 
 # ==== Train step ====
+make_trainer <- function(net, p) {
+  gluon$Trainer(net$collect_params(), "adam",
+                dict(learning_rate = p$lr, beta1 = p$beta1, beta2 = p$beta2, epsilon = p$eps))
+}
+
 # rosetta: train-step
 # One step on a batch (x, y): copy to the context inside the clock, record the forward pass, backward, update. Nothing
 # here waits for the engine (no asnumpy(), lesson 13).
@@ -93,6 +98,29 @@ make_train_step <- function(net, trainer, ctx, use_amp) {
     trainer$step(py_get_item(xy[[1]]$shape, 0L))                  # mean over the batch
     loss
   }
+}
+
+# The training-equivalence test's entry (tests/test_training_equivalence.py, through runners/rscript.R's
+# train_probe): from canonical `weights`, `steps` steps on the one batch (x, y) with main's network, trainer and step;
+# the Python Gluon runner's reader returns the weights in the canonical layout (the same structural names).
+train_steps <- function(cfg, weights, x, y, steps) {
+  switches <- resolve_switches(SWITCHES, cfg)
+  ctx <- mx$cpu()
+  net <- build_model(ctx)
+  load_canonical(net, weights)
+  if (isTRUE(switches$hybridize)) {
+    net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
+  }
+  train_step <- make_train_step(net, make_trainer(net, cfg$params), ctx, FALSE)
+  batch <- tuple(mx$nd$array(x), mx$nd$array(y, dtype = "int32"))
+  read_canonical <- import("runners.mxnet_gluon.gru", convert = FALSE)$read_canonical
+  losses <- list()
+  after <- list()
+  for (s in seq_len(steps)) {
+    losses[[s]] <- py_to_r(train_step(batch)$mean()$asscalar()$item())
+    after[[s]] <- read_canonical(net)
+  }
+  tuple(losses, after)
 }
 
 
@@ -122,27 +150,29 @@ main <- function(cfg) {
   mx$random$seed(0L)
   d <- load_data(cfg, ctx, switches$data_placement)
   net <- build_model(ctx, p$max_features, p$embedding_dim, p$hidden, p$num_classes)
+  load_canonical(net, canonical_init("gru"))   # the same start in every framework (DESIGN.md)
   if (isTRUE(switches$hybridize)) {
     net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
   }
+  trainer <- make_trainer(net, p)
   # rosetta: optimizer
-  trainer <- gluon$Trainer(net$collect_params(), "adam",
-                           dict(learning_rate = p$lr, beta1 = p$beta1, beta2 = p$beta2, epsilon = p$eps))
   if (use_amp) amp$init_trainer(trainer)
   # rosetta: end
   train_step <- make_train_step(net, trainer, ctx, use_amp)
 
+  losses <- py_eval("[]", convert = FALSE)     # every step's per-sample losses, left on the device
   clock <- timing$timed_epochs(
     as.integer(p$epochs), \(epoch) py_gluon$train_batches(d$x_train, d$y_train, as.integer(p$batch_size), epoch),
-    train_step, sync
+    train_step, sync, outputs = losses
   ) |> unpack(c("epoch_seconds", "warmup", "loss", "windows"))
 
   accuracy <- evaluate(net, d$x_test, d$y_test, p$batch_size, ctx)
   steps <- py_to_r(batching$steps_per_epoch(py_len(d$x_train), as.integer(p$batch_size)))
+  loss <- metrics$loss_metrics(lapply(py_items(losses), \(l) py_to_r(l$mean()$asscalar()$item())), steps)
   list(
     metrics = timing$train_metrics(clock$epoch_seconds, steps * p$batch_size, warmup = clock$warmup, steps = steps,
                                    windows = clock$windows, accuracy = accuracy,
-                                   final_loss = clock$loss$mean()$asscalar()$item(),
+                                   init = "canonical", final_loss = loss$final_loss, loss_curve = loss$loss_curve,
                                    parameters = count_parameters(net), epochs = p$epochs,
                                    train_samples = py_len(d$x_train), test_samples = py_len(d$x_test),
                                    data_placement = switches$data_placement,

@@ -6,7 +6,7 @@ import tensorflow as tf
 from runners.tensorflow import (auto, batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
                                 host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
                                 sync, train_batches)
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.record import Skip
 from shared.runner import resolve_switches
@@ -17,6 +17,7 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 SWITCHES = {
     "xla": None,               # jit_compile the train step, fusing elementwise ops; None = GPU only (no gain on 2 CPUs)
     "channels_first": None,    # None = NCHW on GPU (cuDNN's classic layout, lesson 2), NHWC on CPU (its only pool grad)
+    "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: tf.data gathers each batch and copies it inside the clock (the
                                               # rule); device: the set copied to the device before it, gathered there
 }
@@ -46,9 +47,9 @@ def glorot_uniform(shape):
 
 # rosetta: model
 class CNN(tf.Module):
-    def __init__(self, data_format="NHWC"):
+    def __init__(self, data_format="NHWC", dropout=True):
         super().__init__(name="cnn")
-        self.data_format = data_format
+        self.data_format, self.dropout = data_format, dropout
         # Variables stay float32; under amp/bf16 they are cast to the policy's compute dtype in the forward pass,
         # which is what a Keras layer does under a mixed-precision policy.
         self.dtype = tf.keras.mixed_precision.global_policy().compute_dtype
@@ -68,7 +69,7 @@ class CNN(tf.Module):
 
     # rosetta: model
     def __call__(self, x, training=False):                          # x: (N, 32, 32, 3) NHWC or (N, 3, 32, 32) NCHW
-        dropout = tf.nn.dropout if training else (lambda x, rate: x)  # off in evaluation (lesson 4)
+        dropout = tf.nn.dropout if training and self.dropout else (lambda x, rate: x)  # off in evaluation (lesson 4)
         x = tf.nn.relu(self.conv(tf.cast(x, self.dtype), "conv1"))
         x = tf.nn.relu(self.pool(self.conv(x, "conv2")))            # ReLU after pooling: 4x fewer elements (lesson 10)
         x = dropout(x, 0.25)                                        # (N, 16, 16, 50)
@@ -82,8 +83,8 @@ class CNN(tf.Module):
         return tf.cast(self.dense(x, "fc2"), tf.float32)            # float32 logits; softmax is in the loss (lesson 6)
 
 
-def build_model(data_format="NHWC"):
-    return CNN(data_format)
+def build_model(data_format="NHWC", dropout=True):
+    return CNN(data_format, dropout)
 
 
 # rosetta: init
@@ -95,6 +96,15 @@ def load_canonical(model, weights):
         model.biases[name].assign(weights[name + ".bias"])
 
 
+def read_canonical(model):
+    out = {}
+    for name in LAYERS:
+        w = model.kernels[name].numpy()
+        out[name + ".weight"], out[name + ".bias"] = w.transpose(3, 2, 0, 1) if w.ndim == 4 else w.T, \
+            model.biases[name].numpy()
+    return out
+
+
 def predict_logits(model, x):
     """x: canonical NCHW float32."""
     x = tf.constant(x, tf.float32)
@@ -102,6 +112,12 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
+def make_optimizer(model, p, precision):
+    return optimizer_for(tf.keras.optimizers.SGD(p["lr"], momentum=p["momentum"]), precision,  # lesson 8
+                         model.trainable_variables)
+
+
 # rosetta: train-step
 def make_train_step(model, optimizer, jit_compile):
     @tf.function(jit_compile=jit_compile)                           # one graph per shape: no Python per step
@@ -115,6 +131,22 @@ def make_train_step(model, optimizer, jit_compile):
         optimizer.apply(grads, model.trainable_variables)           # amp: unscales, skips the step on inf/nan
         return loss                                                 # a device tensor: no host sync inside the step
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y: NCHW) with main's model, optimizer and step; (each step's loss, weights after
+    each)."""
+    switches = resolve_switches(SWITCHES, cfg)
+    model = build_model("NHWC", switches["dropout"])
+    load_canonical(model, weights)
+    train_step = make_train_step(model, make_optimizer(model, cfg.params, cfg.precision), False)
+    x, y = tf.constant(np.asarray(x, np.float32).transpose(0, 2, 3, 1)), tf.constant(y, tf.int32)
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -141,11 +173,10 @@ def main(cfg):
     fmt = data_format(switches, on_gpu)
     tf.keras.utils.set_random_seed(0)                               # Python, NumPy and TF seeds: weights, dropout
     x_train, y_train, x_test, y_test = load_data(cfg, fmt)
-    model = build_model(fmt)
-    # rosetta: optimizer
-    optimizer = optimizer_for(tf.keras.optimizers.SGD(p["lr"], momentum=p["momentum"]), cfg.precision,
-                              model.trainable_variables)  # lesson 8
+    model = build_model(fmt, switches["dropout"])
+    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
     # rosetta: end
+    optimizer = make_optimizer(model, p, cfg.precision)
     train_step = make_train_step(model, optimizer, auto(switches["xla"], on_gpu))
 
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
@@ -156,13 +187,16 @@ def main(cfg):
         step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
     else:
         dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
+    losses = []                                                     # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync,
+                                                     outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
         "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, windows=windows, accuracy=accuracy,
-                                 final_loss=float(loss), parameters=count_parameters(model), epochs=p["epochs"],
+                                 init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps), epochs=p["epochs"],
                                  train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),

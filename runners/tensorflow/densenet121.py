@@ -139,15 +139,17 @@ def main(cfg):
     dataset = train_dataset(train, p["crop_size"], p["batch_size"], world, p["epochs"], parallel)
     batches = strategy.experimental_distribute_dataset(dataset)    # splits each global batch across the replicas
     epoch_batches, wait = epoch_iterator(batches, steps), InputWait()
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], lambda epoch: wait(epoch_batches(epoch)),
-                                                        train_step, sync)
+    losses = []                                                     # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], lambda epoch: wait(epoch_batches(epoch)),
+                                                     train_step, sync, outputs=losses)
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"])
     samples = steps * p["batch_size"] * world
     return {
         "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps,
                                  windows=windows, auc=auc, auc_classes=classes,
-                                 train_minutes=sum(epoch_seconds) / 60, final_loss=float(loss),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
+                                 train_minutes=sum(epoch_seconds) / 60,
                                  devices=strategy.num_replicas_in_sync, weights=source,
                                  parameters=count_parameters(model), global_batch=p["batch_size"] * world,
                                  train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],

@@ -3,11 +3,11 @@ loop; the recurrence is tf.keras.layers.GRU, which runs cuDNN's fused GRU kernel
 import numpy as np
 import tensorflow as tf
 
-from runners.keras import ADAM_EPSILON_HAT
+from runners.keras import ADAM_EPSILON_HAT, ADAM_SPARSE_SQUARES
 from runners.tensorflow import (batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
                                 host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
                                 sync, train_batches)
-from shared import batching, metrics, params
+from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
 from shared.timing import timed_epochs, train_metrics, train_timing
@@ -67,11 +67,31 @@ def load_canonical(model, weights):
     fc.set_weights([np.asarray(weights["fc.weight"]).T, weights["fc.bias"]])
 
 
+def canonical_gates(w):
+    """Keras' gate blocks (z, r, h) on axis 0 -> canonical (r, z, n)."""
+    z, r, n = np.split(np.asarray(w), 3, axis=0)
+    return np.concatenate([r, z, n], axis=0)
+
+
+def read_canonical(model):
+    embedding, gru, fc = model.layers
+    kernel, recurrent, bias = gru.get_weights()
+    return {"embedding.weight": embedding.get_weights()[0], "gru.weight_ih": canonical_gates(kernel.T),
+            "gru.weight_hh": canonical_gates(recurrent.T), "gru.bias_ih": canonical_gates(bias[0]),
+            "gru.bias_hh": canonical_gates(bias[1]), "fc.weight": fc.get_weights()[0].T, "fc.bias": fc.get_weights()[1]}
+
+
 def predict_logits(model, x):
     return model(tf.constant(x, tf.int32), training=False).numpy()
 
 
 # ==== Train step ====
+# rosetta: optimizer
+def make_optimizer(model, p, precision):
+    return optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
+                         precision, model.trainable_variables)
+
+
 # rosetta: train-step
 def make_train_step(model, optimizer, jit_compile):
     @tf.function(jit_compile=jit_compile)
@@ -84,6 +104,20 @@ def make_train_step(model, optimizer, jit_compile):
         optimizer.apply(grads, model.trainable_variables)   # the embedding's gradient is sparse (IndexedSlices)
         return loss                                         # no .numpy(): the step never waits for the device
     return train_step
+
+
+def train_steps(cfg, weights, x, y, steps):
+    """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    model = build_model()
+    load_canonical(model, weights)
+    train_step = make_train_step(model, make_optimizer(model, cfg.params, cfg.precision), False)
+    x, y = tf.constant(x, tf.int32), tf.constant(y, tf.int32)
+    losses, after = [], []
+    for _ in range(steps):
+        losses.append(float(train_step(x, y)))
+        after.append(read_canonical(model))
+    return losses, after
 
 
 # ==== Evaluate ====
@@ -102,10 +136,9 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model()
-    # rosetta: optimizer
-    optimizer = optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"],
-                                                       epsilon=p["eps"]), cfg.precision, model.trainable_variables)
+    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
     # rosetta: end
+    optimizer = make_optimizer(model, p, cfg.precision)
     train_step = make_train_step(model, optimizer, switches["xla"])
 
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
@@ -116,15 +149,19 @@ def main(cfg):
         step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
     else:
         dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
-    epoch_seconds, warmup, loss, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync)
+    losses = []                                                     # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync,
+                                                     outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
         "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, windows=windows, accuracy=accuracy,
-                                 final_loss=float(loss), parameters=count_parameters(model), epochs=p["epochs"],
+                                 init="canonical", parameters=count_parameters(model),
+                                 **metrics.loss_metrics([float(loss) for loss in losses], steps), epochs=p["epochs"],
                                  train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
+                                 data_placement=switches["data_placement"],
+                                 differences=[ADAM_EPSILON_HAT, ADAM_SPARSE_SQUARES]),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": bool(tf.config.list_logical_devices("GPU")), "device": device,
                      "policy": tf.keras.mixed_precision.global_policy().name,
