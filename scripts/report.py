@@ -299,8 +299,8 @@ def value_of(row):
     time as waited where no steady state was recorded); None for a cell that did not run or recorded no time."""
     if row["status"] != "ok":
         return None
-    value = row["time"] if row["cell.task"] == "resnet50" or not known(row.get("steady")) else row["steady"]
-    return value if known(value) and value > 0 else None
+    value = number(row["time"] if row["cell.task"] == "resnet50" or not known(row.get("steady")) else row["steady"])
+    return value if value is not None and value > 0 else None
 
 
 def compact_table(frame, task, footnotes=None):

@@ -458,7 +458,7 @@ def plot(task, data, scale, rows, out, plots):
     """An SVG of one source's ok cells in a group: one bar per framework and column, fastest on top, each with its
     value; the unit and "lower is better" on the axis."""
     bars = sorted(((report.value_of(r), f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
-                   for r in rows if report.value_of(r)))[:report.PLOT_CAP]
+                   for r in rows if report.value_of(r) and report.plottable(report.value_of(r))))[:report.PLOT_CAP]
     if not bars:
         return ""
     source = rows[0]["source"]

@@ -18,9 +18,9 @@ import numpy as np
 from caffe2.python import workspace
 from runners.caffe2 import CPU, cnn, sync
 train = cnn.build_model(device=CPU, is_test=False)
-cnn.add_training_operators(train, CPU, lr=0.1, momentum=0.9, placement="host")
+loss = cnn.add_training_operators(train, CPU, lr=0.1, momentum=0.9, placement="host")
 workspace.RunNetOnce(train.param_init_net)
-step = cnn.make_train_step(train, CPU, ["data", "label"])
+step = cnn.make_train_step(train, CPU, ["data", "label"], loss)
 barrier, last = sync(train.net), train.net.Proto().op[-1]
 rng = np.random.RandomState(0)
 batch = {{"data": rng.rand(4, 3, 32, 32).astype(np.float32), "label": np.arange(4, dtype=np.int32)}}

@@ -59,9 +59,9 @@ def conv(model, blob_in, blob_out, cin, cout, **kwargs):
                      weight_init=glorot_uniform(cin * 9, cout * 9), **kwargs)
 
 
+# rosetta: model
 def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=False, exhaustive_search=False,
                 dropout=True):
-# rosetta: model
     """A ModelHelper whose net maps the blob `data` (N, 3, 32, 32) to logits `fc2`. The training model
     (is_test=False) fills its parameters in param_init_net and runs dropout; the test model (is_test=True) is built
     with init_params=False: it creates no parameters and reads the training model's blobs by name. With placement

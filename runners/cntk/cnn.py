@@ -31,8 +31,8 @@ def load_data(cfg):
 
 
 # ==== Model ====
-def build_model(cfg=None, num_classes=10, dropout=True):
 # rosetta: model
+def build_model(cfg=None, num_classes=10, dropout=True):
     """The network as one CNTK Function of the input `features` (3, 32, 32); its output is the logits. Layer names
     (conv1 … fc2) are the canonical ones, so `model.conv1.W` is the canonical `conv1.weight`."""
     features = C.input_variable((3, 32, 32), np.float32, name="features")

@@ -237,10 +237,11 @@ def main(cfg):
         state, loss = train_step(state, *batch)
         return loss
 
+    # rosetta: barrier
     losses = []                                                     # every step's loss, left on the device
     epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, step,
                                                      lambda: jax.block_until_ready(state), outputs=losses)
-    # rosetta: barrier
+    # rosetta: end
     pool.shutdown()
     nnx.update((model, optimizer, loss_scale), state)
 

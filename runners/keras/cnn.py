@@ -34,10 +34,10 @@ def load_data(cfg, data_format):
 
 
 # ==== Model ====
+# rosetta: model
 def build_model(cfg=None, data_format="channels_last", dropout=True):
     """Keras' defaults draw the canonical init's distribution (Glorot-uniform kernels, zero biases; lesson 7); main
     then loads the shared canonical numbers (shared.canonical.init_weights). The default layout is
-# rosetta: model
     NHWC, which every backend runs on a CPU: TensorFlow's CPU Conv2D takes NCHW only through oneDNN, which TensorFlow
     turns on by default only on CPUs with AVX-512 VNNI/BF16 or AMX."""
     fmt = {"data_format": data_format}

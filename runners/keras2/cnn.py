@@ -34,8 +34,8 @@ def load_data(cfg, data_format):
 
 
 # ==== Model ====
-def build_model(cfg=None, data_format="channels_first", dropout=True):
 # rosetta: model
+def build_model(cfg=None, data_format="channels_first", dropout=True):
     """Keras' defaults are the canonical init: Glorot-uniform kernels (lesson 7), zero biases. Every conv, pool and
     flatten follows the global image_data_format, which Keras 2 users set once (keras.json or this call)."""
     keras.backend.set_image_data_format(data_format)

@@ -180,9 +180,9 @@ def main(cfg):
     # the warm-up (with the first step), and stays out of the steady-state time (shared/timing.py).
     with stopwatch() as compile_time:
         train_step = make_train_step(model, p["lr"], p["momentum"], *((x_train, y_train) if on_device else ()))
+    # rosetta: barrier
     losses = []                                                        # every step's loss (host arrays)
     epoch_seconds, first_step, _, windows = timed_epochs(
-    # rosetta: barrier
         p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, on_device),
         lambda batch: train_step(*batch), outputs=losses)
     # theano.function returns host arrays, so every call has finished on the device when it returns: no barrier.

@@ -90,6 +90,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
 def make_trainer(net, p):
     # MXNet's SGD momentum is plain momentum (v = m·v - lr·g; w += v), no unit gain (lesson 8): PyTorch's update.
     return gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": p["lr"], "momentum": p["momentum"]})
@@ -156,8 +157,8 @@ def main(cfg):
     load_canonical(net, canonical.init_weights("cnn"))           # the same start in every framework (DESIGN.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
-    trainer = make_trainer(net, p)
     # rosetta: optimizer
+    trainer = make_trainer(net, p)
     if use_amp:
         amp.init_trainer(trainer)                                   # dynamic loss scaling; skips overflowing steps
     # rosetta: end

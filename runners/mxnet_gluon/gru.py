@@ -98,6 +98,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
 def make_trainer(net, p):
     return gluon.Trainer(net.collect_params(), "adam", {"learning_rate": p["lr"], "beta1": p["beta1"],
                                                         "beta2": p["beta2"], "epsilon": p["eps"]})
@@ -164,8 +165,8 @@ def main(cfg):
     load_canonical(net, canonical.init_weights("gru"))           # the same start in every framework (DESIGN.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
-    trainer = make_trainer(net, p)
     # rosetta: optimizer
+    trainer = make_trainer(net, p)
     if use_amp:
         amp.init_trainer(trainer)
     # rosetta: end

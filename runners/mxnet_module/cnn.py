@@ -63,8 +63,8 @@ def cnn_symbol(num_classes=10, dropout=True):
     return mx.sym.SoftmaxOutput(logits, name="softmax")
 
 
-def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, for_training=False, dropout=True):
 # rosetta: model
+def build_model(cfg=None, ctx=(mx.cpu(),), batch_size=1, for_training=False, dropout=True):
     """A Module bound to (batch_size, 3, 32, 32) on `ctx`, Glorot-uniform kernels and zero biases (lesson 7; MXNet's
     initializers give every `*_bias` zeros). Binding is where the symbol meets shapes and memory: for training it also
     allocates the gradient buffers."""
@@ -93,6 +93,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
 def make_optimizer(model, p):
     # Plain momentum, v = m·v - lr·g (lesson 8); the Module sets rescale_grad = 1/batch_size, so the summed gradient
     # of SoftmaxOutput becomes the batch mean (Gluon says the same with trainer.step(N)).
@@ -146,10 +147,9 @@ def main(cfg):
     load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
     make_optimizer(model, p)
 
+    # rosetta: barrier
     losses = []                                                    # every step's loss, on the engine
     epoch_seconds, warmup, _, windows = timed_epochs(
-    # rosetta: optimizer
-    # rosetta: barrier
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(model, batch), sync(), outputs=losses)
 

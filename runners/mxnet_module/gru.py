@@ -116,6 +116,7 @@ def predict_logits(model, x):
 
 
 # ==== Train step ====
+# rosetta: optimizer
 def make_optimizer(model, p):
     model.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": p["lr"], "beta1": p["beta1"],
                                                              "beta2": p["beta2"], "epsilon": p["eps"]})
@@ -166,10 +167,9 @@ def main(cfg):
     load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
     make_optimizer(model, p)
 
+    # rosetta: barrier
     losses = []                                                    # every step's loss, on the engine
     epoch_seconds, warmup, _, windows = timed_epochs(
-    # rosetta: optimizer
-    # rosetta: barrier
         p["epochs"], lambda epoch: data_batches(x_train, y_train, p["batch_size"], epoch),
         lambda batch: train_step(model, batch), sync(), outputs=losses)
 

@@ -30,9 +30,9 @@ load_data <- function(cfg, data_format) {
 # ==== Model ====
 # Keras' defaults draw the canonical init's distribution (Glorot-uniform kernels, zero biases; lesson 7); main then
 # loads the shared canonical numbers.
+# rosetta: model
 build_model <- function(data_format = "channels_last", dropout = TRUE) {
   rates <- if (dropout) c(0.25, 0.25, 0.5) else c(0, 0, 0)
-# rosetta: model
   conv <- \(filters, name, ...) layers$Conv2D(filters, 3L, padding = "same", name = name, data_format = data_format,
                                               ...)
   pool <- \() layers$MaxPooling2D(2L, data_format = data_format)  # stride defaults to the pool size (lesson 11)

@@ -73,6 +73,7 @@ predict_logits <- function(model, x) py_call(model, mx$nd$array(x))$asnumpy()
 
 
 # ==== Train step ====
+# rosetta: optimizer
 make_trainer <- function(net, p) {
   gluon$Trainer(net$collect_params(), "adam",
                 dict(learning_rate = p$lr, beta1 = p$beta1, beta2 = p$beta2, epsilon = p$eps))
@@ -154,8 +155,8 @@ main <- function(cfg) {
   if (isTRUE(switches$hybridize)) {
     net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
   }
-  trainer <- make_trainer(net, p)
   # rosetta: optimizer
+  trainer <- make_trainer(net, p)
   if (use_amp) amp$init_trainer(trainer)
   # rosetta: end
   train_step <- make_train_step(net, trainer, ctx, use_amp)
