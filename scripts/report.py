@@ -253,7 +253,42 @@ def to_frame(records):
                                                                       index=frame.index, dtype=object)
     frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index,
                                                        dtype=object)
+    frame["quality_note"] = quality_notes(frame)
     return frame
+
+
+QUALITY_DEPARTURE = 0.05    # below its siblings' median by more than this (verify's quality margin): explained
+
+
+def quality_notes(frame):
+    """Per row: why its accuracy or AUC sits more than QUALITY_DEPARTURE below the median of its siblings (the ok
+    cells of the same task, data kind and scale), from what its record says; None where it does not depart."""
+    notes = [None] * len(frame)
+    rows = frame.to_dict("records")
+    for i, row in enumerate(rows):
+        quality = QUALITY_METRIC.get(row["cell.task"])
+        q = number(row.get(f"metrics.{quality}")) if quality else None
+        if q is None or row["status"] != "ok":
+            continue
+        peers = [number(r.get(f"metrics.{quality}")) for r in rows
+                 if r["status"] == "ok" and (r["cell.task"], r["cell.data"], r["cell.scale"]) ==
+                 (row["cell.task"], row["cell.data"], row["cell.scale"])]
+        peers = [v for v in peers if v is not None]
+        if len(peers) < 3:
+            continue
+        median = float(pd.Series(peers).median())
+        if q >= median - QUALITY_DEPARTURE:
+            continue
+        words = f"{QUALITY_LABEL[quality]} {q:.1%} is below its siblings' median {median:.1%} on the same data and scale"
+        if row["cell.task"] in ("cnn", "gru") and row.get("metrics.init") != "canonical":
+            why = ("this record predates the shared start: it trained from its framework's own random initial "
+                   "weights, and a short run depends on the sample (docs/methodology.md, the same start and the "
+                   "same step); a run of today's runners starts from the canonical weights")
+        else:
+            why = ("nothing in its record explains it: a difference in training to look into "
+                   "(tests/test_training_equivalence.py checks the step itself)")
+        notes[i] = f"{words}: {why}"
+    return notes
 
 
 # ---------------------------------------------------------------- tables
@@ -287,11 +322,17 @@ def cell_text(row, task, footnotes):
     if quality and known(row.get(f"metrics.{quality}")):
         q = row[f"metrics.{quality}"]
         text += f" ({q:.1%})" if quality == "accuracy" else f" (AUC {q:.3f})"
-    differences = row.get("metrics.differences")
-    if isinstance(differences, list) and differences:
-        numbers = [footnotes.setdefault(d, len(footnotes) + 1) for d in differences]
-        text += " [" + ",".join(map(str, sorted(numbers))) + "]"
-    return text
+    return text + note_marks(row, footnotes)
+
+
+def note_marks(row, footnotes):
+    """' [1,3]': the numbers of the notes a cell carries (the differences its record names, why its accuracy departs
+    from its siblings'), each note numbered once in `footnotes`; '' for none."""
+    notes = [d for d in row.get("metrics.differences") if isinstance(d, str)] if isinstance(
+        row.get("metrics.differences"), list) else []
+    notes += [row["quality_note"]] if known(row.get("quality_note")) else []
+    numbers = sorted({footnotes.setdefault(d, len(footnotes) + 1) for d in notes})
+    return " [" + ",".join(map(str, numbers)) + "]" if numbers else ""
 
 
 def value_of(row):
@@ -319,11 +360,7 @@ def compact_table(frame, task, footnotes=None):
         value = value_of(row)
         if value is None:
             return cell_text(row, task, footnotes)
-        differences = row.get("metrics.differences")
-        numbers = sorted(footnotes.setdefault(d, len(footnotes) + 1) for d in differences) if isinstance(
-            differences, list) else []
-        return f"{value:.3g} (×{value / fastest[row['column']]:.2f})" + (
-            " [" + ",".join(map(str, numbers)) + "]" if numbers else "")
+        return f"{value:.3g} (×{value / fastest[row['column']]:.2f})" + note_marks(row, footnotes)
 
     table = rows.assign(text=[text(r) for r in records], value=[value_of(r) for r in records]).pivot_table(
         index="cell.framework", columns="column", values="text", aggfunc="; ".join)[columns]

@@ -363,3 +363,25 @@ def test_the_efficiency_says_its_denominator_and_flags_the_implausible(tmp_path)
     assert "10 eff implausible (200% of its own GEMM) (90.0%)" in md
     assert "10 eff 50% GEMM (90.0%)" in md
     assert "eff n% peak the steady state's model FLOP/s as a share of the device's peak" in md
+
+
+def test_an_accuracy_below_its_siblings_is_explained_next_to_its_cell(tmp_path):
+    """More than 0.05 below the median of the same task, data and scale: a note beside the number, saying what the
+    record tells (a CNN from before the shared start drew its own initial weights); within 0.05: no note."""
+    run = write_run(tmp_path / "run", [
+        record(framework="pytorch", train_seconds=3.0, accuracy=1.0, init="canonical"),
+        record(framework="jax", train_seconds=3.0, accuracy=0.99, init="canonical"),
+        record(framework="mxnet-gluon", train_seconds=3.0, accuracy=0.96, init="canonical"),   # 0.04 below: fine
+        record(framework="keras-tf", train_seconds=3.0, accuracy=0.793),                      # its own start
+        record(framework="chainer", train_seconds=3.0, accuracy=0.80, init="canonical"),
+    ])
+    md = report.write_report(run)["markdown"].read_text()
+    rows = {}
+    for line in md.splitlines():                                  # the first table: one number per cell
+        if line.startswith("| "):
+            rows.setdefault(line.split("|")[1].strip(), line)
+    assert re.search(r"\(×1\.00\) \[\d\]", rows["keras-tf"]) and re.search(r"\(×1\.00\) \[\d\]", rows["chainer"])
+    assert "[" not in rows["mxnet-gluon"] and "[" not in rows["pytorch"]
+    assert "test accuracy 79.3% is below its siblings' median 96.0% on the same data and scale: this record " \
+           "predates the shared start" in md
+    assert "test accuracy 80.0% is below its siblings' median 96.0%" in md and "nothing in its record explains it" in md
