@@ -21,7 +21,7 @@ def theano_flags(device, environ=os.environ):
     (`blas.ldflags`; the `blas__ldflags` form is Aesara's)."""
     defaults = ["floatX=float32",             # Keras' floatx; Theano's own default is float64
                 "blas.ldflags=-lopenblas"]    # Theano's C GEMM/GEMV ops link OpenBLAS (libopenblas-dev in the image)
-    if environ.get("ROSETTA_CACHE_DIR"):      # compiled C modules, reused by every cell of the container (42 s cold)
+    if environ.get("ROSETTA_CACHE_DIR"):      # compiled C modules, the container's own (a tmpfs per cell; 42 s cold)
         defaults.append("base_compiledir=" + os.path.join(environ["ROSETTA_CACHE_DIR"], "theano"))
     if device == "gpu":
         defaults.append("device=cuda")        # libgpuarray's CUDA backend (pygpu); Theano 1.0 has no other GPU path
