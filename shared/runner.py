@@ -9,13 +9,12 @@ A task module provides `main(cfg) -> dict(metrics=..., timing=..., switches=...)
 failure capture, the exit code — happens here, identically for every framework.
 """
 import argparse
-import dataclasses
 import os
 import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shared import params, threads
@@ -175,9 +174,9 @@ def run(cfg, load_task, framework_info, family=None):
 def cannot_write(out):
     """Why the record `out` cannot be written (None where it can), found before any work by writing a file beside it.
 
-    In a container the folder is the host's ROSETTA_RESULTS (compose.yaml passes its name as ROSETTA_RESULTS_HOST), which
-    Docker creates as root where it is missing, while the service runs as ROSETTA_UID (1000 unless set): the message
-    names the user, both folders and the two ways out."""
+    In a container the folder is the host's ROSETTA_RESULTS (compose.yaml passes its name as ROSETTA_RESULTS_HOST),
+    which Docker creates as root where it is missing, while the service runs as ROSETTA_UID (1000 unless set): the
+    message names the user, both folders and the two ways out."""
     folder = Path(out).parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -188,7 +187,8 @@ def cannot_write(out):
         host = os.environ.get("ROSETTA_RESULTS_HOST")
         where = f"{folder} (on the host: {host}, ROSETTA_RESULTS)" if host else str(folder)
         fix = (f"create it as yourself before the first run (`make setup` does, and writes your uid to .env), or "
-               f"`sudo chown -R {uid}:{gid} {host}`" if host else f"`chown -R {uid}:{gid} {folder}` or choose another --out")
+               f"`sudo chown -R {uid}:{gid} {host}`" if host else
+               f"`chown -R {uid}:{gid} {folder}` or choose another --out")
         return f"uid {uid} cannot write the results folder {where} ({e.strerror or e}): {fix}; nothing was run"
     return None
 
@@ -210,8 +210,7 @@ def twins_for_this_call(cfg):
     print(f"{dataset}: not in this call's data folder, so its synthetic twin was made in the container for this call "
           f"({time.perf_counter() - start:.0f} s); to keep the twins in the data folder for later calls, run "
           f"`docker compose run --rm data` (or this image's own `twins-FAMILY` service) once", flush=True)
-    return dataclasses.replace(cfg, data=Path(scratch))
-
+    return replace(cfg, data=Path(scratch))
 
 
 def resolve_switches(defaults, cfg):
