@@ -52,8 +52,8 @@ data: $(HOST_ENV)                  ## the real datasets and the ImageNet weights
 weights: $(HOST_ENV)               ## only the ImageNet weights (ResNet-50, DenseNet-121), in the canonical layout
 	$(HOST) -m shared.weights --root data/real
 
-images: $(HOST_ENV)                ## the images a profile needs (PROFILE=full), or FRAMEWORK=… VARIANT=…
-	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT))
+images: $(HOST_ENV)                ## the images a profile needs (PROFILE=full), or FRAMEWORK=… VARIANT=… (LEAN=1: no wheelhouse kept)
+	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT)) $(if $(LEAN),--lean)
 
 # PULL=ghcr.io/OWNER/ pulls the published images of that choice instead (DIGESTS=images.json pins them, FRAMEWORK=…)
 setup: $(HOST_ENV)                 ## write .env: plain `docker compose` on GPU images where Docker can (DEVICE=cpu|gpu)

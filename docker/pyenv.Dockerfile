@@ -55,7 +55,7 @@ LABEL org.opencontainers.image.title="rosetta runner ${IMAGE}" org.opencontainer
       org.rosetta.code-hash="${CODE_HASH}"
 
 # As docker/Dockerfile: any uid may run it. ROSETTA_CACHE_DIR: where a runner keeps compiled code between cells
-# (Theano's C modules); compose mounts a named volume there, and the directory's mode is what a new volume copies.
+# (Theano's C modules); compose mounts a tmpfs of the cell's own there, so no cell loads code another compiled.
 ENV PATH=/opt/venv/bin:$PATH \
     ROSETTA_IMAGE=${IMAGE} \
     ROSETTA_CODE_HASH=${CODE_HASH} \

@@ -158,9 +158,13 @@ def ensure_local_base(docker, image):
             raise ExecutorError(f"could not build the local base image {image} (.ci/docker-setup.sh's message above)")
 
 
+def wheelhouse_of(family, variant):
+    """One wheelhouse per requirements file: variants built from the same pins (PyTorch's cpu and cu130) share it."""
+    return ROOT / ".wheelhouse" / f"{family}-{Path(variant.requirements).stem}"
+
+
 def build(docker, family, variant, gpu_alias=False, parent=None):
-    # One wheelhouse per requirements file: variants built from the same pins (PyTorch's cpu and cu130) share it.
-    house = ROOT / ".wheelhouse" / f"{family}-{Path(variant.requirements).stem}"
+    house = wheelhouse_of(family, variant)
     code = wheelhouse.main(["--requirements", str(ROOT / variant.requirements), "--dest", str(house),
                             "--python-version", variant.python, "--glibc", variant.glibc,
                             *(["--no-deps"] if variant.parent else [])])
@@ -255,6 +259,9 @@ def main(argv=None):
     ap.add_argument("--if-stale", action="store_true",
                     help="build only images that are missing or hold other code than this checkout (their label)")
     ap.add_argument("--and-cpu", action="store_true", help="every family's cpu image too")
+    ap.add_argument("--lean", action="store_true",
+                    help="remove each image's wheelhouse once it is built (a tight disk, CI's: the wheelhouse only "
+                         "saves the download of a rebuild, and the image holds what it installed)")
     ap.add_argument("--list", action="store_true", help="print the images to build as JSON jobs; build nothing")
     ap.add_argument("--push", metavar="REGISTRY", help="push the built image(s) as REGISTRYrosetta/FAMILY:… "
                     "(e.g. ghcr.io/OWNER/), with the --inspect report as a label")
@@ -278,13 +285,16 @@ def main(argv=None):
         check_engine(docker)
         if args.push:   # the image asked for, not the parent `wanted` adds before it (its own job pushes that)
             return push(docker, matrix, pairs[-1:] if args.variant else pairs, args.push, args.github_output)
-        for family, variant in pairs:
+        for i, (family, variant) in enumerate(pairs):
             parent = parent_of(matrix, family, variant)
             if args.if_stale and image_code_hash(docker, variant.image(family)) == code_hash(family, variant, parent):
                 print(f"{variant.image(family)}: holds this checkout's code, not rebuilt")
                 continue
             build(docker, family, variant, gpu_alias=variant.name == default_gpu_variant(matrix, family),
                   parent=parent)
+            house = wheelhouse_of(family, variant)
+            if args.lean and all(wheelhouse_of(*later) != house for later in pairs[i + 1:]):   # its last user
+                shutil.rmtree(house, ignore_errors=True)
     except (MatrixError, ExecutorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

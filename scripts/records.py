@@ -90,7 +90,8 @@ SCHEMA = {
             "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000}}},
         "timing": {"type": "object", "properties": {
             **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
-            "values": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
+            **{key: {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000}
+               for key in ("values", "warmup_windows")},
             "unit": _short, "repeats": _integer, "window_steps": _integer,
             "unstable": {"type": ["boolean", "null"]}, "warm": {"type": ["boolean", "null"]},
             "barrier_audit": {"type": ["object", "null"]}}},

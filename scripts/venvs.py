@@ -132,6 +132,17 @@ def prepare_system(frameworks, refused=None):
     return {fw.id: reasons[fw.family] for fw in frameworks if fw.family in reasons}
 
 
+def share_identical_files():
+    """Files that several environments hold byte for byte (TensorFlow in the tensorflow, keras and r-keras
+    environments, MXNet in mxnet and r-mxnet, NumPy in most) become hard links to one copy, with util-linux's
+    `hardlink` where the host has it: about 3 GB fewer on the disk. Only files of the same mode and owner are joined
+    (their times may differ). Nothing writes into an installed file: pip replaces a package's files (new inodes), and
+    an environment is rebuilt from scratch, so no environment can change another's."""
+    tool = shutil.which("hardlink")
+    if tool and VENVS.is_dir():
+        subprocess.run([tool, "--quiet", "--ignore-time", str(VENVS)], check=False)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.venvs", description=__doc__.split("\n")[0])
     ap.add_argument("frameworks", nargs="+")
@@ -157,6 +168,7 @@ def main(argv=None):
                     raise
                 absent[fw.id] = str(e)
                 print(f"{fw.id}: not built: {e}", file=sys.stderr)
+        share_identical_files()
     except (MatrixError, EnvError, EnvBuildError, syspackages.SystemPackageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
