@@ -136,11 +136,13 @@ def share_identical_files():
     """Files that several environments hold byte for byte (TensorFlow in the tensorflow, keras and r-keras
     environments, MXNet in mxnet and r-mxnet, NumPy in most) become hard links to one copy, with util-linux's
     `hardlink` where the host has it: about 3 GB fewer on the disk. Only files of the same mode and owner are joined
-    (their times may differ). Nothing writes into an installed file: pip replaces a package's files (new inodes), and
+    (their times may differ), and never Python sources: a compiled module (.pyc) is valid only for its source's
+    modification time, and one inode has one, so every import of a linked .py would compile it again (PyTorch's
+    imports took 5 s longer). Nothing writes into an installed file: pip replaces a package's files (new inodes), and
     an environment is rebuilt from scratch, so no environment can change another's."""
     tool = shutil.which("hardlink")
     if tool and VENVS.is_dir():
-        subprocess.run([tool, "--quiet", "--ignore-time", str(VENVS)], check=False)
+        subprocess.run([tool, "--quiet", "--ignore-time", "--exclude", r"\.py$", str(VENVS)], check=False)
 
 
 def main(argv=None):

@@ -1,13 +1,17 @@
 """How fast this device can go, measured in the cell's own framework right after the cell: a fixed square GEMM in
-fp32 (and in the cell's reduced precision where it has one) and, on the CPU, a memory-bandwidth probe; a few seconds
-at most. After, not before: TensorFlow and JAX fix their logical devices when their runtime starts, which a GEMM
+fp32 (and in the cell's reduced precision where it has one: TF32 for a tf32 cell, never counted as fp32), a host
+memory-bandwidth probe on the CPU, and on a GPU the host-to-device copy from pinned and from pageable memory (every GPU
+cell copies its batches inside the clock); a few seconds at most. After, not before: TensorFlow and JAX fix their logical devices when their runtime starts, which a GEMM
 would do before the cell splits the CPU into devices; and the device is warm by then. The record keeps it
 (`system.calibration`) and each ok cell's achieved FLOP/s is reported as a share of the device's peak
 (`metrics.efficiency`, shared/peaks.py: one denominator per machine) and of this GEMM rate
 (`metrics.efficiency_of_gemm`, "of its own GEMM"): which framework leaves the machine idle, and by how much.
 
 A runner package offers `gemm(cfg, n, dtype) -> (matmul, barrier)`: `matmul()` queues one n×n by n×n product of
-`dtype` on the cell's device, `barrier()` waits for it. Runs on Python 3.6 like the rest of `shared`.
+`dtype` on the cell's device ("tfloat32": float32 storage, TF32 products; "float32": TF32 off, whatever the cell
+set), `barrier()` waits for it; and on a GPU `device_copy(cfg, nbytes, pinned) -> (copy, barrier)`: `copy()` queues
+one host-to-device copy of `nbytes` from pinned (page-locked) or pageable host memory. Runs on Python 3.6 like the
+rest of `shared`.
 """
 import statistics
 import time
@@ -21,8 +25,9 @@ N_GPU = 8192        # … and on a GPU, where 1024² is far too small: on an H20
                     # ResNet-50 "used" 158 % of it (gpu-check, 2026-12-04); 8192² is ~1 TFLOP a product
 CALLS = 4           # products per timed sample
 SAMPLES = 5
-REDUCED = {"amp": "float16", "bf16": "bfloat16"}   # the product a reduced-precision cell's kernels run
+REDUCED = {"amp": "float16", "bf16": "bfloat16", "tf32": "tfloat32"}   # the product a cell's kernels run
 BANDWIDTH_BYTES = 256 * 2 ** 20
+COPY_BYTES = 64 * 2 ** 20   # a host-to-device copy: larger than one batch of every task, a few ms on PCIe 5
 
 
 def gemm_rate(matmul, barrier, n=N):
@@ -50,6 +55,37 @@ def host_bandwidth():
         np.copyto(dst, src)
         times.append(time.perf_counter() - start)
     return 2 * BANDWIDTH_BYTES / statistics.median(times[1:])
+
+
+def copy_rate(copy, barrier, nbytes=COPY_BYTES):
+    """Bytes per second of `copy` (one host-to-device copy of `nbytes`): one untimed copy, then the median of five."""
+    copy()
+    barrier()
+    times = []
+    for _ in range(SAMPLES):
+        start = time.perf_counter()
+        copy()
+        barrier()
+        times.append(max(time.perf_counter() - start, 1e-9))
+    return nbytes / statistics.median(times)
+
+
+def device_copies(family, cfg):
+    """{"h2d_pinned_bytes_per_s", "h2d_pageable_bytes_per_s"} on a GPU (None where the package cannot copy that way,
+    with the reason in "h2d_note"); {} on the CPU, whose batches never leave host memory."""
+    if cfg.device != "gpu":
+        return {}
+    block = {"h2d_pinned_bytes_per_s": None, "h2d_pageable_bytes_per_s": None, "h2d_bytes": COPY_BYTES,
+             "h2d_note": None}
+    if not hasattr(family, "device_copy"):
+        block["h2d_note"] = "this runner package has no host-to-device copy probe"
+        return block
+    for kind, pinned in (("pinned", True), ("pageable", False)):
+        try:
+            block[f"h2d_{kind}_bytes_per_s"] = copy_rate(*family.device_copy(cfg, COPY_BYTES, pinned))
+        except Exception as e:   # as for the GEMM: the cell keeps its result, the record says why
+            block["h2d_note"] = f"{kind} copy failed: {type(e).__name__}: {e}"[:300]
+    return block
 
 
 def cpu_ceiling(system):
@@ -87,7 +123,7 @@ def calibrate(family, cfg, system):
             block["gemm_reduced_flops"] = gemm_rate(*family.gemm(cfg, n, dtype), n)
         except Exception as e:
             block["note"] = f"{dtype} GEMM failed: {type(e).__name__}: {e}"[:300]
-    return block
+    return {**block, **device_copies(family, cfg)}
 
 
 def efficiency(cfg, metrics, calibration, system=None):

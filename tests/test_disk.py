@@ -17,15 +17,16 @@ def test_identical_files_of_two_environments_become_one_and_different_ones_stay_
         site.mkdir(parents=True)
         (site / "big.so").write_bytes(b"the same library" * 4096)
         (site / "own.py").write_text(f"name = {env!r}\n")
+        (site / "same.py").write_text("import os\n")     # a source: its .pyc holds its time, so never linked
         (site / "tool").write_bytes(b"the same bytes, another mode")
     (tmp_path / "r-keras" / "site-packages" / "tool").chmod(0o755)
     os.utime(tmp_path / "tensorflow" / "site-packages" / "big.so", (0, 0))   # pip's install times differ
     monkeypatch.setattr(venvs, "VENVS", tmp_path)
     venvs.share_identical_files()
     inode = {name: {(tmp_path / env / "site-packages" / name).stat().st_ino for env in ("tensorflow", "r-keras")}
-             for name in ("big.so", "own.py", "tool")}
+             for name in ("big.so", "own.py", "tool", "same.py")}
     assert len(inode["big.so"]) == 1                    # one copy on the disk
-    assert len(inode["own.py"]) == 2 and len(inode["tool"]) == 2
+    assert len(inode["own.py"]) == 2 and len(inode["tool"]) == 2 and len(inode["same.py"]) == 2
     assert (tmp_path / "r-keras" / "site-packages" / "own.py").read_text() == "name = 'r-keras'\n"
 
 

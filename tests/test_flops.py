@@ -127,3 +127,45 @@ def test_a_gemm_faster_than_the_cpu_can_be_is_recorded_as_implausible_not_used(m
     block = calibration.calibrate(cached, cfg, {"cpu_flags": ["avx2"], "cpu_usable": 2})
     assert block["gemm_fp32_flops"] is None and "implausible fp32 GEMM rate" in block["note"]
     assert calibration.cpu_ceiling({"cpu_flags": ["avx2", "avx512f"], "cpu_usable": 2}) == 2 * 5e9 * 64
+
+
+def test_a_gpu_cell_calibrates_tf32_as_tf32_and_its_host_to_device_copies(monkeypatch):
+    """On a GPU: the GEMM a saturating 8192², fp32 measured as fp32 and a tf32 cell's product as TF32 (never an fp32
+    figure taken with TF32 on), and the host-to-device copy from pinned and from pageable memory."""
+    from types import SimpleNamespace
+
+    from shared import calibration
+    from shared.runner import RunConfig
+    clock = [0.0]
+    monkeypatch.setattr(calibration.time, "perf_counter", lambda: clock[0])
+
+    def takes(seconds):
+        def run():
+            clock[0] += seconds
+        return run
+
+    asked = []
+
+    def gemm(cfg, n, dtype):
+        asked.append((n, dtype))
+        return takes({"float32": 2e-2, "tfloat32": 4e-3}[dtype]), (lambda: None)
+
+    def device_copy(cfg, nbytes, pinned):
+        asked.append((nbytes, "pinned" if pinned else "pageable"))
+        return takes(nbytes / (50e9 if pinned else 10e9)), (lambda: None)
+
+    package = SimpleNamespace(gemm=gemm, device_copy=device_copy)
+    cfg = RunConfig("pytorch", "cnn", data=None, out=None, device="gpu", precision="tf32")
+    block = calibration.calibrate(package, cfg, {})
+    n = calibration.N_GPU
+    assert asked == [(n, "float32"), (n, "tfloat32"), (calibration.COPY_BYTES, "pinned"),
+                     (calibration.COPY_BYTES, "pageable")]
+    assert block["gemm_fp32_flops"] == pytest.approx(2 * n ** 3 / 2e-2)
+    assert block["reduced_dtype"] == "tfloat32" and block["gemm_reduced_flops"] == pytest.approx(2 * n ** 3 / 4e-3)
+    assert block["h2d_pinned_bytes_per_s"] == pytest.approx(50e9)
+    assert block["h2d_pageable_bytes_per_s"] == pytest.approx(10e9)
+    assert block["host_copy_bytes_per_s"] is None and block["h2d_note"] is None
+    # a package without the probe says so; the CPU records no host-to-device copy at all
+    block = calibration.calibrate(SimpleNamespace(gemm=gemm), cfg, {})
+    assert block["h2d_pinned_bytes_per_s"] is None and "no host-to-device copy probe" in block["h2d_note"]
+    assert calibration.device_copies(package, RunConfig("pytorch", "cnn", data=None, out=None)) == {}

@@ -1,6 +1,6 @@
 """A record whose published figures do not follow from its own samples is refused (scripts/records.py,
 `contradictions`), as is NaN or infinity anywhere and an accuracy or AUC outside [0, 1]: built from the committed
-reference records (results/reference/cpu-amd-epyc-avx512-bf16-2c), each case changes one figure of a real record."""
+reference records (results/reference/cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c), each case changes one figure of a real record."""
 import json
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from scripts import records
 from shared.record import RecordError, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
-CELLS = ROOT / "results" / "reference" / "cpu-amd-epyc-avx512-bf16-2c" / "cells"
+CELLS = ROOT / "results" / "reference" / "cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c" / "cells"
 
 
 def real(cell_id):
@@ -39,6 +39,21 @@ def test_a_steady_state_that_does_not_follow_from_the_samples_is_refused(tmp_pat
     record = real(cell_id)
     record["metrics"]["steady_state_seconds"] *= factor
     refused(record, tmp_path, "inconsistent: metrics/steady_state_seconds .* does not follow from the samples")
+
+
+@pytest.mark.parametrize("cell_id", ["pytorch-cnn-cpu-fp32-1cpu", "pytorch-densenet121-cpu-fp32-2cpu"])
+def test_a_warm_up_split_other_than_the_rules_is_refused(tmp_path, cell_id):
+    """Which windows are warm-up is the rule's to say (shared.timing.warm_windows): a record that calls a sample
+    warm-up, or a warm-up window a sample, is refused however its other figures were made to fit."""
+    record = real(cell_id)
+    warm, values = record["timing"]["warmup_windows"], record["timing"]["values"]
+    assert warm and len(values) >= 5                               # the demo's warm-up and its five samples
+    longer = json.loads(json.dumps(record))
+    longer["timing"].update(warmup_windows=[*warm, values[0]], values=values[1:])
+    refused(longer, tmp_path, "timing.warmup_windows holds")
+    shorter = json.loads(json.dumps(record))
+    shorter["timing"].update(warmup_windows=warm[:-1], values=[warm[-1], *values])
+    refused(shorter, tmp_path, "timing.warmup_windows holds")
 
 
 def test_the_samples_changed_under_a_published_steady_state_are_refused_too(tmp_path):

@@ -192,10 +192,26 @@ def train_batches(x_train, y_train, batch_size, epoch, device):
 
 
 def gemm(cfg, n, dtype):
-    """The calibration GEMM (shared/calibration.py): a jitted n×n product on the cell's first device."""
-    a = jax.device_put(jnp.ones((n, n), dtype), select_devices(cfg)[0])
-    product, last = jax.jit(lambda x: x @ x), []
+    """The calibration GEMM (shared/calibration.py): a jitted n×n product on the cell's first device. "tfloat32" is
+    float32 at TF32 precision; "float32" asks for the highest, whatever the cell's default matmul precision."""
+    tf32 = dtype == "tfloat32"
+    a = jax.device_put(jnp.ones((n, n), jnp.float32 if tf32 else dtype), select_devices(cfg)[0])
+    product, last = jax.jit(lambda x: jnp.matmul(x, x, precision="tensorfloat32" if tf32 else "highest")), []
 
     def matmul():
         last[:] = [product(a)]
     return matmul, lambda: last and last[0].block_until_ready()
+
+
+def device_copy(cfg, nbytes, pinned):
+    """The calibration's host-to-device copy (shared/calibration.py): `nbytes` from page-locked host memory (JAX's
+    "pinned_host" memory kind) or from a NumPy array (pageable)."""
+    device = select_devices(cfg)[0]
+    host = np.zeros(nbytes, np.uint8)
+    if pinned:
+        host = jax.device_put(host, jax.sharding.SingleDeviceSharding(device, memory_kind="pinned_host"))
+    on_device, last = jax.sharding.SingleDeviceSharding(device, memory_kind="device"), []
+
+    def copy():
+        last[:] = [jax.device_put(host, on_device)]
+    return copy, lambda: last and last[0].block_until_ready()

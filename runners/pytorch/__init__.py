@@ -42,10 +42,24 @@ def sync(device):
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 def gemm(cfg, n, dtype):
-    """The calibration GEMM (shared/calibration.py): an n×n product of `dtype` on the cell's device, and its barrier."""
+    """The calibration GEMM (shared/calibration.py): an n×n product of `dtype` on the cell's device, and its barrier.
+    "tfloat32" is float32 on TF32 tensor cores; "float32" turns TF32 off for its product, whatever the cell set."""
     device = select_device(cfg)
-    a = torch.randn(n, n, device=device).to(getattr(torch, dtype))
-    return (lambda: a @ a), sync(device)
+    tf32 = dtype == "tfloat32"
+    a = torch.randn(n, n, device=device).to(torch.float32 if tf32 else getattr(torch, dtype))
+
+    def matmul():
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        return a @ a
+    return matmul, sync(device)
+
+
+def device_copy(cfg, nbytes, pinned):
+    """The calibration's host-to-device copy (shared/calibration.py): `nbytes` from pinned or pageable host memory."""
+    device = select_device(cfg)
+    source = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+    target = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return (lambda: target.copy_(source, non_blocking=pinned)), sync(device)
 
 
 def set_precision(precision, device):
