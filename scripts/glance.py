@@ -66,8 +66,8 @@ def table(spec, root=ROOT / "results" / "reference"):
     date = min(frame["started_at"])[:10]
     lines.append("")
     caption = (f"*{spec.title}. Lower is better; (×n) is n times the column's fastest. Machine: {first['machine']}."
-               f" Run {date}; records and versions: [`results/reference/{spec.reference}`]"
-               f"(results/reference/{spec.reference}/results.md).*")
+               f" Run {date}; records and versions: [`{spec.reference}`](results/reference/{spec.reference}/results.md)"
+               ".*")
     lines.extend(textwrap.wrap(caption, 118, break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 
