@@ -138,12 +138,6 @@ def samples(record):
     return [float(v) for v in timing.get("values") or []] if timing.get("unit") else []
 
 
-def timed(record):
-    """How many windows or passes the record timed after its first step: its samples and, for training, the warm-up
-    windows before them (how many of those there are varies between honest runs; their sum does not)."""
-    return len(samples(record)) + len((record.get("timing") or {}).get("warmup_windows") or [])
-
-
 def steady(record):
     """The steady-state figure the ratio is taken of: the median sample where the record has samples, else the
     task's recorded time (older records)."""
@@ -212,9 +206,9 @@ def judge_status(expected, measured):
     reason = why_incomparable(expected, measured)
     if reason:
         return "incomparable", f"incomparable: {reason}"
-    if timed(measured) < timed(expected):
-        return "samples missing", (f"samples missing: {timed(measured)} of the {timed(expected)} windows or passes "
-                                   "the reference cell timed (samples and warm-up windows)")
+    if len(samples(measured)) < len(samples(expected)):
+        return "samples missing", (f"samples missing: {len(samples(measured))} where the reference cell has "
+                                   f"{len(samples(expected))}")
     if not positive(steady(measured)):
         return "no time", f"no {report.TIME_METRIC[measured['cell']['task']]} in the record"
     if not positive(steady(expected)):     # a ratio needs a positive, finite reference time
