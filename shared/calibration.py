@@ -1,8 +1,9 @@
 """How fast this device can go, measured in the cell's own framework right after the cell: a fixed square GEMM in
 fp32 (and in the cell's reduced precision where it has one: TF32 for a tf32 cell, never counted as fp32), a host
 memory-bandwidth probe on the CPU, and on a GPU the host-to-device copy from pinned and from pageable memory (every GPU
-cell copies its batches inside the clock); a few seconds at most. After, not before: TensorFlow and JAX fix their logical devices when their runtime starts, which a GEMM
-would do before the cell splits the CPU into devices; and the device is warm by then. The record keeps it
+cell copies its batches inside the clock); a few seconds at most. After, not before: TensorFlow and JAX fix their
+logical devices when their runtime starts, which a GEMM would do before the cell splits the CPU into devices; and the
+device is warm by then. The record keeps it
 (`system.calibration`) and each ok cell's achieved FLOP/s is reported as a share of the device's peak
 (`metrics.efficiency`, shared/peaks.py: one denominator per machine) and of this GEMM rate
 (`metrics.efficiency_of_gemm`, "of its own GEMM"): which framework leaves the machine idle, and by how much.
@@ -30,44 +31,37 @@ BANDWIDTH_BYTES = 256 * 2 ** 20
 COPY_BYTES = 64 * 2 ** 20   # a host-to-device copy: larger than one batch of every task, a few ms on PCIe 5
 
 
-def gemm_rate(matmul, barrier, n=N):
-    """FLOP/s of `matmul` (n×n × n×n): two untimed calls, then the median of SAMPLES samples of CALLS calls."""
-    for _ in range(2):
-        matmul()
+def median_seconds(fn, barrier=lambda: None, calls=1, warm=1):
+    """The median seconds of SAMPLES samples of `calls` calls of `fn` (a barrier closing each), after `warm` untimed
+    calls: the one clock of every probe here."""
+    for _ in range(warm):
+        fn()
     barrier()
-    rates = []
+    times = []
     for _ in range(SAMPLES):
         start = time.perf_counter()
-        for _ in range(CALLS):
-            matmul()
+        for _ in range(calls):
+            fn()
         barrier()
-        rates.append(2 * n ** 3 * CALLS / max(time.perf_counter() - start, 1e-9))
-    return statistics.median(rates)
+        times.append(max(time.perf_counter() - start, 1e-9))
+    return statistics.median(times)
+
+
+def gemm_rate(matmul, barrier, n=N):
+    """FLOP/s of `matmul` (n×n × n×n): two untimed calls, then the median of SAMPLES samples of CALLS calls."""
+    return 2 * n ** 3 * CALLS / median_seconds(matmul, barrier, calls=CALLS, warm=2)
 
 
 def host_bandwidth():
     """Bytes per second a copy of BANDWIDTH_BYTES moves in host memory (read + write), the median of five."""
     src = np.ones(BANDWIDTH_BYTES // 8)
     dst = np.empty_like(src)
-    times = []
-    for _ in range(6):
-        start = time.perf_counter()
-        np.copyto(dst, src)
-        times.append(time.perf_counter() - start)
-    return 2 * BANDWIDTH_BYTES / statistics.median(times[1:])
+    return 2 * BANDWIDTH_BYTES / median_seconds(lambda: np.copyto(dst, src))
 
 
 def copy_rate(copy, barrier, nbytes=COPY_BYTES):
     """Bytes per second of `copy` (one host-to-device copy of `nbytes`): one untimed copy, then the median of five."""
-    copy()
-    barrier()
-    times = []
-    for _ in range(SAMPLES):
-        start = time.perf_counter()
-        copy()
-        barrier()
-        times.append(max(time.perf_counter() - start, 1e-9))
-    return nbytes / statistics.median(times)
+    return nbytes / median_seconds(copy, barrier)
 
 
 def device_copies(family, cfg):
