@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.record import Skip
+from shared.runner import no_tuned_path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT_TAIL_LINES = 30
@@ -80,6 +81,7 @@ def config_of(cfg):
 
 def run_script(script, cfg):
     """A task module's `main(cfg)`: run `script` on the cell `cfg`; returns {metrics, timing, switches}."""
+    no_tuned_path(cfg)
     script = Path(script)
     with tempfile.TemporaryDirectory(prefix="rosetta-r-") as tmp:
         config_path, result_path = Path(tmp, "config.json"), Path(tmp, "result.json")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.matrix import ROOT
+from shared.params import DEFAULT_TUNING
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ def runner_args(cell, out, run, data_root):
     """The runner contract's arguments for `cell` (DESIGN.md, "Runner contract")."""
     return [cell.framework, cell.task, "--data", str(Path(data_root) / cell.data), "--out", str(out),
             "--precision", cell.precision, "--gpus", str(cell.gpus), "--device", cell.device, "--scale", cell.scale,
-            "--variant", cell.variant, "--run-id", run.run_id, "--repeats", str(run.repeats)]
+            "--variant", cell.variant, "--run-id", run.run_id, "--repeats", str(run.repeats),
+            *(["--tuning", cell.tuning] if cell.tuning != DEFAULT_TUNING else [])]
 
 
 def popen(argv, log, env=None, cwd=ROOT):

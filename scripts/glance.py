@@ -15,6 +15,7 @@ from pathlib import Path
 
 from scripts.matrix import ROOT
 from scripts.report import load_records, to_frame, value_of
+from shared.params import DEFAULT_TUNING
 
 START, END = "<!-- glance:start (python -m scripts.glance --write) -->", "<!-- glance:end -->"
 UNITS = {"cnn": "s", "gru": "s", "resnet50": "s / 1,000 images", "densenet121": "min"}
@@ -37,8 +38,10 @@ TABLES = (
 
 
 def ranked(frame, task, precision):
-    """[(system, value)] of the ok cells of one column, fastest first (ties by name, so the order is stable)."""
-    rows = frame[(frame["cell.task"] == task) & (frame["cell.precision"] == precision) & (frame["status"] == "ok")]
+    """[(system, value)] of the ok default cells of one column, fastest first (ties by name, so the order is stable);
+    tuned cells are a column of their own (docs/tuned.md)."""
+    rows = frame[(frame["cell.task"] == task) & (frame["cell.precision"] == precision) & (frame["status"] == "ok")
+                 & (frame["cell.tuning"] == DEFAULT_TUNING)]
     found = [(r["cell.framework"], value_of(r)) for r in rows.to_dict("records")]
     return sorted(((fw, v) for fw, v in found if isinstance(v, (int, float)) and v > 0), key=lambda p: (p[1], p[0]))
 

@@ -25,8 +25,8 @@ VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc", "gpu_
                 "parent", "dockerfile"}
 VARIANT_REQUIRED = ("base_image", "requirements", "device")
 PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
-                "tasks", "precisions", "gpus", "exclude"}
-CELL_AXES = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale")
+                "tasks", "precisions", "gpus", "tunings", "exclude"}
+CELL_AXES = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale", "tuning")
 
 
 class MatrixError(Exception):
@@ -72,11 +72,14 @@ class Cell:
     device: str
     data: str
     scale: str
+    tuning: str = params.DEFAULT_TUNING   # the framework's code as its tutorials write it, or its own fast path
 
     @property
     def id(self):
-        """Stable, filename-safe, unique within a run: also the record's file name (the merge key)."""
-        return f"{self.framework}-{self.task}-{self.variant}-{self.precision}-{self.gpus}{self.device}"
+        """Stable, filename-safe, unique within a run: also the record's file name (the merge key). A tuned cell's id
+        ends in -tuned; a default cell's is what it was before the axis existed, so references stay comparable."""
+        base = f"{self.framework}-{self.task}-{self.variant}-{self.precision}-{self.gpus}{self.device}"
+        return base if self.tuning == params.DEFAULT_TUNING else f"{base}-{self.tuning}"
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ def parse_profile(name, spec, frameworks, defaults):
     profile["variants"] = check_list(spec.get("variants", all_variants), all_variants, f"{where}.variants")
     profile["tasks"] = check_list(spec["tasks"], params.TASKS, f"{where}.tasks")
     profile["precisions"] = check_list(spec["precisions"], params.PRECISIONS, f"{where}.precisions")
+    profile["tunings"] = check_list(spec.get("tunings", [params.DEFAULT_TUNING]), params.TUNINGS, f"{where}.tunings")
     profile["gpus"] = check_list(spec.get("gpus", [1]), None, f"{where}.gpus", kind=int)
     for g in profile["gpus"]:
         check_positive(g, f"{where}.gpus")
@@ -289,8 +293,8 @@ def expand(matrix, profile_name, executor=None):
     rules = matrix.exclude + p["exclude"]
     cells = {}   # a dict as an ordered set: membership in O(1) (a list made expansion quadratic in the cells)
     variants = (SYSTEM,) if executor == SYSTEM else p["variants"]
-    for fid, task, variant, precision, gpus in itertools.product(p["frameworks"], p["tasks"], variants,
-                                                                 p["precisions"], p["gpus"]):
+    for fid, task, variant, precision, gpus, tuning in itertools.product(p["frameworks"], p["tasks"], variants,
+                                                                         p["precisions"], p["gpus"], p["tunings"]):
         fw = matrix.frameworks[fid]
         if task not in fw.tasks or precision not in fw.precisions:
             continue
@@ -298,7 +302,7 @@ def expand(matrix, profile_name, executor=None):
             continue  # a CPU image in a GPU profile (or the reverse) measures nothing useful
         if task not in params.MULTI_DEVICE_TASKS:
             gpus = 1  # single-device tasks run once per other axes, whatever the GPU counts
-        cell = Cell(fid, task, variant, precision, gpus, p["device"], p["data"], p["scale"])
+        cell = Cell(fid, task, variant, precision, gpus, p["device"], p["data"], p["scale"], tuning)
         if cell not in cells and not excluded(cell, rules):
             cells[cell] = None
     if not cells:

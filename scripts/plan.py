@@ -21,6 +21,7 @@ import yaml
 
 from scripts.matrix import ROOT, SYSTEM, Cell, MatrixError, Plan, expand, load
 from scripts.records import safe_id
+from shared.params import TUNINGS
 from shared.record import write_atomic
 
 SCHEMA = 1
@@ -81,6 +82,7 @@ def check_ids(plan_file, where="the plan"):
         cell = planned.cell
         bad = [(k, v) for k, v in vars(cell).items() if k != "gpus" and not safe_id(v)]
         bad += [("gpus", cell.gpus)] if not isinstance(cell.gpus, int) or isinstance(cell.gpus, bool) else []
+        bad += [("tuning", cell.tuning)] if cell.tuning not in TUNINGS else []
         no_image = cell.variant == SYSTEM and planned.image == ""
         bad += [("image", planned.image)] if not (no_image or IMAGE.fullmatch(str(planned.image))) else []
         bad += [("service", planned.service)] if not safe_id(planned.service) else []
@@ -129,7 +131,9 @@ def read(path):
         raise PlanError(f"{path}: plan schema {doc.get('schema') if isinstance(doc, dict) else None!r}, this code "
                         f"reads schema {SCHEMA}; write the plan again with this version (`python -m scripts.plan`)")
     try:
-        cells = tuple(PlannedCell(Cell(**{k: c[k] for k in Cell.__dataclass_fields__}), c["image"], c["service"],
+        # a plan written before the tuning axis has no "tuning": its cells are default cells (Cell's own default)
+        cells = tuple(PlannedCell(Cell(**{k: c[k] for k in Cell.__dataclass_fields__ if k != "tuning" or k in c}),
+                                  c["image"], c["service"],
                                   tuple(c.get("gpu_archs", ())), tuple(c.get("ptx", ())), tuple(c.get("cuda", ())))
                       for c in doc["cells"])
         plan = Plan(doc["profile"], doc["executor"], int(doc["repeats"]), float(doc["timeout_s"]),

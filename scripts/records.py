@@ -24,7 +24,7 @@ except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack 
     jsonschema = None
 
 from shared import params, sysinfo, timing
-from shared.record import CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
+from shared.record import CELL_KEYS, OPTIONAL_CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
 
 
 def write_atomic(path, text, binary=None):
@@ -69,12 +69,13 @@ SCHEMA = {
         "schema": {"const": RECORD_SCHEMA},
         "run_id": {"type": ["string", "null"], "pattern": SAFE_ID},
         "cell": {
-            "type": "object", "additionalProperties": False, "required": list(CELL_KEYS),
+            "type": "object", "additionalProperties": False,
+            "required": [k for k in CELL_KEYS if k not in OPTIONAL_CELL_KEYS],
             "properties": {"framework": _id, "task": {"enum": list(params.TASKS)}, "variant": _id,
                            "precision": {"enum": ["fp32", "tf32", "amp", "bf16"]},
                            "gpus": {"type": "integer", "minimum": 1, "maximum": 4096},
                            "device": {"enum": ["cpu", "gpu"]}, "data": {"enum": ["synthetic", "real"]},
-                           "scale": {"enum": ["full", "demo", "tiny"]}}},
+                           "scale": {"enum": ["full", "demo", "tiny"]}, "tuning": {"enum": list(params.TUNINGS)}}},
         "status": {"enum": list(STATUSES)},
         "reason": _text,
         "log_tail": _text,

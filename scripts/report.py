@@ -37,7 +37,7 @@ from tabulate import tabulate  # noqa: E402
 from scripts.matrix import Cell  # noqa: E402
 from scripts.plan import planned_ids  # noqa: E402
 from scripts import records  # noqa: E402
-from shared import peaks, sysinfo  # noqa: E402
+from shared import params, peaks, sysinfo  # noqa: E402
 from shared.record import RecordError  # noqa: E402
 
 TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
@@ -243,8 +243,12 @@ def to_frame(records):
     """One row per record, nested keys flattened (cell.task, metrics.accuracy, system.host, …), plus the display
     columns the tables and the plot share."""
     frame = pd.json_normalize(records, sep=".")
+    # records written before the tuning axis are default cells; a tuned cell is its own column beside its default one
+    tuning = frame["cell.tuning"] if "cell.tuning" in frame else pd.Series(params.DEFAULT_TUNING, index=frame.index)
+    frame["cell.tuning"] = tuning.fillna(params.DEFAULT_TUNING)
     frame["column"] = (frame["cell.variant"] + " · " + frame["cell.precision"] + " · "
-                       + frame["cell.gpus"].astype(str) + "×" + frame["cell.device"])
+                       + frame["cell.gpus"].astype(str) + "×" + frame["cell.device"]
+                       + frame["cell.tuning"].map(lambda t: "" if t == params.DEFAULT_TUNING else f" · {t}"))
     rows = frame.to_dict("records")
     frame["machine"] = [machine_of(r) for r in rows]
     frame["machine_class"] = [machine_class_of(r) for r in rows]

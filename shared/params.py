@@ -12,6 +12,10 @@ PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 DEVICES = ("cpu", "gpu")
 SCALES = ("full", "demo", "tiny")
 TASKS = ("cnn", "gru", "resnet50", "densenet121")
+# default: the framework's code as its own tutorials write it; tuned: the same work through the framework's own
+# documented fast path (each piece a named switch in the runner's TUNED, recorded), where the runner has one
+TUNINGS = ("default", "tuned")
+DEFAULT_TUNING = "default"
 
 CNN = {
     "dataset": "cifar10",

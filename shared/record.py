@@ -13,11 +13,14 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from shared.params import DEFAULT_TUNING
+
 SCHEMA = 1
 STATUSES = ("ok", "failed", "skipped", "timeout")
 UMASK = os.umask(0o022)
 os.umask(UMASK)
-CELL_KEYS = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale")
+CELL_KEYS = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale", "tuning")
+OPTIONAL_CELL_KEYS = {"tuning": DEFAULT_TUNING}   # absent from records written before the axis existed: read so
 
 
 class Skip(Exception):
@@ -60,6 +63,7 @@ def make_record(cell, status, *, run_id=None, reason=None, log_tail=None, metric
                 started_at=None):
     """A complete record; every key of the schema is present so CSV columns never depend on which cells ran."""
     assert status in STATUSES, status
+    cell = {**OPTIONAL_CELL_KEYS, **cell}
     assert set(cell) == set(CELL_KEYS), sorted(cell)
     return {
         "schema": SCHEMA,

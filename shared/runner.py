@@ -40,6 +40,7 @@ class RunConfig:
     run_id: str = None
     repeats: int = 5
     switches: dict = field(default_factory=dict)
+    tuning: str = params.DEFAULT_TUNING
 
     @property
     def params(self):
@@ -97,6 +98,10 @@ def parser(frameworks):
                    help="image variant (CUDA/cuDNN combination) the cell runs in")
     p.add_argument("--run-id", default=None)
     p.add_argument("--repeats", type=at_least_one, default=5, help="timed repeats where a task repeats (resnet50)")
+    p.add_argument("--tuning", type=one_of(params.TUNINGS), choices=params.TUNINGS,
+                   default=env("ROSETTA_TUNING", params.DEFAULT_TUNING),
+                   help="default: the framework's idiomatic code; tuned: its own fast path (the task module's TUNED "
+                        "switches), skipped where the module has none")
     p.add_argument("--switch", type=parse_switch, action="append", default=[], metavar="NAME=VALUE",
                    help="override one of the task module's performance switches (on/off or a value)")
     return p
@@ -106,12 +111,14 @@ def config_from_args(args):
     out = args.out or Path(os.environ["ROSETTA_OUT_DIR"]) / f"{args.framework}-{args.task}.json"
     return RunConfig(framework=args.framework, task=args.task, data=args.data, out=out,
                      precision=args.precision, gpus=args.gpus, device=args.device, scale=args.scale,
-                     variant=args.variant, run_id=args.run_id, repeats=args.repeats, switches=dict(args.switch))
+                     variant=args.variant, run_id=args.run_id, repeats=args.repeats, switches=dict(args.switch),
+                     tuning=args.tuning)
 
 
 def cell_of(cfg, data):
     return {"framework": cfg.framework, "task": cfg.task, "variant": cfg.variant, "precision": cfg.precision,
-            "gpus": cfg.gpus, "device": cfg.device, "data": data, "scale": cfg.scale}
+            "gpus": cfg.gpus, "device": cfg.device, "data": data, "scale": cfg.scale,
+            "tuning": cfg.tuning}
 
 
 def tail(text, lines=LOG_TAIL_LINES):
@@ -213,10 +220,21 @@ def twins_for_this_call(cfg):
     return replace(cfg, data=Path(scratch))
 
 
-def resolve_switches(defaults, cfg):
-    """The module's switch defaults with the command line's overrides; an unknown name is an error, not ignored."""
-    unknown = set(cfg.switches) - set(defaults)
+def no_tuned_path(cfg):
+    """A tuned cell of a runner that has no fast path beyond its idiomatic code is skipped, saying so."""
+    if cfg.tuning != params.DEFAULT_TUNING:
+        raise Skip(f"{cfg.framework} {cfg.task}: no tuned path is written for this task: its runner has only the "
+                   "idiomatic code of the default cell (docs/tuned.md lists the frameworks that have one)")
+
+
+def resolve_switches(defaults, cfg, tuned=None):
+    """The module's switch defaults, then (in a tuned cell) its `tuned` ones: the framework's own documented fast path,
+    each a named switch with its reason in the module's Config section; then the command line's overrides. An unknown
+    name is an error, not ignored; a tuned cell of a module without a fast path is skipped, saying so."""
+    if tuned is None:
+        no_tuned_path(cfg)
+    unknown = (set(cfg.switches) | set(tuned or {})) - set(defaults)
     if unknown:
         raise ValueError(f"unknown switch(es) {sorted(unknown)} for {cfg.framework} {cfg.task}; "
                          f"known: {sorted(defaults)}")
-    return {**defaults, **cfg.switches}
+    return {**defaults, **(tuned if cfg.tuning != params.DEFAULT_TUNING else {}), **cfg.switches}

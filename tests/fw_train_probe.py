@@ -1,9 +1,10 @@
 """Run inside a framework's environment by the training-equivalence test: train a runner's model a few steps.
 
-    python tests/fw_train_probe.py FRAMEWORK TASK IN.npz OUT.npz STEPS
+    python tests/fw_train_probe.py FRAMEWORK TASK IN.npz OUT.npz STEPS [TUNING]
 IN.npz holds the canonical start (canonical names), the batch `x` and its labels `y`. The runner's own
 `train_steps(cfg, weights, x, y, steps)` builds the model, optimizer and step as its `main` does (the cell: CPU, fp32,
-full-scale hyperparameters; the cnn with its `dropout` switch off, so the step is deterministic). OUT.npz gets `loss`
+full-scale hyperparameters, TUNING default or tuned; the cnn with its `dropout` switch off, so the step is
+deterministic). OUT.npz gets `loss`
 (each step's) and, for each step s (1-based), the canonical arrays as `s:name`.
 """
 import importlib
@@ -18,14 +19,14 @@ from runners import prepare_environment  # noqa: E402
 from shared.runner import RunConfig  # noqa: E402
 
 
-def main(framework, task, inputs, output, steps):
+def main(framework, task, inputs, output, steps, tuning="default"):
     os.environ.setdefault("ROSETTA_DEVICE", "cpu")
     package = prepare_environment(framework)
     module = importlib.import_module(f"runners.{package}.{task}")
     data = dict(np.load(inputs))
     x, y = data.pop("x"), data.pop("y")
     cfg = RunConfig(framework=framework, task=task, data=Path("."), out=Path(output), device="cpu", scale="full",
-                    switches={"dropout": False} if task == "cnn" else {})
+                    switches={"dropout": False} if task == "cnn" else {}, tuning=tuning)
     losses, after = module.train_steps(cfg, data, x, y, int(steps))
     arrays = {f"{s}:{name}": np.asarray(w, np.float32) for s, weights in enumerate(after, start=1)
               for name, w in weights.items()}

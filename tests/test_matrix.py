@@ -101,6 +101,7 @@ def test_unknown_key_in_a_profile(doc):
     ("variants", ["cu999"], "profiles.demo.variants: unknown value 'cu999'"),
     ("gpus", [0], "profiles.demo.gpus: expected a positive number"),
     ("executor", "slurm", "profiles.demo.executor: unknown value 'slurm'"),
+    ("tunings", ["default", "fast"], "profiles.demo.tunings: unknown value 'fast'"),
 ])
 def test_unknown_values_are_named(doc, axis, value, message):
     doc["profiles"]["demo"][axis] = value
@@ -192,3 +193,17 @@ def test_matrix_cli_prints_the_error_once_and_exits_2(tmp_path, capsys):
     bad.write_text("schema: 1\nframeworks: {}\nprofiles: {demo: {executor: local}}\nbogus: 1\n")
     assert main(["--matrix", str(bad)]) == 2
     assert capsys.readouterr().err.count("error:") == 1
+
+
+def test_a_tuned_cell_is_its_own_cell_beside_the_default_one_whose_id_is_unchanged(doc):
+    """The tuning axis (default, tuned): a default cell keeps the id it had before the axis existed, so every
+    committed reference stays comparable; a tuned cell's id says so."""
+    before = [c.id for c in expand(parse(copy.deepcopy(doc)), "demo").cells]
+    doc["profiles"]["demo"]["tunings"] = ["default", "tuned"]
+    cells = expand(parse(doc), "demo").cells
+    assert [c.id for c in cells if c.tuning == "default"] == before
+    tuned = [c for c in cells if c.tuning == "tuned"]
+    assert len(tuned) == len(before) and all(c.id.endswith("-tuned") for c in tuned)
+    assert "pytorch-cnn-cpu-fp32-1cpu-tuned" in {c.id for c in tuned}
+    doc["profiles"]["demo"]["exclude"] = [{"tuning": "tuned", "framework": "lasagne", "reason": "none written"}]
+    assert not any(c.framework == "lasagne" and c.tuning == "tuned" for c in expand(parse(doc), "demo").cells)

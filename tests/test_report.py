@@ -17,9 +17,9 @@ CPU = {"host": "a", "cpu": "AMD EPYC 9B14", "cpu_count": 2, "gpus": [], "driver"
 
 
 def record(framework="pytorch", task="cnn", precision="fp32", status="ok", host="a", unstable=False, warmup=0.1,
-           gpus=1, system=None, reason=None, **metrics):
+           gpus=1, system=None, reason=None, tuning=None, **metrics):
     cell = {"framework": framework, "task": task, "variant": "cpu", "precision": precision, "gpus": gpus,
-            "device": "cpu", "data": "synthetic", "scale": "demo"}
+            "device": "cpu", "data": "synthetic", "scale": "demo", **({"tuning": tuning} if tuning else {})}
     return make_record(cell, status, metrics=metrics or {"train_seconds": 12.34, "accuracy": 0.912},
                        timing={"unstable": unstable, "warmup": warmup},
                        system={**CPU, "host": host, "params_hash": params_hash(task, "demo"), **(system or {})}
@@ -29,7 +29,8 @@ def record(framework="pytorch", task="cnn", precision="fp32", status="ok", host=
 
 def cell_id(r):
     c = r["cell"]
-    return f"{c['framework']}-{c['task']}-{c['precision']}-{r['system'].get('host', 'x')}"
+    tuned = "" if c.get("tuning", "default") == "default" else f"-{c['tuning']}"
+    return f"{c['framework']}-{c['task']}-{c['precision']}-{r['system'].get('host', 'x')}{tuned}"
 
 
 def write_run(folder, records, plan=None):
@@ -60,6 +61,20 @@ def test_report_tables_csv_jsonl_and_plot(tmp_path):
     assert len(paths["jsonl"].read_text().splitlines()) == 6
     assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
     assert "losses" not in paths                 # no record has a loss curve: no empty chart
+
+
+def test_a_tuned_cell_is_its_own_column_beside_its_default_one_and_old_records_are_default(tmp_path):
+    old = record(framework="jax", train_seconds=20.0)
+    del old["cell"]["tuning"]                       # a record written before the tuning axis existed
+    run = write_run(tmp_path / "run", [record(train_seconds=12.0), record(tuning="tuned", train_seconds=6.0),
+                                       record(framework="chainer", tuning="tuned", status="skipped",
+                                              reason="no tuned path is written for this task"), old])
+    md = report.write_report(run)["markdown"].read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| framework") or "cpu · fp32" in line)
+    assert "cpu · fp32 · 1×cpu · tuned" in header and header.count("cpu · fp32 · 1×cpu") == 2, header
+    row = next(line for line in md.splitlines() if line.startswith("| pytorch"))
+    assert "12" in row and "6" in row and "no tuned path is written" in md
+    assert report.to_frame([old])["cell.tuning"].tolist() == ["default"]
 
 
 def test_report_draws_every_frameworks_loss_curve_on_one_chart(tmp_path, monkeypatch):

@@ -90,6 +90,7 @@ def test_gpu_device_without_gpu_fails_with_a_hint(synthetic_data, tmp_path):
     (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     (["--scale", "huge"], "argument --scale: invalid choice: 'huge'"),
     (["--switch", "compile"], "argument --switch: --switch takes NAME=VALUE, got 'compile'"),
+    (["--tuning", "fast"], "argument --tuning: invalid choice: 'fast'"),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(argv, message, tmp_path, capsys):
     """Usage errors stop at argparse (exit 2, one line naming the flag): no framework import, no training, no record."""
@@ -164,6 +165,47 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     metrics = record["metrics"]
     assert metrics["model_flops_per_sample"] == flops.resnet50(task_params("resnet50", "tiny"))
     assert metrics["achieved_flops"] > 0 and metrics["efficiency_of_gemm"] > 0 and metrics["peak_flops"] > 0
+
+
+def test_a_tuned_cell_runs_its_runners_tuned_switches_or_is_skipped_saying_so(synthetic_data, tmp_path):
+    """PyTorch's CNN has TUNED switches, applied before the command line's; Chainer's has none: its tuned cell is
+    skipped, never a default run wearing the tuned id."""
+    out = tmp_path / "r.json"
+    proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", "--tuning", "tuned", "--switch", "compile=off",
+                      data=synthetic_data)
+    record = json.loads(out.read_text())
+    assert proc.returncode == 0 and record["status"] == "ok", record["log_tail"]
+    assert record["cell"]["tuning"] == "tuned"
+    switches = record["system"]["switches"]
+    # the tuned switches as applied (compile turned off again on the command line: flags win), CUDA-only ones off
+    assert switches["fused_optimizer"] is True and switches["channels_last"] is True and switches["memory_format"] == \
+        "NHWC" and switches["compile"] is False and switches["compile_mode"] is None and switches["prefetch"] is False
+    assert record["metrics"]["differences"] == []
+    from shared.record import Skip
+    from shared.runner import RunConfig, resolve_switches
+    cfg = RunConfig("chainer", "cnn", tmp_path, out, tuning="tuned")
+    with pytest.raises(Skip, match="chainer cnn: no tuned path is written for this task"):
+        resolve_switches({"dropout": True}, cfg)
+    assert resolve_switches({"dropout": True}, RunConfig("chainer", "cnn", tmp_path, out)) == {"dropout": True}
+    with pytest.raises(ValueError, match="unknown switch"):
+        resolve_switches({"dropout": True}, cfg, {"turbo": True})
+
+
+@pytest.mark.slow
+def test_a_tuned_feature_extractor_compiles_and_extracts_the_same_features(synthetic_data, tmp_path):
+    """PyTorch's tuned ResNet-50 (NHWC, Inductor) on the CPU: it compiles, its passes are timed after the warm-up that
+    absorbs the compile, and its features are the default cell's (the same mean over the same images and weights)."""
+    records = {}
+    for tuning in ("default", "tuned"):
+        out = tmp_path / f"{tuning}.json"
+        proc = run_runner("pytorch", "resnet50", out, "--scale", "tiny", "--tuning", tuning, data=synthetic_data,
+                          timeout=900)
+        records[tuning] = json.loads(out.read_text())
+        assert proc.returncode == 0 and records[tuning]["status"] == "ok", records[tuning]["log_tail"]
+    switches = records["tuned"]["system"]["switches"]
+    assert switches["compile"] is True and switches["memory_format"] == "NHWC"
+    assert records["tuned"]["metrics"]["feature_mean"] == pytest.approx(records["default"]["metrics"]["feature_mean"],
+                                                                         rel=1e-4)
 
 
 def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_error(synthetic_data, tmp_path):

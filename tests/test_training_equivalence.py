@@ -69,10 +69,10 @@ def reference(framework, task, weights, x, y):
     return train_reference.train(task, weights, x, y.astype(np.int64), update_rule(task, variant), STEPS, **forward)
 
 
-def run_probe(framework, task, weights, x, y, tmp_path):
+def run_probe(framework, task, weights, x, y, tmp_path, tuning="default"):
     np.savez(tmp_path / "in.npz", x=x, y=y.astype(np.int32), **weights)
     proc = subprocess.run([str(framework_python(framework)), str(ROOT / "tests" / "fw_train_probe.py"), framework,
-                           task, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"), str(STEPS)],
+                           task, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"), str(STEPS), tuning],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return np.load(tmp_path / "out.npz")
@@ -92,12 +92,18 @@ def update_errors(out, start, expected, step):
     return errors
 
 
+TUNED = [("pytorch", "cnn"), ("pytorch", "gru")]   # the runners with a tuned path for these tasks (docs/tuned.md)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("framework, task", framework_tasks(["cnn", "gru"]))
-def test_same_training_steps(framework, task, tmp_path):
+@pytest.mark.parametrize("framework, task, tuning", [(f, t, "default") for f, t in framework_tasks(["cnn", "gru"])]
+                         + [(f, t, "tuned") for f, t in TUNED])
+def test_same_training_steps(framework, task, tuning, tmp_path):
+    """A tuned cell (compiled, fused, another memory layout) is held to the same reference as its default sibling:
+    the same work, whatever path it takes."""
     weights = canonical.init_weights(task)
     x, y = batch(task)
-    out = run_probe(framework, task, weights, x, y, tmp_path)
+    out = run_probe(framework, task, weights, x, y, tmp_path, tuning)
     losses, expected = reference(framework, task, weights, x, y)
     np.testing.assert_allclose(out["loss"], losses, rtol=0, atol=LOSS_TOLERANCE)
     start = train_reference.start(weights, VARIANTS.get((framework, task), {}).get("one_bias", False))

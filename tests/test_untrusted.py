@@ -231,6 +231,25 @@ def test_a_hostile_cell_axis_in_a_plan_file_is_refused(tmp_path):
         plans.read(tmp_path / "plan.json")
 
 
+@pytest.mark.parametrize("tuning", ["tuned$(touch /tmp/pwned)", "fast"])
+def test_a_tuning_outside_the_axis_in_a_plan_file_is_refused(tmp_path, tuning):
+    doc = json.loads(plans.to_json(load_plan_file()))
+    doc["cells"][0]["tuning"] = tuning
+    doc["cells"][0]["id"] = Cell(**{k: doc["cells"][0][k] for k in Cell.__dataclass_fields__}).id
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(plans.PlanError, match="tuning"):
+        plans.read(tmp_path / "plan.json")
+
+
+def test_a_plan_written_before_the_tuning_axis_reads_as_default_cells(tmp_path):
+    good = load_plan_file()
+    doc = json.loads(plans.to_json(good))
+    for cell in doc["cells"]:
+        del cell["tuning"]
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    assert plans.read(tmp_path / "plan.json").cells == good.cells
+
+
 def test_slurm_scripts_are_private_to_their_owner(tmp_path):
     plan_file = load_plan_file()
     plans.write(tmp_path / "plan.json", plan_file)

@@ -27,6 +27,7 @@ import numpy as np
 
 from shared import batching, params
 from shared.record import GpuMissing, Skip
+from shared.runner import no_tuned_path
 
 HERE = Path(__file__).resolve().parent
 CONTRACT_CHECK = "ROSETTA_JULIA_CONTRACT_CHECK"
@@ -110,6 +111,7 @@ def write_config(work, cfg, **extra):
 def run_julia(cfg, arrays, **config):
     """Run the cell's Julia script on `arrays` (name -> NumPy array) and return what it wrote: {metrics, timing,
     switches}. Julia's own output goes to this process's; a Julia error fails the cell with its last lines."""
+    no_tuned_path(cfg)
     with tempfile.TemporaryDirectory(prefix=f"julia-knet-{cfg.task}-") as work:
         work = Path(work)
         for name, array in arrays.items():

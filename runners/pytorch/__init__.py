@@ -114,3 +114,64 @@ def train_batches(x_train, y_train, batch_size, epoch, device):
         if pin:
             x, y = x.pin_memory(), y.pin_memory()
         yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)   # no-op where they already are
+
+
+# ---- the tuned path (cells with tuning=tuned): PyTorch's own documented fast path, each piece a switch in TUNED ----
+def compile_mode(device):
+    """torch.compile's mode for a tuned cell: "reduce-overhead" on a GPU (the step captured as a CUDA graph: one
+    launch per step instead of one per kernel), the default (Inductor's fused C++/OpenMP kernels) on the CPU."""
+    return "reduce-overhead" if device.type == "cuda" else "default"
+
+
+def compiled(train_step, mode):
+    """`train_step` compiled in `mode`. A CUDA graph's outputs live in buffers its next replay overwrites, so each
+    step's loss is cloned out of the graph (a one-element copy on the device: still no host sync)."""
+    step = torch.compile(train_step, mode=None if mode == "default" else mode)
+    if mode != "reduce-overhead":
+        return step
+
+    def graphed(*batch):
+        torch.compiler.cudagraph_mark_step_begin()
+        return step(*batch).clone()
+    return graphed
+
+
+def prefetched(batches, device):
+    """The tuned input path on a GPU: batch i+1's host-to-device copy is queued on a side stream as step i is
+    launched, so the copy engine works beside step i's kernels; the default stream waits for a batch's copy only
+    before the step that reads it. `batches` yields page-locked host tensors; on the CPU they pass through."""
+    if device.type != "cuda":
+        yield from batches
+        return
+    side, compute = torch.cuda.Stream(device), torch.cuda.current_stream(device)
+
+    def start(host):
+        with torch.cuda.stream(side):
+            return tuple(t.to(device, non_blocking=True) for t in host)
+
+    def handed_over(batch):
+        compute.wait_stream(side)             # only this batch's copy is queued on the side stream yet
+        for t in batch:
+            t.record_stream(compute)          # the allocator must not reuse it while the step still reads it
+        return batch
+
+    batches = iter(batches)
+    first = next(batches, None)
+    if first is None:
+        return
+    ready = start(first)
+    for host in batches:
+        current = handed_over(ready)
+        ready = start(host)                   # batch i+1's copy, beside step i
+        yield current
+    yield handed_over(ready)
+
+
+def host_batches(x_train, y_train, batch_size, epoch, device):
+    """One epoch of (x, y) gathered in host memory in the shared order, page-locked where a GPU will read them
+    (prefetched copies them)."""
+    pin = device.type == "cuda"
+    for idx in batching.train_batches(len(x_train), batch_size, epoch):
+        idx = torch.from_numpy(idx)
+        x, y = x_train[idx], y_train[idx]
+        yield (x.pin_memory(), y.pin_memory()) if pin else (x, y)

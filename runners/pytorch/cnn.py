@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import AMP_HOST_SYNC, count_parameters, select_device, set_precision, sync, train_batches
+from runners.pytorch import (AMP_HOST_SYNC, compile_mode, compiled, count_parameters, host_batches, prefetched,
+                             select_device, set_precision, sync, train_batches)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -18,9 +19,17 @@ SWITCHES = {
     "cudnn_benchmark": True,   # autotune the fastest conv algorithm for our fixed shapes (seed lesson CNN 3)
     "channels_last": False,    # NHWC memory format; NCHW is cuDNN's classic layout (lesson 2), NHWC helps tensor cores
     "compile": False,          # torch.compile the train step; compile time is reported as warm-up
+    "fused_optimizer": False,  # the SGD update of every parameter in one fused kernel (fused=True)
+    "prefetch": False,         # GPU: batch i+1 copied from pinned memory on a side stream while step i runs
     "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
                                               # device: the whole set on the device before the clock (lesson 13)
+}
+TUNED = {                      # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
+    "compile": True,           # Inductor's fused kernels; on a GPU mode="reduce-overhead": the step as a CUDA graph
+    "fused_optimizer": True,   # also takes GradScaler's inf check on the device: no host read per amp step
+    "channels_last": True,     # NHWC for the convolutions and their input: tensor-core and oneDNN kernels' layout
+    "prefetch": True,          # the copy engine beside the SMs (no effect on the CPU, where batches are gathered)
 }
 
 
@@ -88,13 +97,15 @@ def predict_logits(model, x):
 
 # ==== Train step ====
 # rosetta: optimizer
-def make_optimizer(model, p):
-    return torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"])  # plain momentum (lesson 8)
+def make_optimizer(model, p, fused=False):
+    return torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"],  # plain momentum (lesson 8)
+                           fused=fused or None)
 
 
 # rosetta: train-step
-def make_train_step(model, optimizer, autocast, scaler):
+def make_train_step(model, optimizer, autocast, scaler, memory_format=torch.contiguous_format):
     def train_step(x, y):
+        x = x.contiguous(memory_format=memory_format)             # a no-op unless channels_last
         optimizer.zero_grad(set_to_none=True)
         with autocast():
             # rosetta: loss
@@ -112,12 +123,18 @@ def make_train_step(model, optimizer, autocast, scaler):
 
 def train_steps(cfg, weights, x, y, steps):
     """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
-    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
-    switches = resolve_switches(SWITCHES, cfg)
+    steps on the one batch (x, y) with main's model, optimizer and step (a tuned cell's switches included); (each
+    step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg, TUNED)
+    memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = build_model(dropout=switches["dropout"])
     load_canonical(model, weights)
+    model = model.to(memory_format=memory_format)
     model.train()
-    train_step = make_train_step(model, make_optimizer(model, cfg.params), contextlib.nullcontext, None)
+    train_step = make_train_step(model, make_optimizer(model, cfg.params, switches["fused_optimizer"]),
+                                 contextlib.nullcontext, None, memory_format)
+    if switches["compile"]:
+        train_step = compiled(train_step, compile_mode(torch.device("cpu")))
     x, y = torch.as_tensor(x), torch.as_tensor(y).long()
     losses, after = [], []
     for _ in range(steps):
@@ -140,7 +157,7 @@ def evaluate(model, x_test, y_test, batch_size, device, autocast):
 
 # ==== Main ====
 def main(cfg):
-    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg, TUNED)
     device = select_device(cfg)
     autocast, scaler = set_precision(cfg.precision, device)
     torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
@@ -151,16 +168,19 @@ def main(cfg):
     load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
     model = model.to(device, memory_format=memory_format)
     # rosetta: end
-    optimizer = make_optimizer(model, p)
-    train_step = make_train_step(model, optimizer, autocast, scaler)
-    if switches["compile"]:
-        train_step = torch.compile(train_step)
+    optimizer = make_optimizer(model, p, switches["fused_optimizer"])
+    train_step = make_train_step(model, optimizer, autocast, scaler, memory_format)
+    mode = compile_mode(device) if switches["compile"] else None
+    if mode:
+        train_step = compiled(train_step, mode)
+    prefetch = switches["prefetch"] and device.type == "cuda" and x_train.device.type == "cpu"
+    batches = (lambda epoch: prefetched(host_batches(x_train, y_train, p["batch_size"], epoch, device), device)) \
+        if prefetch else (lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device))
 
     model.train()
     losses = []                                                    # every step's loss, left on the device
-    epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device), outputs=losses)
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], batches, lambda batch: train_step(*batch),
+                                                     sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
@@ -170,8 +190,8 @@ def main(cfg):
                                  **metrics.loss_metrics([loss.item() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"],
-                                 differences=[AMP_HOST_SYNC] if scaler else []),
+                                 differences=[AMP_HOST_SYNC] if scaler and not switches["fused_optimizer"] else []),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
-                     "device": str(device)},
+                     "compile_mode": mode, "prefetch": prefetch, "device": str(device)},
     }

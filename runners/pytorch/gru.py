@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import AMP_HOST_SYNC, count_parameters, select_device, set_precision, sync, train_batches
+from runners.pytorch import (AMP_HOST_SYNC, compile_mode, compiled, count_parameters, host_batches, prefetched,
+                             select_device, set_precision, sync, train_batches)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -18,8 +19,15 @@ SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, 
 SWITCHES = {
     "cudnn_benchmark": True,   # let cuDNN pick its fastest kernels for the fixed (batch, 150) shape
     "compile": False,          # torch.compile the train step (the cuDNN GRU itself stays one fused call)
+    "fused_optimizer": False,  # the Adam update of every parameter in one fused kernel (fused=True)
+    "prefetch": False,         # GPU: batch i+1 copied from pinned memory on a side stream while step i runs
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
                                               # device: the whole set on the device before the clock
+}
+TUNED = {                      # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
+    "compile": True,           # Inductor's fused kernels around the GRU; on a GPU the step as a CUDA graph
+    "fused_optimizer": True,   # also takes GradScaler's inf check on the device: no host read per amp step
+    "prefetch": True,          # the copy engine beside the SMs (no effect on the CPU, where batches are gathered)
 }
 
 
@@ -86,8 +94,9 @@ def predict_logits(model, x):
 
 # ==== Train step ====
 # rosetta: optimizer
-def make_optimizer(model, p):
-    return torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"])
+def make_optimizer(model, p, fused=False):
+    return torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"],
+                            fused=fused or None)
 
 
 # rosetta: train-step
@@ -110,11 +119,16 @@ def make_train_step(model, optimizer, autocast, scaler):
 
 def train_steps(cfg, weights, x, y, steps):
     """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
-    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
+    steps on the one batch (x, y) with main's model, optimizer and step (a tuned cell's switches included); (each
+    step's loss, weights after each)."""
+    switches = resolve_switches(SWITCHES, cfg, TUNED)
     model = build_model()
     load_canonical(model, weights)
     model.train()
-    train_step = make_train_step(model, make_optimizer(model, cfg.params), contextlib.nullcontext, None)
+    train_step = make_train_step(model, make_optimizer(model, cfg.params, switches["fused_optimizer"]),
+                                 contextlib.nullcontext, None)
+    if switches["compile"]:
+        train_step = compiled(train_step, compile_mode(torch.device("cpu")))
     x, y = torch.as_tensor(x, dtype=torch.long), torch.as_tensor(y).long()
     losses, after = [], []
     for _ in range(steps):
@@ -137,7 +151,7 @@ def evaluate(model, x_test, y_test, batch_size, device, autocast):
 
 # ==== Main ====
 def main(cfg):
-    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg, TUNED)
     device = select_device(cfg)
     autocast, scaler = set_precision(cfg.precision, device)
     torch.backends.cudnn.benchmark = switches["cudnn_benchmark"]
@@ -147,16 +161,19 @@ def main(cfg):
     load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
     model = model.to(device)
     # rosetta: end
-    optimizer = make_optimizer(model, p)
+    optimizer = make_optimizer(model, p, switches["fused_optimizer"])
     train_step = make_train_step(model, optimizer, autocast, scaler)
-    if switches["compile"]:
-        train_step = torch.compile(train_step)
+    mode = compile_mode(device) if switches["compile"] else None
+    if mode:
+        train_step = compiled(train_step, mode)
+    prefetch = switches["prefetch"] and device.type == "cuda" and x_train.device.type == "cpu"
+    batches = (lambda epoch: prefetched(host_batches(x_train, y_train, p["batch_size"], epoch, device), device)) \
+        if prefetch else (lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device))
 
     model.train()
     losses = []                                                    # every step's loss, left on the device
-    epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device), outputs=losses)
+    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], batches, lambda batch: train_step(*batch),
+                                                     sync(device), outputs=losses)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
@@ -166,8 +183,8 @@ def main(cfg):
                                  **metrics.loss_metrics([loss.item() for loss in losses], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"],
-                                 differences=[AMP_HOST_SYNC] if scaler else []),
+                                 differences=[AMP_HOST_SYNC] if scaler and not switches["fused_optimizer"] else []),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "cudnn_rnn": device.type == "cuda" and torch.backends.cudnn.enabled,
-                     "device": str(device)},
+                     "compile_mode": mode, "prefetch": prefetch, "device": str(device)},
     }
