@@ -96,7 +96,7 @@ def repeat(fn, *, repeats, barrier=no_barrier):
     return summarize(values, warmup=sum(warm_times), unit="seconds per pass", warm=settled)
 
 
-def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_STEPS, outputs=None):
+def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_STEPS, outputs=None, steps_of=None):
     """The training clock: run `step(batch)` for every batch of `epoch_batches(epoch)`, one timed interval per epoch
     and, inside it, one sample per `window` steps after the very first step (barriers at the window edges). Every
     step's output (its loss, left on the device: no host sync) is appended to the list `outputs` where one is given.
@@ -104,7 +104,11 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
     The very first step (compile, autotune, lazy allocation) is also timed on its own and returned as the warm-up;
     it still counts towards its epoch, as it would for a user. A window never spans two epochs (the shuffle between
     them is not a step); the steps left at an epoch's end count in its time but give no sample. Returns
-    (epoch_seconds, warmup_seconds, last output, windows: seconds per step of each full window)."""
+    (epoch_seconds, warmup_seconds, last output, windows: seconds per step of each full window).
+
+    `steps_of(batch)`: how many training steps one call of `step` takes (default 1), for a runner that dispatches
+    several steps at once (a tuned cell's chunk): a window closes at the first call that fills it and is divided by
+    the steps it holds; the first call is the warm-up, however many steps it takes."""
     epoch_seconds, warmup, out, windows = [], None, None, []
     for epoch in range(epochs):
         with stopwatch(barrier) as epoch_time:
@@ -121,11 +125,11 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
                 out = step(batch)
                 if outputs is not None:
                     outputs.append(out)
-                in_window += 1
-                if in_window == window:
+                in_window += steps_of(batch) if steps_of else 1
+                if in_window >= window:
                     barrier()
                     now = time.perf_counter()
-                    windows.append((now - window_start) / window)
+                    windows.append((now - window_start) / in_window)
                     in_window, window_start = 0, now
         epoch_seconds.append(epoch_time())
     return epoch_seconds, warmup, out, windows

@@ -29,7 +29,7 @@ def main(framework, task, inputs, output, steps, tuning="default"):
                     switches={"dropout": False} if task == "cnn" else {}, tuning=tuning)
     losses, after = module.train_steps(cfg, data, x, y, int(steps))
     arrays = {f"{s}:{name}": np.asarray(w, np.float32) for s, weights in enumerate(after, start=1)
-              for name, w in weights.items()}
+              if weights is not None for name, w in weights.items()}   # None: a step inside a tuned cell's chunk
     np.savez(output, loss=np.asarray(losses, np.float64), **arrays)
 
 

@@ -35,6 +35,19 @@ def test_training_windows_exclude_the_first_step_and_never_span_epochs(monkeypat
     assert clock.barriers == 2 * 2 + 2 + 4
 
 
+def test_a_chunk_of_steps_fills_its_window_and_the_steps_left_over_give_no_sample(monkeypatch):
+    """A tuned cell's step runs a chunk of five steps per call (runners.jax.multi_step): the first chunk is the
+    warm-up, each further chunk closes a window divided by the five steps it holds, and the single steps an epoch
+    leaves over count in its time but give no sample (and no barrier)."""
+    clock = FakeClock(monkeypatch)
+    chunks = [("chunk", 5)] * 4 + [("step", 1)] * 3           # 23 steps: 4 chunks, then 3 one by one
+    cost = lambda batch: 2.5 if batch[0] == "chunk" else 0.5
+    epochs, warmup, out, windows = timing.timed_epochs(1, lambda epoch: chunks, clock.step(cost), clock.barrier,
+                                                       steps_of=lambda batch: batch[1])
+    assert warmup == 2.5 and windows == [0.5] * 3 and epochs == [4 * 2.5 + 3 * 0.5]
+    assert clock.barriers == 2 + 2 + 3
+
+
 def test_the_steady_state_is_the_median_window_over_every_step():
     windows = [0.4, 0.5, 0.6, 0.5, 0.9]                     # min 0.4, mean 0.58, median 0.5: only the median
     assert timing.steady_state_seconds([16.0, 6.5], warmup=10.0, steps=13, windows=windows) == 0.5 * 13 * 2

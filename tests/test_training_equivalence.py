@@ -92,7 +92,7 @@ def update_errors(out, start, expected, step):
     return errors
 
 
-TUNED = [("pytorch", "cnn"), ("pytorch", "gru")]   # the runners with a tuned path for these tasks (docs/tuned.md)
+TUNED = [("pytorch", "cnn"), ("pytorch", "gru"), ("jax", "cnn"), ("jax", "gru")]   # their tuned paths (docs/tuned.md)
 
 
 @pytest.mark.slow

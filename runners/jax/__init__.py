@@ -191,6 +191,44 @@ def train_batches(x_train, y_train, batch_size, epoch, device):
         yield jax.device_put((x_train[idx], y_train[idx]), device)
 
 
+def train_chunks(x_train, y_train, batch_size, epoch, device, k):
+    """The tuned input path: one epoch in the shared order as chunks of `k` batches stacked on a new leading axis
+    (k, batch, …), each gathered where the data lives and put on the device at once: one copy and one dispatch per
+    k steps (multi_step). The batches an epoch leaves over come one by one, as train_batches gives them."""
+    order = list(batching.train_batches(len(x_train), batch_size, epoch))
+    whole = len(order) - len(order) % k
+    for start in range(0, whole, k):
+        idx = np.concatenate(order[start:start + k])
+        x, y = x_train[idx], y_train[idx]
+        yield jax.device_put((x.reshape(k, batch_size, *x.shape[1:]), y.reshape(k, batch_size, *y.shape[1:])), device)
+    for idx in order[whole:]:
+        yield jax.device_put((x_train[idx], y_train[idx]), device)
+
+
+def multi_step(train_step, donate=True):
+    """The tuned step: `train_step` (pure: (state, x, y) -> (state, loss)) run over a chunk's k batches by lax.scan
+    inside one XLA program, one dispatch for k steps; returns (state, the k losses)."""
+    def steps(state, xs, ys):
+        return jax.lax.scan(lambda carry, batch: train_step(carry, *batch), state, (xs, ys))
+    return jax.jit(steps, donate_argnums=0 if donate else ())
+
+
+def tuned_steps(chunk_step, state, objects, read_canonical, x, y, steps):
+    """`train_steps` of a tuned cell (the training-equivalence test): step 1 as a chunk of one, the other steps as one
+    chunk, through the multi-step program `chunk_step`; `objects` (model first) take each chunk's state. Returns (each
+    step's loss, weights after each step: after step 1 and after the last; None between, which the scan keeps)."""
+    losses, after = [], []
+    for n in (1, steps - 1):
+        if n < 1:
+            continue
+        xs, ys = (jnp.broadcast_to(a, (n, *a.shape)) for a in (jnp.asarray(x), jnp.asarray(y)))
+        state, chunk_losses = chunk_step(state, xs, ys)
+        nnx.update(objects, state)
+        losses += [float(v) for v in np.ravel(chunk_losses)]
+        after += [None] * (n - 1) + [read_canonical(objects[0])]
+    return losses, after
+
+
 def gemm(cfg, n, dtype):
     """The calibration GEMM (shared/calibration.py): a jitted n×n product on the cell's first device. "tfloat32" is
     float32 at TF32 precision; "float32" asks for the highest, whatever the cell's default matmul precision."""

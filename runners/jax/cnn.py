@@ -6,11 +6,12 @@ import numpy as np
 import optax
 from flax import nnx
 
-from runners.jax import count_parameters, select_devices, set_precision, train_batches
+from runners.jax import (count_parameters, multi_step, select_devices, set_precision, train_batches, train_chunks,
+                         tuned_steps)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import timed_epochs, train_metrics, train_timing
+from shared.timing import WINDOW_STEPS, timed_epochs, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -18,8 +19,13 @@ SWITCHES = {
     "jit": True,      # compile the whole train step (forward, backward, update) into one XLA program; off = op by op
     "donate": True,   # donate the old parameter/optimizer buffers to the step, so XLA updates them in place
     "dropout": True,  # off only in the training-equivalence test (its step must be deterministic)
+    "steps_per_dispatch": 1,  # training steps one jitted call runs (more: lax.scan over a chunk of batches)
     "data_placement": params.DATA_PLACEMENT,  # host: device_put each batch inside the clock (the rule for every
                                               # framework); device: the whole set on the device before the clock
+}
+TUNED = {             # tuning=tuned: JAX's own fast path (docs/tuned.md), same work
+    "steps_per_dispatch": WINDOW_STEPS,  # one XLA program and one host-to-device copy per window of steps: the host
+                                         # dispatches 5× less often, and XLA sees the steps back to back
 }
 # Layout: NHWC inside the model (XLA's and Flax's native conv layout); the shared batches are NCHW and are transposed
 # by the model's first op, which XLA folds into the first convolution.
@@ -131,8 +137,9 @@ def make_train_step(graphdef, switches):
 
 def train_steps(cfg, weights, x, y, steps):
     """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
-    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each)."""
-    switches = resolve_switches(SWITCHES, cfg)
+    steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each). A
+    tuned cell's multi-step program runs step 1 alone, then the rest as one chunk: the weights in between are None."""
+    switches = resolve_switches(SWITCHES, cfg, TUNED)
     device, = select_devices(cfg)
     dtype, loss_scale = set_precision(cfg.precision, device)
     model = build_model(dtype=dtype, dropout=switches["dropout"])
@@ -140,6 +147,9 @@ def train_steps(cfg, weights, x, y, steps):
     optimizer = make_optimizer(model, cfg.params, loss_scale)
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     train_step = make_train_step(graphdef, switches)
+    if switches["steps_per_dispatch"] > 1:
+        return tuned_steps(multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"]),
+                           state, (model, optimizer, loss_scale), read_canonical, x, y, steps)
     losses, after = [], []
     for _ in range(steps):
         state, loss = train_step(state, jnp.asarray(x), jnp.asarray(y))
@@ -159,7 +169,7 @@ def evaluate(model, x_test, y_test, batch_size):
 
 # ==== Main ====
 def main(cfg):
-    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg, TUNED)
     device, = select_devices(cfg)
     dtype, loss_scale = set_precision(cfg.precision, device)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
@@ -172,18 +182,23 @@ def main(cfg):
     # to two different programs, so an uncommitted initial state would compile the step twice.
     state = jax.device_put(state, device)
     train_step = make_train_step(graphdef, switches)
+    k = switches["steps_per_dispatch"]
+    chunk_step = multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"]) if k > 1 \
+        else None
+    chunked = lambda batch: batch[1].ndim == 2                     # labels (k, batch): a chunk of k steps
 
     def step(batch):
         nonlocal state
-        state, loss = train_step(state, *batch)
+        state, loss = (chunk_step if chunked(batch) else train_step)(state, *batch)
         return loss
 
     # rosetta: barrier
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
     losses = []                                                    # every step's loss, left on the device
     epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
-        lambda: jax.block_until_ready(state), outputs=losses)
+        p["epochs"], lambda epoch: train_chunks(x_train, y_train, p["batch_size"], epoch, device, k) if k > 1
+        else train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
+        lambda: jax.block_until_ready(state), outputs=losses, steps_of=lambda b: len(b[1]) if chunked(b) else 1)
     nnx.update((model, optimizer, loss_scale), state)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
@@ -191,7 +206,7 @@ def main(cfg):
     return {
         "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
                                  accuracy=accuracy, init="canonical", parameters=count_parameters(model),
-                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
+                                 **metrics.loss_metrics([float(v) for out in losses for v in np.ravel(out)], steps),
                                  epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
                                  data_placement=switches["data_placement"], differences=[]),
         "timing": train_timing(windows, warmup=warmup),
