@@ -32,8 +32,8 @@ class Table:
 TABLES = (
     Table("gpu-nvidia-h200-140g-x1", "One NVIDIA H200, full scale (CNN: 10 epochs of 50,000 images; ResNet-50: "
           "batches of 32)", (("cnn", "fp32"), ("cnn", "bf16"), ("resnet50", "fp32"), ("resnet50", "bf16"))),
-    Table("cpu-amd-epyc-avx512-bf16-2c", "Two CPU cores (AMD EPYC, Zen 4), demo scale (CNN: 960 images, one "
-          "epoch; ResNet-50: passes of 8 images)", (("cnn", "fp32"), ("resnet50", "fp32"))),
+    Table("cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c", "Two CPU cores (AMD EPYC family 25 model 17, Zen 4), demo scale "
+          "(CNN: 1,152 images, one epoch; ResNet-50: passes of 8 images)", (("cnn", "fp32"), ("resnet50", "fp32"))),
 )
 
 
@@ -69,8 +69,8 @@ def table(spec, root=ROOT / "results" / "reference"):
     date = min(frame["started_at"])[:10]
     lines.append("")
     caption = (f"*{spec.title}. Lower is better; (×n) is n times the column's fastest. Machine: {first['machine']}."
-               f" Run {date}; records and versions: [`results/reference/{spec.reference}`]"
-               f"(results/reference/{spec.reference}/results.md).*")
+               f" Run {date}; records and versions: [`{spec.reference}`](results/reference/{spec.reference}/results.md)"
+               ".*")
     lines.extend(textwrap.wrap(caption, 118, break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 

@@ -24,6 +24,7 @@ except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack 
     jsonschema = None
 
 from shared import params, sysinfo, timing
+from shared.timing import warm_windows
 from shared.record import CELL_KEYS, OPTIONAL_CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
 
 
@@ -91,7 +92,8 @@ SCHEMA = {
             "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000}}},
         "timing": {"type": "object", "properties": {
             **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
-            "values": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
+            **{key: {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000}
+               for key in ("values", "warmup_windows")},
             "unit": _short, "repeats": _integer, "window_steps": _integer,
             "unstable": {"type": ["boolean", "null"]}, "warm": {"type": ["boolean", "null"]},
             "barrier_audit": {"type": ["object", "null"]}}},
@@ -400,7 +402,7 @@ def inconsistencies(record):
 
 def figures_that_do_not_follow(record):
     """inconsistencies' second part, one line each: NaN or infinite numbers in metrics, timing or the calibration;
-    accuracy or AUC outside [0, 1]; and the published figures against the samples they come from: timing.median/min/max of timing.values, train_seconds as
+    accuracy or AUC outside [0, 1]; and the published figures against the samples they come from: timing.median/min/max of timing.values, the warm-up windows as the rule splits them off, train_seconds as
     the sum of the epochs, the steady-state time as the median window times the steps (so the batch it implies is the
     task's), throughput from those times, seconds per 1,000 images from the median pass, achieved FLOP/s and
     efficiency from the throughput and the calibration. A figure a record does not have is not checked. (issue 31; the
@@ -427,6 +429,12 @@ def figures_that_do_not_follow(record):
         for key, figure in (("median", statistics.median(values)), ("min", min(values)), ("max", max(values))):
             if isinstance(timing.get(key), (int, float)) and not _close(timing[key], figure):
                 found.append(f"timing.{key} {timing[key]:.6g} is not the {key} of timing.values ({figure:.6g})")
+    warm = timing.get("warmup_windows")
+    if isinstance(warm, list) and warm and all(isinstance(w, (int, float)) and w > 0 for w in warm):
+        split = warm_windows([*warm, *values])[0]      # the rule decides which windows are warm-up, not the record
+        if split != len(warm):
+            found.append(f"timing.warmup_windows holds {len(warm)} windows where the warm-up rule makes {split} of "
+                         f"the {len(warm) + len(values)} windows warm-up (shared.timing.warm_windows)")
     task = (record.get("cell") or {}).get("task")
     epochs = metrics.get("epoch_seconds")
     train = metrics.get("train_seconds")

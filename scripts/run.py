@@ -283,9 +283,10 @@ def plan_for(args, matrix):
                                                                   executor)
     run_dir = args.results / plan_file.run_id
     if args.only:
-        cells = tuple(c for c in plan_file.cells if args.only in c.id)
+        cells = tuple(c for c in plan_file.cells if any(text in c.id for text in args.only))
         if not cells:
-            raise RunError(f"--only {args.only!r} matches no cell of profile {plan_file.plan.profile}")
+            raise RunError(f"--only {' '.join(map(repr, args.only))} matches no cell of profile "
+                           f"{plan_file.plan.profile}")
         plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
     return plan_file, run_dir
 
@@ -310,7 +311,8 @@ def main(argv=None):
     ap.add_argument("--results", type=Path, default=RESULTS,
                     help="where run folders are made (default: results/; the run is results/PROFILE-DATE-TIME)")
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
-    ap.add_argument("--only", help="run only cells whose id contains this text")
+    ap.add_argument("--only", action="append", metavar="TEXT",
+                    help="run only cells whose id contains this text (repeat it: cells that contain any)")
     ap.add_argument("--python", metavar="PATH",
                     help="run every cell in this interpreter as it is (the system executor: no environment built, no "
                          "image; the cells' variant is `system`), e.g. a GPU machine's own Python")

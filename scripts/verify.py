@@ -117,6 +117,12 @@ def between_runs(runs):
     return factors
 
 
+def reference_time(runs, cell_id):
+    """The median steady state of `cell_id` over the reference's comparable runs, or None."""
+    times = [t for t in map(steady, comparable_runs(runs, cell_id)) if t]
+    return statistics.median(times) if times else None
+
+
 def pooled_samples(runs):
     """{cell id: the samples of every comparable honest reference run of the cell, pooled}."""
     return {cell_id: [v for r in comparable_runs(runs, cell_id) for v in samples(r)] for cell_id in runs[0]} \
@@ -136,6 +142,12 @@ def samples(record):
     """The post-warm-up samples of an ok record (seconds per step or per pass), [] where it kept none."""
     timing = record.get("timing") or {}
     return [float(v) for v in timing.get("values") or []] if timing.get("unit") else []
+
+
+def timed(record):
+    """How many windows or passes the record timed after its first step: its samples and, for training, the warm-up
+    windows before them (how many of those there are varies between honest runs; their sum does not)."""
+    return len(samples(record)) + len((record.get("timing") or {}).get("warmup_windows") or [])
 
 
 def steady(record):
@@ -206,9 +218,9 @@ def judge_status(expected, measured):
     reason = why_incomparable(expected, measured)
     if reason:
         return "incomparable", f"incomparable: {reason}"
-    if len(samples(measured)) < len(samples(expected)):
-        return "samples missing", (f"samples missing: {len(samples(measured))} where the reference cell has "
-                                   f"{len(samples(expected))}")
+    if timed(measured) < timed(expected):
+        return "samples missing", (f"samples missing: {timed(measured)} of the {timed(expected)} windows or passes "
+                                   "the reference cell timed (samples and warm-up windows)")
     if not positive(steady(measured)):
         return "no time", f"no {report.TIME_METRIC[measured['cell']['task']]} in the record"
     if not positive(steady(expected)):     # a ratio needs a positive, finite reference time
@@ -331,7 +343,6 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     "explained", "unexplained", "calibration", "basis"})."""
     runs = runs or [reference]
     pooled, between = pooled_samples(runs), between_runs(runs)
-    times = {i: [t for t in map(steady, comparable_runs(runs, i)) if t] for i in reference}
     wanted = None if plan is None else set(plan)
     expected_ids = [i for i in reference if wanted is None or i in wanted]
     ids = expected_ids + sorted(set(measured) - set(expected_ids))
@@ -339,12 +350,11 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     explained, parts, _ = explained_factor(reference, measured, ids)
     noise = 1 / CALIBRATION_NOISE <= explained <= CALIBRATION_NOISE
     factor = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0
-    rows, counts, off = [], Counter(), {"slower": [], "faster": [], "bimodal": []}
+    rows, counts, off = [], Counter(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
         outcomes, words, values = judge(expected, got, factor, tolerance, margin, pooled.get(cell_id),
-                                        between.get(cell_id), statistics.median(times[cell_id])
-                                        if times.get(cell_id) else None)
+                                        between.get(cell_id), reference_time(runs, cell_id))
         counts.update(outcomes)
         counts["compared"] += "no reference" not in outcomes
         for outcome in set(outcomes) & {"slower", "faster"}:
@@ -357,6 +367,35 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     overall = {"raw": raw, "explained": factor, "unexplained": raw / factor, "calibration": parts, "basis": basis,
                "off": off}
     return rows, counts, len(reference) - len(expected_ids), overall
+
+
+def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None):
+    """Judge again, on `second` (a second run's records: {cell id: record}), every cell `compare` found slower or
+    faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is
+    comparable and within (no time outcome): then it is "unconfirmed", named in its row and the verdict line, and no
+    longer a failure. A regression of the install reproduces; a transient of the machine (another tenant on the
+    host's cores) mostly does not. Updates `rows`, `counts` and `overall["off"]` in place; returns the unconfirmed
+    cells' ids."""
+    runs = runs or [reference]
+    pooled, between = pooled_samples(runs), between_runs(runs)
+    by_id = {row[0]: row for row in rows}
+    for outcome in ("slower", "faster"):
+        for cell_id in list(overall["off"][outcome]):
+            again, _, values = judge(reference.get(cell_id), second.get(cell_id), overall["explained"], tolerance,
+                                     margin, pooled.get(cell_id), between.get(cell_id), reference_time(runs, cell_id))
+            ratio = f"×{values[3]:.2f}" if values[3] else "no time"
+            if {"slower", "faster"} & set(again) or judge_status(reference.get(cell_id), second.get(cell_id)):
+                by_id[cell_id][-1] += f"; a second run: {ratio} ({', '.join(again)})"
+                continue
+            by_id[cell_id][-1] += (f"; not confirmed: {ratio} in a second run (a transient of the machine, not the "
+                                   "install)")
+            overall["off"][outcome].remove(cell_id)
+            if cell_id in overall["off"]["bimodal"]:
+                overall["off"]["bimodal"].remove(cell_id)
+            counts[outcome] -= 1
+            counts["unconfirmed"] += 1
+            overall["off"]["unconfirmed"].append(cell_id)
+    return overall["off"]["unconfirmed"]
 
 
 def plural(n, word):
@@ -405,11 +444,15 @@ def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
     compared and why."""
     n = counts["compared"]
     off = off or {}
+    named = lambda ids: (": " + ", ".join(ids[:6]) + (", …" if len(ids) > 6 else "")) if ids else ""
     notes = []
     if counts["no reference"]:
         notes.append(f"{plural(counts['no reference'], 'cell')} not compared (no reference record)")
     if outside:
         notes.append(f"{plural(outside, 'reference cell')} not in this run's plan")
+    if counts["unconfirmed"]:
+        notes.append(f"{plural(counts['unconfirmed'], 'cell')} off in this run and within in a second run of it: not "
+                     f"confirmed, a transient of the machine (see each row){named(off.get('unconfirmed'))}")
     if counts["waited"]:
         notes.append(f"{plural(counts['waited'], 'cell')} with a time as waited beyond ×{WAITED_TOLERANCE:g} "
                      "(compile, caches: a note, not a failure)")
@@ -417,7 +460,6 @@ def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
         return ("INCOMPARABLE: nothing compared" + (f"; {plural(counts['incomparable'], 'cell')} incomparable (see "
                                                     "each row)" if counts["incomparable"] else "")
                 + "".join(f"; {x}" for x in notes))
-    named = lambda ids: (": " + ", ".join(ids[:6]) + (", …" if len(ids) > 6 else "")) if ids else ""
     problems = []
     if overall_off:
         problems.append("the whole run is off this machine's own measured rate (see the overall line)")
@@ -535,6 +577,11 @@ def main(argv=None):
                     help="a reference run folder (default: the one of this machine class)")
     ap.add_argument("--run", type=Path, help="compare this run folder instead of running the profile")
     ap.add_argument("--profile", default="demo", help="the profile to run when no --run is given")
+    ap.add_argument("--confirm-run", type=Path, metavar="RUN",
+                    help="a second run folder to confirm time verdicts with (default, where verify runs the profile "
+                         "itself: it runs the cells it finds slower or faster once more)")
+    ap.add_argument("--no-confirm", action="store_true",
+                    help="judge the run alone: no second run of the cells found slower or faster")
     ap.add_argument("--time-tolerance", type=float, default=TIME_TOLERANCE, metavar="RATIO",
                     help=f"a cell's ratio beyond which it is off; at most (and by default) {TIME_TOLERANCE}")
     ap.add_argument("--quality-margin", type=float, default=QUALITY_MARGIN, metavar="DELTA",
@@ -563,17 +610,29 @@ def main(argv=None):
         if not reference:
             available = ", ".join(p.name for p in REFERENCES.iterdir()) if REFERENCES.exists() else "none"
             raise VerifyError(f"no reference records under {args.reference}/cells; available: {available}")
-        if args.run is None:
+        ran_profile = args.run is None
+        if ran_profile:
             if run.main(["--profile", args.profile]) == 2:
                 return 2  # the run could not start; it said why
             args.run = latest_run(args.profile)
         measured = measured if measured is not None else read_run(args.run)
+        rows, counts, outside, overall = compare(reference, measured, planned_ids(args.run), args.time_tolerance,
+                                                 args.quality_margin, runs)
+        off = overall["off"]["slower"] + overall["off"]["faster"]
+        if off and not args.no_confirm and (args.confirm_run or ran_profile):
+            if args.confirm_run is None:
+                print(f"{plural(len(off), 'cell')} off the reference's time: running {'it' if len(off) == 1 else 'them'}"
+                      f" once more to confirm ({', '.join(off)})")
+                if run.main(["--profile", args.profile, *(x for cell_id in off for x in ("--only", cell_id))]) == 2:
+                    return 2
+                args.confirm_run = latest_run(args.profile)
+            confirm(rows, counts, overall, reference, read_run(args.confirm_run), args.time_tolerance,
+                    args.quality_margin, runs)
     except VerifyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    rows, counts, outside, overall = compare(reference, measured, planned_ids(args.run), args.time_tolerance,
-                                             args.quality_margin, runs)
-    print(f"reference {args.reference} ({plural(len(runs), 'run')}) vs {args.run}")
+    print(f"reference {args.reference} ({plural(len(runs), 'run')}) vs {args.run}"
+          + (f" (cells found off judged again in {args.confirm_run})" if args.confirm_run else ""))
     print(tabulate(rows, headers=["cell", "reference", "measured", "ratio", "÷ explained", "tolerance",
                                   "rank test p", "quality", "verdict"], floatfmt=".3g", missingval="—"))
     line, overall_off = overall_line(overall)

@@ -78,20 +78,21 @@ SCALE_OVERRIDES = {
     "full": {},
     "demo": {
         # Sized for the budget (cells ≤ 20 minutes on two AVX2 cores) with enough samples for a spread: the first
-        # step, then at least five windows of shared.timing.WINDOW_STEPS steps.
-        "cnn": {"epochs": 1, "train_samples": 960, "test_samples": 256, "batch_size": 32},     # 30 steps: 5 windows
-        "gru": {"epochs": 1, "train_samples": 2048, "test_samples": 512},                     # 32 steps: 6 windows
+        # step, a warm-up of two to WARMUP_CAP windows (shared.timing.warm_windows), then at least five more windows
+        # of shared.timing.window_steps(task) steps: 1 + 5 + 5 windows at the least, whatever the warm-up takes.
+        "cnn": {"epochs": 1, "train_samples": 1792, "test_samples": 256, "batch_size": 32},    # 56 steps: 11 windows
+        "gru": {"epochs": 1, "train_samples": 3584, "test_samples": 512},                     # 56 steps: 11 windows
         "resnet50": {"batches": 1, "batch_size": 8},  # 8 images of 224² a pass: warm-up until settled, 5 timed passes
-        "densenet121": {"epochs": 1, "train_samples": 256, "test_samples": 128, "crop_size": 64, "stored_size": 80,
-                        "loader_workers": 1},  # two cores: one worker per device beside the two training devices
-        # (2 steps of 2 × 64 crops of 64²: the compile of the first step is most of what DenseNet-121 costs here),
+        "densenet121": {"epochs": 1, "train_samples": 352, "test_samples": 128, "batch_size": 16, "crop_size": 64,
+                        "stored_size": 80, "loader_workers": 1},  # two cores: one worker per device beside the two
+        # training devices; 11 steps of 2 × 16 crops of 64² (windows of one step: 1 + 10 windows)
     },
     "tiny": {
         "cnn": {"epochs": 2, "train_samples": 320, "test_samples": 256, "batch_size": 16},
         "gru": {"epochs": 2, "train_samples": 640, "test_samples": 256, "maxlen": 40, "batch_size": 16},
         "resnet50": {"batches": 1, "batch_size": 4, "image_size": 64},
-        "densenet121": {"epochs": 1, "train_samples": 32, "test_samples": 32, "crop_size": 32, "stored_size": 40,
-                        "batch_size": 8, "loader_workers": 1},
+        "densenet121": {"epochs": 1, "train_samples": 88, "test_samples": 32, "crop_size": 32, "stored_size": 40,
+                        "batch_size": 4, "loader_workers": 1},   # 11 steps on two devices, 22 on one
     },
 }
 

@@ -4,8 +4,9 @@ Every clock edge calls the framework's own barrier (`torch.cuda.synchronize`, `b
 so that asynchronous GPU work is inside the interval it belongs to.
 
 A number is reported with its samples: training is timed in windows of WINDOW_STEPS steps after the first step (one
-barrier per window edge, never per step), feature extraction in passes after a warm-up that lasts until two passes
-agree. The steady state is the median sample; the spread is IQR / median over those post-warm-up samples, and with
+barrier per window edge, never per step; DenseNet-121's long steps are windows of one), feature extraction in passes.
+Both warm up until two consecutive windows or passes agree (at most WARMUP_CAP of them), and only what follows is a
+sample. The steady state is the median sample; the spread is IQR / median over those post-warm-up samples, and with
 fewer than MIN_SAMPLES samples there is no spread estimate (None, never 0).
 """
 import statistics
@@ -16,15 +17,22 @@ import numpy as np
 
 from shared.devsync import device_sync
 
-WINDOW_STEPS = 5        # training steps per timed window: one sample, a barrier at each edge
+WINDOW_STEPS = 5        # training steps per timed window: one sample, a barrier at each edge …
+TASK_WINDOW_STEPS = {"densenet121": 1}   # … but one step for DenseNet-121: its steps are long (a barrier costs little
+#                                        against them) and few, and a demo cell needs five samples after its warm-up
 MIN_SAMPLES = 5         # fewer samples than this give no spread estimate
 UNSTABLE_SPREAD = 0.10  # IQR / median above this marks a timing as noisy (†); it is flagged, never dropped
-WARMUP_AGREEMENT = 0.10  # feature extraction warms up until two consecutive passes differ by less than this …
-WARMUP_CAP = 5           # … or this many warm-up passes have run (then `warm` says it did not settle)
+WARMUP_AGREEMENT = 0.10  # warm-up lasts until two consecutive passes (training: windows) differ by less than this …
+WARMUP_CAP = 5           # … or this many have run (then `warm` says it did not settle)
 LEAK_SECONDS = 1e-3      # a CUDA device synchronize right after the barrier that takes longer than this …
 LEAK_SHARE = 0.02        # … and than this share of the interval found work the barrier did not wait for
 
 _audit = []              # (interval, seconds a device synchronize took right after its closing barrier)
+
+
+def window_steps(task):
+    """The training steps in one timed window of `task` (WINDOW_STEPS, or the task's own)."""
+    return TASK_WINDOW_STEPS.get(task, WINDOW_STEPS)
 
 
 def no_barrier():
@@ -61,7 +69,7 @@ def barrier_audit():
 def summarize(values, warmup=None, unit="seconds", warm=None):
     """The `timing` block of a result record from post-warm-up samples: every value, median, quartiles, and the
     spread (IQR / median) where there are MIN_SAMPLES or more, else None. `warmup` is the warm-up's seconds, `warm`
-    whether the warm-up settled (feature extraction), `unit` what one value measures."""
+    whether the warm-up settled, `unit` what one value measures."""
     values = [float(v) for v in values]
     block = {"warmup": warmup, "repeats": len(values), "values": values, "unit": unit, "warm": warm,
              "median": None, "min": None, "max": None, "q1": None, "q3": None, "spread": None, "unstable": None,
@@ -85,9 +93,9 @@ def repeat(fn, *, repeats, barrier=no_barrier):
         with stopwatch(barrier) as t:
             fn()
         warm_times.append(t())
-        if len(warm_times) >= 2 and abs(warm_times[-1] - warm_times[-2]) <= WARMUP_AGREEMENT * warm_times[-2]:
+        if len(warm_times) >= 2 and agree(warm_times[-2], warm_times[-1]):
             break
-    settled = len(warm_times) >= 2 and abs(warm_times[-1] - warm_times[-2]) <= WARMUP_AGREEMENT * warm_times[-2]
+    settled = len(warm_times) >= 2 and agree(warm_times[-2], warm_times[-1])
     values = []
     for _ in range(max(repeats, MIN_SAMPLES)):
         with stopwatch(barrier) as t:
@@ -163,9 +171,30 @@ class InputWait:
         return self.seconds / seconds if seconds > 0 else None
 
 
+def agree(earlier, later):
+    """Whether two consecutive warm-up windows or passes agree (WARMUP_AGREEMENT): the warm-up is over."""
+    return abs(later - earlier) <= WARMUP_AGREEMENT * earlier
+
+
+def warm_windows(windows):
+    """How many of a training run's windows are warm-up, and whether it settled: every window up to and including the
+    first of two consecutive windows that agree, at most WARMUP_CAP (then it did not settle). The first step is
+    already apart (timed_epochs); this catches what settles more slowly (allocator growth, caches, a JIT's later
+    specializations), as feature extraction's passes do."""
+    for i in range(1, min(len(windows), WARMUP_CAP)):
+        if agree(windows[i - 1], windows[i]):
+            return i + 1, True
+    return min(len(windows), WARMUP_CAP), False
+
+
+def samples_of(windows):
+    """The windows that are samples: those after the warm-up (warm_windows)."""
+    return list(windows[warm_windows(windows)[0]:])
+
+
 def steady_state_seconds(epoch_seconds, warmup=None, steps=None, windows=None):
-    """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median window's
-    seconds per step times every step of the run; without a full window, the epochs after the first (their median
+    """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median sample's
+    seconds per step (`windows`: the samples, after the warm-up) times every step of the run; without a full window, the epochs after the first (their median
     times the number of epochs), or the one epoch minus its first step scaled back up to `steps` steps. None where
     none of these can be known."""
     if windows and steps:
@@ -181,7 +210,7 @@ def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, 
     """The `metrics` block of a training task: the time a user waits (`train_seconds`, compile and first step
     included), the steady-state time beside it, throughput, and whatever the task adds (accuracy, auc, …)."""
     train_seconds = float(sum(epoch_seconds))
-    steady = steady_state_seconds(epoch_seconds, warmup, steps, windows)
+    steady = steady_state_seconds(epoch_seconds, warmup, steps, samples_of(windows or []))
     samples = samples_per_epoch * len(epoch_seconds)
     return {"train_seconds": train_seconds, "epoch_seconds": [float(s) for s in epoch_seconds],
             "steady_state_seconds": steady, "warmup_seconds": warmup,
@@ -189,9 +218,12 @@ def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, 
             "steady_samples_per_second": samples / steady if steady else None, **extra}
 
 
-def train_timing(windows, warmup=None):
-    """The `timing` block of a training task: its windows' seconds per step (WINDOW_STEPS steps each)."""
-    return {**summarize(windows, warmup=warmup, unit="seconds per step"), "window_steps": WINDOW_STEPS}
+def train_timing(windows, warmup=None, window=WINDOW_STEPS):
+    """The `timing` block of a training task: the seconds per step of the windows (`window` steps each) after the
+    warm-up as its samples, the warm-up windows beside them, and whether the warm-up settled."""
+    count, settled = warm_windows(windows)
+    return {**summarize(windows[count:], warmup=warmup, unit="seconds per step", warm=settled),
+            "warmup_windows": [float(w) for w in windows[:count]], "window_steps": window}
 
 
 def extraction_metrics(timing, images, batch_size, image_size, **extra):

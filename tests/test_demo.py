@@ -1,4 +1,6 @@
 """The demo path end to end, at the tiny scale: matrix -> local executor -> records -> merged table and plot."""
+from argparse import Namespace
+
 import pandas as pd
 import pytest
 
@@ -35,3 +37,15 @@ def test_missing_real_data_stops_before_launching(tmp_path, capsys):
     assert run.main(["--profile", "full", "--results", str(tmp_path), "--data-root", str(tmp_path)]) == 2
     assert "run `make data` first" in capsys.readouterr().err
     assert not list(tmp_path.glob("full-*"))
+
+
+def test_only_keeps_the_cells_that_contain_any_of_its_texts_and_names_them_when_none_does(tmp_path):
+    args = Namespace(resume=None, results=tmp_path, profile="demo", python=None, plan=None,
+                     only=["pytorch-cnn", "jax-gru"])
+    plan_file, _ = run.plan_for(args, load())
+    assert {c.id for c in plan_file.cells} == {"pytorch-cnn-cpu-fp32-1cpu", "jax-gru-cpu-fp32-1cpu",
+                                               "keras-jax-gru-cpu-fp32-1cpu"}
+    assert set(plan_file.plan.cells) == {c.cell for c in plan_file.cells}
+    args.only = ["no-such", "cell"]
+    with pytest.raises(run.RunError, match="--only 'no-such' 'cell' matches no cell of profile demo"):
+        run.plan_for(args, load())

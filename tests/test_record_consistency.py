@@ -1,6 +1,6 @@
 """A record whose published figures do not follow from its own samples is refused (scripts/records.py,
 `contradictions`), as is NaN or infinity anywhere and an accuracy or AUC outside [0, 1]: built from the committed
-reference records (results/reference/cpu-amd-epyc-avx512-bf16-2c), each case changes one figure of a real record."""
+reference records (results/reference/cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c), each case changes one figure of a real record."""
 import json
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from scripts import records
 from shared.record import RecordError, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
-CELLS = ROOT / "results" / "reference" / "cpu-amd-epyc-avx512-bf16-2c" / "cells"
+CELLS = ROOT / "results" / "reference" / "cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c" / "cells"
 
 
 def real(cell_id):
@@ -41,10 +41,27 @@ def test_a_steady_state_that_does_not_follow_from_the_samples_is_refused(tmp_pat
     refused(record, tmp_path, "inconsistent: metrics/steady_state_seconds .* does not follow from the samples")
 
 
+@pytest.mark.parametrize("cell_id", ["pytorch-cnn-cpu-fp32-1cpu", "pytorch-densenet121-cpu-fp32-2cpu"])
+def test_a_warm_up_split_other_than_the_rules_is_refused(tmp_path, cell_id):
+    """Which windows are warm-up is the rule's to say (shared.timing.warm_windows): a record that calls a sample
+    warm-up, or a warm-up window a sample, is refused however its other figures were made to fit."""
+    record = real(cell_id)
+    warm, values = record["timing"]["warmup_windows"], record["timing"]["values"]
+    assert warm and len(values) >= 5                               # the demo's warm-up and its five samples
+    longer = json.loads(json.dumps(record))
+    longer["timing"].update(warmup_windows=[*warm, values[0]], values=values[1:])
+    shorter = json.loads(json.dumps(record))
+    shorter["timing"].update(warmup_windows=warm[:-1], values=[warm[-1], *values])
+    for changed in (longer, shorter):
+        assert any(line.startswith("timing.warmup_windows holds") for line in records.figures_that_do_not_follow(changed))
+        refused(changed, tmp_path, "inconsistent: ")
+    assert records.inconsistencies(record) == []
+
+
 def test_the_samples_changed_under_a_published_steady_state_are_refused_too(tmp_path):
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["timing"]["values"] = [v / 3 for v in record["timing"]["values"]]
-    refused(record, tmp_path, "steady_state_seconds .* \\(median window .* × 30 steps × 1 epochs")
+    refused(record, tmp_path, "steady_state_seconds .* \\(median window .* × 36 steps × 1 epochs")
     assert records.contradictions(real("pytorch-cnn-cpu-fp32-1cpu")) == []
 
 
@@ -67,7 +84,7 @@ def test_an_accuracy_outside_zero_to_one_or_not_finite_is_refused(tmp_path, key,
 def test_an_accuracy_on_the_edge_is_accepted(value):
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["metrics"]["accuracy"] = value
-    assert records.contradictions(record) == []
+    assert records.inconsistencies(record) == []
 
 
 def test_an_auc_above_one_is_refused(tmp_path):
@@ -91,8 +108,10 @@ def test_nan_or_infinity_anywhere_is_refused(tmp_path, where):
 def test_a_record_of_task_parameters_this_checkout_does_not_know_is_not_recomputed():
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["metrics"]["steady_state_seconds"] *= 3
+    for key in ("steady_samples_per_second", "achieved_flops", "efficiency", "efficiency_of_gemm"):
+        record["metrics"][key] /= 3                        # its throughput still follows from its own times
     record["system"]["params_hash"] = "0123456789ab"      # another batch size: verify refuses to compare it instead
-    assert records.contradictions(record) == []
+    assert records.inconsistencies(record) == []
     record["status"] = "failed"
     record["system"]["params_hash"] = real("pytorch-cnn-cpu-fp32-1cpu")["system"]["params_hash"]
     assert records.contradictions(record) == []           # a failed record publishes no figure to check

@@ -468,7 +468,7 @@ def test_make_submit_calls_the_script():
 
 # ---------------------------------------------------------------- the committed example, tampered as a forger would
 
-EXAMPLE = ROOT / "results" / "community" / "example-cpu-amd-epyc-2c-20261204"
+EXAMPLE = ROOT / "results" / "community" / "example-cpu-amd-epyc-zen4-2c-20261205"
 
 
 @pytest.fixture

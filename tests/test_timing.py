@@ -153,9 +153,40 @@ def test_two_passes_agree_within_ten_percent(monkeypatch, second, settled_after)
     assert block["warm"] is True and block["warmup"] == pytest.approx(2.0 + second * (settled_after - 1))
 
 
-def test_windows_hold_five_steps_each():
-    assert timing.WINDOW_STEPS == 5
-    assert timing.train_timing([0.1] * 5)["window_steps"] == 5
+def test_windows_hold_five_steps_each_and_densenets_one():
+    assert timing.WINDOW_STEPS == 5 and timing.window_steps("cnn") == timing.window_steps("gru") == 5
+    assert timing.window_steps("densenet121") == 1
+    assert timing.train_timing([0.1] * 7)["window_steps"] == 5
+    assert timing.train_timing([0.1] * 7, window=1)["window_steps"] == 1
+
+
+def test_training_warms_up_until_two_windows_agree_and_only_later_windows_are_samples():
+    """The first step is apart already; the windows after it that still move (allocator growth, caches, a JIT's later
+    specializations) are warm-up too, up to and including the first two that agree within ten percent."""
+    windows = [0.9, 0.7, 0.52, 0.5, 0.4, 0.5, 0.6, 0.5, 0.45]
+    assert timing.warm_windows(windows) == (4, True)
+    block = timing.train_timing(windows, warmup=3.0)
+    assert block["warmup_windows"] == [0.9, 0.7, 0.52, 0.5] and block["warm"] is True
+    assert block["values"] == [0.4, 0.5, 0.6, 0.5, 0.45] and block["median"] == 0.5 and block["repeats"] == 5
+    assert timing.samples_of(windows) == block["values"]
+    assert timing.warm_windows([0.5, 0.5, 0.5]) == (2, True)           # two that agree at once: both are warm-up
+
+
+@pytest.mark.parametrize("second, warm", [(0.549, 2), (0.551, 5)])
+def test_two_windows_agree_within_ten_percent(second, warm):
+    assert timing.warm_windows([0.5, second, 0.7, 0.9, 1.2, 0.5, 0.5])[0] == warm
+
+
+def test_a_training_warm_up_that_never_settles_stops_at_the_cap_and_says_so():
+    windows = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0]
+    assert timing.WARMUP_CAP == 5 and timing.warm_windows(windows) == (5, False)
+    block = timing.train_timing(windows)
+    assert block["warm"] is False and block["values"] == [2.0, 1.0, 2.0] and len(block["warmup_windows"]) == 5
+    assert timing.warm_windows([1.0, 2.0]) == (2, False) and timing.train_timing([1.0, 2.0])["values"] == []
+    assert timing.warm_windows([]) == (0, False)
+    # no sample left: the steady state falls back to the epochs, as for a cell too short for one window
+    assert timing.train_metrics([16.0], 100, warmup=10.0, steps=13, windows=[1.0, 2.0])["steady_state_seconds"] \
+        == pytest.approx(6.0 * 13 / 12)
 
 
 def test_feature_extraction_figures_come_from_the_median_pass():
@@ -165,7 +196,8 @@ def test_feature_extraction_figures_come_from_the_median_pass():
 
 
 def test_train_metrics_publish_what_the_samples_say():
-    metrics = timing.train_metrics([20.0, 10.0], 100, warmup=5.0, steps=10, windows=[0.4, 0.5, 0.6, 0.5, 0.9])
+    windows = [0.9, 0.52, 0.5, 0.4, 0.5, 0.6, 0.5, 0.9]      # warm-up: 0.9, then 0.52 and 0.5 agree; five samples
+    metrics = timing.train_metrics([20.0, 10.0], 100, warmup=5.0, steps=10, windows=windows)
     assert metrics["train_seconds"] == 30.0 and metrics["steady_state_seconds"] == 0.5 * 10 * 2
     assert metrics["samples_per_second"] == 200 / 30.0 and metrics["steady_samples_per_second"] == 200 / 10.0
 

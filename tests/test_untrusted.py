@@ -734,7 +734,7 @@ def test_the_open_itself_follows_no_link_and_waits_on_no_fifo(tmp_path, monkeypa
 
 # ---------------------------------------------------------------- records.inconsistencies on a real record
 
-EXAMPLE_RECORD = ROOT / "results" / "community" / "example-cpu-amd-epyc-2c-20261204" / "cells" / \
+EXAMPLE_RECORD = ROOT / "results" / "community" / "example-cpu-amd-epyc-zen4-2c-20261205" / "cells" / \
     "jax-cnn-cpu-fp32-1cpu.json"
 
 

@@ -23,7 +23,7 @@ from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
 from shared.sysinfo import usable_cpus
-from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing, window_steps
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -259,7 +259,7 @@ def worker(cfg, world):
 
     losses = []                                              # every step's loss, on the device
     epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
-                                                     sync(device), outputs=losses)
+                                                     sync(device), outputs=losses, window=window_steps("densenet121"))
     batches.finalize()                                       # ends the worker pool
 
     if rank != 0:
@@ -278,7 +278,7 @@ def worker(cfg, world):
                                                 f"processes per device, one iterator for all epochs",
                                  loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,  # rank 0's
                                  input_wait_fraction=wait.fraction(sum(epoch_seconds))),
-        "timing": train_timing(windows, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup, window=window_steps("densenet121")),
         "switches": {**switches, "communicator": name, "data_parallel": "ChainerMN" if comm else None,
                      "processes": world, "memory_format": "NCHW", "dtype": "mixed16" if loss_scaling else "float32",
                      "loss_scaling": "dynamic" if loss_scaling else None, "device": str(device)},

@@ -17,7 +17,7 @@ from runners.jax import count_parameters, load_torchvision_names, select_devices
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing, window_steps
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -240,7 +240,8 @@ def main(cfg):
     # rosetta: barrier
     losses = []                                                     # every step's loss, left on the device
     epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, step,
-                                                     lambda: jax.block_until_ready(state), outputs=losses)
+                                                     lambda: jax.block_until_ready(state), outputs=losses,
+                                                     window=window_steps("densenet121"))
     # rosetta: end
     pool.shutdown()
     nnx.update((model, optimizer, loss_scale), state)
@@ -261,7 +262,7 @@ def main(cfg):
                                                 f"threads per device ({p['loader_workers'] * world}), kept for the run",
                                  loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
                                  input_wait_fraction=wait.fraction(sum(epoch_seconds))),
-        "timing": train_timing(windows, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup, window=window_steps("densenet121")),
         "switches": {**switches, "data_parallel": "jax.sharding (mesh axis 'data')", "devices": world,
                      "device_list": [str(d) for d in devices], "memory_format": "NHWC",
                      "compute_dtype": jnp.dtype(dtype).name, "batchnorm": "synchronized over the global batch",

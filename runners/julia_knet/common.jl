@@ -237,7 +237,19 @@ function timed_epochs(steps, epochs; barrier=no_barrier, window=WINDOW_STEPS, ou
     return epoch_seconds, warmup, out, windows
 end
 
-"The training time at the steady rate (shared.timing.steady_state_seconds)."
+"""How many of a training run's windows are warm-up, and whether it settled (shared.timing.warm_windows): every
+window up to and including the first of two consecutive ones that agree, at most WARMUP_CAP."""
+function warm_windows(windows)
+    for i in 2:min(length(windows), WARMUP_CAP)
+        abs(windows[i] - windows[i-1]) <= WARMUP_AGREEMENT * windows[i-1] && return i, true
+    end
+    return min(length(windows), WARMUP_CAP), false
+end
+
+"The windows after the warm-up: the samples (shared.timing.samples_of)."
+samples_of(windows) = windows[warm_windows(windows)[1]+1:end]
+
+"The training time at the steady rate (shared.timing.steady_state_seconds; `windows`: the samples)."
 function steady_state_seconds(epoch_seconds; warmup=nothing, steps=nothing, windows=nothing)
     windows !== nothing && !isempty(windows) && steps !== nothing &&
         return median(windows) * steps * length(epoch_seconds)
@@ -249,7 +261,8 @@ end
 "The `metrics` block of a training task (shared.timing.train_metrics)."
 function train_metrics(epoch_seconds, samples_per_epoch; warmup=nothing, steps=nothing, windows=nothing, extra...)
     train_seconds = sum(epoch_seconds)
-    steady = steady_state_seconds(epoch_seconds; warmup=warmup, steps=steps, windows=windows)
+    steady = steady_state_seconds(epoch_seconds; warmup=warmup, steps=steps,
+                                  windows=windows === nothing ? nothing : samples_of(windows))
     samples = samples_per_epoch * length(epoch_seconds)
     return Dict{String,Any}("train_seconds" => train_seconds, "epoch_seconds" => Float64.(epoch_seconds),
                             "steady_state_seconds" => steady, "warmup_seconds" => warmup,
@@ -269,9 +282,12 @@ function loss_metrics(step_losses, steps_per_epoch)
                 "loss_curve" => losses[1:min(steps_per_epoch, LOSS_CURVE_STEPS, length(losses))])
 end
 
-"The `timing` block of a training task (shared.timing.train_timing)."
-train_timing(windows; warmup=nothing) =
-    merge(summarize(windows; warmup=warmup, unit="seconds per step"), Dict{String,Any}("window_steps" => WINDOW_STEPS))
+"The `timing` block of a training task (shared.timing.train_timing): the samples after the warm-up windows."
+function train_timing(windows; warmup=nothing, window=WINDOW_STEPS)
+    count, settled = warm_windows(windows)
+    return merge(summarize(windows[count+1:end]; warmup=warmup, unit="seconds per step", warm=settled),
+                 Dict{String,Any}("warmup_windows" => Float64.(windows[1:count]), "window_steps" => window))
+end
 
 "The `metrics` block of feature extraction (shared.timing.extraction_metrics)."
 function extraction_metrics(timing, images, batch_size, image_size; extra...)

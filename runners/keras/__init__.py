@@ -193,8 +193,8 @@ def input_wait(wait):
 
 class EpochTimer(keras.callbacks.Callback):
     """The training clock inside `model.fit`: one interval per epoch, and the end of the first step (trace/compile) as
-    the warm-up, and a sample per WINDOW_STEPS steps after it, as shared.timing.timed_epochs does, without adding work
-    to `fit`.
+    the warm-up, and a sample per `window` steps after it (shared.timing.WINDOW_STEPS unless the task has its own), as
+    shared.timing.timed_epochs does, without adding work to `fit`.
 
     Epoch edges are barriers already: Keras waits for its asynchronous batch hooks and converts the epoch's logs to
     Python floats before `on_epoch_end`. Per-batch hooks would make Keras call every batch hook synchronously, pulling
@@ -209,8 +209,9 @@ class EpochTimer(keras.callbacks.Callback):
     Keras hands them and converted once `fit` has returned."""
     async_safe = True
 
-    def __init__(self):
+    def __init__(self, window=WINDOW_STEPS):
         super().__init__()
+        self.window = window
         self.epoch_seconds, self.warmup, self.windows, self.means = [], None, [], []
 
     def on_train_begin(self, logs=None):
@@ -220,7 +221,7 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.start = time.perf_counter()
-        self.window_start, self.window_after = self.start, 0   # a window: WINDOW_STEPS steps after step `window_after`
+        self.window_start, self.window_after = self.start, 0   # a window: `window` steps after step `window_after`
         self.means.append([])
 
     def on_train_batch_end(self, batch, logs=None):
@@ -230,7 +231,7 @@ class EpochTimer(keras.callbacks.Callback):
         if not self.epoch_seconds and batch < self.steps_per_execution:
             self.warmup = now - self.start
             self.window_start, self.window_after = now, batch + 1
-        elif batch + 1 - self.window_after >= WINDOW_STEPS:
+        elif batch + 1 - self.window_after >= self.window:
             self.windows.append((now - self.window_start) / (batch + 1 - self.window_after))
             self.window_start, self.window_after = now, batch + 1
 

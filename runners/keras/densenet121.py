@@ -13,7 +13,7 @@ from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.record import Skip
 from shared.runner import resolve_switches
-from shared.timing import InputWait, train_metrics, train_timing
+from shared.timing import InputWait, train_metrics, train_timing, window_steps
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -167,7 +167,7 @@ def main(cfg):
     workers = p["loader_workers"] * world
     train, test = load_data(cfg)
     batches = train_batches(train, cfg, world, workers)
-    timer = EpochTimer()
+    timer = EpochTimer(window_steps("densenet121"))
     with scope:
         model = build_model(num_classes=p["num_classes"])
         # rosetta: init
@@ -195,7 +195,7 @@ def main(cfg):
                                                  "starts no pool for one)"),
                                  loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
                                  input_wait_fraction=wait.fraction(sum(timer.epoch_seconds))),
-        "timing": train_timing(timer.windows, warmup=timer.warmup),
+        "timing": train_timing(timer.windows, warmup=timer.warmup, window=timer.window),
         "switches": {**switches, "data_parallel": parallel, "data_format": DATA_FORMAT,
                      "dtype_policy": policy, "jit_compile_resolved": model.jit_compile, "backend": BACKEND,
                      "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},

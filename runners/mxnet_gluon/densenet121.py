@@ -14,7 +14,7 @@ from runners.mxnet_gluon import (ADAM_EPSILON_HAT, AMP_HOST_SYNC, batchnorm, che
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing, window_steps
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -242,7 +242,7 @@ def main(cfg):
 
     losses = []                                              # every step's per-context losses, on the devices
     epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
-                                                     sync(), outputs=losses)
+                                                     sync(), outputs=losses, window=window_steps("densenet121"))
 
     auc, classes = evaluate(net, test, p["crop_size"], p["batch_size"], ctxs[0])
     steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
@@ -261,7 +261,7 @@ def main(cfg):
                                                 f"({p['loader_workers']} per device), one pool for all epochs",
                                  loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
                                  input_wait_fraction=wait.fraction(sum(epoch_seconds))),
-        "timing": train_timing(windows, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup, window=window_steps("densenet121")),
         "switches": {**switches, "amp": use_amp, "kvstore": switches["kvstore"] if world > 1 else None,
                      "memory_format": "NCHW", "device": ", ".join(map(str, ctxs))},
     }

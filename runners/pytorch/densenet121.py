@@ -16,7 +16,7 @@ from shared import batching, canonical, metrics, params, threads
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
 from shared.sysinfo import usable_cpus
-from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing, window_steps
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -178,7 +178,7 @@ def worker(rank, world, cfg, port, results):
 
     losses = []                                                     # every step's loss, left on the device
     epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
-                                                     sync(device), outputs=losses)
+                                                     sync(device), outputs=losses, window=window_steps("densenet121"))
 
     if rank == 0:
         auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], device, autocast)
@@ -197,7 +197,7 @@ def worker(rank, world, cfg, port, results):
                                                     f"processes per device", loader_workers=p["loader_workers"],
                                      input_wait_seconds=wait.seconds,  # rank 0's
                                      input_wait_fraction=wait.fraction(sum(epoch_seconds))),
-            "timing": train_timing(windows, warmup=warmup),
+            "timing": train_timing(windows, warmup=warmup, window=window_steps("densenet121")),
             "switches": {**switches, "ddp": world > 1,
                          "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,
                          "memory_format": "NHWC" if switches["channels_last"] else "NCHW", "device": str(device)},

@@ -11,7 +11,7 @@ from runners.tensorflow import (count_parameters, epoch_iterator, optimizer_for,
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
 from shared.runner import resolve_switches
-from shared.timing import InputWait, timed_epochs, train_metrics, train_timing
+from shared.timing import InputWait, timed_epochs, train_metrics, train_timing, window_steps
 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
@@ -141,7 +141,8 @@ def main(cfg):
     epoch_batches, wait = epoch_iterator(batches, steps), InputWait()
     losses = []                                                     # every step's loss, left on the device
     epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], lambda epoch: wait(epoch_batches(epoch)),
-                                                     train_step, sync, outputs=losses)
+                                                     train_step, sync, outputs=losses,
+                                                     window=window_steps("densenet121"))
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"])
     samples = steps * p["batch_size"] * world
@@ -158,7 +159,7 @@ def main(cfg):
                                                 f"device), one iterator for all epochs",
                                  loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
                                  input_wait_fraction=wait.fraction(sum(epoch_seconds))),
-        "timing": train_timing(windows, warmup=warmup),
+        "timing": train_timing(windows, warmup=warmup, window=window_steps("densenet121")),
         "switches": {**switches, "strategy": type(strategy).__name__, "devices": list(strategy.extended.worker_devices),
                      "cross_device_ops": (type(cross_device_ops).__name__ if cross_device_ops else "NcclAllReduce")
                      if world > 1 else None,

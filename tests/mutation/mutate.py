@@ -111,6 +111,14 @@ MUTATIONS = [
      "                    continue", "                    window_start = time.perf_counter()", TIMING),
     ("leak-floor-ignored", "shared/timing.py", "if seconds > max(LEAK_SECONDS, LEAK_SHARE * interval)",
      "if seconds > LEAK_SHARE * interval", TIMING),
+    ("training-warmup-windows-kept", "shared/timing.py", "return list(windows[warm_windows(windows)[0]:])",
+     "return list(windows)", TIMING),
+    ("training-warmup-one-window-less", "shared/timing.py", "            return i + 1, True",
+     "            return i, True", TIMING),
+    ("training-warmup-uncapped", "shared/timing.py", "for i in range(1, min(len(windows), WARMUP_CAP)):",
+     "for i in range(1, len(windows)):", TIMING),
+    ("training-timing-from-every-window", "shared/timing.py", "**summarize(windows[count:], warmup=warmup",
+     "**summarize(windows, warmup=warmup", TIMING),
 ]
 
 
