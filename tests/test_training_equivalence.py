@@ -92,7 +92,8 @@ def update_errors(out, start, expected, step):
     return errors
 
 
-TUNED = [("pytorch", "cnn"), ("pytorch", "gru"), ("jax", "cnn"), ("jax", "gru")]   # their tuned paths (docs/tuned.md)
+# the runners with a tuned path (docs/tuned.md)
+TUNED = [(f, t) for f in ("pytorch", "jax", "keras-tf", "keras-jax", "keras-torch") for t in ("cnn", "gru")]
 
 
 @pytest.mark.slow

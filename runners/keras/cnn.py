@@ -9,7 +9,7 @@ from runners.keras import (FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_devic
 from shared import canonical, metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import train_metrics, train_timing
+from shared.timing import WINDOW_STEPS, train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -20,6 +20,10 @@ SWITCHES = {
     "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU only, torch never
     "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
     "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
+}
+TUNED = {                      # tuning=tuned: Keras' own fast path (docs/tuned.md), same work
+    "jit_compile": True,           # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
+    "steps_per_execution": WINDOW_STEPS,  # a window of steps per compiled call: the host returns to Python 5× less
 }
 # Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in host memory in the
 # shared order and copied to the device inside the clock.
@@ -113,8 +117,10 @@ def train_step(model, batches, cfg, switches, timer):
 
 def train_steps(cfg, weights, x, y, steps):
     """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
-    steps of `fit` on the one batch (x: NCHW, y) as main compiles the model; (each step's loss, weights after each)."""
-    switches = resolve_switches(SWITCHES, cfg)
+    steps of `fit` on the one batch (x: NCHW, y) as main compiles the model; (each step's loss, weights after each). A
+    tuned cell's step is compiled as main compiles it, one step per call: its steps_per_execution loop repeats that
+    step and would hide the steps in between."""
+    switches = {**resolve_switches(SWITCHES, cfg, TUNED), "steps_per_execution": 1}
     model = build_model(dropout=switches["dropout"])
     load_canonical(model, weights)
     compile_model(model, cfg, switches)
@@ -132,7 +138,7 @@ def evaluate(model, x_test, y_test, batch_size):
 
 # ==== Main ====
 def main(cfg):
-    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg, TUNED)
     check_device(cfg)
     policy = set_precision(cfg.precision, cfg.device)
     data_format = data_format_of(switches, cfg)

@@ -9,7 +9,7 @@ from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, SPARSE_SQUARES, Epo
 from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
-from shared.timing import train_metrics, train_timing
+from shared.timing import WINDOW_STEPS, train_metrics, train_timing
 
 # ==== Config ====
 SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
@@ -18,6 +18,10 @@ SWITCHES = {
     "use_cudnn": "auto",       # layers.GRU's fused cuDNN kernel where the backend has one and the GRU allows it
     "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU only, torch never
     "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
+}
+TUNED = {                      # tuning=tuned: Keras' own fast path (docs/tuned.md), same work
+    "jit_compile": True,           # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
+    "steps_per_execution": WINDOW_STEPS,  # a window of steps per compiled call: the host returns to Python 5× less
 }
 # Adam: ε = 1e-8 as everywhere, but Keras adds it before the bias correction (runners.keras.ADAM_EPSILON_HAT; recorded
 # in `differences`). Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in
@@ -108,8 +112,10 @@ def train_step(model, batches, cfg, switches, timer):
 
 def train_steps(cfg, weights, x, y, steps):
     """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
-    steps of `fit` on the one batch (x, y) as main compiles the model; (each step's loss, weights after each)."""
-    switches = resolve_switches(SWITCHES, cfg)
+    steps of `fit` on the one batch (x, y) as main compiles the model; (each step's loss, weights after each). A
+    tuned cell's step is compiled as main compiles it, one step per call: its steps_per_execution loop repeats that
+    step and would hide the steps in between."""
+    switches = {**resolve_switches(SWITCHES, cfg, TUNED), "steps_per_execution": 1}
     model = build_model(use_cudnn=switches["use_cudnn"])
     load_canonical(model, weights)
     compile_model(model, cfg, switches)
@@ -126,7 +132,7 @@ def evaluate(model, x_test, y_test, batch_size):
 
 # ==== Main ====
 def main(cfg):
-    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg, TUNED)
     check_device(cfg)
     policy = set_precision(cfg.precision, cfg.device)
     keras.utils.set_random_seed(0)
