@@ -21,6 +21,11 @@ SWITCHES = {
     "data_placement": params.DATA_PLACEMENT,  # host: tf.data gathers each batch and copies it inside the clock (the
                                               # rule); device: the set copied to the device before it, gathered there
 }
+# tuning=tuned: TensorFlow's own fast path (docs/tuned.md), same work. Its GRU has none: XLA cannot compile the fused
+# cuDNN RNN op that is that GRU's fast path.
+TUNED = {
+    "xla": True,               # the train step jit_compiled on every device: XLA fuses the ops around the convolutions
+}
 LAYERS = {  # conv kernels HWIO (TF's filter layout in both data formats), dense (in, out)
     "conv1": (3, 3, 3, 50), "conv2": (3, 3, 50, 50), "conv3": (3, 3, 50, 100), "conv4": (3, 3, 100, 100),
     "fc1": (6400, 512), "fc2": (512, 10),
@@ -137,10 +142,10 @@ def train_steps(cfg, weights, x, y, steps):
     """The training-equivalence test's entry (tests/test_training_equivalence.py): from canonical `weights`, `steps`
     steps on the one batch (x, y: NCHW) with main's model, optimizer and step; (each step's loss, weights after
     each)."""
-    switches = resolve_switches(SWITCHES, cfg)
+    switches = resolve_switches(SWITCHES, cfg, TUNED)
     model = build_model("NHWC", switches["dropout"])
     load_canonical(model, weights)
-    train_step = make_train_step(model, make_optimizer(model, cfg.params, cfg.precision), False)
+    train_step = make_train_step(model, make_optimizer(model, cfg.params, cfg.precision), bool(switches["xla"]))
     x, y = tf.constant(np.asarray(x, np.float32).transpose(0, 2, 3, 1)), tf.constant(y, tf.int32)
     losses, after = [], []
     for _ in range(steps):
@@ -166,7 +171,7 @@ def data_format(switches, on_gpu):
 
 
 def main(cfg):
-    p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
+    p, switches = cfg.params, resolve_switches(SWITCHES, cfg, TUNED)
     device = select_devices(cfg)[0]
     on_gpu = cfg.device == "gpu"
     set_precision(cfg.precision, on_gpu)
