@@ -9,7 +9,7 @@ RUN ?= latest
 # `sudo -n`; NO_SYSTEM_PACKAGES=1 (here or in the environment) installs nothing and skips those systems' cells instead.
 TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests wait on imports and compiles much of the time
 
-.PHONY: help host demo test test-fast venvs matrix data weights images setup report verify reference gpu-check site \
+.PHONY: help host demo test test-fast venvs matrix data weights images setup report verify reference gpu-check gpu-wheels site \
         submit clean clean-runs
 .DEFAULT_GOAL := help              # a bare `make` explains itself instead of building anything
 # gpu-check runs in the GPU machine's own Python (PyTorch and JAX for CUDA installed there), not in a venv
@@ -79,8 +79,12 @@ submit: $(HOST_ENV)                ## a run folder as a community submission: ma
 	@run=$$($(HOST) -m scripts.runs $(RUN)) && $(HOST) -m scripts.submission submit $$run \
 	  $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts) $(if $(SIGN),--sign $(SIGN))
 
-gpu-check:                         ## a bare GPU machine in 8 minutes: no Docker, no network, no venvs (GPU_PYTHON=…)
+gpu-check:                         ## a bare GPU machine in 9 minutes: no Docker, no network, no venvs (GPU_PYTHON=…)
 	$(GPU_PYTHON) -m scripts.gpu_check --python $$(command -v $(GPU_PYTHON))
+
+gpu-wheels: $(HOST_ENV)            ## Keras 3's wheels for gpu-check's Python 3.12, into .wheelhouse/gpu-check (network)
+	$(HOST) -m pip download --quiet --no-deps --only-binary :all: --python-version 3.12 --implementation cp \
+	  --platform manylinux2014_x86_64 --require-hashes -r docker/gpu-check/requirements.txt -d .wheelhouse/gpu-check
 
 clean:                             ## environments, site/, wheelhouses, caches; keeps data/ and every run (clean-runs)
 	@echo "removing: .venv/ (environments) site/ .wheelhouse/ build/ and Python caches; keeping data/ and results/"

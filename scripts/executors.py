@@ -87,9 +87,11 @@ class LocalExecutor:
     root: Path = ROOT
     gpu_ids: tuple = ()
     name: str = "local"
+    site: tuple = ()          # folders of packages installed beside the interpreter's own (make gpu-check: Keras)
 
     def launch(self, cell, out, log, run, devices=()):
-        env = {**os.environ, "PYTHONPATH": str(self.root), "PYTHONUNBUFFERED": "1", "ROSETTA_EXECUTOR": self.name}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.root), *map(str, self.site)]),
+               "PYTHONUNBUFFERED": "1", "ROSETTA_EXECUTOR": self.name}
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         argv = [str(self.pythons[cell.framework]), "-m", "runners", *runner_args(cell, out, run, run.data_root)]

@@ -13,6 +13,10 @@ each record names its interpreter and its framework's own versions. Within the b
      clock edges by the barrier audit (shared/timing.py). A cell is not started when less than MIN_CELL_SECONDS of
      the budget is left, and a started one is stopped at the budget's end (recorded `timeout`);
   4. the report, and RUN/gpu-check.json: the GPU, each step's seconds, the barrier tests, the cells not started.
+Keras 3 is not in that Python: `make gpu-wheels` downloads it and its two small dependencies where there is a network
+(.wheelhouse/gpu-check, docker/gpu-check/requirements.txt with their hashes), the folder travels with the checkout,
+and gpu-check installs them offline under DATA-ROOT/site before anything else (pip --require-hashes); the Keras cells
+run with that folder on their import path. Without the wheels, the Keras cells are recorded `failed`, saying how.
 The run folder becomes this GPU's reference with `python -m scripts.reference --from RUN` (results/reference/CLASS),
 which `python -m scripts.verify` then uses for runs of the same machine class.
 """
@@ -38,11 +42,13 @@ from shared import datasets, flops, params, timing
 from shared.record import write_atomic
 
 PROFILE = "gpu-check"
-BUDGET_MINUTES = 8
+BUDGET_MINUTES = 9       # of a GPU session's 15 minutes: the machine's start, this, and a little to spare
 MIN_CELL_SECONDS = 20               # a cell needs at least this long to start, run and write its record
 PRECISION_ORDER = ("fp32", "amp", "bf16", "tf32")   # most informative first, should the budget end early
 
 REFERENCES = ROOT / "results" / "reference"
+WHEELS = ROOT / ".wheelhouse" / "gpu-check"           # make gpu-wheels puts Keras 3's wheels here …
+WHEEL_REQUIREMENTS = ROOT / "docker" / "gpu-check" / "requirements.txt"   # … pinned and hashed here
 UNRECORDED_SECONDS = 2              # a cell's interpreter start and imports before its record's clock starts
 FIXED_SECONDS = 15                  # the data (10 s on an H200 machine's 16 cores) beside the barrier tests (10 s)
 
@@ -50,8 +56,10 @@ FIXED_SECONDS = 15                  # the data (10 s on an H200 machine's 16 cor
 # else a model fitted to the H200 run of 2026-12-04: its start (interpreter, framework, CUDA context, data, compile,
 # evaluation, calibration) plus its steps, each at least the step's launch latency or its FLOPs at the precision's
 # sustained rate.
-START_SECONDS = {"pytorch": 9.0, "jax": 17.0}
-STEP_SECONDS = {("pytorch", "cnn"): 1.9e-3, ("pytorch", "gru"): 2.5e-3, ("jax", "cnn"): 1.8e-3, ("jax", "gru"): 5e-3}
+START_SECONDS = {"pytorch": 9.0, "jax": 17.0, "keras-jax": 22.0, "keras-torch": 15.0}   # Keras: its import on top
+STEP_SECONDS = {("pytorch", "cnn"): 1.9e-3, ("pytorch", "gru"): 2.5e-3, ("jax", "cnn"): 1.8e-3, ("jax", "gru"): 5e-3,
+                ("keras-jax", "cnn"): 2.5e-3, ("keras-torch", "cnn"): 4e-3}   # Keras: fit's per-step hooks on top, a
+#                                                                                guess until a GPU reference holds them
 SUSTAINED_FLOPS = {"fp32": 25e12, "tf32": 120e12, "amp": 200e12, "bf16": 200e12}
 
 
@@ -93,7 +101,22 @@ def measured_seconds(references=None):
     return found
 
 
-def barrier_tests(python, frameworks, run_dir):
+def install_wheels(python, site, wheels=WHEELS, requirements=WHEEL_REQUIREMENTS):
+    """Install the wheels `requirements` names from the folder `wheels` into `site` with `python`'s pip, offline and
+    each checked against its hash; None where that worked, else why not (in words a person can act on)."""
+    if not any(Path(wheels).glob("*.whl")):
+        return (f"no wheels in {wheels}: run `make gpu-wheels` on a machine with a network and bring the folder "
+                "with the checkout (the device tool: carry .wheelhouse/gpu-check)")
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                           "--require-hashes", "--find-links", str(wheels), "--target", str(site), "--upgrade",
+                           "-r", str(requirements)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300)
+    if proc.returncode != 0:
+        return f"pip could not install {requirements.name} from {wheels}: " + " ".join(proc.stdout.split())[-400:]
+    return None
+
+
+def barrier_tests(python, frameworks, run_dir, site=()):
     """Each framework's barrier self-test in `python` (a process each, as the cells run); their results, also
     written to RUN/barriers.json."""
     results = []
@@ -101,7 +124,7 @@ def barrier_tests(python, frameworks, run_dir):
         try:
             proc = subprocess.run([str(python), "-m", "runners", "--barrier-check", framework, "gpu"], cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=180,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                  env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *map(str, site)])})
             lines = proc.stdout.strip().splitlines()
             result = json.loads(lines[-1]) if lines else {"framework": framework, "status": "failed",
                                                           "reason": proc.stderr.strip()[-500:] or "no output"}
@@ -167,17 +190,27 @@ def main(argv=None):
     plans.write(run_dir / "plan.json", plan_file)
     seconds = {}
 
+    site, no_keras = args.data_root / "site", None
+    if any(c.framework.startswith("keras") for c in cells):
+        step = time.time()
+        no_keras = install_wheels(python, site)
+        seconds["wheels"] = time.time() - step
+        print(f"Keras 3: {'installed under ' + str(site) if no_keras is None else no_keras}", flush=True)
+
     step = time.time()       # the data on the CPU while the barrier tests use the GPU
     with ThreadPoolExecutor(1) as thread:
         data = thread.submit(datasets.prepare, args.data_root / "synthetic", synthetic=True,
                              datasets=("cifar10", "imdb"), full_size=True)
-        barriers = barrier_tests(python, dict.fromkeys(c.framework for c in cells), run_dir)
+        barriers = barrier_tests(python, dict.fromkeys(c.framework for c in cells
+                                                       if not (no_keras and c.framework.startswith("keras"))),
+                                 run_dir, (site,))
         seconds["barrier_tests"] = time.time() - step
         data.result()
     seconds["data_and_barrier_tests"] = time.time() - step
 
     step = time.time()
     executor, _ = make_executor(plan_file.plan, matrix, python=python)
+    executor = replace(executor, site=(site,))
     statuses, not_started, cell_seconds = {}, [], {}
     for cell in cells:
         left = deadline - time.time()
@@ -187,7 +220,8 @@ def main(argv=None):
         run = RunSettings(run_id, plan_file.plan.repeats, min(plan_file.plan.timeout_s, left),
                           args.data_root.resolve())
         began = time.time()
-        record = run_cell(executor, cell, run, run_dir, executor.gpu_ids[:1])
+        broken = no_keras if no_keras and cell.framework.startswith("keras") else None
+        record = run_cell(executor, cell, run, run_dir, executor.gpu_ids[:1], broken=broken)
         statuses[cell.id], cell_seconds[cell.id] = record["status"], round(time.time() - began, 1)
         print(f"[{len(statuses)}/{len(cells)}] {cell.id}: {record['status']} in {time.time() - began:.0f} s "
               f"(on paper {estimates[cell.id]:.0f}) — {describe(record)}{audit_line(record)}", flush=True)

@@ -2,11 +2,15 @@
 clock's barrier audit (with fake devices), and the whole check with a fake interpreter standing in for a GPU
 machine's Python."""
 import copy
+import hashlib
 import json
+import os
 import queue
+import subprocess
 import sys
 import threading
 import time
+import zipfile
 
 import pytest
 import yaml
@@ -20,7 +24,8 @@ from shared import barrier_check, datasets, timing
 
 EXPECTED = {(f, t, p) for f in ("pytorch", "jax") for t, ps in
             {"cnn": ("fp32", "amp"), "gru": ("fp32", "amp"), "resnet50": ("fp32", "tf32", "amp", "bf16")}.items()
-            for p in ps}
+            for p in ps} | {("keras-jax", "cnn", "amp"), ("keras-torch", "cnn", "amp")}   # Keras from the wheels
+MEASURED = 16    # cells an H200 reference holds; the Keras ones are estimated by the model
 
 
 def test_the_plan_lists_the_right_cells_in_the_system_executor(tmp_path):
@@ -52,8 +57,8 @@ def test_a_system_profile_names_no_image_variant():
 def test_the_check_fits_its_budget_on_paper(capsys):
     assert gpu_check.main(["--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{len(EXPECTED)} cells" in out and "budget 8" in out
-    assert f"{len(EXPECTED)} cells measured in a GPU reference" in out         # the H200's, results/reference
+    assert f"{len(EXPECTED)} cells" in out and "budget 9" in out
+    assert f"{MEASURED} cells measured in a GPU reference" in out              # the H200's, results/reference
     assert gpu_check.main(["--dry-run", "--budget-minutes", "3"]) == 1
 
 
@@ -76,6 +81,7 @@ def fake_gpu_machine(tmp_path, monkeypatch):
     monkeypatch.setitem(datasets.FULL_SIZE, "cifar10", {"train": 640, "test": 128})
     monkeypatch.setitem(datasets.FULL_SIZE, "imdb", {"train": 640, "test": 128})
     monkeypatch.setattr(records, "OWN_RECORDS_ONLY", False)
+    monkeypatch.setattr(gpu_check, "install_wheels", lambda python, site: None)   # Keras "installed" (tested below)
     return ["--python", str(python), "--results", str(tmp_path / "results"), "--data-root", str(tmp_path / "data")]
 
 
@@ -91,10 +97,24 @@ def test_the_check_runs_every_cell_in_the_given_interpreter(tmp_path, fake_gpu_m
     assert {(r["cell"]["framework"], r["cell"]["task"], r["cell"]["precision"]) for r in got} == EXPECTED
     assert {r["status"] for r in got} == {"ok"} and {r["system"]["executor"] for r in got} == {"system"}
     assert {r["system"]["gpu_ids"] for r in got} == {"0"}
-    assert [b["status"] for b in json.loads((run_dir / "barriers.json").read_text())] == ["ok", "ok"]
+    assert [b["status"] for b in json.loads((run_dir / "barriers.json").read_text())] == ["ok"] * 4
     assert summary["not_started"] == [] and len(summary["statuses"]) == len(EXPECTED)
     assert json.loads((tmp_path / "data" / "synthetic" / "cifar10" / "manifest.json").read_text())["train"] == 640
     assert (run_dir / "results.md").exists()
+
+
+def test_without_the_wheels_the_keras_cells_fail_saying_how_and_the_others_run(tmp_path, fake_gpu_machine,
+                                                                                 monkeypatch):
+    monkeypatch.setattr(gpu_check, "install_wheels", lambda python, site: "no wheels in X: run `make gpu-wheels`")
+    assert gpu_check.main(fake_gpu_machine) == 1
+    run_dir, summary = the_run(tmp_path)
+    got = {r["cell"]["framework"]: r for r in (records.read(p) for p in (run_dir / "cells").glob("*.json"))
+           if r["cell"]["task"] == "cnn" and r["cell"]["precision"] == "amp"}
+    assert {fw: r["status"] for fw, r in got.items()} == {"pytorch": "ok", "jax": "ok", "keras-jax": "failed",
+                                                          "keras-torch": "failed"}
+    assert "make gpu-wheels" in got["keras-jax"]["reason"]
+    assert [b["framework"] for b in summary["barrier_tests"]] == ["pytorch", "jax"] or \
+        {b["framework"] for b in summary["barrier_tests"]} == {"pytorch", "jax"}
 
 
 def test_a_leaking_barrier_fails_the_check(tmp_path, fake_gpu_machine, monkeypatch):
@@ -212,3 +232,35 @@ def test_full_size_twins_are_made_again_when_their_size_differs(tmp_path, monkey
     monkeypatch.setitem(datasets.FULL_SIZE, "imdb", {"train": 200, "test": 100})
     datasets.prepare(tmp_path, synthetic=True, datasets=("imdb",), full_size=True)
     assert manifest()["train"] == 200
+
+
+def test_keras_comes_from_hashed_wheels_installed_offline_or_its_cells_say_how(tmp_path):
+    """The GPU machine's Python lacks Keras; gpu-check installs the travelling wheels with pip --no-index
+    --require-hashes. Here: a tiny wheel written on the spot, its hash pinned, installed into a site folder and imported
+    from there; a wrong hash and a missing wheelhouse are refused with words that say what to do."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel = wheels / "rosetta_probe-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        files = {"rosetta_probe/__init__.py": "VALUE = 42\n",
+                 "rosetta_probe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: rosetta-probe\nVersion: 1.0\n",
+                 "rosetta_probe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                                                      "Tag: py3-none-any\n"}
+        files["rosetta_probe-1.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + \
+            "rosetta_probe-1.0.dist-info/RECORD,,\n"
+        for name, text in files.items():
+            z.writestr(name, text)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"rosetta-probe==1.0 --hash=sha256:{digest}\n")
+    site = tmp_path / "site"
+    assert gpu_check.install_wheels(sys.executable, site, wheels, requirements) is None
+    probe = subprocess.run([sys.executable, "-c", "import rosetta_probe; print(rosetta_probe.VALUE)"],
+                           env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
+    assert probe.stdout.strip() == "42", probe.stderr
+    requirements.write_text(f"rosetta-probe==1.0 --hash=sha256:{'0' * 64}\n")
+    assert "pip could not install" in gpu_check.install_wheels(sys.executable, tmp_path / "other", wheels,
+                                                                requirements)
+    assert "make gpu-wheels" in gpu_check.install_wheels(sys.executable, site, tmp_path / "none", requirements)
+    pinned = (ROOT / "docker" / "gpu-check" / "requirements.txt").read_text()
+    assert all(f"{name}==" in pinned for name in ("keras", "namex", "optree")) and pinned.count("--hash=sha256:") == 3
