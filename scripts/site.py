@@ -181,7 +181,7 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: #1b1b1b; backgro
 header { background: #1f3a5f; color: #fff; padding: .6em 1.2em; overflow-x: auto; white-space: nowrap;
          scrollbar-width: none; }
 header a { color: #fff; margin-right: 1em; }
-main { padding: 1em 1.2em; max-width: 100%; box-sizing: border-box; }
+main { padding: 1em 1.2em; max-width: 100%; box-sizing: border-box; overflow-wrap: anywhere; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; margin: .5em 0; }
 th, td { border: 1px solid #ccd; padding: .3em .5em; vertical-align: top; text-align: left; }
@@ -199,12 +199,13 @@ thead th { background: #eef2f7; position: sticky; top: 0; }
 .detail { display: none; color: #555; font-size: .82em; }
 main:has(#details:checked) .detail { display: block; }
 .status-skipped { color: #666; } .status-failed, .status-timeout { color: #a11; }
-.filters select { margin-right: 1em; }
+.filters select { margin-right: 1em; max-width: 14em; }
 .columns { columns: 14em; } .glossary dt { font-weight: 600; } .glossary dd { margin: 0 0 .5em 1.2em; }
 [hidden] { display: none !important; }
 figure { margin: 1em 0; } figure img { max-width: 100%; }
 @media (max-width: 700px) {
   main { padding: .6em; } .sbs, section.group, main > table { overflow-x: auto; } main > table { display: block; }
+  table.results { display: block; overflow-x: auto; }
   .code { table-layout: auto; } .code td { min-width: 75vw; }
 }
 """

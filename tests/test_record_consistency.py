@@ -27,7 +27,7 @@ def refused(record, tmp_path, match):
 def test_every_committed_record_is_consistent():
     paths = sorted(ROOT.glob("results/reference/*/cells/*.json")) + sorted(ROOT.glob("results/reference/*/runs/*/*"))
     paths += sorted((ROOT / "tests" / "data").glob("*/cells/*.json"))
-    assert len(paths) > 200
+    assert len(paths) > 150
     for path in paths:
         assert records.contradictions(json.loads(path.read_text())) == [], path
 
@@ -61,7 +61,7 @@ def test_a_warm_up_split_other_than_the_rules_is_refused(tmp_path, cell_id):
 def test_the_samples_changed_under_a_published_steady_state_are_refused_too(tmp_path):
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["timing"]["values"] = [v / 3 for v in record["timing"]["values"]]
-    refused(record, tmp_path, "steady_state_seconds .* \\(median window .* × 36 steps × 1 epochs")
+    refused(record, tmp_path, "steady_state_seconds .* \\(median window .* × 56 steps × 1 epochs")
     assert records.contradictions(real("pytorch-cnn-cpu-fp32-1cpu")) == []
 
 
