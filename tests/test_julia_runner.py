@@ -158,7 +158,7 @@ def test_the_contract_part_runs_in_julia_and_makes_a_valid_record(task, julia_im
                            "started_at", "finished_at", "git_commit"}
     assert record["status"] == "ok" and record["run_id"] == "julia-check"
     assert record["cell"] == {"framework": "julia-knet", "task": task, "variant": "local", "precision": "fp32",
-                              "gpus": 1, "device": "cpu", "data": "synthetic", "scale": "tiny"}
+                              "gpus": 1, "device": "cpu", "data": "synthetic", "scale": "tiny", "tuning": "default"}
     assert {"python", "cpu", "framework_version", "cuda", "cudnn", "driver", "gpus", "host"} <= set(record["system"])
     assert record["system"]["julia_version"] == "1.5.3" and record["system"]["knet_version"] is None
 
