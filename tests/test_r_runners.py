@@ -71,9 +71,11 @@ def test_r_record_has_the_whole_schema(framework, task, synthetic_data, tmp_path
         assert record["timing"]["repeats"] == timing.MIN_SAMPLES == len(record["timing"]["values"])
     else:
         assert metrics["train_seconds"] > 0 and len(metrics["epoch_seconds"]) == metrics["epochs"] == 2
-        # one sample per window of WINDOW_STEPS steps after the first step (tiny: 20 steps an epoch, 2 epochs)
+        # one window of WINDOW_STEPS steps after the first step (tiny: 20 steps an epoch, 2 epochs: 3 + 4 windows),
+        # the first two to five of them the warm-up (shared.timing.warm_windows), the rest the samples
         assert record["timing"]["unit"] == "seconds per step" and metrics["warmup_seconds"] > 0
-        assert record["timing"]["repeats"] == len(record["timing"]["values"]) >= timing.MIN_SAMPLES
+        windows = record["timing"]["warmup_windows"] + record["timing"]["values"]
+        assert record["timing"]["repeats"] == len(record["timing"]["values"]) >= 2 and len(windows) == 7
 
 
 def test_r_error_is_a_failed_record_with_rs_message(synthetic_data, tmp_path):
