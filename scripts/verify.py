@@ -344,7 +344,8 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     """Judge every cell the run planned (or, without a plan, every reference cell) and every cell the run has;
     `runs`: the reference's honest runs (reference_runs; default: `reference` alone), whose samples are pooled.
     Returns (table rows, Counter of outcomes, number of reference cells outside the plan, overall: {"raw",
-    "explained", "unexplained", "calibration", "basis"})."""
+    "explained", "unexplained", "calibration", "basis", "off", and the reference's pooled samples and between-run
+    factors, which `confirm` judges with})."""
     runs = runs or [reference]
     pooled, between = pooled_samples(runs), between_runs(runs)
     wanted = None if plan is None else set(plan)
@@ -369,7 +370,7 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     counts["overall basis"] = basis
     counts["comparable"] = sum(1 for i in ids if comparable(reference.get(i), measured.get(i)))
     overall = {"raw": raw, "explained": factor, "unexplained": raw / factor, "calibration": parts, "basis": basis,
-               "off": off}
+               "off": off, "pooled": pooled, "between": between}
     return rows, counts, len(reference) - len(expected_ids), overall
 
 
@@ -380,8 +381,7 @@ def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, 
     longer a failure. A regression of the install reproduces; a transient of the machine (another tenant on the
     host's cores) mostly does not. Updates `rows`, `counts` and `overall["off"]` in place; returns the unconfirmed
     cells' ids."""
-    runs = runs or [reference]
-    pooled, between = pooled_samples(runs), between_runs(runs)
+    runs, pooled, between = runs or [reference], overall["pooled"], overall["between"]
     by_id = {row[0]: row for row in rows}
     for outcome in ("slower", "faster"):
         for cell_id in list(overall["off"][outcome]):

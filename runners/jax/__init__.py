@@ -213,6 +213,31 @@ def multi_step(train_step, donate=True):
     return jax.jit(steps, donate_argnums=0 if donate else ())
 
 
+class Stepper:
+    """One call per item an epoch yields, holding the training state between calls: a batch through `train_step`,
+    or, where the tuned `steps_per_dispatch` k > 1, a chunk of k batches through one multi-step program (labels
+    (k, batch)). `batches(epoch)` gives what the epoch yields, `steps_of` how many steps an item is (timed_epochs)."""
+
+    def __init__(self, make_train_step, graphdef, state, switches):
+        self.state, self.k = state, switches["steps_per_dispatch"]
+        self.train_step = make_train_step(graphdef, switches)
+        self.chunk_step = multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"]) \
+            if self.k > 1 else None
+
+    def __call__(self, batch):
+        self.state, loss = (self.chunk_step if self.steps_of(batch) > 1 else self.train_step)(self.state, *batch)
+        return loss
+
+    @staticmethod
+    def steps_of(batch):
+        return len(batch[1]) if batch[1].ndim == 2 else 1
+
+    def batches(self, x_train, y_train, batch_size, device):
+        if self.k > 1:
+            return lambda epoch: train_chunks(x_train, y_train, batch_size, epoch, device, self.k)
+        return lambda epoch: train_batches(x_train, y_train, batch_size, epoch, device)
+
+
 def tuned_steps(chunk_step, state, objects, read_canonical, x, y, steps):
     """`train_steps` of a tuned cell (the training-equivalence test): step 1 as a chunk of one, the other steps as one
     chunk, through the multi-step program `chunk_step`; `objects` (model first) take each chunk's state. Returns (each

@@ -6,8 +6,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from runners.jax import (count_parameters, multi_step, select_devices, set_precision, train_batches, train_chunks,
-                         tuned_steps)
+from runners.jax import Stepper, count_parameters, multi_step, select_devices, set_precision, tuned_steps
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -202,25 +201,15 @@ def main(cfg):
     # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
     # to two different programs, so an uncommitted initial state would compile the step twice.
     state = jax.device_put(state, device)
-    train_step = make_train_step(graphdef, switches)
-    k = switches["steps_per_dispatch"]
-    chunk_step = multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"]) if k > 1 \
-        else None
-    chunked = lambda batch: batch[1].ndim == 2                     # labels (k, batch): a chunk of k steps
-
-    def step(batch):
-        nonlocal state
-        state, loss = (chunk_step if chunked(batch) else train_step)(state, *batch)
-        return loss
+    step = Stepper(make_train_step, graphdef, state, switches)   # a batch a call (tuned: a chunk of batches)
 
     # rosetta: barrier
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
     losses = []                                                    # every step's loss, left on the device
     epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_chunks(x_train, y_train, p["batch_size"], epoch, device, k) if k > 1
-        else train_batches(x_train, y_train, p["batch_size"], epoch, device), step,
-        lambda: jax.block_until_ready(state), outputs=losses, steps_of=lambda b: len(b[1]) if chunked(b) else 1)
-    nnx.update((model, optimizer, loss_scale), state)
+        p["epochs"], step.batches(x_train, y_train, p["batch_size"], device), step,
+        lambda: jax.block_until_ready(step.state), outputs=losses, steps_of=step.steps_of)
+    nnx.update((model, optimizer, loss_scale), step.state)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])

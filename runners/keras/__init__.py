@@ -13,6 +13,11 @@ from shared.record import GpuMissing, Skip
 from shared.timing import WINDOW_STEPS
 
 BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
+# Keras' own fast path, the same in the CNN and the GRU (their TUNED; tuning=tuned, docs/tuned.md), same work:
+FAST_PATH = {
+    "jit_compile": True,           # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
+    "steps_per_execution": WINDOW_STEPS,  # a window of steps per compiled call: the host returns to Python 5× less
+}
 # Keras' Adam (also TF's: tf.keras.optimizers.Adam) updates w -= lr·√(1−β₂ᵗ)/(1−β₁ᵗ) · m / (√v + ε): ε is added before
 # the bias correction (Kingma & Ba's "epsilon hat"), where PyTorch and optax add it to √v̂ after it. The same ε = 1e-8
 # is thus ε/√(1−β₂ᵗ) in PyTorch's terms: 32× larger at step 1, the same once β₂ᵗ → 0. A record names it.

@@ -4,12 +4,12 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras import (FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device, count_parameters, data_format_of,
-                           fit_steps, nchw_to, set_precision)
+from runners.keras import (FAST_PATH, FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device, count_parameters,
+                           data_format_of, fit_steps, nchw_to, set_precision)
 from shared import canonical, metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
-from shared.timing import WINDOW_STEPS, train_metrics, train_timing
+from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
@@ -21,10 +21,7 @@ SWITCHES = {
     "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
     "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
 }
-TUNED = {                      # tuning=tuned: Keras' own fast path (docs/tuned.md), same work
-    "jit_compile": True,           # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
-    "steps_per_execution": WINDOW_STEPS,  # a window of steps per compiled call: the host returns to Python 5× less
-}
+TUNED = FAST_PATH              # tuning=tuned: jit_compile everywhere, steps_per_execution 5 (runners.keras.FAST_PATH)
 # Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in host memory in the
 # shared order and copied to the device inside the clock.
 

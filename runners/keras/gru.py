@@ -4,12 +4,12 @@ import keras
 import numpy as np
 from keras import layers
 
-from runners.keras import (ADAM_EPSILON_HAT, FIT_HOST_SYNCS, SPARSE_SQUARES, EpochBatches, EpochTimer, check_device,
-                           count_parameters, cudnn_gru, fit_steps, set_precision)
+from runners.keras import (ADAM_EPSILON_HAT, FAST_PATH, FIT_HOST_SYNCS, SPARSE_SQUARES, EpochBatches, EpochTimer,
+                           check_device, count_parameters, cudnn_gru, fit_steps, set_precision)
 from shared import canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
-from shared.timing import WINDOW_STEPS, train_metrics, train_timing
+from shared.timing import train_metrics, train_timing
 
 # ==== Config ====
 SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
@@ -19,10 +19,7 @@ SWITCHES = {
     "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU only, torch never
     "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
 }
-TUNED = {                      # tuning=tuned: Keras' own fast path (docs/tuned.md), same work
-    "jit_compile": True,           # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
-    "steps_per_execution": WINDOW_STEPS,  # a window of steps per compiled call: the host returns to Python 5× less
-}
+TUNED = FAST_PATH              # tuning=tuned: jit_compile everywhere, steps_per_execution 5 (runners.keras.FAST_PATH)
 # Adam: ε = 1e-8 as everywhere, but Keras adds it before the bias correction (runners.keras.ADAM_EPSILON_HAT; recorded
 # in `differences`). Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in
 # host memory in the shared order and copied to the device inside the clock.

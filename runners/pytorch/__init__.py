@@ -175,3 +175,19 @@ def host_batches(x_train, y_train, batch_size, epoch, device):
         idx = torch.from_numpy(idx)
         x, y = x_train[idx], y_train[idx]
         yield (x.pin_memory(), y.pin_memory()) if pin else (x, y)
+
+
+def fast_path(train_step, switches, x_train, y_train, batch_size, device):
+    """What the tuned switches do around a train step: compiled (`compile`) and, on a GPU reading host data,
+    each batch copied from page-locked memory on a side stream one step ahead (`prefetch`). Returns the step, one
+    epoch's batches as `timed_epochs` reads them, and the compile mode and prefetch that ran (None/False by default)."""
+    mode = compile_mode(device) if switches["compile"] else None
+    if mode:
+        train_step = compiled(train_step, mode)
+    prefetch = switches["prefetch"] and device.type == "cuda" and x_train.device.type == "cpu"
+
+    def batches(epoch):
+        if prefetch:
+            return prefetched(host_batches(x_train, y_train, batch_size, epoch, device), device)
+        return train_batches(x_train, y_train, batch_size, epoch, device)
+    return train_step, batches, mode, prefetch

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import (AMP_HOST_SYNC, compile_mode, compiled, count_parameters, host_batches, prefetched,
-                             select_device, set_precision, sync, train_batches)
+from runners.pytorch import (AMP_HOST_SYNC, compile_mode, compiled, count_parameters, fast_path, select_device,
+                             set_precision, sync)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -169,13 +169,8 @@ def main(cfg):
     model = model.to(device, memory_format=memory_format)
     # rosetta: end
     optimizer = make_optimizer(model, p, switches["fused_optimizer"])
-    train_step = make_train_step(model, optimizer, autocast, scaler, memory_format)
-    mode = compile_mode(device) if switches["compile"] else None
-    if mode:
-        train_step = compiled(train_step, mode)
-    prefetch = switches["prefetch"] and device.type == "cuda" and x_train.device.type == "cpu"
-    batches = (lambda epoch: prefetched(host_batches(x_train, y_train, p["batch_size"], epoch, device), device)) \
-        if prefetch else (lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device))
+    train_step, batches, mode, prefetch = fast_path(make_train_step(model, optimizer, autocast, scaler, memory_format),
+                                                    switches, x_train, y_train, p["batch_size"], device)
 
     model.train()
     losses = []                                                    # every step's loss, left on the device
