@@ -79,12 +79,14 @@ submit: $(HOST_ENV)                ## a run folder as a community submission: ma
 	@run=$$($(HOST) -m scripts.runs $(RUN)) && $(HOST) -m scripts.submission submit $$run \
 	  $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts) $(if $(SIGN),--sign $(SIGN))
 
-gpu-check:                         ## a bare GPU machine in 9 minutes: no Docker, no network, no venvs (GPU_PYTHON=…)
-	$(GPU_PYTHON) -m scripts.gpu_check --python $$(command -v $(GPU_PYTHON))
+gpu-check:                         ## a bare GPU machine, no Docker, network or venvs: two parts of 6 minutes (PART=1|2)
+	$(GPU_PYTHON) -m scripts.gpu_check --python $$(command -v $(GPU_PYTHON)) $(if $(PART),--part $(PART))
 
-gpu-wheels: $(HOST_ENV)            ## Keras 3's wheels for gpu-check's Python 3.12, into .wheelhouse/gpu-check (network)
+gpu-wheels: $(HOST_ENV)            ## Keras 3's wheels, Chainer's source for gpu-check's Python 3.12 (network)
 	$(HOST) -m pip download --quiet --no-deps --only-binary :all: --python-version 3.12 --implementation cp \
 	  --platform manylinux2014_x86_64 --require-hashes -r docker/gpu-check/requirements.txt -d .wheelhouse/gpu-check
+	$(HOST) -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation --require-hashes \
+	  -r docker/gpu-check/sources.txt -d .wheelhouse/gpu-check
 
 clean:                             ## environments, site/, wheelhouses, caches; keeps data/ and every run (clean-runs)
 	@echo "removing: .venv/ (environments) site/ .wheelhouse/ build/ and Python caches; keeping data/ and results/"

@@ -1,30 +1,39 @@
 """`make gpu-check`: what a bare GPU machine can tell in minutes, with nothing but its own Python.
 
-    python3 -m scripts.gpu_check                      # in the Python that has PyTorch and JAX for CUDA
-    python3 -m scripts.gpu_check --python /opt/py/bin/python3 --budget-minutes 8
-    python3 -m scripts.gpu_check --dry-run            # the cells, in order, and their time on paper (no GPU needed)
+    python3 -m scripts.gpu_check                      # in the Python that has PyTorch and JAX for CUDA: every part
+    python3 -m scripts.gpu_check --part 1             # one device call: the first part (a new run folder) …
+    python3 -m scripts.gpu_check --part 2             # … the next call: the second part, into the newest run folder
+    python3 -m scripts.gpu_check --dry-run            # the cells, in order and in parts, their time on paper
 
 No Docker, no network, no environment built: the cells run in the system executor (scripts/run.py --python), so
-each record names its interpreter and its framework's own versions. Within the budget, in this order:
+each record names its interpreter and its framework's own versions. The plan (the `gpu-check` profile: PyTorch's and
+JAX's cnn, gru, resnet50, each idiomatic and tuned, Keras 3's amp CNN, Chainer's CNN) is cut, in its order, into at
+most MAX_PARTS parts of PART_MINUTES each on paper, so that a GPU session of about 15 minutes, its start included,
+holds them as one or two calls. Each part, within its budget:
   1. the synthetic twins at full size (CIFAR-10 50,000 + 10,000, IMDB 25,000 + 25,000) under DATA-ROOT/synthetic;
-  2. the barrier self-test of each framework of the plan (shared/barrier_check.py) -> RUN/barriers.json;
-  3. the cells of the `gpu-check` profile (PyTorch and JAX: cnn, gru, resnet50 × fp32, tf32, amp, bf16, one GPU,
-     full scale), fp32 first, then amp, bf16, tf32; each is followed by its calibration and efficiency, and its
-     clock edges by the barrier audit (shared/timing.py). A cell is not started when less than MIN_CELL_SECONDS of
-     the budget is left, and a started one is stopped at the budget's end (recorded `timeout`);
-  4. the report, and RUN/gpu-check.json: the GPU, each step's seconds, the barrier tests, the cells not started.
+  2. the barrier self-test of each framework of the part (shared/barrier_check.py) -> RUN/barriers.json;
+  3. its cells, each default cell beside its tuned sibling, fp32 first, then amp, bf16, tf32; each is followed by its
+     calibration and efficiency, and its clock edges by the barrier audit (shared/timing.py). A cell is not started
+     when less than MIN_CELL_SECONDS of the budget is left, and a started one is stopped at the budget's end
+     (recorded `timeout`);
+  4. the report over every record of the run folder, and RUN/gpu-check.json: the GPU, and per part each step's
+     seconds, the barrier tests and the cells not started.
 Keras 3 is not in that Python: `make gpu-wheels` downloads it and its two small dependencies where there is a network
-(.wheelhouse/gpu-check, docker/gpu-check/requirements.txt with their hashes), the folder travels with the checkout,
-and gpu-check installs them offline under DATA-ROOT/site before anything else (pip --require-hashes); the Keras cells
-run with that folder on their import path. Without the wheels, the Keras cells are recorded `failed`, saying how.
+(.wheelhouse/gpu-check, docker/gpu-check/requirements.txt with their hashes), and Chainer 7.8.1's source
+(docker/gpu-check/sources.txt); the folder travels with the checkout, and gpu-check installs them offline under
+DATA-ROOT/site before anything else (pip --require-hashes; Chainer's pure-Python packages unpacked from its checked
+archive). Without them, their cells are recorded `failed`, saying how. Chainer then has to run a convolution on the
+GPU in that Python (its NumPy, its CuPy): where it cannot, its cells are `skipped` with the error.
 The run folder becomes this GPU's reference with `python -m scripts.reference --from RUN` (results/reference/CLASS),
 which `python -m scripts.verify` then uses for runs of the same machine class.
 """
 import argparse
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -37,18 +46,20 @@ from scripts import records, report
 from scripts.compose import visible_gpus
 from scripts.executors import RunSettings
 from scripts.matrix import ROOT, SYSTEM, load
-from scripts.run import RESULTS, check_interpreter, describe, make_executor, run_cell
+from scripts.run import RESULTS, RunError, check_interpreter, describe, make_executor, run_cell, run_dir_for
 from shared import datasets, flops, params, timing
 from shared.record import write_atomic
 
 PROFILE = "gpu-check"
-BUDGET_MINUTES = 9       # of a GPU session's 15 minutes: the machine's start, this, and a little to spare
+PART_MINUTES = 6         # one part on paper: a device call of at most 8 minutes with the data and the tests …
+MAX_PARTS = 2            # … and two of them, the machine's start (1-2 minutes) beside, in a GPU session's 15
 MIN_CELL_SECONDS = 20               # a cell needs at least this long to start, run and write its record
 PRECISION_ORDER = ("fp32", "amp", "bf16", "tf32")   # most informative first, should the budget end early
 
 REFERENCES = ROOT / "results" / "reference"
 WHEELS = ROOT / ".wheelhouse" / "gpu-check"           # make gpu-wheels puts Keras 3's wheels here …
 WHEEL_REQUIREMENTS = ROOT / "docker" / "gpu-check" / "requirements.txt"   # … pinned and hashed here
+SOURCES = ROOT / "docker" / "gpu-check" / "sources.txt"   # pure-Python source archives (Chainer), pinned and hashed
 UNRECORDED_SECONDS = 2              # a cell's interpreter start and imports before its record's clock starts
 FIXED_SECONDS = 15                  # the data (10 s on an H200 machine's 16 cores) beside the barrier tests (10 s)
 
@@ -56,15 +67,23 @@ FIXED_SECONDS = 15                  # the data (10 s on an H200 machine's 16 cor
 # else a model fitted to the H200 run of 2026-12-04: its start (interpreter, framework, CUDA context, data, compile,
 # evaluation, calibration) plus its steps, each at least the step's launch latency or its FLOPs at the precision's
 # sustained rate.
-START_SECONDS = {"pytorch": 9.0, "jax": 17.0, "keras-jax": 22.0, "keras-torch": 15.0}   # Keras: its import on top
+START_SECONDS = {"pytorch": 9.0, "jax": 17.0, "keras-jax": 22.0, "keras-torch": 15.0,   # Keras: its import on top
+                 "chainer": 15.0}
 STEP_SECONDS = {("pytorch", "cnn"): 1.9e-3, ("pytorch", "gru"): 2.5e-3, ("jax", "cnn"): 1.8e-3, ("jax", "gru"): 5e-3,
-                ("keras-jax", "cnn"): 2.5e-3, ("keras-torch", "cnn"): 4e-3}   # Keras: fit's per-step hooks on top, a
-#                                                                                guess until a GPU reference holds them
+                ("keras-jax", "cnn"): 2.5e-3, ("keras-torch", "cnn"): 4e-3,   # Keras: fit's per-step hooks on top
+                ("chainer", "cnn"): 4e-3}   # Keras' and Chainer's: guesses until a GPU reference holds them
+# The tuned path (docs/tuned.md), guesses until a GPU reference holds them: its compilation on top of the start
+# (torch.compile with CUDA graphs; XLA's multi-step program), and a step at what the path is built to reach (one graph
+# replay per step; one dispatch per five steps).
+TUNED_START_SECONDS = {"pytorch": 45.0, "jax": 10.0}
+TUNED_STEP_SECONDS = {("pytorch", "cnn"): 0.5e-3, ("pytorch", "gru"): 1.5e-3, ("jax", "cnn"): 0.6e-3,
+                      ("jax", "gru"): 2.5e-3}
 SUSTAINED_FLOPS = {"fp32": 25e12, "tf32": 120e12, "amp": 200e12, "bf16": 200e12}
 
 
 def rank(cell):
-    return PRECISION_ORDER.index(cell.precision), cell.framework, cell.task
+    """Precision first (PRECISION_ORDER), then a task's cells together, each default beside its tuned sibling."""
+    return PRECISION_ORDER.index(cell.precision), cell.task, cell.framework, cell.tuning != "default"
 
 
 def ordered(cells):
@@ -82,8 +101,24 @@ def estimate_seconds(cell, repeats):
         steps = train // p["batch_size"] * p["epochs"]
         samples = steps * p["batch_size"]
     work = flops.per_sample(cell.task, p) * samples / SUSTAINED_FLOPS[cell.precision]
-    latency = steps * STEP_SECONDS.get((cell.framework, cell.task), 0.0)
-    return START_SECONDS.get(cell.framework, 20.0) + max(work, latency)
+    tuned = cell.tuning != "default"
+    latency = steps * ((TUNED_STEP_SECONDS if tuned else STEP_SECONDS).get((cell.framework, cell.task)) or
+                       STEP_SECONDS.get((cell.framework, cell.task), 0.0))
+    start = START_SECONDS.get(cell.framework, 20.0) + (TUNED_START_SECONDS.get(cell.framework, 30.0) if tuned else 0)
+    return start + max(work, latency)
+
+
+def parts(cells, estimates, budget_s):
+    """The cells, in their order, cut into parts of at most `budget_s` on paper each (with FIXED_SECONDS for the data
+    and the barrier tests): a list of lists of cells. A cell longer than a part alone is a part of its own."""
+    cut, seconds = [[]], FIXED_SECONDS
+    for cell in cells:
+        if cut[-1] and seconds + estimates[cell.id] > budget_s:
+            cut.append([])
+            seconds = FIXED_SECONDS
+        cut[-1].append(cell)
+        seconds += estimates[cell.id]
+    return cut
 
 
 def measured_seconds(references=None):
@@ -116,9 +151,78 @@ def install_wheels(python, site, wheels=WHEELS, requirements=WHEEL_REQUIREMENTS)
     return None
 
 
+def pinned_sources(sources=SOURCES):
+    """[(name, version, sha256)] from a file of `name==version --hash=sha256:HEX` lines (# comments, \\ joins)."""
+    text = Path(sources).read_text().replace("\\\n", " ")
+    pins = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            name, version = words[0].split("==")
+            pins.append((name, version, next(w.split(":", 1)[1] for w in words if w.startswith("--hash=sha256:"))))
+    return pins
+
+
+def install_sources(site, wheels=WHEELS, sources=SOURCES):
+    """Unpack the pure-Python packages of each source archive `sources` pins (name-version.tar.gz in `wheels`) into
+    `site`, each archive checked against its hash first: no build, no network (Chainer's setup.py only packages).
+    Only the archive's top-level folders with an __init__.py are unpacked, as plain files (tarfile's data filter);
+    None where that worked, else why not."""
+    for name, version, digest in pinned_sources(sources):
+        archive = Path(wheels) / f"{name}-{version}.tar.gz"
+        if not archive.exists():
+            return (f"no {archive.name} in {wheels}: run `make gpu-wheels` on a machine with a network and bring the "
+                    "folder with the checkout (the device tool: carry .wheelhouse/gpu-check)")
+        with archive.open("rb") as f:
+            found = hashlib.file_digest(f, "sha256").hexdigest()
+        if found != digest:
+            return f"{archive.name} has SHA-256 {found}, not the {digest} {Path(sources).name} pins: refused"
+        with tarfile.open(archive) as tar:
+            names = tar.getnames()
+            top = f"{name}-{version}/"
+            packages = {n[len(top):].split("/")[0] for n in names
+                        if n.startswith(top) and n.count("/") == 2 and n.endswith("/__init__.py")}
+            members = [m for m in tar.getmembers() if m.name.startswith(top) and m.name[len(top):].split("/")[0]
+                       in packages]
+            for member in members:
+                member.name = member.name[len(top):]
+            try:
+                tar.extractall(site, members=members, filter="data")
+            except tarfile.FilterError as e:
+                return f"{archive.name}: {e} (not a plain file of its packages): refused"
+    return None
+
+
+# A convolution on the GPU in the GPU machine's Python: Chainer 7.8.1 (2020) with that Python's NumPy and CuPy.
+CHAINER_PROBE = """
+import json, numpy, cupy, chainer
+from chainer.backends import cuda
+cuda.check_cuda_available()
+x, w = cuda.to_gpu(numpy.ones((2, 3, 8, 8), numpy.float32)), cuda.to_gpu(numpy.ones((4, 3, 3, 3), numpy.float32))
+assert float(chainer.functions.convolution_2d(x, w).array.sum()) == 2 * 4 * 6 * 6 * 27
+print(json.dumps({"chainer": chainer.__version__, "numpy": numpy.__version__, "cupy": cupy.__version__,
+                  "cudnn": bool(cuda.cudnn_enabled)}))
+"""
+
+
+def chainer_probe(python, site):
+    """None where Chainer runs CHAINER_PROBE in `python` with `site` on its path, else why it cannot (its error)."""
+    try:
+        proc = subprocess.run([str(python), "-c", CHAINER_PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=180,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])})
+    except subprocess.TimeoutExpired:
+        return "Chainer cannot run in this Python: its probe (a convolution on the GPU) took over 180 s"
+    if proc.returncode == 0:
+        print(f"Chainer on the GPU: {proc.stdout.strip()}", flush=True)
+        return None
+    error = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"Chainer cannot run in this Python ({python}): a convolution on the GPU fails with {error[-400:]}"
+
+
 def barrier_tests(python, frameworks, run_dir, site=()):
     """Each framework's barrier self-test in `python` (a process each, as the cells run); their results, also
-    written to RUN/barriers.json."""
+    written to RUN/barriers.json (beside an earlier part's tests of other frameworks)."""
     results = []
     for framework in frameworks:
         try:
@@ -135,7 +239,9 @@ def barrier_tests(python, frameworks, run_dir, site=()):
                  f"{result['after_seconds'] * 1e3:.2f} ms, instead of it {result['control_seconds']:.3f} s"
                  if result.get("barrier_seconds") is not None else f" — {result.get('reason')}"), flush=True)
         results.append(result)
-    write_atomic(run_dir / "barriers.json", json.dumps(results, indent=1) + "\n")
+    path = run_dir / "barriers.json"                  # a later part's tests join the earlier parts'
+    earlier = [r for r in json.loads(path.read_text()) if r.get("framework") not in frameworks] if path.exists() else []
+    write_atomic(path, json.dumps(earlier + results, indent=1) + "\n")
     return results
 
 
@@ -154,12 +260,16 @@ def main(argv=None):
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the run folder is made (default: results/)")
     ap.add_argument("--data-root", type=Path, default=ROOT / "data" / "gpu-check",
                     help="where the full-size synthetic twins are made (its synthetic/ folder)")
-    ap.add_argument("--budget-minutes", type=float, default=BUDGET_MINUTES,
-                    help=f"no cell starts once this much time is spent (default {BUDGET_MINUTES:g})")
-    ap.add_argument("--dry-run", action="store_true", help="list the cells in order with their time on paper")
+    ap.add_argument("--part", type=int, choices=range(1, MAX_PARTS + 1),
+                    help="run this part only (default: every part, one after the other); part 1 makes a new run "
+                         "folder, a later part continues the newest (or --resume's)")
+    ap.add_argument("--resume", metavar="RUN", help="the run folder (under --results) a later part continues, or "
+                                                    "'latest' (the default for parts after the first)")
+    ap.add_argument("--budget-minutes", type=float, default=PART_MINUTES,
+                    help=f"a part's time: no cell of it starts once this much is spent (default {PART_MINUTES:g})")
+    ap.add_argument("--dry-run", action="store_true", help="list the cells in order and in parts, with their time on "
+                                                           "paper")
     args = ap.parse_args(argv)
-    started = time.time()
-    deadline = started + args.budget_minutes * 60
     matrix = load()
     run_id = f"{PROFILE}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     plan_file = plans.make(matrix, PROFILE, run_id, executor="system")
@@ -168,16 +278,32 @@ def main(argv=None):
     cells = plan_file.plan.cells
     measured = measured_seconds()
     estimates = {c.id: measured.get(c.id) or estimate_seconds(c, plan_file.plan.repeats) for c in cells}
-    paper = sum(estimates.values()) + FIXED_SECONDS
+    cut = parts(cells, estimates, args.budget_minutes * 60)
     if args.dry_run:
-        for cell in cells:
-            print(f"  {cell.id:<40} {estimates[cell.id]:5.0f} s {'measured' if cell.id in measured else 'model'}")
-        print(f"{len(cells)} cells, {paper / 60:.1f} minutes on paper with the data and the barrier tests (budget "
-              f"{args.budget_minutes:g}) on one H100/H200; {sum(c.id in measured for c in cells)} cells measured "
-              f"in a GPU reference, the others from the model")
-        return 0 if paper <= args.budget_minutes * 60 else 1
+        for number, part in enumerate(cut, 1):
+            print(f"part {number}: {FIXED_SECONDS + sum(estimates[c.id] for c in part):.0f} s on paper "
+                  f"(`--part {number}`)")
+            for cell in part:
+                print(f"  {cell.id:<46} {estimates[cell.id]:5.0f} s {'measured' if cell.id in measured else 'model'}")
+        paper = sum(estimates.values()) + FIXED_SECONDS * len(cut)
+        print(f"{len(cells)} cells in {len(cut)} part{'s' * (len(cut) > 1)} of at most {args.budget_minutes:g} minutes "
+              f"(at most {MAX_PARTS}), {paper / 60:.1f} minutes on paper with the data and the barrier tests, on one "
+              f"H100/H200; {sum(c.id in measured for c in cells)} cells measured in a GPU reference, the others from "
+              "the model")
+        return 0 if len(cut) <= MAX_PARTS else 1
+    if args.part and args.part > len(cut):
+        print(f"error: the plan has {len(cut)} part{'s' * (len(cut) > 1)} at {args.budget_minutes:g} minutes each, "
+              f"not {args.part}", file=sys.stderr)
+        return 2
     try:
         python = check_interpreter(args.python)
+        if args.part and args.part > 1 or args.resume:
+            run_dir = run_dir_for(args.results, PROFILE, args.resume or "latest")
+            if [c.id for c in plans.read(run_dir / "plan.json").plan.cells] != [c.id for c in cells]:
+                raise RunError(f"{run_dir} was planned with other cells than this checkout's gpu-check profile: "
+                               "start again with --part 1")
+        else:
+            run_dir = args.results / run_id
     except Exception as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -186,30 +312,64 @@ def main(argv=None):
               "`--dry-run` shows what it would do", file=sys.stderr)
         return 2
     records.OWN_RECORDS_ONLY = True     # this process reads only what its own cells write (see records.py)
-    run_dir = args.results / run_id
-    plans.write(run_dir / "plan.json", plan_file)
-    seconds = {}
+    if not (run_dir / "plan.json").exists():
+        plans.write(run_dir / "plan.json", plan_file)
+    summary_path = run_dir / "gpu-check.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else \
+        {"run_id": run_dir.name, "interpreter": str(python), "gpus": visible_gpus(), "parts": {}}
+    broken = False
+    for number in [args.part] if args.part else range(1, len(cut) + 1):
+        outcome = run_part(number, cut[number - 1], args, python, plan_file.plan, matrix, run_dir, estimates)
+        summary["parts"][str(number)] = outcome
+        broken |= bool(outcome["broken"] or outcome["not_started"])
+    outputs = report.write_report(run_dir)
+    print(outputs["markdown"].read_text())
+    found = {p.stem: records.read(p)["status"] for p in sorted((run_dir / "cells").glob("*.json"))}
+    summary.update(statuses=found, not_run=[c.id for c in cells if c.id not in found],
+                   records_schema_checked=records.VALIDATOR is not None,
+                   leak_threshold={"seconds": timing.LEAK_SECONDS, "share": timing.LEAK_SHARE})
+    write_atomic(summary_path, json.dumps(summary, indent=1) + "\n")
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(found.values()).items()))
+    print(f"gpu-check: {len(found)} of {len(cells)} cells recorded in {run_dir.name} ({counts})"
+          + (f"; not run yet: {len(summary['not_run'])} (the next part: `--part N`)" if summary["not_run"] else ""))
+    print(f"run folder: {run_dir}; as this GPU's reference: python -m scripts.reference --from {run_dir}")
+    return 1 if broken else 0
 
-    site, no_keras = args.data_root / "site", None
+
+def run_part(number, cells, args, python, plan, matrix, run_dir, estimates):
+    """One part: its tools installed, the data and its frameworks' barrier tests, then its cells within
+    args.budget_minutes. Returns the part's summary (seconds, cell seconds, barrier tests, statuses, not started,
+    broken: a failed cell or barrier test)."""
+    started = time.time()
+    deadline = started + args.budget_minutes * 60
+    seconds = {}
+    site, no_keras, no_chainer, unfit_chainer = args.data_root / "site", None, None, None
+    print(f"part {number}: {len(cells)} cells, {args.budget_minutes:g} minutes", flush=True)
     if any(c.framework.startswith("keras") for c in cells):
         step = time.time()
         no_keras = install_wheels(python, site)
         seconds["wheels"] = time.time() - step
         print(f"Keras 3: {'installed under ' + str(site) if no_keras is None else no_keras}", flush=True)
+    if any(c.framework == "chainer" for c in cells):
+        step = time.time()
+        no_chainer = install_sources(site)
+        unfit_chainer = None if no_chainer else chainer_probe(python, site)
+        seconds["chainer"] = time.time() - step
+        print(f"Chainer: {no_chainer or unfit_chainer or 'runs on the GPU'}", flush=True)
+    cannot = {c.framework for c in cells if (no_keras and c.framework.startswith("keras"))
+              or ((no_chainer or unfit_chainer) and c.framework == "chainer")}
 
     step = time.time()       # the data on the CPU while the barrier tests use the GPU
     with ThreadPoolExecutor(1) as thread:
         data = thread.submit(datasets.prepare, args.data_root / "synthetic", synthetic=True,
                              datasets=("cifar10", "imdb"), full_size=True)
-        barriers = barrier_tests(python, dict.fromkeys(c.framework for c in cells
-                                                       if not (no_keras and c.framework.startswith("keras"))),
+        barriers = barrier_tests(python, [f for f in dict.fromkeys(c.framework for c in cells) if f not in cannot],
                                  run_dir, (site,))
-        seconds["barrier_tests"] = time.time() - step
         data.result()
     seconds["data_and_barrier_tests"] = time.time() - step
 
     step = time.time()
-    executor, _ = make_executor(plan_file.plan, matrix, python=python)
+    executor, _ = make_executor(plan, matrix, python=python)
     executor = replace(executor, site=(site,))
     statuses, not_started, cell_seconds = {}, [], {}
     for cell in cells:
@@ -217,35 +377,27 @@ def main(argv=None):
         if left < MIN_CELL_SECONDS:
             not_started.append(cell.id)
             continue
-        run = RunSettings(run_id, plan_file.plan.repeats, min(plan_file.plan.timeout_s, left),
-                          args.data_root.resolve())
+        run = RunSettings(run_dir.name, plan.repeats, min(plan.timeout_s, left), args.data_root.resolve())
         began = time.time()
-        broken = no_keras if no_keras and cell.framework.startswith("keras") else None
-        record = run_cell(executor, cell, run, run_dir, executor.gpu_ids[:1], broken=broken)
+        broken = no_keras if cell.framework.startswith("keras") else no_chainer if cell.framework == "chainer" \
+            else None
+        unfit = unfit_chainer if cell.framework == "chainer" else None
+        record = run_cell(executor, cell, run, run_dir, executor.gpu_ids[:1], unfit=unfit, broken=broken)
         statuses[cell.id], cell_seconds[cell.id] = record["status"], round(time.time() - began, 1)
         print(f"[{len(statuses)}/{len(cells)}] {cell.id}: {record['status']} in {time.time() - began:.0f} s "
               f"(on paper {estimates[cell.id]:.0f}) — {describe(record)}{audit_line(record)}", flush=True)
     seconds["cells"] = time.time() - step
-
-    outputs = report.write_report(run_dir)
-    print(outputs["markdown"].read_text())
     seconds["total"] = time.time() - started
-    summary = {"run_id": run_id, "interpreter": str(python), "gpus": visible_gpus(),
-               "budget_s": args.budget_minutes * 60, "seconds": seconds, "cell_seconds": cell_seconds,
-               "records_schema_checked": records.VALIDATOR is not None, "barrier_tests": barriers,
-               "statuses": statuses, "not_started": not_started,
-               "leak_threshold": {"seconds": timing.LEAK_SECONDS, "share": timing.LEAK_SHARE}}
-    write_atomic(run_dir / "gpu-check.json", json.dumps(summary, indent=1) + "\n")
     counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(statuses.values()).items()))
-    print(f"gpu-check: {len(statuses)} cells in {seconds['cells']:.0f} s ({counts}), data and barrier tests "
+    print(f"part {number}: {len(statuses)} cells in {seconds['cells']:.0f} s ({counts}), data and barrier tests "
           f"{seconds['data_and_barrier_tests']:.0f} s, total {seconds['total']:.0f} s of a "
-          f"{args.budget_minutes:g}-minute budget")
+          f"{args.budget_minutes:g}-minute budget", flush=True)
     if not_started:
         print(f"not started, the budget was spent (the check is incomplete): {', '.join(not_started)}")
-    print(f"run folder: {run_dir}; as this GPU's reference: python -m scripts.reference --from {run_dir}")
     broken = [s for s in statuses.values() if s in ("failed", "timeout")] + \
         [b for b in barriers if b["status"] == "failed"]
-    return 1 if broken or not_started else 0
+    return {"budget_s": args.budget_minutes * 60, "seconds": seconds, "cell_seconds": cell_seconds,
+            "barrier_tests": barriers, "statuses": statuses, "not_started": not_started, "broken": len(broken)}
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tabulate import tabulate
+
 from scripts import plan as plans
 from scripts import report, run, verify
 from shared import sysinfo
@@ -97,6 +99,7 @@ def target_for(klass):
 
 
 RUNS_MARK = "Further runs, for the noise between runs:"
+STEADY_GOAL = 1.25       # a cell's between-run factor this reference aims to stay within (docs/verify.md)
 
 
 def between_runs_line(target):
@@ -112,7 +115,18 @@ def between_runs_line(target):
         "median and at most by " + ", ".join(f"×{f:.2f} ({cell_id})" for cell_id, f in widest)
         + "; verify pools their samples (a cell beyond ×1.5 between runs is bimodal: a defect, not a tolerance).",
         width=118,
-        break_on_hyphens=False) + "\n"
+        break_on_hyphens=False) + "\n\n" + between_runs_table(factors)
+
+
+def between_runs_table(factors):
+    """Every cell's between-run factor (its slowest run's steady state over its fastest's), widest first, with the
+    cells beyond STEADY_GOAL counted and marked."""
+    above = [f for f in factors.values() if f > STEADY_GOAL]
+    rows = [(cell_id, f"×{f:.2f}", "above the goal" if f > STEADY_GOAL else "")
+            for cell_id, f in sorted(factors.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return (f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
+            f"×{STEADY_GOAL}):\n\n" + tabulate(rows, headers=["cell", "between runs", f"beyond ×{STEADY_GOAL}"],
+                                                 tablefmt="github") + "\n")
 
 
 def add(run_dir, allow_failed=False):

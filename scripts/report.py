@@ -258,7 +258,30 @@ def to_frame(records):
     frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index,
                                                        dtype=object)
     frame["quality_note"] = quality_notes(frame)
+    frame["speedup"] = speedups(frame)
     return frame
+
+
+SIBLING_KEYS = ("run_id", "cell.framework", "cell.task", "cell.variant", "cell.precision", "cell.gpus", "cell.device",
+                "cell.data", "cell.scale")
+
+
+def speedups(frame):
+    """Per row: a tuned cell's speed-up over its default sibling of the same run (the sibling's value over its own,
+    value_of: steady state or seconds per 1,000 images), None for default cells and where either has no value."""
+    rows = frame.to_dict("records")
+    default = {tuple(r.get(k) for k in SIBLING_KEYS): value_of(r) for r in rows
+               if r["cell.tuning"] == params.DEFAULT_TUNING}
+    got = []
+    for row in rows:
+        base, value = default.get(tuple(row.get(k) for k in SIBLING_KEYS)), value_of(row)
+        got.append(base / value if row["cell.tuning"] != params.DEFAULT_TUNING and base and value else None)
+    return got
+
+
+def speedup_text(row):
+    """' · ×1.84 over default' for a tuned cell with a speed-up (report.speedups), else ''."""
+    return f" · ×{row['speedup']:.2f} over default" if known(row.get("speedup")) else ""
 
 
 QUALITY_DEPARTURE = 0.05    # below its siblings' median by more than this (verify's quality margin): explained
@@ -326,7 +349,7 @@ def cell_text(row, task, footnotes):
     if quality and known(row.get(f"metrics.{quality}")):
         q = row[f"metrics.{quality}"]
         text += f" ({q:.1%})" if quality == "accuracy" else f" (AUC {q:.3f})"
-    return text + note_marks(row, footnotes)
+    return text + speedup_text(row) + note_marks(row, footnotes)
 
 
 def note_marks(row, footnotes):
@@ -364,7 +387,7 @@ def compact_table(frame, task, footnotes=None):
         value = value_of(row)
         if value is None:
             return cell_text(row, task, footnotes)
-        return f"{value:.3g} (×{value / fastest[row['column']]:.2f})" + note_marks(row, footnotes)
+        return f"{value:.3g} (×{value / fastest[row['column']]:.2f})" + speedup_text(row) + note_marks(row, footnotes)
 
     table = rows.assign(text=[text(r) for r in records], value=[value_of(r) for r in records]).pivot_table(
         index="cell.framework", columns="column", values="text", aggfunc="; ".join)[columns]

@@ -425,7 +425,8 @@ def results_page(task, frame, out, plots):
                     continue
                 detail = html.escape(report.cell_text(row, task, footnotes))
                 value = report.value_of(row)
-                shown = (f"{value:.3g} <span class=\"muted\">(×{value / fastest[key]:.2f})</span>"
+                shown = (f"{value:.3g} <span class=\"muted\">(×{value / fastest[key]:.2f}"
+                         f"{html.escape(report.speedup_text(row))})</span>"
                          f"{html.escape(report.note_marks(row, footnotes))}" if value else detail)
                 record, log = row["links"]
                 link = f'<a href="{href(record)}">{shown}</a>' + (f' <a class="muted" href="{href(log)}">log</a>'

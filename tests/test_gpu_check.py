@@ -19,25 +19,30 @@ from conftest import ROOT
 from scripts import gpu_check, records
 from scripts import plan as plans
 from scripts import run as runs
-from scripts.matrix import MatrixError, load, parse
+from scripts.matrix import Cell, MatrixError, load, parse
 from shared import barrier_check, datasets, timing
 
-EXPECTED = {(f, t, p) for f in ("pytorch", "jax") for t, ps in
-            {"cnn": ("fp32", "amp"), "gru": ("fp32", "amp"), "resnet50": ("fp32", "tf32", "amp", "bf16")}.items()
-            for p in ps} | {("keras-jax", "cnn", "amp"), ("keras-torch", "cnn", "amp")}   # Keras from the wheels
-MEASURED = 16    # cells an H200 reference holds; the Keras ones are estimated by the model
+DEFAULT = {"cnn": ("fp32",), "gru": ("fp32",), "resnet50": ("bf16",)}
+TUNED = {"cnn": ("amp", "bf16"), "gru": ("fp32",), "resnet50": ("bf16",)}
+EXPECTED = {(f, t, p, tuning) for f in ("pytorch", "jax") for tuning, tasks in (("default", DEFAULT), ("tuned", TUNED))
+            for t, ps in tasks.items() for p in ps} | \
+    {("keras-jax", "cnn", "amp", "default"), ("keras-torch", "cnn", "amp", "default"),   # Keras from the wheels
+     ("chainer", "cnn", "fp32", "default")}                                               # Chainer from its source
+MEASURED = 6     # cells an H200 reference holds; the Keras, Chainer and tuned ones are estimated by the model
 
 
 def test_the_plan_lists_the_right_cells_in_the_system_executor(tmp_path):
     plan_file = plans.make(load(), gpu_check.PROFILE, "gpu-check-test", executor="system")
     cells = [c.cell for c in plan_file.cells]
-    assert {(c.framework, c.task, c.precision) for c in cells} == EXPECTED
+    assert {(c.framework, c.task, c.precision, c.tuning) for c in cells} == EXPECTED
     assert {(c.variant, c.device, c.data, c.scale, c.gpus) for c in cells} == {("system", "gpu", "synthetic", "full", 1)}
     assert plan_file.plan.executor == "system" and {c.image for c in plan_file.cells} == {""}
     plans.write(tmp_path / "plan.json", plan_file)            # a plan without images reads back
     assert plans.read(tmp_path / "plan.json").cells == plan_file.cells
     ordered = gpu_check.ordered(cells)
-    assert [c.precision for c in ordered][:6] == ["fp32"] * 6 and ordered[-1].precision == "tf32"
+    assert [c.precision for c in ordered] == ["fp32"] * 7 + ["amp"] * 4 + ["bf16"] * 6
+    pairs = [(a.id, b.id) for a, b in zip(ordered, ordered[1:]) if f"{a.id}-tuned" == b.id]
+    assert len(pairs) == 4 == sum(c.tuning == "tuned" and c.task != "cnn" for c in cells)   # each beside its default
 
 
 def test_any_local_profile_runs_in_a_given_interpreter_as_variant_system():
@@ -54,12 +59,24 @@ def test_a_system_profile_names_no_image_variant():
         parse(doc)
 
 
-def test_the_check_fits_its_budget_on_paper(capsys):
+def test_the_check_fits_two_device_calls_on_paper(capsys):
     assert gpu_check.main(["--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{len(EXPECTED)} cells" in out and "budget 9" in out
+    assert f"{len(EXPECTED)} cells in 2 parts of at most 6 minutes (at most 2)" in out
     assert f"{MEASURED} cells measured in a GPU reference" in out              # the H200's, results/reference
-    assert gpu_check.main(["--dry-run", "--budget-minutes", "3"]) == 1
+    on_paper = [float(line.split()[2]) for line in out.splitlines() if line.startswith("part ")]
+    assert len(on_paper) == 2 and all(seconds <= 6 * 60 for seconds in on_paper)
+    assert gpu_check.main(["--dry-run", "--budget-minutes", "3"]) == 1           # more than two parts: refused
+
+
+def test_parts_are_cut_in_order_within_the_budget():
+    cells = [Cell("pytorch", "cnn", "system", "fp32", 1, "gpu", "synthetic", "full", tuning=t)
+             for t in ("default", "tuned")]
+    cells += [Cell("jax", task, "system", "fp32", 1, "gpu", "synthetic", "full") for task in ("cnn", "gru")]
+    estimates = dict(zip((c.id for c in cells), (100, 200, 50, 1000)))
+    cut = gpu_check.parts(cells, estimates, 350)   # 15 s of data and tests + 100 + 200 fit, + 50 would not
+    assert [[c.id for c in part] for part in cut] == [[c.id for c in cells[:2]], [cells[2].id], [cells[3].id]]
+    assert gpu_check.parts(cells, estimates, 10_000) == [cells]
 
 
 def test_the_model_covers_a_cell_without_a_measurement():
@@ -82,6 +99,8 @@ def fake_gpu_machine(tmp_path, monkeypatch):
     monkeypatch.setitem(datasets.FULL_SIZE, "imdb", {"train": 640, "test": 128})
     monkeypatch.setattr(records, "OWN_RECORDS_ONLY", False)
     monkeypatch.setattr(gpu_check, "install_wheels", lambda python, site: None)   # Keras "installed" (tested below)
+    monkeypatch.setattr(gpu_check, "install_sources", lambda site: None)          # Chainer too …
+    monkeypatch.setattr(gpu_check, "chainer_probe", lambda python, site: None)    # … and running (tested below)
     return ["--python", str(python), "--results", str(tmp_path / "results"), "--data-root", str(tmp_path / "data")]
 
 
@@ -94,11 +113,14 @@ def test_the_check_runs_every_cell_in_the_given_interpreter(tmp_path, fake_gpu_m
     assert gpu_check.main(fake_gpu_machine) == 0
     run_dir, summary = the_run(tmp_path)
     got = [records.read(p) for p in (run_dir / "cells").glob("*.json")]
-    assert {(r["cell"]["framework"], r["cell"]["task"], r["cell"]["precision"]) for r in got} == EXPECTED
+    assert {(r["cell"]["framework"], r["cell"]["task"], r["cell"]["precision"], r["cell"]["tuning"])
+            for r in got} == EXPECTED
     assert {r["status"] for r in got} == {"ok"} and {r["system"]["executor"] for r in got} == {"system"}
     assert {r["system"]["gpu_ids"] for r in got} == {"0"}
-    assert [b["status"] for b in json.loads((run_dir / "barriers.json").read_text())] == ["ok"] * 4
-    assert summary["not_started"] == [] and len(summary["statuses"]) == len(EXPECTED)
+    assert sorted(b["framework"] for b in json.loads((run_dir / "barriers.json").read_text())) == \
+        ["chainer", "jax", "keras-jax", "keras-torch", "pytorch"]
+    assert set(summary["parts"]) == {"1", "2"} and not any(p["not_started"] for p in summary["parts"].values())
+    assert summary["not_run"] == [] and len(summary["statuses"]) == len(EXPECTED)
     assert json.loads((tmp_path / "data" / "synthetic" / "cifar10" / "manifest.json").read_text())["train"] == 640
     assert (run_dir / "results.md").exists()
 
@@ -113,16 +135,16 @@ def test_without_the_wheels_the_keras_cells_fail_saying_how_and_the_others_run(t
     assert {fw: r["status"] for fw, r in got.items()} == {"pytorch": "ok", "jax": "ok", "keras-jax": "failed",
                                                           "keras-torch": "failed"}
     assert "make gpu-wheels" in got["keras-jax"]["reason"]
-    assert [b["framework"] for b in summary["barrier_tests"]] == ["pytorch", "jax"] or \
-        {b["framework"] for b in summary["barrier_tests"]} == {"pytorch", "jax"}
+    tested = {b["framework"] for part in summary["parts"].values() for b in part["barrier_tests"]}
+    assert tested == {"pytorch", "jax", "chainer"}                  # not the Keras frameworks: no Keras to test
 
 
 def test_a_leaking_barrier_fails_the_check(tmp_path, fake_gpu_machine, monkeypatch):
     monkeypatch.setenv("FAKE_BARRIER", "leak")
     assert gpu_check.main(fake_gpu_machine) == 1
     run_dir, summary = the_run(tmp_path)
-    assert {b["status"] for b in summary["barrier_tests"]} == {"failed"}
-    assert "returns early" in summary["barrier_tests"][0]["reason"]
+    tests = [b for part in summary["parts"].values() for b in part["barrier_tests"]]
+    assert tests and {b["status"] for b in tests} == {"failed"} and "returns early" in tests[0]["reason"]
 
 
 def test_cells_past_the_budget_are_not_started_and_the_check_says_so(tmp_path, fake_gpu_machine, monkeypatch,
@@ -130,10 +152,53 @@ def test_cells_past_the_budget_are_not_started_and_the_check_says_so(tmp_path, f
     monkeypatch.setenv("FAKE_BEHAVIOUR", "cnn=slow,gru=slow,resnet50=slow")
     monkeypatch.setenv("FAKE_SLOW_SECONDS", "1.5")
     monkeypatch.setattr(gpu_check, "MIN_CELL_SECONDS", 1.0)
+    monkeypatch.setattr(gpu_check, "parts", lambda cells, estimates, budget_s: [list(cells)])   # one part of 6 s
     assert gpu_check.main([*fake_gpu_machine, "--budget-minutes", "0.1"]) == 1
     run_dir, summary = the_run(tmp_path)
-    assert summary["not_started"] and len(summary["statuses"]) + len(summary["not_started"]) == len(EXPECTED)
+    part = summary["parts"]["1"]
+    assert part["not_started"] and len(part["statuses"]) + len(part["not_started"]) == len(EXPECTED)
+    assert summary["not_run"] == part["not_started"]
     assert "the check is incomplete" in capsys.readouterr().out
+
+
+def test_the_second_part_continues_the_first_parts_run_folder(tmp_path, fake_gpu_machine, capsys):
+    assert gpu_check.main([*fake_gpu_machine, "--part", "1"]) == 0
+    run_dir, summary = the_run(tmp_path)
+    first = set(summary["statuses"])
+    assert set(summary["parts"]) == {"1"} and summary["not_run"] and first
+    assert "not run yet" in capsys.readouterr().out
+    assert gpu_check.main([*fake_gpu_machine, "--part", "2"]) == 0
+    (again,) = (tmp_path / "results").iterdir()
+    _, summary = the_run(tmp_path)
+    assert again == run_dir and set(summary["parts"]) == {"1", "2"} and summary["not_run"] == []
+    assert first < set(summary["statuses"]) and len(summary["statuses"]) == len(EXPECTED)
+    assert gpu_check.main([*fake_gpu_machine, "--part", "2", "--resume", "nope"]) == 2
+    assert "not a run folder" in capsys.readouterr().err
+
+
+def test_chainer_that_cannot_run_in_that_python_is_skipped_with_its_error(tmp_path, fake_gpu_machine, monkeypatch):
+    """The probe runs for real in the fake machine's Python, which has no CuPy: Chainer's cell is skipped with the
+    error, not failed, and the others run; without its source archive the cell fails, saying how."""
+    monkeypatch.undo()                                   # the fixture's "Chainer runs" stand-ins, and the rest …
+    monkeypatch.setenv("ROSETTA_GPU_IDS_AVAILABLE", "0")  # … set again but for the probe
+    monkeypatch.setitem(datasets.FULL_SIZE, "cifar10", {"train": 640, "test": 128})
+    monkeypatch.setitem(datasets.FULL_SIZE, "imdb", {"train": 640, "test": 128})
+    monkeypatch.setattr(records, "OWN_RECORDS_ONLY", False)
+    monkeypatch.setattr(gpu_check, "install_wheels", lambda python, site: None)
+    monkeypatch.setattr(gpu_check, "install_sources", lambda site: None)
+    monkeypatch.setattr(gpu_check, "parts", lambda cells, estimates, budget_s: [list(cells)])
+    assert gpu_check.main(fake_gpu_machine) == 0
+    run_dir, summary = the_run(tmp_path)
+    record = records.read(run_dir / "cells" / "chainer-cnn-system-fp32-1gpu.json")
+    assert record["status"] == "skipped" and "Chainer cannot run in this Python" in record["reason"]
+    assert "cupy" in record["reason"]                                     # the error itself
+    assert "chainer" not in {b["framework"] for b in summary["parts"]["1"]["barrier_tests"]}
+    assert {s for cell, s in summary["statuses"].items() if not cell.startswith("chainer")} == {"ok"}
+    monkeypatch.setattr(gpu_check, "install_sources", lambda site: "no chainer-7.8.1.tar.gz: run `make gpu-wheels`")
+    assert gpu_check.main(fake_gpu_machine) == 1
+    runs_made = sorted((tmp_path / "results").iterdir())
+    record = records.read(runs_made[-1] / "cells" / "chainer-cnn-system-fp32-1gpu.json")
+    assert record["status"] == "failed" and "make gpu-wheels" in record["reason"]
 
 
 def test_without_a_gpu_the_check_says_where_it_runs(tmp_path, fake_gpu_machine, monkeypatch, capsys):
@@ -264,3 +329,45 @@ def test_keras_comes_from_hashed_wheels_installed_offline_or_its_cells_say_how(t
     assert "make gpu-wheels" in gpu_check.install_wheels(sys.executable, site, tmp_path / "none", requirements)
     pinned = (ROOT / "docker" / "gpu-check" / "requirements.txt").read_text()
     assert all(f"{name}==" in pinned for name in ("keras", "namex", "optree")) and pinned.count("--hash=sha256:") == 3
+
+
+def test_chainer_comes_from_its_hashed_source_unpacked_without_a_build(tmp_path):
+    """Chainer 7.8.1 exists only as a source archive: gpu-check checks its hash, then unpacks only its top-level Python
+    packages (no setup.py run, no network) as plain files; a wrong hash and a missing archive are refused in words."""
+    import io
+    import tarfile
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    archive = wheels / "probe-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        def add(name, text):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        add("probe-1.0/setup.py", "raise SystemExit('never run')\n")
+        add("probe-1.0/probe/__init__.py", "from probe.sub import VALUE\n")
+        add("probe-1.0/probe/sub/__init__.py", "VALUE = 42\n")
+        add("probe-1.0/docs/conf.py", "x = 1\n")                           # not a package: not unpacked
+        link = tarfile.TarInfo("probe-1.0/probe/escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"           # the data filter refuses it
+        tar.addfile(link)
+    sources = tmp_path / "sources.txt"
+    sources.write_text(f"# a comment\nprobe==1.0 \\\n    --hash=sha256:{hashlib.sha256(archive.read_bytes()).hexdigest()}\n")
+    site = tmp_path / "site"
+    assert "refused" in gpu_check.install_sources(site, wheels, sources)
+    with tarfile.open(archive) as tar:                                    # the same archive without the link
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
+    with tarfile.open(archive, "w:gz") as tar:
+        for member, data in members:
+            tar.addfile(member, io.BytesIO(data))
+    sources.write_text(f"probe==1.0 --hash=sha256:{hashlib.sha256(archive.read_bytes()).hexdigest()}\n")
+    assert gpu_check.install_sources(site, wheels, sources) is None
+    assert sorted(p.name for p in site.iterdir()) == ["probe"]
+    probe = subprocess.run([sys.executable, "-c", "import probe; print(probe.VALUE)"],
+                           env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
+    assert probe.stdout.strip() == "42", probe.stderr
+    sources.write_text(f"probe==1.0 --hash=sha256:{'0' * 64}\n")
+    assert "refused" in gpu_check.install_sources(tmp_path / "other", wheels, sources)
+    assert "make gpu-wheels" in gpu_check.install_sources(site, tmp_path / "none", sources)
+    assert [(n, v) for n, v, _ in gpu_check.pinned_sources()] == [("chainer", "7.8.1")]

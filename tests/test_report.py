@@ -74,7 +74,12 @@ def test_a_tuned_cell_is_its_own_column_beside_its_default_one_and_old_records_a
     assert "cpu · fp32 · 1×cpu · tuned" in header and header.count("cpu · fp32 · 1×cpu") == 2, header
     row = next(line for line in md.splitlines() if line.startswith("| pytorch"))
     assert "12" in row and "6" in row and "no tuned path is written" in md
+    assert row.count("over default") == 1 and "×2.00 over default" in row      # the tuned cell's speed-up
     assert report.to_frame([old])["cell.tuning"].tolist() == ["default"]
+    elsewhere = record(tuning="tuned", train_seconds=3.0)
+    elsewhere["run_id"] = "another-run"            # a speed-up compares two cells of one run, never across runs
+    frame = report.to_frame([record(train_seconds=12.0), elsewhere])
+    assert frame["speedup"].isna().all()
 
 
 def test_report_draws_every_frameworks_loss_curve_on_one_chart(tmp_path, monkeypatch):

@@ -221,3 +221,26 @@ def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_
     record = json.loads(out.read_text())
     assert proc.returncode == 1 and record["status"] == "failed"
     assert "No module named 'cntk'" in record["reason"] and "scripts.venvs cntk" in record["reason"]
+
+
+# Every training runner with a tuned path but the one above: its tuned cell must run, whole, through the CLI. The
+# training-equivalence test calls each one's train_steps, one step a call, so a switch that only `main` applies (Keras'
+# steps_per_execution, which its torch backend refuses; JAX's chunked steps) is proven here.
+TUNED_MAINS = [("pytorch", "gru"), ("tensorflow", "cnn"), ("jax", "cnn"), ("jax", "gru"), ("keras-tf", "gru"),
+               ("keras-jax", "cnn"), ("keras-torch", "cnn"), ("keras-torch", "gru")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework, task", TUNED_MAINS)
+def test_every_tuned_training_cell_runs_whole(synthetic_data, tmp_path, framework, task):
+    out = tmp_path / "r.json"
+    proc = run_runner(framework, task, out, "--scale", "tiny", "--tuning", "tuned", data=synthetic_data)
+    record = json.loads(out.read_text())
+    assert proc.returncode == 0 and record["status"] == "ok", record.get("reason") or record["log_tail"]
+    assert record["cell"]["tuning"] == "tuned" and len(record["timing"]["values"]) >= 2
+    switches = record["system"]["switches"]
+    if framework.startswith("keras"):      # the backend's own limit, recorded as it ran
+        assert switches["jit_compile"] is True
+        assert switches["steps_per_execution"] == (1 if framework == "keras-torch" else 5)
+    if framework == "jax":
+        assert switches["steps_per_dispatch"] == 5

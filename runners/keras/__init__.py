@@ -16,7 +16,9 @@ BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
 # Keras' own fast path, the same in the CNN and the GRU (their TUNED; tuning=tuned, docs/tuned.md), same work:
 FAST_PATH = {
     "jit_compile": True,           # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
-    "steps_per_execution": WINDOW_STEPS,  # a window of steps per compiled call: the host returns to Python 5× less
+    # a window of steps per compiled call, the host back in Python 5× less often; Keras' torch backend refuses more
+    # than one ("`steps_per_execution` must be 1 with the PyTorch backend"), so there it stays 1
+    "steps_per_execution": 1 if BACKEND == "torch" else WINDOW_STEPS,
 }
 # Keras' Adam (also TF's: tf.keras.optimizers.Adam) updates w -= lr·√(1−β₂ᵗ)/(1−β₁ᵗ) · m / (√v + ε): ε is added before
 # the bias correction (Kingma & Ba's "epsilon hat"), where PyTorch and optax add it to √v̂ after it. The same ε = 1e-8

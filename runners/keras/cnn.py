@@ -21,7 +21,7 @@ SWITCHES = {
     "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
     "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
 }
-TUNED = FAST_PATH              # tuning=tuned: jit_compile everywhere, steps_per_execution 5 (runners.keras.FAST_PATH)
+TUNED = FAST_PATH              # tuning=tuned: jit_compile, steps_per_execution 5 but on torch (runners.keras)
 # Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in host memory in the
 # shared order and copied to the device inside the clock.
 

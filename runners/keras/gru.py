@@ -19,7 +19,7 @@ SWITCHES = {
     "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU only, torch never
     "steps_per_execution": 1,  # batches per compiled call; >1 saves Python overhead but coarsens the warm-up timing
 }
-TUNED = FAST_PATH              # tuning=tuned: jit_compile everywhere, steps_per_execution 5 (runners.keras.FAST_PATH)
+TUNED = FAST_PATH              # tuning=tuned: jit_compile, steps_per_execution 5 but on torch (runners.keras)
 # Adam: ε = 1e-8 as everywhere, but Keras adds it before the bias correction (runners.keras.ADAM_EPSILON_HAT; recorded
 # in `differences`). Data placement is "host" (the only choice with `fit` on a PyDataset): every batch is gathered in
 # host memory in the shared order and copied to the device inside the clock.

@@ -58,7 +58,7 @@ def main():
     behaviours = dict(item.split("=") for item in os.environ.get("FAKE_BEHAVIOUR", "").split(",") if item)
     if len(sys.argv) > 2 and behaviours.get(sys.argv[2]) == "impostor":
         sys.argv[1] = "jax" if sys.argv[1] != "jax" else "pytorch"
-    cfg = config_from_args(parser(["pytorch", "jax", "keras-jax", "keras-torch"]).parse_args(sys.argv[1:]))
+    cfg = config_from_args(parser(["pytorch", "jax", "keras-jax", "keras-torch", "chainer"]).parse_args(sys.argv[1:]))
     return run(cfg, lambda c: Task(behaviours.get(c.task, "ok")), lambda: {"framework_version": "fake"})
 
 
