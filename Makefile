@@ -85,8 +85,8 @@ gpu-check:                         ## a bare GPU machine, no Docker, network or 
 gpu-wheels: $(HOST_ENV)            ## Keras 3's wheels, Chainer's source for gpu-check's Python 3.12 (network)
 	$(HOST) -m pip download --quiet --no-deps --only-binary :all: --python-version 3.12 --implementation cp \
 	  --platform manylinux2014_x86_64 --require-hashes -r docker/gpu-check/requirements.txt -d .wheelhouse/gpu-check
-	$(HOST) -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation --require-hashes \
-	  -r docker/gpu-check/sources.txt -d .wheelhouse/gpu-check
+	PIP_CONSTRAINT=docker/gpu-check/build-constraints.txt $(HOST) -m pip download --quiet --no-deps \
+	  --no-binary :all: --require-hashes -r docker/gpu-check/sources.txt -d .wheelhouse/gpu-check
 
 clean:                             ## environments, site/, wheelhouses, caches; keeps data/ and every run (clean-runs)
 	@echo "removing: .venv/ (environments) site/ .wheelhouse/ build/ and Python caches; keeping data/ and results/"
