@@ -28,7 +28,6 @@ The run folder becomes this GPU's reference with `python -m scripts.reference --
 which `python -m scripts.verify` then uses for runs of the same machine class.
 """
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -173,8 +172,7 @@ def install_sources(site, wheels=WHEELS, sources=SOURCES):
         if not archive.exists():
             return (f"no {archive.name} in {wheels}: run `make gpu-wheels` on a machine with a network and bring the "
                     "folder with the checkout (the device tool: carry .wheelhouse/gpu-check)")
-        with archive.open("rb") as f:
-            found = hashlib.file_digest(f, "sha256").hexdigest()
+        found = datasets.file_digest(archive, "sha256")
         if found != digest:
             return f"{archive.name} has SHA-256 {found}, not the {digest} {Path(sources).name} pins: refused"
         with tarfile.open(archive) as tar:
@@ -379,10 +377,10 @@ def run_part(number, cells, args, python, plan, matrix, run_dir, estimates):
             continue
         run = RunSettings(run_dir.name, plan.repeats, min(plan.timeout_s, left), args.data_root.resolve())
         began = time.time()
-        broken = no_keras if cell.framework.startswith("keras") else no_chainer if cell.framework == "chainer" \
-            else None
+        not_installed = no_keras if cell.framework.startswith("keras") else \
+            no_chainer if cell.framework == "chainer" else None
         unfit = unfit_chainer if cell.framework == "chainer" else None
-        record = run_cell(executor, cell, run, run_dir, executor.gpu_ids[:1], unfit=unfit, broken=broken)
+        record = run_cell(executor, cell, run, run_dir, executor.gpu_ids[:1], unfit=unfit, broken=not_installed)
         statuses[cell.id], cell_seconds[cell.id] = record["status"], round(time.time() - began, 1)
         print(f"[{len(statuses)}/{len(cells)}] {cell.id}: {record['status']} in {time.time() - began:.0f} s "
               f"(on paper {estimates[cell.id]:.0f}) — {describe(record)}{audit_line(record)}", flush=True)
