@@ -33,10 +33,10 @@ demo: $(HOST_ENV)                  ## the demo profile: every system on the CPU,
 	$(HOST) -m scripts.run --profile $(PROFILE)
 
 venvs: $(HOST_ENV)                 ## the framework environments the tests use (and the Debian packages they need)
-	$(HOST) -m scripts.venvs --keep-going $(FRAMEWORKS)
+	$(HOST) -m scripts.launch.venvs --keep-going $(FRAMEWORKS)
 
 test: venvs                        ## the whole suite, slow integration tests included (what CI runs)
-	$(HOST) -m scripts.syspackages --tests
+	$(HOST) -m scripts.launch.syspackages --tests
 	$(HOST) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(HOST_ENV)             ## everything but the slow integration tests
@@ -53,30 +53,30 @@ weights: $(HOST_ENV)               ## only the ImageNet weights (ResNet-50, Dens
 	$(HOST) -m shared.weights --root data/real
 
 images: $(HOST_ENV)                ## the images a profile needs (PROFILE=full), or FRAMEWORK=… VARIANT=… (LEAN=1: no wheelhouse kept)
-	$(HOST) -m scripts.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT)) $(if $(LEAN),--lean)
+	$(HOST) -m scripts.launch.images --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK)) $(if $(VARIANT),--variant $(VARIANT)) $(if $(LEAN),--lean)
 
 # PULL=ghcr.io/OWNER/ pulls the published images of that choice instead (DIGESTS=images.json pins them, FRAMEWORK=…)
 setup: $(HOST_ENV)                 ## write .env: plain `docker compose` on GPU images where Docker can (DEVICE=cpu|gpu)
-	$(HOST) -m scripts.setup $(if $(DEVICE),--$(DEVICE)) $(if $(PULL),--pull $(PULL)) \
+	$(HOST) -m scripts.launch.setup $(if $(DEVICE),--$(DEVICE)) $(if $(PULL),--pull $(PULL)) \
 	  $(if $(DIGESTS),--digests $(DIGESTS)) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
 
 report: $(HOST_ENV)                ## re-merge a run folder: make report RUN=results/demo-…  (default: the latest run)
-	@runs=$$($(HOST) -m scripts.runs $(RUN)) && $(HOST) -m scripts.report $$runs
+	@runs=$$($(HOST) -m scripts.results.runs $(RUN)) && $(HOST) -m scripts.results.report $$runs
 
 # verify runs the demo unless RUN is given on the command line (RUN=latest: the newest run folder, not a new run)
 verify: $(HOST_ENV)                ## run the demo and compare with this machine class's reference; RUN=… checks a run
-	@$(if $(filter command line,$(origin RUN)),run=$$($(HOST) -m scripts.runs $(RUN)) && ,)$(HOST) -m scripts.verify \
+	@$(if $(filter command line,$(origin RUN)),run=$$($(HOST) -m scripts.results.runs $(RUN)) && ,)$(HOST) -m scripts.results.verify \
 	  $(if $(filter command line,$(origin RUN)),--run $$run) $(if $(REFERENCE),--reference $(REFERENCE))
 
 reference: $(HOST_ENV)             ## run the reference profile and write results/reference/MACHINE-CLASS for verify
-	$(HOST) -m scripts.reference
+	$(HOST) -m scripts.results.reference
 
 site: $(HOST_ENV)                  ## the static site in site/: runners side by side, the references (RUN=… adds runs)
-	@$(if $(filter command line,$(origin RUN)),runs=$$($(HOST) -m scripts.runs $(RUN)) && ,)$(HOST) -m scripts.site \
+	@$(if $(filter command line,$(origin RUN)),runs=$$($(HOST) -m scripts.results.runs $(RUN)) && ,)$(HOST) -m scripts.results.site \
 	  $(if $(filter command line,$(origin RUN)),$$runs) $(RUNS)
 
 submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=… [NAME=…] [NO_HOSTS=1] [SIGN=KEY]
-	@run=$$($(HOST) -m scripts.runs $(RUN)) && $(HOST) -m scripts.submission submit $$run \
+	@run=$$($(HOST) -m scripts.results.runs $(RUN)) && $(HOST) -m scripts.results.submission submit $$run \
 	  $(if $(NAME),--name $(NAME)) $(if $(NO_HOSTS),--no-hosts) $(if $(SIGN),--sign $(SIGN))
 
 gpu-check:                         ## a bare GPU machine, no Docker, network or venvs: two parts of 6 minutes (PART=1|2)

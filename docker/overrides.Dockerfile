@@ -1,6 +1,6 @@
 # A variant that is another variant's image with one library swapped (matrix.yaml: `parent`), e.g. PyTorch cu130 with
 # a newer cuDNN. Only the swapped wheels form a new layer; everything else is the parent image's, so the two images
-# differ in exactly what the variant names. scripts/images.py builds the parent first, then:
+# differ in exactly what the variant names. scripts/launch/images.py builds the parent first, then:
 #   DOCKER_BUILDKIT=1 docker build -f docker/overrides.Dockerfile --build-arg PARENT_IMAGE=rosetta/pytorch:cu130 \
 #     --build-arg REQUIREMENTS=docker/pytorch/overrides-cudnn928.txt \
 #     --build-arg WHEELHOUSE=.wheelhouse/pytorch-cu130-cudnn928 -t rosetta/pytorch:cu130-cudnn928 .

@@ -1,11 +1,11 @@
 # The runner image of a family whose Python is older than any Debian still packages (CNTK: 3.6, Theano: 3.7,
 # Caffe2: 3.8). Same layout and contract as docker/Dockerfile; the interpreter comes from the host's pyenv instead of
-# the base's python3. scripts/images.py stages it under .wheelhouse/ and passes:
+# the base's python3. scripts/launch/images.py stages it under .wheelhouse/ and passes:
 #   PYTHON_HOME   the interpreter's prefix on the host (e.g. /root/.pyenv/versions/3.6.15). It is copied to the SAME
 #                 path, because pyenv's builds link libpython through an absolute RUNPATH.
 #   FAMILY        docker/FAMILY holds apt-packages.txt (what the stack needs from Debian) and, where the stack needs a
 #                 fix after pip, post_install.py (CNTK's OpenMPI links, Lasagne's Theano module).
-#   BOOTSTRAP     the newest pip/setuptools/wheel that still run on that Python (scripts/venvs.py: BOOTSTRAP), from the
+#   BOOTSTRAP     the newest pip/setuptools/wheel that still run on that Python (scripts/launch/venvs.py: BOOTSTRAP), from the
 #                 wheelhouse: ensurepip's pip 18 on 3.6 cannot install manylinux2010 wheels.
 #   make images FRAMEWORK=cntk VARIANT=cpu
 ARG BASE_IMAGE=rosetta/debian:bookworm

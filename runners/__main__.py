@@ -14,7 +14,7 @@ def main(argv=None):
     if argv[:1] == ["--version"]:
         print(f"rosetta runners {__version__}; frameworks: {', '.join(FRAMEWORKS)}; python {sys.version.split()[0]}")
         return 0
-    if argv[:1] == ["--inspect"]:   # what this environment carries for the GPU (scripts/images.py checks it)
+    if argv[:1] == ["--inspect"]:   # what this environment carries for the GPU (scripts/launch/images.py checks it)
         print(json.dumps(buildinfo.cached(), indent=1))
         return 0
     if argv[:1] == ["--barrier-check"]:   # does FRAMEWORK's barrier wait for the GPU? (shared/barrier_check.py)
@@ -29,7 +29,7 @@ def main(argv=None):
             return importlib.import_module(f"runners.{package}")
         except ImportError as e:
             raise RuntimeError(f"{cfg.framework} cannot be imported in {sys.executable}: {e} (the framework or a "
-                               f"library it loads is missing); rebuild its environment with `python -m scripts.venvs "
+                               f"library it loads is missing); rebuild its environment with `python -m scripts.launch.venvs "
                                f"{cfg.framework}` or run the cell in its image") from e
 
     return run(cfg, lambda c: importlib.import_module(f"runners.{package}.{c.task}"),

@@ -4,10 +4,10 @@
     python -m scripts.cell plan.json                                      # by SLURM_ARRAY_TASK_ID (Slurm)
     python -m scripts.cell plan.json --index 3 --runtime pyxis            # in the cell's image, through pyxis
 
-The cell runs exactly as in `scripts.run` (same executor, same timeout, the host writes the record when the runner
-could not) and leaves RUN_DIR/cells/ID.json and RUN_DIR/logs/ID.log; `scripts.merge` gathers them from every host.
-The record says which host ran it (ROSETTA_HOST, default this machine's name) and on which GPUs (the
-CUDA_VISIBLE_DEVICES the scheduler gave the job). Exit status: 0 for ok or skipped, 1 for failed or timeout.
+The cell runs exactly as in `scripts.run` (same executor, same timeout, the host writes the record when the runner could
+not) and leaves RUN_DIR/cells/ID.json and RUN_DIR/logs/ID.log; `scripts.results.merge` gathers them from every host. The
+record says which host ran it (ROSETTA_HOST, default this machine's name) and on which GPUs (the CUDA_VISIBLE_DEVICES
+the scheduler gave the job). Exit status: 0 for ok or skipped, 1 for failed or timeout.
 """
 import argparse
 import os
@@ -16,12 +16,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from scripts import plan as plans
-from scripts import preflight
-from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus, wanted_hashes
-from scripts.executors import LocalExecutor, RunSettings, SlurmContainerExecutor
-from scripts.matrix import ROOT, MatrixError, load
-from scripts.run import DATA, RESULTS, RunError, check_data, describe, local_environments, run_cell
+from scripts.launch import preflight
+from scripts.launch.compose import ComposeExecutor, ExecutorError, visible_gpus, wanted_hashes
+from scripts.launch.executors import LocalExecutor, RunSettings, SlurmContainerExecutor
+from scripts.launch.prepare import check_data, local_environments
+from scripts.paths import ROOT, DATA, RESULTS
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import MatrixError, load
+from scripts.run import RunError, describe, run_cell
 from shared import datasets
 
 INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")   # Slurm job arrays, Kubernetes Indexed Jobs

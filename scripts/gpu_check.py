@@ -5,11 +5,11 @@
     python3 -m scripts.gpu_check --part 2             # … the next call: the second part, into the newest run folder
     python3 -m scripts.gpu_check --dry-run            # the cells, in order and in parts, their time on paper
 
-No Docker, no network, no environment built: the cells run in the system executor (scripts/run.py --python), so
-each record names its interpreter and its framework's own versions. The plan (the `gpu-check` profile: PyTorch's and
-JAX's cnn, gru, resnet50, each idiomatic and tuned, Keras 3's amp CNN, Chainer's CNN) is cut, in its order, into at
-most MAX_PARTS parts of PART_MINUTES each on paper, so that a GPU session of about 15 minutes, its start included,
-holds them as one or two calls. Each part, within its budget:
+No Docker, no network, no environment built: the cells run in the system executor (scripts/run.py --python), so each
+record names its interpreter and its framework's own versions. The plan (the `gpu-check` profile: PyTorch's and JAX's
+cnn, gru, resnet50, each idiomatic and tuned, Keras 3's amp CNN, Chainer's CNN) is cut, in its order, into at most
+MAX_PARTS parts of PART_MINUTES each on paper, so that a GPU session of about 15 minutes, its start included, holds them
+as one or two calls. Each part, within its budget:
   1. the synthetic twins at full size (CIFAR-10 50,000 + 10,000, IMDB 25,000 + 25,000) under DATA-ROOT/synthetic;
   2. the barrier self-test of each framework of the part (shared/barrier_check.py) -> RUN/barriers.json;
   3. its cells, each default cell beside its tuned sibling, fp32 first, then amp, bf16, tf32; each is followed by its
@@ -22,10 +22,10 @@ Keras 3 is not in that Python: `make gpu-wheels` downloads it and its two small 
 (.wheelhouse/gpu-check, docker/gpu-check/requirements.txt with their hashes), and Chainer 7.8.1's source
 (docker/gpu-check/sources.txt); the folder travels with the checkout, and gpu-check installs them offline under
 DATA-ROOT/site before anything else (pip --require-hashes; Chainer's pure-Python packages unpacked from its checked
-archive). Without them, their cells are recorded `failed`, saying how. Chainer then has to run a convolution on the
-GPU in that Python (its NumPy, its CuPy): where it cannot, its cells are `skipped` with the error.
-The run folder becomes this GPU's reference with `python -m scripts.reference --from RUN` (results/reference/CLASS),
-which `python -m scripts.verify` then uses for runs of the same machine class.
+archive). Without them, their cells are recorded `failed`, saying how. Chainer then has to run a convolution on the GPU
+in that Python (its NumPy, its CuPy): where it cannot, its cells are `skipped` with the error. The run folder becomes
+this GPU's reference with `python -m scripts.results.reference --from RUN` (results/reference/CLASS), which `python -m
+scripts.results.verify` then uses for runs of the same machine class.
 """
 import argparse
 import json
@@ -40,12 +40,13 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from scripts import plan as plans
-from scripts import records, report
-from scripts.compose import visible_gpus
-from scripts.executors import RunSettings
-from scripts.matrix import ROOT, SYSTEM, load
-from scripts.run import RESULTS, RunError, check_interpreter, describe, make_executor, run_cell, run_dir_for
+from scripts.launch.compose import visible_gpus
+from scripts.launch.executors import RunSettings
+from scripts.paths import REFERENCES, RESULTS, ROOT
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import SYSTEM, load
+from scripts.results import records, report
+from scripts.run import RunError, check_interpreter, describe, make_executor, run_cell, run_dir_for
 from shared import datasets, flops, params, timing
 from shared.record import write_atomic
 
@@ -55,7 +56,6 @@ MAX_PARTS = 2            # … and two of them, the machine's start (1-2 minutes
 MIN_CELL_SECONDS = 20               # a cell needs at least this long to start, run and write its record
 PRECISION_ORDER = ("fp32", "amp", "bf16", "tf32")   # most informative first, should the budget end early
 
-REFERENCES = ROOT / "results" / "reference"
 WHEELS = ROOT / ".wheelhouse" / "gpu-check"           # make gpu-wheels puts Keras 3's wheels here …
 WHEEL_REQUIREMENTS = ROOT / "docker" / "gpu-check" / "requirements.txt"   # … pinned and hashed here
 SOURCES = ROOT / "docker" / "gpu-check" / "sources.txt"   # pure-Python source archives (Chainer), pinned and hashed
@@ -330,7 +330,7 @@ def main(argv=None):
     counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(found.values()).items()))
     print(f"gpu-check: {len(found)} of {len(cells)} cells recorded in {run_dir.name} ({counts})"
           + (f"; not run yet: {len(summary['not_run'])} (the next part: `--part N`)" if summary["not_run"] else ""))
-    print(f"run folder: {run_dir}; as this GPU's reference: python -m scripts.reference --from {run_dir}")
+    print(f"run folder: {run_dir}; as this GPU's reference: python -m scripts.results.reference --from {run_dir}")
     return 1 if broken else 0
 
 

@@ -10,7 +10,6 @@ run goes on; records are only ever written whole (temp file + rename), so a kill
 import argparse
 import os
 import platform
-import re
 import subprocess
 import sys
 import threading
@@ -26,32 +25,26 @@ try:
 except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack it: progress lines only, no bar
     tqdm = None
 
-from scripts import plan as plans
-from scripts import preflight, report
-from scripts.compose import ComposeExecutor, ExecutorError, visible_gpus
-from scripts.executors import LocalExecutor, RunSettings
-from scripts.matrix import ROOT, Cell, MatrixError, load
-from scripts import records, syspackages
-from scripts.venvs import EnvBuildError, EnvError, ensure, prepare_system
-from shared import datasets, params
+from scripts.launch import preflight, syspackages
+from scripts.launch.compose import ComposeExecutor, ExecutorError, visible_gpus
+from scripts.launch.executors import LocalExecutor, RunSettings
+from scripts.launch.prepare import check_data, local_environments
+from scripts.launch.venvs import EnvError
+from scripts.paths import DATA, RESULTS, ROOT
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import Cell, MatrixError, load
+from scripts.results import records, report
+from scripts.results.runs import runs_of
+from shared import datasets
 from shared.record import RecordError, make_record, write_record
 from shared.runner import tail
 from shared.sysinfo import placement
 
-RESULTS = ROOT / "results"
-DATA = ROOT / "data"
 FINISHED = ("ok", "skipped")  # a resumed run redoes failed and timed-out cells, never these
 
 
 class RunError(Exception):
     """A run that cannot start (bad matrix, missing data, unknown run to resume); says what to do."""
-
-
-def runs_of(results, profile):
-    """The run folders of `profile`, oldest first: PROFILE-YYYYmmdd-HHMMSS with a plan. The date must follow the
-    name, so that `demo` never picks up a `demo-full` run."""
-    return sorted(p for p in Path(results).glob(f"{profile}-*")
-                  if re.fullmatch(rf"{re.escape(profile)}-\d{{8}}-\d{{6}}", p.name) and (p / "plan.json").exists())
 
 
 def run_dir_for(results, profile, resume):
@@ -66,19 +59,6 @@ def run_dir_for(results, profile, resume):
     if not (path / "plan.json").exists():
         raise RunError(f"{path} is not a run folder (no plan.json); pass a folder name under {results} or 'latest'")
     return path
-
-
-def check_data(plan, data_root):
-    """Synthetic data is generated when missing; real data must have been prepared (`make data`) before a run."""
-    needed = {params.task_params(c.task)["dataset"] for c in plan.cells if c.task != "resnet50"}
-    kinds = {c.data for c in plan.cells}
-    for kind in kinds:
-        root = Path(data_root) / kind
-        missing = [d for d in sorted(needed) if not (root / d / "manifest.json").exists()]
-        if missing and kind == "synthetic":
-            datasets.prepare(root, synthetic=True, datasets=missing)
-        elif missing:
-            raise RunError(f"real data not prepared under {root}: {', '.join(missing)}; run `make data` first")
 
 
 def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
@@ -223,27 +203,6 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
         bar.close()
 
 
-def local_environments(plan, matrix, refused=None):
-    """Each framework's venv, built if needed: ({framework: python}, {framework: (status, reason)} for those that
-    could not be built). The Debian packages the plan's families need are installed first, in one go, unless
-    `refused` says why not (scripts/syspackages.py). Something absent (no python3.6 for CNTK, no OpenMPI where
-    nothing may install it) skips that framework's cells with the command that fixes it; a failed pip install fails
-    them with pip's last lines (a broken install, retried by --resume); the other frameworks run."""
-    frameworks = [matrix.frameworks[fid] for fid in dict.fromkeys(c.framework for c in plan.cells)]
-    absent = prepare_system(frameworks, refused)
-    pythons, unavailable = {}, {fid: ("skipped", reason) for fid, reason in absent.items()}
-    for framework in frameworks:
-        if framework.id in absent:
-            continue
-        try:
-            pythons[framework.id] = ensure(framework)
-        except EnvError as e:
-            unavailable[framework.id] = ("skipped", str(e))
-        except EnvBuildError as e:
-            unavailable[framework.id] = ("failed", str(e))
-    return pythons, unavailable
-
-
 def check_interpreter(python):
     """The interpreter the system executor runs cells in: an executable file, else a RunError saying so."""
     path = Path(python)
@@ -270,7 +229,8 @@ def make_executor(plan, matrix, refused=None, python=None):
 
 def plan_for(args, matrix):
     """(plan file, run folder): a new run expands the profile once (main writes it to RUN/plan.json); a resumed run
-    reads the plan it wrote (the matrix may have changed since); `--plan` runs a plan written by `python -m scripts.plan`."""
+    reads the plan it wrote (the matrix may have changed since); `--plan` runs a plan written by `python -m
+    scripts.plan`."""
     if args.resume:
         run_dir = run_dir_for(args.results, args.profile, args.resume)
         try:

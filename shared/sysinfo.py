@@ -236,6 +236,6 @@ def system_info(framework):
         **placement(),
         "os": platform.platform(),
         "image": os.environ.get("ROSETTA_IMAGE"),  # set by the Dockerfile: which image a containerized cell ran in
-        "code_hash": os.environ.get("ROSETTA_CODE_HASH"),  # and the code it holds (scripts/compose.py: code_hash)
+        "code_hash": os.environ.get("ROSETTA_CODE_HASH"),  # and the code it holds (scripts/launch/compose.py: code_hash)
         "build": buildinfo.cached(),               # what the environment carries: CUDA, cuDNN, NCCL, GPU kernels
     }

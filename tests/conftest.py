@@ -1,7 +1,7 @@
 """Shared fixtures: the project root, the synthetic data, and the framework environments.
 
-Framework tests run in each framework's own virtual environment (.venv/FAMILY, `python -m scripts.venvs ID`). Outside
-CI a missing environment skips its tests with the command that builds it; in CI (CI=true) it fails them.
+Framework tests run in each framework's own virtual environment (.venv/FAMILY, `python -m scripts.launch.venvs ID`).
+Outside CI a missing environment skips its tests with the command that builds it; in CI (CI=true) it fails them.
 """
 import os
 import subprocess
@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runners import FRAMEWORKS  # noqa: E402
-from scripts.matrix import load  # noqa: E402
-from scripts.venvs import python_of  # noqa: E402
+from scripts.plan.matrix import load  # noqa: E402
+from scripts.launch.venvs import python_of  # noqa: E402
 from shared import datasets  # noqa: E402
 
 IN_CI = os.environ.get("CI") == "true"
@@ -25,7 +25,7 @@ def framework_python(framework):
     """The interpreter of `framework`'s environment; skip (or, in CI, fail) where it has not been built."""
     python = python_of(load().frameworks[framework])
     if not python.exists():
-        message = f"{python} missing: build it with `python -m scripts.venvs {framework}`"
+        message = f"{python} missing: build it with `python -m scripts.launch.venvs {framework}`"
         pytest.fail(message) if IN_CI else pytest.skip(message)
     return python
 

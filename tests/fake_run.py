@@ -6,8 +6,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from scripts.executors import LocalExecutor, RunSettings  # noqa: E402
-from scripts.matrix import expand, load  # noqa: E402
+from scripts.launch.executors import LocalExecutor, RunSettings  # noqa: E402
+from scripts.plan.matrix import expand, load  # noqa: E402
 from scripts.run import execute  # noqa: E402
 
 

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from conftest import IN_CI, ROOT
-from scripts import compose
-from scripts.compose import ComposeExecutor, ExecutorError
-from scripts.executors import RunSettings
-from scripts.matrix import Cell, expand, load
+from scripts.launch import compose
+from scripts.launch.compose import ComposeExecutor, ExecutorError
+from scripts.launch.executors import RunSettings
+from scripts.plan.matrix import Cell, expand, load
 from scripts.run import execute
 from shared.record import read_record
 
@@ -248,7 +248,7 @@ def test_a_container_can_write_only_its_own_cells_folder(engine, project, synthe
                                project=project)
     cell = Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "tiny")
     out = run_dir / "cells" / f"{cell.id}.json"
-    from scripts.executors import prepare_own_folder
+    from scripts.launch.executors import prepare_own_folder
     prepare_own_folder(out)
     argv, env = executor.command(cell, out, RunSettings("full-1", 1, 60.0, synthetic_data.parent))
     attempts = ("echo x > /results/../cells/other-cell.json; echo x > /results/../../reference/forged.json; "
@@ -280,7 +280,7 @@ def test_benchmark_services_are_hardened():
 
 def test_an_image_built_before_a_runner_change_is_refused(tmp_path, monkeypatch):
     """The code hash covers the runners, shared/, the Dockerfiles and the family's pins: change one runner line and
-    every image of that checkout is stale (scripts.images --if-stale rebuilds it, the executor refuses it)."""
+    every image of that checkout is stale (scripts.launch.images --if-stale rebuilds it, the executor refuses it)."""
     for folder in ("runners", "shared", "docker"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(compose, "ROOT", tmp_path)

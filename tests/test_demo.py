@@ -6,7 +6,7 @@ import pytest
 
 from conftest import framework_python
 from scripts import run
-from scripts.matrix import expand, load
+from scripts.plan.matrix import expand, load
 
 
 @pytest.mark.slow

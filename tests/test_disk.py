@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from scripts import images, venvs
-from scripts.matrix import ROOT, load
+from scripts.launch import images, venvs
+from scripts.paths import ROOT
+from scripts.plan.matrix import load
 
 
 @pytest.mark.skipif(shutil.which("hardlink") is None, reason="util-linux's hardlink is not on this host")

@@ -13,7 +13,8 @@ DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *so
 MAKEFILE = (ROOT / "Makefile").read_text()
 TARGETS = set(re.findall(r"^([a-z][a-z-]*):", MAKEFILE, flags=re.M))
 # Modules whose flags live elsewhere: the runner contract's flags are shared/runner.py's parser.
-FLAG_SOURCES = {"runners": ["runners/__main__.py", "shared/runner.py"]}
+FLAG_SOURCES = {"runners": ["runners/__main__.py", "shared/runner.py"],
+                "scripts.plan": ["scripts/plan/__main__.py", "scripts/plan/planfile.py"]}
 
 
 def quoted(text):
@@ -114,10 +115,10 @@ def test_the_readme_is_a_front_door():
 
 
 def test_the_readme_results_are_the_committed_references():
-    """`python -m scripts.glance --write` made them; a reference regenerated without it fails here."""
-    from scripts import glance
+    """`python -m scripts.results.glance --write` made them; a reference regenerated without it fails here."""
+    from scripts.results import glance
     text = (ROOT / "README.md").read_text()
-    assert glance.replaced(text, glance.block()) == text, "README.md's results are stale: python -m scripts.glance --write"
+    assert glance.replaced(text, glance.block()) == text, "README.md's results are stale: python -m scripts.results.glance --write"
     assert "Lower is better" in text and "(×1.00)" in text
 
 

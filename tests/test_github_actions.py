@@ -1,7 +1,7 @@
 """GitHub Actions: the workflows pass the linters a real pipeline runs (actionlint with our runner labels,
 check-jsonschema's GitHub-workflow schema), the linters do catch a broken copy, the plan's chunks only ask for
 declared labels, bad input is refused before anything is submitted, and the workflow stays in step with
-scripts/plan.py. Fast and offline: no runner, no network."""
+scripts/plan/planfile.py. Fast and offline: no runner, no network."""
 import json
 import os
 import re
@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from conftest import IN_CI, ROOT
-from scripts import plan as plans
-from scripts.matrix import load
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import load
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 MATRIX_YML = WORKFLOWS / "matrix.yml"
@@ -98,7 +98,7 @@ def test_actionlint_catches_an_undeclared_label_and_a_misspelled_key(tmp_path, f
     assert got.returncode != 0 and finding in got.stdout, got.stdout + got.stderr
 
 
-# ---------------------------------------------------------------- scripts.plan's GitHub part
+# ---------------------------------------------------------------- scripts.plan.planfile's GitHub part
 
 def synthetic_plan(n):
     """A plan of `n` distinct CPU cells (one smoke cell under `n` scale names): bigger than any profile."""
@@ -163,7 +163,7 @@ def test_github_output_end_to_end_for_the_smoke_profile(tmp_path):
     """What the plan job's step does: appends run_id and chunk-0… to $GITHUB_OUTPUT, one JSON list per chunk."""
     out, plan_json = tmp_path / "github_output", tmp_path / "plan.json"
     out.write_text("earlier=kept\n")   # GitHub's file may hold other steps' outputs: append, never truncate
-    subprocess.run([sys.executable, "-m", "scripts.plan", "--profile", "smoke", "--run-id", "smoke-gha",
+    subprocess.run([sys.executable, "-m", "scripts.plan.planfile", "--profile", "smoke", "--run-id", "smoke-gha",
                     "--out", str(plan_json), "--github-output", str(out)], cwd=ROOT, check=True, timeout=120,
                    capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     lines = out.read_text().splitlines()
@@ -177,7 +177,7 @@ def test_github_output_end_to_end_for_the_smoke_profile(tmp_path):
     assert chunks[1:] == [[]] * (plans.GITHUB_CHUNKS - 1)
 
 
-# ---------------------------------------------------------------- the workflow in step with scripts/plan.py
+# ---------------------------------------------------------------- the workflow in step with scripts/plan/planfile.py
 
 def test_matrix_workflow_has_one_cells_job_per_chunk_and_merges_them_all():
     jobs = workflow(MATRIX_YML)["jobs"]
@@ -244,7 +244,7 @@ def test_images_workflow_publishes_on_tags_with_least_privilege():
 def test_images_workflow_lists_every_full_profile_image_and_each_familys_cpu_image(tmp_path):
     """What the list job's step writes: one job per image, each buildable alone by its framework id and variant."""
     out = tmp_path / "github_output"
-    subprocess.run([sys.executable, "-m", "scripts.images", "--profile", "full", "--and-cpu", "--list",
+    subprocess.run([sys.executable, "-m", "scripts.launch.images", "--profile", "full", "--and-cpu", "--list",
                     "--github-output", str(out)], cwd=ROOT, check=True, capture_output=True, timeout=120,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
     (line,) = out.read_text().splitlines()
@@ -262,7 +262,7 @@ def test_images_workflow_lists_every_full_profile_image_and_each_familys_cpu_ima
 
 # ---------------------------------------------------------------- self-hosted runners and forks (docs/security.md)
 
-from scripts import workflow_trust  # noqa: E402
+from scripts.launch import workflow_trust  # noqa: E402
 
 
 def test_no_event_a_fork_can_cause_reaches_a_self_hosted_runner_in_any_workflow():

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from scripts import gpu_check, records
-from scripts import plan as plans
-from scripts import run as runs
-from scripts.matrix import Cell, MatrixError, load, parse
+from scripts import gpu_check, run as runs
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import Cell, MatrixError, load, parse
+from scripts.results import records
 from shared import barrier_check, datasets, timing
 
 DEFAULT = {"cnn": ("fp32",), "gru": ("fp32",), "resnet50": ("bf16",)}

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 
 from conftest import IN_CI, ROOT
-from scripts import images, wheelhouse
-from scripts.compose import ExecutorError, check_engine, docker_cli
-from scripts.matrix import load
+from scripts.launch import images, wheelhouse
+from scripts.launch.compose import ExecutorError, check_engine, docker_cli
+from scripts.plan.matrix import load
 
 # One pytest-xdist worker runs all of these (`make test` runs two): builds share the wheelhouse and BuildKit cache.
 pytestmark = pytest.mark.xdist_group("docker-build")

@@ -19,8 +19,8 @@ import pytest
 
 from conftest import IN_CI, ROOT
 from runners.julia_knet import CONTRACT_TIMES
-from scripts import compose
-from scripts.compose import ExecutorError
+from scripts.launch import compose
+from scripts.launch.compose import ExecutorError
 from shared import canonical, datasets, params, timing
 from shared.record import read_record
 

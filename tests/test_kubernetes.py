@@ -1,4 +1,4 @@
-"""Kubernetes Indexed Jobs from a plan (scripts/k8s.py): the manifests pass the real schema validator for every
+"""Kubernetes Indexed Jobs from a plan (scripts/launch/k8s.py): the manifests pass the real schema validator for every
 version claimed, the fields it cannot check (enums, limits, names) are checked here, the pod's command picks the
 right cell, and a plan or option the backend cannot take is refused before anything is written."""
 import json
@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts import k8s, plan as plans
-from scripts.executors import RunSettings, runner_args
+from scripts.launch import k8s
+from scripts.launch.executors import RunSettings, runner_args
+from scripts.plan import planfile as plans
 from conftest import ROOT
-from scripts.matrix import Cell, load
+from scripts.plan.matrix import Cell, load
 from shared import buildinfo
 from shared.record import read_record
 
@@ -336,7 +337,7 @@ def test_stdout_gets_the_manifests_and_stderr_the_next_steps(plan_paths, capsys)
     assert {d["metadata"]["namespace"] for d in docs} == {"bench"}
     assert "kubectl apply -n bench -f -" in captured.err
     run_dir, mounted = shlex.quote("results/Smoke_Run.1"), shlex.quote("/mnt/results/Smoke_Run.1/slots")
-    assert f"python -m scripts.merge {run_dir} {mounted} --plan {plan_paths['smoke']}" in captured.err
+    assert f"python -m scripts.results.merge {run_dir} {mounted} --plan {plan_paths['smoke']}" in captured.err
 
 
 def test_cells_without_kernels_for_the_clusters_gpus_are_left_out_and_recorded_skipped(tmp_path):
@@ -344,7 +345,7 @@ def test_cells_without_kernels_for_the_clusters_gpus_are_left_out_and_recorded_s
     get no Job, and their skipped records (with the reason) wait in results/RUN_ID/cells/ for the merge."""
     plan_file = plans.make(load(), "full", "h100-run")
     plans.write(tmp_path / "plan.json", plan_file)
-    out = subprocess.run([sys.executable, "-m", "scripts.k8s", str(tmp_path / "plan.json"), "--image-prefix", "r/",
+    out = subprocess.run([sys.executable, "-m", "scripts.launch.k8s", str(tmp_path / "plan.json"), "--image-prefix", "r/",
                           "--data-claim", "d", "--results-claim", "r", "--gpu-arch", "sm_90", "--out",
                           str(tmp_path / "jobs.yaml"), "--results", str(tmp_path / "results")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -357,7 +358,7 @@ def test_cells_without_kernels_for_the_clusters_gpus_are_left_out_and_recorded_s
     unfit = {c.id for c in plan_file.cells if c.gpu_archs and not buildinfo.runs(c.gpu_archs, c.ptx, "sm_90")}
     assert unfit and {Cell(**r["cell"]).id for r in skipped} == unfit
     assert all(r["status"] == "skipped" and "sm_90" in r["reason"] for r in skipped)
-    bad = subprocess.run([sys.executable, "-m", "scripts.k8s", str(tmp_path / "plan.json"), "--image-prefix", "",
+    bad = subprocess.run([sys.executable, "-m", "scripts.launch.k8s", str(tmp_path / "plan.json"), "--image-prefix", "",
                           "--data-claim", "d", "--results-claim", "r", "--gpu-arch", "hopper"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "like sm_90" in bad.stderr
@@ -366,10 +367,10 @@ def test_cells_without_kernels_for_the_clusters_gpus_are_left_out_and_recorded_s
 def test_the_merge_takes_from_each_slot_only_the_cell_planned_there(plan_paths, tmp_path):
     """A pod's record lands in RUN/slots/k8s-GROUP-INDEX/: the merge maps the slot back to its planned cell, and a
     record of another cell in that slot (a hostile pod claiming its neighbour's identity) is quarantined."""
-    from scripts import merge, records
+    from scripts.results import merge, records
     from shared.record import make_record, write_record
     plan_file = plans.read(plan_paths["smoke"])
-    slots = k8s.slot_map(plan_file.cells)
+    slots = plans.slot_map(plan_file.cells)
     assert sorted(slots.values()) == sorted(c.id for c in plan_file.cells)
     (mine, victim), (other, _) = list(slots.items())[0], list(slots.items())[1]
     claim = tmp_path / "claim" / plan_file.run_id / "slots"

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from scripts.matrix import MatrixError, expand, load, parse
+from scripts.plan.matrix import MatrixError, expand, load, parse
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ def test_a_profile_excludes_cells_of_its_own(doc):
 
 
 def test_matrix_cli_prints_the_error_once_and_exits_2(tmp_path, capsys):
-    from scripts.matrix import main
+    from scripts.plan.matrix import main
     bad = tmp_path / "m.yaml"
     bad.write_text("schema: 1\nframeworks: {}\nprofiles: {demo: {executor: local}}\nbogus: 1\n")
     assert main(["--matrix", str(bad)]) == 2

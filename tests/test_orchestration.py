@@ -10,9 +10,9 @@ import time
 import pytest
 
 from conftest import ROOT
-from scripts.executors import LocalExecutor, RunSettings
+from scripts.launch.executors import LocalExecutor, RunSettings
 from fake_run import pytorch_demo
-from scripts.matrix import Cell, Plan, expand
+from scripts.plan.matrix import Cell, Plan, expand
 from scripts.run import execute
 from shared.record import make_record, read_record, write_atomic, write_record
 
@@ -121,7 +121,8 @@ def test_a_framework_without_an_environment_is_recorded_and_the_rest_run(tmp_pat
     a pip install that failed: its cells are `failed` (a broken install, retried by --resume), with pip's own last
     lines. Neither launches."""
     import scripts.run as run_module
-    from scripts.venvs import EnvBuildError, EnvError
+    from scripts.launch import prepare
+    from scripts.launch.venvs import EnvBuildError, EnvError
 
     def ensure(framework):
         if framework.id == "cntk":
@@ -129,10 +130,10 @@ def test_a_framework_without_an_environment_is_recorded_and_the_rest_run(tmp_pat
         if framework.id == "caffe2":
             raise EnvBuildError("building the caffe2 environment failed: `-m pip install …` exited 1; its output "
                                 "ends:\nERROR: No matching distribution found for torch==1.8.1\n(rebuild it with "
-                                "`python -m scripts.venvs caffe2`)")
+                                "`python -m scripts.launch.venvs caffe2`)")
         return sys.executable
-    monkeypatch.setattr(run_module, "ensure", ensure)
-    monkeypatch.setattr(run_module, "prepare_system", lambda frameworks, refused=None: {})
+    monkeypatch.setattr(prepare, "ensure", ensure)
+    monkeypatch.setattr(prepare, "prepare_system", lambda frameworks, refused=None: {})
     matrix = run_module.load()
     cells = [c for c in expand(matrix, "demo").cells if c.framework in ("cntk", "caffe2", "pytorch")
              and c.task == "cnn"]
@@ -140,7 +141,7 @@ def test_a_framework_without_an_environment_is_recorded_and_the_rest_run(tmp_pat
     pythons, unavailable = run_module.local_environments(plan, matrix)
     assert set(pythons) == {"pytorch"}
     assert unavailable["cntk"][0] == "skipped" and "install Python 3.6" in unavailable["cntk"][1]
-    assert unavailable["caffe2"][0] == "failed" and "scripts.venvs caffe2" in unavailable["caffe2"][1]
+    assert unavailable["caffe2"][0] == "failed" and "scripts.launch.venvs caffe2" in unavailable["caffe2"][1]
     assert "No matching distribution found for torch==1.8.1" in unavailable["caffe2"][1]
 
     executor = LocalExecutor({"pytorch": sys.executable}, root=FAKE_ROOT)   # launching cntk or caffe2 would KeyError

@@ -1,9 +1,9 @@
 """The pre-flight knows which image fits which GPU: a cell whose image has no kernels for the host's GPU is recorded
 `skipped` with the reason before launch, and the rest of the matrix still runs (fake GPU descriptions: no GPU here)."""
 from conftest import ROOT  # noqa: F401  (puts the project on sys.path)
-from scripts import preflight
-from scripts.executors import RunSettings
-from scripts.matrix import expand, load
+from scripts.launch import preflight
+from scripts.launch.executors import RunSettings
+from scripts.plan.matrix import expand, load
 from scripts.run import execute
 from shared.record import read_record
 

@@ -17,8 +17,8 @@ import pytest
 from shared import timing
 
 from conftest import IN_CI, ROOT
-from scripts.matrix import load
-from scripts.venvs import python_of
+from scripts.launch.venvs import python_of
+from scripts.plan.matrix import load
 
 
 
@@ -37,7 +37,7 @@ def r_python(framework):
                 "r-cran-jsonlite")
     python = python_of(load().frameworks[framework])
     if not python.exists():
-        missing(f"{python} missing: build it with `python -m scripts.venvs {framework}`")
+        missing(f"{python} missing: build it with `python -m scripts.launch.venvs {framework}`")
     return python
 
 

@@ -1,12 +1,13 @@
-"""A record whose published figures do not follow from its own samples is refused (scripts/records.py,
+"""A record whose published figures do not follow from its own samples is refused (scripts/results/records.py,
 `contradictions`), as is NaN or infinity anywhere and an accuracy or AUC outside [0, 1]: built from the committed
-reference records (results/reference/cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c), each case changes one figure of a real record."""
+reference records (results/reference/cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c), each case changes one figure of a real
+record."""
 import json
 from pathlib import Path
 
 import pytest
 
-from scripts import records
+from scripts.results import records
 from shared.record import RecordError, write_record
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
-from scripts import report, verify
+from scripts.results import report, verify
 from shared.params import params_hash
 from shared.record import make_record, write_atomic, write_record
 

@@ -220,7 +220,7 @@ def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_
                            str(out), "--device", "cpu", "--scale", "tiny"], cwd=ROOT, capture_output=True, text=True)
     record = json.loads(out.read_text())
     assert proc.returncode == 1 and record["status"] == "failed"
-    assert "No module named 'cntk'" in record["reason"] and "scripts.venvs cntk" in record["reason"]
+    assert "No module named 'cntk'" in record["reason"] and "scripts.launch.venvs cntk" in record["reason"]
 
 
 # Every training runner with a tuned path but the one above: its tuned cell must run, whole, through the CLI. The

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from scripts import merge, report
-from scripts import plan as plans
-from scripts.executors import RunSettings, SlurmContainerExecutor
-from scripts.matrix import Cell, load
+from scripts.launch.executors import RunSettings, SlurmContainerExecutor
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import Cell, load
+from scripts.results import merge, report
 from shared.record import make_record, read_record, write_record
 
 SYSTEM = {"cpu": "AMD EPYC 9B14", "cpu_count": 2, "gpus": ["NVIDIA H100"], "driver": "580.1", "cuda": "13.0",
@@ -169,12 +169,12 @@ def test_records_from_several_hosts_merge_into_one_report_idempotently(tmp_path)
 def test_merge_quarantines_what_is_not_a_record_and_names_the_file(tmp_path):
     (tmp_path / "src" / "cells").mkdir(parents=True)
     (tmp_path / "src" / "cells" / "x.json").write_text("{truncated")
-    out = subprocess.run([sys.executable, "-m", "scripts.merge", str(tmp_path / "run"), str(tmp_path / "src")],
+    out = subprocess.run([sys.executable, "-m", "scripts.results.merge", str(tmp_path / "run"), str(tmp_path / "src")],
                          cwd=ROOT, capture_output=True, text=True)
     assert "1 quarantined" in out.stdout and "x.json" in out.stderr and "not a readable result record" in out.stderr
     assert out.returncode == 2 and "no records under cells/" in out.stderr     # nothing sound: no report
     assert len(list((tmp_path / "run" / "quarantine").glob("*.quarantined"))) == 1
-    out = subprocess.run([sys.executable, "-m", "scripts.merge", str(tmp_path / "run"), str(tmp_path / "nowhere")],
+    out = subprocess.run([sys.executable, "-m", "scripts.results.merge", str(tmp_path / "run"), str(tmp_path / "nowhere")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and "no such file or folder" in out.stderr
 

@@ -1,5 +1,6 @@
-"""`make setup` (scripts/setup.py): the GPU/CPU decision from a fake Docker engine and a fake nvidia-smi, the .env it
-writes (user lines kept, reruns idempotent, --cpu/--gpu), and what the real docker-compose 1.29 makes of that .env."""
+"""`make setup` (scripts/launch/setup.py): the GPU/CPU decision from a fake Docker engine and a fake nvidia-smi, the
+.env it writes (user lines kept, reruns idempotent, --cpu/--gpu), and what the real docker-compose 1.29 makes of that
+.env."""
 import json
 import os
 import shutil
@@ -43,7 +44,7 @@ CPU_HOST = {"Runtimes": {"runc": {"path": "runc"}}, "CDISpecDirs": ["/etc/cdi", 
 
 
 def setup(env, env_file, *flags):
-    proc = subprocess.run([sys.executable, "-m", "scripts.setup", "--env-file", str(env_file), *flags], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "scripts.launch.setup", "--env-file", str(env_file), *flags], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -176,8 +177,8 @@ esac
 
 
 def pytorch_cpu_hash():
-    from scripts.compose import code_hash
-    from scripts.matrix import load
+    from scripts.launch.compose import code_hash
+    from scripts.plan.matrix import load
     return code_hash("pytorch", load().frameworks["pytorch"].variants["cpu"])
 
 
@@ -205,7 +206,7 @@ def test_pull_goes_by_digest_where_one_is_known(tmp_path):
 def test_an_image_of_other_code_is_refused_and_env_left_alone(tmp_path):
     source = f"ghcr.io/owner/rosetta/pytorch:cpu-{pytorch_cpu_hash()}"
     env, calls = fake_registry_docker(tmp_path, {source: "0123456789abcdef"})
-    proc = subprocess.run([sys.executable, "-m", "scripts.setup", "--env-file", str(tmp_path / ".env"), "--cpu",
+    proc = subprocess.run([sys.executable, "-m", "scripts.launch.setup", "--env-file", str(tmp_path / ".env"), "--cpu",
                            "--pull", "ghcr.io/owner/", "--framework", "pytorch"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "holds code 0123456789abcdef, this checkout's is" in proc.stderr

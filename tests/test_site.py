@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import IN_CI, ROOT
-from scripts import report, rosetta, site
+from scripts.results import report, rosetta, site
 
 PAGES = ["index.html", "lessons.html"] + [f"{kind}-{t}.html" for t in ("cnn", "gru", "resnet50", "densenet121")
                                           for kind in ("rosetta", "code", "results")]
@@ -49,7 +49,7 @@ def test_the_lessons_a_section_cites_are_found():
 @pytest.mark.parametrize("task, package", [(t, p) for t, runners in site.runner_files().items() for p in runners])
 def test_every_runner_marks_every_concept_of_its_task(task, package):
     """`# rosetta: CONCEPT` above the lines that do it, in the task module or its package's shared files; a runner
-    that truly cannot have a concept is an explicit exception in scripts/rosetta.py, with the reason."""
+    that truly cannot have a concept is an explicit exception in scripts/results/rosetta.py, with the reason."""
     path, _ = site.runner_files()[task][package]
     found = rosetta.concepts_of(task, path)
     missing = [c for c in rosetta.TASK_CONCEPTS[task]
@@ -116,8 +116,8 @@ def run_folders(tmp_path_factory):
     subprocess.run([sys.executable, str(ROOT / "tests" / "fake_run.py"), str(first), str(data)], check=True,
                    timeout=300)
     from dataclasses import replace
-    from scripts import plan as plans
-    from scripts.matrix import load
+    from scripts.plan import planfile as plans
+    from scripts.plan.matrix import load
     plan_file = plans.make(load(), "demo", first.name)     # the plan fake_run ran: PyTorch's demo cells
     cells = tuple(c for c in plan_file.cells if c.cell.framework == "pytorch")
     plans.write(first / "plan.json", replace(plan_file, cells=cells,
@@ -190,10 +190,10 @@ def test_results_of_two_machine_classes_are_two_columns_with_their_records(built
 
 def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(synthetic_data, tmp_path, monkeypatch):
     """A submission is a whole profile (the checker re-derives the plan): the smoke profile, run by the fake runners."""
-    from scripts import plan as plans
-    from scripts import submission
-    from scripts.executors import LocalExecutor, RunSettings
-    from scripts.matrix import load
+    from scripts.launch.executors import LocalExecutor, RunSettings
+    from scripts.plan import planfile as plans
+    from scripts.plan.matrix import load
+    from scripts.results import submission
     from scripts.run import execute
     if submission.checkout_code_hash() != submission.committed_code_hash("HEAD"):
         pytest.skip("runners/ or shared/ differ from HEAD: a submission is made from committed runner code")

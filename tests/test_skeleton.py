@@ -6,7 +6,7 @@ import pytest
 
 from conftest import ROOT
 from runners import FRAMEWORKS
-from scripts.matrix import load
+from scripts.plan.matrix import load
 from shared import params
 
 SECTIONS = ["Config", "Data", "Model", "Train step", "Evaluate", "Main"]

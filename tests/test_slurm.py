@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from conftest import IN_CI, ROOT
-from scripts import plan as plans
-from scripts import slurm
-from scripts.matrix import load
+from scripts.launch import slurm
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import load
 from slurm_cluster import missing, single_node_slurm
 from shared.record import read_record
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.xdist_group("slurm")
 
 
 def submit(plan_path, run_dir, data_root, env, *extra):
-    return subprocess.run([sys.executable, "-m", "scripts.slurm", str(plan_path), "--run-dir", str(run_dir),
+    return subprocess.run([sys.executable, "-m", "scripts.launch.slurm", str(plan_path), "--run-dir", str(run_dir),
                            "--data-root", str(data_root), *extra], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
 
@@ -124,7 +124,7 @@ def test_dry_run_writes_the_scripts_for_each_runtime(tmp_path, synthetic_data):
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "dry"))
     for runtime, prefix in (("pyxis", "registry.example.org#"), ("apptainer", "/shared/sif")):
         run_dir = tmp_path / runtime
-        out = subprocess.run([sys.executable, "-m", "scripts.slurm", str(tmp_path / "plan.json"), "--dry-run",
+        out = subprocess.run([sys.executable, "-m", "scripts.launch.slurm", str(tmp_path / "plan.json"), "--dry-run",
                               "--runtime", runtime, "--image-prefix", prefix, "--run-dir", str(run_dir),
                               "--data-root", str(synthetic_data.parent), "--sbatch=--partition=gpu"],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from scripts import plan as plans
-from scripts import submission
-from scripts.executors import LocalExecutor, RunSettings
-from scripts.matrix import Cell
-from scripts.matrix import load
+from scripts.launch.executors import LocalExecutor, RunSettings
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import Cell, load
+from scripts import reproduce
+from scripts.results import submission
 from scripts.run import execute
 from shared import params, sysinfo
 from shared.timing import summarize
@@ -446,7 +446,7 @@ def test_the_workflow_checks_every_pull_request_with_the_base_branchs_checker():
     assert pr["with"]["ref"] == "${{ github.event.pull_request.head.sha }}" and pr["with"]["path"] == "pr"
     assert pr["with"]["sparse-checkout"] == "results/community" and pr["with"]["persist-credentials"] is False
     runs = [step.get("run", "") for step in steps[steps.index(pr) + 1:]]
-    check = next(run for run in runs if "-m scripts.submission check" in run)
+    check = next(run for run in runs if "-m scripts.results.submission check" in run)
     assert check.startswith(".venv/host/bin/python ") and "--community pr/results/community" in check
     assert "--ancestor-of HEAD" in check
     assert not any("pr/" in run.replace("pr/results/community", "") for run in runs)   # nothing of pr/ runs
@@ -458,12 +458,12 @@ def test_check_community_reads_another_folder(submitted, capsys):
 
 
 def test_make_submit_calls_the_script():
-    """`make submit RUN=…` resolves the run folder (or `latest`) through scripts.runs, then submits it."""
+    """`make submit RUN=…` resolves the run folder (or `latest`) through scripts.results.runs, then submits it."""
     import subprocess
     dry = subprocess.run(["make", "-n", "submit", "RUN=results/demo-x", "NAME=mine", "NO_HOSTS=1"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert "-m scripts.runs results/demo-x" in dry
-    assert re.search(r"-m scripts\.submission submit \$run[\s\\]+--name mine --no-hosts", dry), dry
+    assert "-m scripts.results.runs results/demo-x" in dry
+    assert re.search(r"-m scripts\.results\.submission submit \$run[\s\\]+--name mine --no-hosts", dry), dry
 
 
 # ---------------------------------------------------------------- the committed example, tampered as a forger would
@@ -582,7 +582,7 @@ def fake_executor():
 
 
 def test_reproduce_reruns_cells_here_and_they_agree(submitted, synthetic_data, tmp_path):
-    seed, results = submission.reproduce(submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent,
+    seed, results = reproduce.reproduce(submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent,
                                          out=tmp_path / "again", seed=7)
     assert seed == 7
     assert sorted(cell for cell, _, _ in results) == sorted(
@@ -598,7 +598,7 @@ def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tm
         [v / 2 for v in r["timing"]["values"]], warmup=r["timing"]["warmup"], unit=r["timing"]["unit"])))
     reseal(copy)
     assert submission.findings(copy) == []
-    _, results = submission.reproduce(copy, 2, executor=fake_executor(), data_root=synthetic_data.parent,
+    _, results = reproduce.reproduce(copy, 2, executor=fake_executor(), data_root=synthetic_data.parent,
                                       out=tmp_path / "again", seed=1)
     verdicts = {cell: (agrees, words) for cell, agrees, words in results}
     assert verdicts[name[:-5]][0] is False and "×2.00" in verdicts[name[:-5]][1]
@@ -606,13 +606,13 @@ def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tm
 
 
 def test_reproduce_refuses_another_machine_class_or_other_code(copy, monkeypatch):
-    monkeypatch.setattr(submission, "local_class", lambda record: "cpu:other:avx2:64c")
+    monkeypatch.setattr(reproduce, "local_class", lambda record: "cpu:other:avx2:64c")
     with pytest.raises(submission.SubmissionError, match="is of this machine's class"):
-        submission.reproduce(copy, 1, executor=fake_executor())
+        reproduce.reproduce(copy, 1, executor=fake_executor())
     monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=None: "0" * 16)
-    monkeypatch.setattr(submission, "local_class", lambda record: record["system"]["machine_class"])
+    monkeypatch.setattr(reproduce, "local_class", lambda record: record["system"]["machine_class"])
     with pytest.raises(submission.SubmissionError, match="are not the submission's"):
-        submission.reproduce(copy, 1, executor=fake_executor())
+        reproduce.reproduce(copy, 1, executor=fake_executor())
 
 
 def test_reproduce_runs_the_submissions_own_runner_code_from_git(submitted, tmp_path, head):
@@ -627,7 +627,7 @@ def test_reproduce_runs_the_submissions_own_runner_code_from_git(submitted, tmp_
 
 def test_reproduce_refuses_a_rejected_submission_and_the_command_line_says_why(copy, capsys):
     edited_value(copy)
-    assert submission.main(["reproduce", str(copy), "--cells", "1"]) == 2
+    assert reproduce.main([str(copy), "--cells", "1"]) == 2
     assert "is rejected by the checker" in capsys.readouterr().err
 
 

@@ -1,4 +1,4 @@
-"""System requirements (scripts/syspackages.py): one source of truth per family, a pre-flight before any cell, an
+"""System requirements (scripts/launch/syspackages.py): one source of truth per family, a pre-flight before any cell, an
 install where this process may, and otherwise `skipped` cells carrying the exact command, never `failed` ones.
 
 apt-get and sudo are fakes on PATH here (shell scripts that log what they were asked and "install" a program the
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from scripts import syspackages, venvs
-from scripts.executors import LocalExecutor, RunSettings
-from scripts.matrix import Plan, expand, load
+from scripts.launch import syspackages, venvs
+from scripts.launch.executors import LocalExecutor, RunSettings
+from scripts.plan.matrix import Plan, expand, load
 from scripts.run import execute, local_environments
 from shared.record import read_record
 
@@ -155,7 +155,7 @@ def test_a_family_whose_packages_are_absent_is_skipped_before_any_cell(host, mon
     monkeypatch.setattr(syspackages, "for_family",
                         lambda family: (REQUIREMENT,) if family == "cntk" else ())
     built = []
-    monkeypatch.setattr("scripts.run.ensure", lambda fw: built.append(fw.id) or sys.executable)
+    monkeypatch.setattr("scripts.launch.prepare.ensure", lambda fw: built.append(fw.id) or sys.executable)
     matrix = load()
     cells = tuple(c for c in expand(matrix, "demo").cells if c.framework in ("cntk", "keras2-cntk", "pytorch")
                   and c.task == "cnn")
@@ -185,7 +185,7 @@ def test_an_environment_that_fails_to_build_carries_pips_own_words():
         venvs.run_step(argv, fw)
     message = str(e.value)
     assert "No matching distribution found for rosetta-no-such-package==1.0" in message
-    assert "exited 1" in message and "python -m scripts.venvs pytorch" in message
+    assert "exited 1" in message and "python -m scripts.launch.venvs pytorch" in message
 
 
 def test_the_cntk_post_install_names_the_package_when_openmpi_is_missing(tmp_path):
@@ -208,12 +208,12 @@ EARLY_READER = re.compile(r"\|\s*(grep\s+(-\w*[qm]\w*|--max-count|--quiet)|head\
 
 def shell_under_pipefail():
     """(path, text) of every shell text that runs with pipefail: CI's scripts, the workflows' `run:` steps (GitHub's
-    bash runs `-eo pipefail`), and the Slurm scripts scripts/slurm.py writes."""
+    bash runs `-eo pipefail`), and the Slurm scripts scripts/launch/slurm.py writes."""
     for path in sorted((ROOT / ".ci").iterdir()):
         yield path, path.read_text()
     for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
         yield path, path.read_text()
-    yield ROOT / "scripts" / "slurm.py", (ROOT / "scripts" / "slurm.py").read_text()
+    yield ROOT / "scripts" / "launch" / "slurm.py", (ROOT / "scripts" / "launch" / "slurm.py").read_text()
 
 
 def test_no_reader_stops_a_pipe_early_under_pipefail():

@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from scripts import k8s, merge, records, report, slurm
-from scripts import plan as plans
-from scripts.matrix import Cell, load
+from scripts.launch import k8s, slurm
+from scripts.paths import safe_id
+from scripts.plan import planfile as plans
+from scripts.plan.matrix import Cell, load
+from scripts.results import merge, records, report
 from shared import datasets
 from shared.record import make_record, read_record, write_record
 
@@ -131,7 +133,7 @@ def test_a_bad_record_inside_a_run_folder_does_not_stop_the_report(tmp_path):
     md = paths["markdown"].read_text()
     assert "broken.json" in md and "not a readable result record" in md
     assert (run_dir / "cells" / "broken.json").exists()                      # the source is left as it was
-    assert subprocess.run([sys.executable, "-m", "scripts.report", str(run_dir)], cwd=ROOT,
+    assert subprocess.run([sys.executable, "-m", "scripts.results.report", str(run_dir)], cwd=ROOT,
                           capture_output=True).returncode == 0
 
 
@@ -188,7 +190,7 @@ def test_host_names_are_made_safe_at_the_source(monkeypatch):
     from shared import sysinfo
     monkeypatch.setenv("ROSETTA_HOST", "../../etc/passwd\nnode")
     host = sysinfo.placement()["host"]
-    assert records.safe_id(host) and "/" not in host
+    assert safe_id(host) and "/" not in host
 
 
 # ---------------------------------------------------------------- plans: hostile ids never reach a shell
@@ -373,7 +375,7 @@ def test_a_runner_writing_another_cells_record_in_its_slot_is_refused_by_the_exe
                                                                                       synthetic_data):
     """pytorch-cnn's runner writes a record claiming jax-cnn: run_cell quarantines it and records pytorch-cnn failed
     with why; jax-cnn's slot stays empty (a later merge cannot be fooled either: the file name is the slot)."""
-    from scripts.executors import LocalExecutor, RunSettings
+    from scripts.launch.executors import LocalExecutor, RunSettings
     from scripts.run import run_cell
     monkeypatch.setenv("FAKE_BEHAVIOUR", "cnn=impostor")
     cell = next(c for c in load_plan_file().plan.cells if c.framework == "pytorch" and c.task == "cnn")
@@ -411,7 +413,7 @@ def test_a_record_delivered_in_another_cells_artifact_or_task_is_quarantined(tmp
 def test_an_image_based_cell_whose_record_holds_other_code_fails(tmp_path, synthetic_data):
     """Every image-based executor names the code hash its image must hold (expected_code_hash); a record from an
     image of other code is recorded failed, saying so (the fake runner's record holds no code hash at all)."""
-    from scripts.executors import LocalExecutor, RunSettings
+    from scripts.launch.executors import LocalExecutor, RunSettings
     from scripts.run import run_cell
     local = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
 
@@ -431,7 +433,7 @@ def test_an_image_based_cell_whose_record_holds_other_code_fails(tmp_path, synth
 
 @pytest.mark.parametrize("klass", ["?:-.", "?", "?.", "?-"])
 def test_a_machine_class_without_a_folder_name_cannot_remove_the_references(tmp_path, monkeypatch, klass):
-    from scripts import reference, verify
+    from scripts.results import reference, verify
     refs = tmp_path / "results" / "reference"
     (refs / "cpu-x" / "cells").mkdir(parents=True)
     monkeypatch.setattr(verify, "REFERENCES", refs)
@@ -585,7 +587,7 @@ def any_record(draw):
 def test_any_schema_valid_record_goes_through_merge_report_site_and_verify(tmp_path_factory, found):
     """Whatever a schema-valid record holds, merge, the report (tables, CSV, plot), the site's result pages and verify
     finish: text is rendered literally (no mathtext, escaped HTML), and nothing raises."""
-    from scripts import site, verify
+    from scripts.results import site, verify
     for record in found:
         try:
             records.check(record, "generated")
@@ -633,7 +635,7 @@ def test_the_issues_crashing_records_are_drawn_or_refused_by_the_schema(tmp_path
 
 
 def test_site_links_to_a_hostile_run_folder_name_stay_links(tmp_path):
-    from scripts import site
+    from scripts.results import site
     name = '"><img src=x onerror=alert(1)>'
     run_dir = tmp_path / name
     write_record(run_dir / "cells" / f"{CELL.id}.json", honest())
@@ -653,7 +655,7 @@ def test_site_links_to_a_hostile_run_folder_name_stay_links(tmp_path):
 
 
 def test_site_out_refuses_a_folder_it_did_not_make(tmp_path, capsys):
-    from scripts import site
+    from scripts.results import site
     mine = tmp_path / "precious"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")

@@ -1,7 +1,8 @@
-"""`verify`'s noise model on real records: the committed reference of this project's CPU machine class (made by
-`make reference`, with a second honest run kept under runs/ by `scripts.reference --add`) and a third honest run of
-the same class (tests/data/second-run: the `reference` profile, made the same day: a fourth run). Each test changes only what it names; the verdicts the old verify got wrong (an
-OK for a broken clock or the wrong scale, a FAIL for a healthy install) are the cases."""
+"""`verify`'s noise model on real records: the committed reference of this project's CPU machine class (made by `make
+reference`, with a second honest run kept under runs/ by `scripts.results.reference --add`) and a third honest run of
+the same class (tests/data/second-run: the `reference` profile, made the same day: a fourth run). Each test changes
+only what it names; the verdicts the old verify got wrong (an OK for a broken clock or the wrong scale, a FAIL for a
+healthy install) are the cases."""
 import itertools
 import json
 import statistics
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import mannwhitneyu
 
-from scripts import verify
+from scripts.results import verify
 from shared import sysinfo
 from shared import timing
 from shared.params import params_hash, task_params
@@ -176,7 +177,7 @@ def test_verify_runs_the_cells_it_finds_off_once_more_and_only_those(honest, tmp
     def fake_run(argv):
         calls.append(argv)
         return 0
-    monkeypatch.setattr(verify.run, "main", fake_run)
+    monkeypatch.setattr(verify, "start_run", fake_run)
     monkeypatch.setattr(verify, "latest_run", lambda profile: runs[len(calls) - 1])
     code = verify.main(["--reference", str(REFERENCE)])
     out = capsys.readouterr().out
@@ -560,10 +561,10 @@ def test_the_overall_factor_is_the_median_of_the_cell_ratios_and_needs_five_cell
 
 
 def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path, monkeypatch):
-    """`scripts.reference` copies a run as the reference of its machine class; `--add` keeps another run of that
+    """`scripts.results.reference` copies a run as the reference of its machine class; `--add` keeps another run of that
     class under runs/RUN_ID/ and says in the README how far cells moved between them; the first run cannot be added
     to itself, and a run of another class has no reference to join."""
-    from scripts import reference as make_reference
+    from scripts.results import reference as make_reference
     monkeypatch.setattr(verify, "REFERENCES", tmp_path / "reference")
     first = tmp_path / "first"
     run_from(verify.records_by_id(REFERENCE), first, plan=json.loads((REFERENCE / "plan.json").read_text())["cells"])

@@ -1,8 +1,8 @@
 """The wheelhouse outlives its downloads: it keeps each wheel's SHA-256 as first downloaded and refuses to build from
-a wheel swapped in the folder since (scripts/wheelhouse.py)."""
+a wheel swapped in the folder since (scripts/launch/wheelhouse.py)."""
 import sys
 
-from scripts import wheelhouse
+from scripts.launch import wheelhouse
 
 
 def fill(folder, **wheels):

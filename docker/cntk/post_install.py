@@ -1,4 +1,4 @@
-"""Run by the CNTK environment's own python after pip (scripts/venvs.py, docker/cntk/Dockerfile).
+"""Run by the CNTK environment's own python after pip (scripts/launch/venvs.py, docker/cntk/Dockerfile).
 
 CNTK 2.7's native libraries were linked against OpenMPI 1.10 (libmpi.so.12, libmpi_cxx.so.1), which no current
 distribution ships. Debian's libopenmpi3 (OpenMPI 4) keeps the same C ABI for what CNTK calls, so the old sonames are

@@ -4,7 +4,7 @@
 # bullseye's Python with a venv that sees Debian's packages (--system-site-packages) and the rest from the wheelhouse
 # (docker/theano/requirements-gpu.txt). Same contract as docker/Dockerfile:
 #   docker run --rm --gpus all IMAGE lasagne cnn --data /data/synthetic --out /results/x.json
-# The local bullseye base is made once, without a registry (scripts/images.py does it on first use):
+# The local bullseye base is made once, without a registry (scripts/launch/images.py does it on first use):
 #   ROSETTA_BASE_IMAGE=rosetta/debian:bullseye ROSETTA_BASE_SUITE=bullseye bash .ci/docker-setup.sh
 #
 # At run time libgpuarray dlopens three unversioned libraries:

@@ -1,4 +1,5 @@
-"""Run by the Theano environment's own python after pip (scripts/venvs.py, docker/pyenv.Dockerfile, gpu.Dockerfile).
+"""Run by the Theano environment's own python after pip (scripts/launch/venvs.py, docker/pyenv.Dockerfile,
+gpu.Dockerfile).
 
 Lasagne 0.1, the release on PyPI, imports `theano.tensor.signal.downsample`, a module Theano 1.0 removed in favour of
 `theano.tensor.signal.pool`. This writes that module back as a thin mapping of the one function Lasagne imports from it,

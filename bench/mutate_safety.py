@@ -1,0 +1,184 @@
+"""Mutation run over the safety code: does the test suite notice when a check is removed?
+
+    python -m bench.mutate_safety                  # every mutation below; prints KILLED/SURVIVED and the kill rate
+    python -m bench.mutate_safety --only clock,slot    # those whose name contains "clock" or "slot"
+
+Each mutation is a hand-written one-line (or few-line) edit that removes or weakens one check of
+scripts/results/records.py, scripts/results/merge.py or scripts/results/submission.py: the ones issue 31 found surviving
+the suite, and one per check added since. Each runs in a throw-away copy of the working tree (a git repository of its
+own, so the submission tests can build their commit), with only the test files that guard that code; a mutation is
+killed when they fail (or time out). Targeted, not exhaustive: a kill rate over these says whether the checks are
+tested, not that the code is.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+UNTRUSTED, SUBMISSION = "tests/test_untrusted.py", "tests/test_submission.py"
+
+
+class MutationError(Exception):
+    """A mutation that no longer applies (the code moved): the message names it."""
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    edits: tuple            # ((old, new), …): each old must occur exactly once
+    tests: tuple = (UNTRUSTED,)
+
+
+M = Mutation
+MUTATIONS = (
+    # ---- records.py: reading untrusted records
+    M("confined-and-safe-names", "scripts/results/records.py", (
+        ("if path == root or root not in path.parents:", "if False:"),
+        ('"properties": {"framework": _id, "task"', '"properties": {"framework": {"type": "string"}, "task"'),
+        ('"variant": _id,', '"variant": {"type": "string"},'))),
+    M("clock-skew-ten-years", "scripts/results/records.py", (
+        ("CLOCK_SKEW = timedelta(minutes=10)", "CLOCK_SKEW = timedelta(days=3650)"),)),
+    M("finished-before-started", "scripts/results/records.py", (("    if finished < started:", "    if False:"),)),
+    M("size-cap", "scripts/results/records.py", (("    if st.st_size > cap:", "    if False:"),
+                                         ("    if len(data) > cap:", "    if False:"))),
+    M("special-files-by-lstat", "scripts/results/records.py", (("    for test, kind in KINDS:", "    for test, kind in ():"),)),
+    M("no-follow-open", "scripts/results/records.py", (
+        ("os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK", "os.O_RDONLY"),)),
+    M("rfc-3339", "scripts/results/records.py", (
+        ("if not isinstance(text, str) or not RFC3339.fullmatch(text):", "if not isinstance(text, str):"),)),
+    M("quarantine-folder-link", "scripts/results/records.py", (
+        ("    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):", "    if False:"),)),
+    M("inconsistent-nan", "scripts/results/records.py", (("if not math.isfinite(value)]", "if False]"),), (SUBMISSION,)),
+    M("inconsistent-accuracy-range", "scripts/results/records.py", (
+        ("isinstance(value, (int, float)) and not 0 <= value <= 1:", "False:"),), (SUBMISSION,)),
+    M("inconsistent-median", "scripts/results/records.py", (
+        ("if isinstance(timing.get(key), (int, float)) and not _close(timing[key], figure):", "if False:"),),
+      (SUBMISSION,)),
+    M("inconsistent-steady-batch", "scripts/results/records.py", (("elif wanted and not any(", "elif False and not any("),)),
+    # ---- merge.py: one cell per slot, the plan, the order of attempts
+    M("plan-run-id", "scripts/results/merge.py", (
+        ('if run_id is not None and record["run_id"] != run_id:', "if False:"),)),
+    M("plan-cells", "scripts/results/merge.py", (("if cell_ids is not None and cell_id(record) not in cell_ids:", "if False:"),)),
+    M("one-cell-per-slot", "scripts/results/merge.py", (("        if wanted != cid:", "        if False:"),)),
+    M("equal-times-tiebreak", "scripts/results/merge.py", ((", hashlib.sha256(canonical).hexdigest())", ")"),)),
+    M("log-plain-file", "scripts/results/merge.py", ((
+        'records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))', "shutil.copyfile(log, copy)"),)),
+    M("host-given-attempt", "scripts/results/merge.py", (("return (attempt or 0, *records.started", "return (0, *records.started"),)),
+    # ---- submission.py: what a submission proves
+    M("non-positive-time", "scripts/results/submission.py", (
+        ("or not math.isfinite(value) or value <= 0:", "or not math.isfinite(value):"),), (SUBMISSION,)),
+    M("non-positive-sample", "scripts/results/submission.py", (
+        ("elif not all(v > 0 for v in values if math.isfinite(v)):", "elif False:"),), (SUBMISSION,)),
+    M("record-run-id", "scripts/results/submission.py", (('if record.get("run_id") != plan_file.run_id:', "if False:"),),
+      (SUBMISSION,)),
+    M("record-commit", "scripts/results/submission.py", (("if ran is not None and not commit.startswith(ran):", "if False:"),),
+      (SUBMISSION,)),
+    M("hosts-left", "scripts/results/submission.py", (
+        ('if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)]', "if False]"),), (SUBMISSION,)),
+    M("digests", "scripts/results/submission.py", (("elif digest(path) != expected:", "elif False:"),), (SUBMISSION,)),
+    M("plan-added-cells", "scripts/results/submission.py", (("for i in sorted(set(cells) - set(wanted))]", "for i in []]"),),
+      (SUBMISSION,)),
+    M("plan-removed-cells", "scripts/results/submission.py", (
+        ('"(removed: a submission is the whole profile)" for i in sorted(set(wanted) - set(cells))]',
+         '"(removed: a submission is the whole profile)" for i in []]'),), (SUBMISSION,)),
+    M("copied-samples", "scripts/results/submission.py", (("            if key in seen:", "            if False:"),),
+      (SUBMISSION,)),
+    M("calibration-floor", "scripts/results/submission.py", (('if best and best["share"] < CALIBRATION_FLOOR:', "if False:"),),
+      (SUBMISSION,)),
+    M("physical-ceiling", "scripts/results/submission.py", (
+        ("if ceiling and isinstance(rate, (int, float)) and rate > ceiling:", "if False:"),), (SUBMISSION,)),
+    M("machine-class-rederived", "scripts/results/submission.py", (
+        ("if claimed and claimed != sysinfo.machine_class(", "if False and claimed != sysinfo.machine_class("),),
+      (SUBMISSION,)),
+    M("signature-verify", "scripts/results/submission.py", (
+        ('code, out = ssh_keygen(["-Y", "verify",', 'code, out = 0, "" or ssh_keygen(["-Y", "verify",'),),
+      (SUBMISSION,)),
+    M("reproduce-within-tolerance", "scripts/reproduce.py", ((
+        "within = ratio is None or limit is None or 1 / limit <= ratio <= limit", "within = True"),), (SUBMISSION,)),
+)
+
+
+def snapshot(into):
+    """The working tree as it is (tracked and untracked, not ignored files) copied into `into`, committed there."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                         check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, out):
+        source = ROOT / rel
+        if source.is_file() and not source.is_symlink():
+            (into / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / rel)
+    ident = ["-c", "user.name=mutation", "-c", "user.email=mutation@rosetta.invalid", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
+        subprocess.run(["git", *ident, *args], cwd=into, check=True, capture_output=True)
+
+
+def apply(tree, mutation):
+    path = tree / mutation.file
+    text = path.read_text()
+    for old, new in mutation.edits:
+        if text.count(old) != 1:
+            raise MutationError(f"{mutation.name}: {old!r} occurs {text.count(old)} times in {mutation.file}")
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+def run_one(mutation, base, timeout):
+    """'killed' or 'survived' (and seconds): the mutation applied to a copy of `base`, its tests run there."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutation.name}-") as tmp:
+        tree = Path(tmp) / "tree"
+        shutil.copytree(base, tree, symlinks=True)
+        apply(tree, mutation)
+        started = time.time()
+        env = {**os.environ, "HYPOTHESIS_EXAMPLES": "5", "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                   *mutation.tests], cwd=tree, capture_output=True, text=True, timeout=timeout,
+                                  env=env)
+            killed = done.returncode != 0
+        except subprocess.TimeoutExpired:
+            killed = True
+        return ("killed" if killed else "survived"), time.time() - started
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.mutate_safety", description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="", help="run the mutations whose name contains this (comma: any of these)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per mutation before it counts as killed")
+    args = ap.parse_args(argv)
+    wanted = args.only.split(",")
+    chosen = [m for m in MUTATIONS if any(w in m.name for w in wanted)]
+    with tempfile.TemporaryDirectory(prefix="mutation-base-") as tmp:
+        base = Path(tmp) / "base"
+        base.mkdir()
+        snapshot(base)
+        for m in chosen:                 # every edit still applies, before any test runs
+            apply_check = (base / m.file).read_text()
+            missing = [old for old, _ in m.edits if apply_check.count(old) != 1]
+            if missing:
+                print(f"error: {m.name}: {missing[0]!r} is not once in {m.file}; update bench/mutate_safety.py",
+                      file=sys.stderr)
+                return 2
+        for tests in sorted({m.tests for m in chosen}):     # unmutated, they pass: a kill is the mutation's doing
+            outcome, seconds = run_one(Mutation("baseline", chosen[0].file, (), tests), base, args.timeout)
+            if outcome != "survived":
+                print(f"error: {' '.join(tests)} fail without any mutation; fix them first", file=sys.stderr)
+                return 2
+            print(f"baseline {' '.join(tests)} passes ({seconds:.0f} s)", flush=True)
+        killed = 0
+        for m in chosen:
+            outcome, seconds = run_one(m, base, args.timeout)
+            killed += outcome == "killed"
+            print(f"{outcome.upper():8} {m.name:30} {m.file:24} ({seconds:.0f} s)", flush=True)
+    print(f"kill rate: {killed}/{len(chosen)} = {killed / len(chosen):.0%}" if chosen else "no mutation chosen")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

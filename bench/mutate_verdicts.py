@@ -1,0 +1,173 @@
+"""Would the tests notice? One-line mutations of the verdict code, each tried alone on a copy of the tracked tree, with
+the test files that guard it; a mutation the tests do not fail on "survived". A benchmark of the suite, not a test:
+
+    .venv/host/bin/python bench/mutate_verdicts.py            # every mutation (about 10 minutes on two cores)
+    .venv/host/bin/python bench/mutate_verdicts.py leak alpha # those whose name contains one of the words
+
+Prints one line per mutation and the kill rate; exit 1 when any survived. The list holds the mutations issue 29
+names (the rank test's α, the rank test on too few samples, the whole-run limit and its "too slow" side, accuracy
+flagging only drops, the data-kind check, the per-cell sample count, the steady state from the minimum window, the
+extraction figure from `min`, the barrier-leak threshold ×10) and one or more for every other threshold and branch of
+scripts/results/verify.py, shared/timing.py and the record checks in scripts/results/records.py.
+"""
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VERIFY = ["tests/test_verify.py", "tests/test_report.py"]
+TIMING = ["tests/test_timing.py", "tests/test_record_consistency.py", "tests/test_gpu_check.py"]
+RECORDS = ["tests/test_record_consistency.py", "tests/test_verify.py"]
+
+# (name, file, the line's text as it is, as mutated, the tests that guard it)
+MUTATIONS = [
+    # scripts/results/verify.py: thresholds
+    ("alpha-0.5", "scripts/results/verify.py", "ALPHA = 0.05 ", "ALPHA = 0.5 ", VERIFY),
+    ("alpha-0.01", "scripts/results/verify.py", "ALPHA = 0.05 ", "ALPHA = 0.01 ", VERIFY),
+    ("tolerance-2", "scripts/results/verify.py", "TIME_TOLERANCE = 1.5 ", "TIME_TOLERANCE = 2.0 ", VERIFY),
+    ("tolerance-1.4", "scripts/results/verify.py", "TIME_TOLERANCE = 1.5 ", "TIME_TOLERANCE = 1.4 ", VERIFY),
+    ("overall-limit-20", "scripts/results/verify.py", "OVERALL_TOLERANCE = 1.25 ", "OVERALL_TOLERANCE = 20 ", VERIFY),
+    ("overall-limit-1.15", "scripts/results/verify.py", "OVERALL_TOLERANCE = 1.25 ", "OVERALL_TOLERANCE = 1.15 ", VERIFY),
+    ("overall-too-slow-side-removed", "scripts/results/verify.py",
+     "off = same_class and (rest > OVERALL_TOLERANCE or rest < 1 / OVERALL_TOLERANCE)",
+     "off = same_class and (rest < 1 / OVERALL_TOLERANCE)", VERIFY),
+    ("overall-too-fast-side-removed", "scripts/results/verify.py",
+     "off = same_class and (rest > OVERALL_TOLERANCE or rest < 1 / OVERALL_TOLERANCE)",
+     "off = same_class and (rest > OVERALL_TOLERANCE)", VERIFY),
+    ("quality-margin-0.1", "scripts/results/verify.py", "QUALITY_MARGIN = 0.05 ", "QUALITY_MARGIN = 0.1 ", VERIFY),
+    ("quality-only-drops", "scripts/results/verify.py", "abs(m_q - e_q) > margin", "e_q - m_q > margin", VERIFY),
+    ("waited-tolerance-3", "scripts/results/verify.py", "WAITED_TOLERANCE = 2.0 ", "WAITED_TOLERANCE = 3.0 ", VERIFY),
+    ("calibration-noise-1.5", "scripts/results/verify.py", "CALIBRATION_NOISE = 1.05 ", "CALIBRATION_NOISE = 1.5 ", VERIFY),
+    ("calibration-noise-1", "scripts/results/verify.py", "CALIBRATION_NOISE = 1.05 ", "CALIBRATION_NOISE = 1.0 ", VERIFY),
+    ("min-overall-cells-50", "scripts/results/verify.py", "MIN_OVERALL_CELLS = 5 ", "MIN_OVERALL_CELLS = 50 ", VERIFY),
+    # scripts/results/verify.py: branches
+    ("rank-test-on-2-samples", "scripts/results/verify.py",
+     "if len(reference_samples) < MIN_SAMPLES or len(m) < MIN_SAMPLES:", "if len(reference_samples) < 2 or len(m) < 2:",
+     VERIFY),
+    ("rank-test-two-sided", "scripts/results/verify.py", 'alternative="greater" if ratio > 1 else "less"',
+     'alternative="two-sided"', VERIFY),
+    ("rank-test-wrong-side", "scripts/results/verify.py", 'alternative="greater" if ratio > 1 else "less"',
+     'alternative="less" if ratio > 1 else "greater"', VERIFY),
+    ("rank-test-ignored", "scripts/results/verify.py", "if p is not None and p >= ALPHA:", "if False:", VERIFY),
+    ("data-kind-check-removed", "scripts/results/verify.py", 'if expected["cell"]["data"] != measured["cell"]["data"]:',
+     "if False:", VERIFY),
+    ("params-hash-check-removed", "scripts/results/verify.py", "elif e_hash is None or e_hash != m_hash:", "elif False:",
+     VERIFY),
+    ("class-check-removed", "scripts/results/verify.py", "if e_class != m_class:", "if False:", VERIFY),
+    ("unit-check-removed", "scripts/results/verify.py", "if e_unit != m_unit:", "if False:", VERIFY),
+    ("samples-missing-removed", "scripts/results/verify.py", "if len(samples(measured)) < len(samples(expected)):",
+     "if False:", VERIFY),
+    ("refused-passes", "scripts/results/verify.py", 'if "refused" in measured:', "if False:", VERIFY),
+    ("incomparable-is-a-footnote", "scripts/results/verify.py",
+     'if counts["incomparable"]:\n        problems.append', 'if False:\n        problems.append', VERIFY),
+    ("overall-is-the-mean", "scripts/results/verify.py",
+     "return (statistics.median(ratios) if len(ratios) >= MIN_OVERALL_CELLS",
+     "return (statistics.mean(ratios) if len(ratios) >= MIN_OVERALL_CELLS", VERIFY),
+    ("whole-overall-divided-out", "scripts/results/verify.py",
+     "factor = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0",
+     "factor = raw if basis >= MIN_OVERALL_CELLS else 1.0", VERIFY),
+    ("calibration-ignored", "scripts/results/verify.py",
+     "factor = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0", "factor = 1.0", VERIFY),
+    ("ratio-of-medians", "scripts/results/verify.py", "ratio = ratio_estimate(m_samples, pooled)",
+     "ratio = m_time / e_time", VERIFY),
+    ("reference-not-pooled", "scripts/results/verify.py", "pooled = pooled if pooled else samples(expected)",
+     "pooled = samples(expected)", VERIFY),
+    ("faster-not-a-deviation", "scripts/results/verify.py",
+     "if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):",
+     "if normalised is not None and normalised > tolerance:", VERIFY),
+    ("tolerance-loosenable", "scripts/results/verify.py", "if not 1 < args.time_tolerance <= TIME_TOLERANCE",
+     "if not 1 < args.time_tolerance", VERIFY),
+    # scripts/results/records.py: the record checks
+    ("nan-accepted", "scripts/results/records.py", "if isinstance(value, float) and not math.isfinite(value):",
+     "if False:", RECORDS),
+    ("accuracy-above-one-accepted", "scripts/results/records.py", "not 0 <= value <= 1", "value < 0", RECORDS),
+    ("steady-state-unchecked", "scripts/results/records.py", "if recomputed is not None and differs(published, recomputed):",
+     "if False:", RECORDS),
+    ("extraction-unchecked", "scripts/results/records.py", "            if differs(published, recomputed):",
+     "            if False:", RECORDS),
+    ("consistency-tolerance-1e-2", "scripts/results/records.py", "CONSISTENT = 1e-6 ", "CONSISTENT = 1e-2 ", RECORDS),
+    ("class-not-rederived", "scripts/results/records.py", "if derived != claimed:", "if False:", RECORDS),
+    # shared/timing.py
+    ("steady-state-min-window", "shared/timing.py", "return float(statistics.median(windows) * steps",
+     "return float(min(windows) * steps", TIMING),
+    ("steady-state-mean-window", "shared/timing.py", "return float(statistics.median(windows) * steps",
+     "return float(statistics.mean(windows) * steps", TIMING),
+    ("extraction-from-min", "shared/timing.py", 'return {"seconds_per_1000_images": timing["median"] / images',
+     'return {"seconds_per_1000_images": timing["min"] / images', TIMING),
+    ("leak-seconds-x10", "shared/timing.py", "LEAK_SECONDS = 1e-3 ", "LEAK_SECONDS = 1e-2 ", TIMING),
+    ("leak-share-x10", "shared/timing.py", "LEAK_SHARE = 0.02 ", "LEAK_SHARE = 0.2 ", TIMING),
+    ("unstable-spread-0.2", "shared/timing.py", "UNSTABLE_SPREAD = 0.10 ", "UNSTABLE_SPREAD = 0.20 ", TIMING),
+    ("min-samples-4", "shared/timing.py", "MIN_SAMPLES = 5 ", "MIN_SAMPLES = 4 ", TIMING),
+    ("warmup-agreement-0.2", "shared/timing.py", "WARMUP_AGREEMENT = 0.10 ", "WARMUP_AGREEMENT = 0.20 ", TIMING),
+    ("warmup-cap-10", "shared/timing.py", "WARMUP_CAP = 5 ", "WARMUP_CAP = 10 ", TIMING),
+    ("window-steps-4", "shared/timing.py", "WINDOW_STEPS = 5 ", "WINDOW_STEPS = 4 ", TIMING),
+    ("repeat-fewer-than-min-samples", "shared/timing.py", "for _ in range(max(repeats, MIN_SAMPLES)):",
+     "for _ in range(repeats):", TIMING),
+    ("spread-from-fewer-samples", "shared/timing.py", "if len(values) >= MIN_SAMPLES and median > 0",
+     "if len(values) >= 2 and median > 0", TIMING),
+    ("first-step-in-a-window", "shared/timing.py", "                    window_start = time.perf_counter()\n"
+     "                    continue", "                    window_start = time.perf_counter()", TIMING),
+    ("leak-floor-ignored", "shared/timing.py", "if seconds > max(LEAK_SECONDS, LEAK_SHARE * interval)",
+     "if seconds > LEAK_SHARE * interval", TIMING),
+    ("training-warmup-windows-kept", "shared/timing.py", "return list(windows[warm_windows(windows)[0]:])",
+     "return list(windows)", TIMING),
+    ("training-warmup-one-window-less", "shared/timing.py", "            return i + 1, True",
+     "            return i, True", TIMING),
+    ("training-warmup-uncapped", "shared/timing.py", "for i in range(1, min(len(windows), WARMUP_CAP)):",
+     "for i in range(1, len(windows)):", TIMING),
+    ("training-timing-from-every-window", "shared/timing.py", "**summarize(windows[count:], warmup=warmup",
+     "**summarize(windows, warmup=warmup", TIMING),
+]
+
+
+def tracked_copy(target):
+    """The tracked files of the checkout (as they are now, edits included) under `target`, .venv linked."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, stdout=subprocess.PIPE).stdout
+    for name in filter(None, files.decode().split("\0")):
+        source, dest = ROOT / name, target / name
+        if source.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(source.read_bytes())
+    (target / ".venv").symlink_to((ROOT / ".venv").resolve())
+
+
+def survives(copy, path, old, new, tests):
+    """True where every guarding test passes with the mutation applied (a mutation the tests do not notice)."""
+    file = copy / path
+    text = file.read_text()
+    if text.count(old) != 1:
+        raise SystemExit(f"{path}: the mutation's line {old!r} occurs {text.count(old)} times (expected once): "
+                         "update bench/mutate_verdicts.py to the code")
+    file.write_text(text.replace(old, new))
+    try:
+        proc = subprocess.run([str(copy / ".venv" / "host" / "bin" / "python"), "-m", "pytest", "-x", "-q",
+                               "-p", "no:cacheprovider", "-o", "addopts=", *tests], cwd=copy,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return proc.returncode == 0
+    finally:
+        file.write_text(text)
+
+
+def main(argv):
+    chosen = [m for m in MUTATIONS if not argv or any(word in m[0] for word in argv)]
+    survived = []
+    with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
+        copy = Path(tmp)
+        tracked_copy(copy)
+        for name, path, old, new, tests in chosen:
+            start = time.perf_counter()
+            alive = survives(copy, path, old, new, tests)
+            print(f"{'SURVIVED' if alive else 'killed  '}  {name:36} {path}  ({time.perf_counter() - start:.0f} s)",
+                  flush=True)
+            if alive:
+                survived.append(name)
+    killed = len(chosen) - len(survived)
+    print(f"kill rate: {killed}/{len(chosen)} ({killed / max(len(chosen), 1):.0%})"
+          + (f"; survived: {', '.join(survived)}" if survived else ""))
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

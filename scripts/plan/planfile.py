@@ -1,0 +1,268 @@
+"""The plan file: a profile expanded once into its cells, written as JSON, read by every backend.
+
+    python -m scripts.plan --profile full --out plan.json              # what a multi-host run will do, cell by cell
+    python -m scripts.plan --profile full --gpu-model h100 --github-output "$GITHUB_OUTPUT"   # GitHub Actions
+
+The local and compose executors (scripts/run.py), a GitHub Actions workflow (one job per cell), a Slurm job array
+(scripts/launch/slurm.py) and a Kubernetes Indexed Job (scripts/launch/k8s.py) all read this file; none of them expands
+the matrix again, so every host runs exactly the cells the plan names, under the same ids (the records' merge key). A
+backend picks a cell by its index in `cells` (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) or by its id; scripts/cell.py
+runs it.
+"""
+import argparse
+import json
+import re
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from scripts.paths import ROOT, safe_id
+from scripts.plan.matrix import SYSTEM, Cell, MatrixError, Plan, expand, load
+from shared.params import TUNINGS
+from shared.record import write_atomic
+
+SCHEMA = 1
+ACTIONLINT = ROOT / ".github" / "actionlint.yaml"    # the self-hosted runner labels the workflow may ask for
+GITHUB_MATRIX_LIMIT = 256                            # jobs one GitHub Actions matrix may generate
+GITHUB_CHUNKS = 4                                    # chunk jobs in .github/workflows/matrix.yml (cells-0 … cells-3)
+
+
+class PlanError(Exception):
+    """A plan file that cannot be used, or a plan a backend cannot take; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    """A cell with what a backend needs to start it without the matrix: its image and compose service."""
+    cell: Cell
+    image: str          # rosetta/FAMILY:VARIANT ("" for the system executor's cells: no image)
+    service: str        # the compose service (FRAMEWORK-TASK)
+    gpu_archs: tuple = ()  # the architectures the image has kernels for (the pre-flight's input); () = any
+    ptx: tuple = ()        # the PTX it carries, which newer GPUs JIT-compile
+    cuda: tuple = ()       # its CUDA runtime(s), which decide the oldest driver it runs on
+
+    @property
+    def id(self):
+        return self.cell.id
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    plan: Plan
+    run_id: str
+    cells: tuple        # PlannedCell, in the plan's order: index i is array task / completion index i
+
+    def find(self, index=None, cell_id=None):
+        """The cell at `index` (an array task id) or with `cell_id`; a PlanError naming the valid range or ids."""
+        if cell_id is not None:
+            for planned in self.cells:
+                if planned.id == cell_id:
+                    return planned
+            raise PlanError(f"no cell {cell_id!r} in the plan of run {self.run_id}; its cells: "
+                            f"{', '.join(c.id for c in self.cells[:5])}{' …' if len(self.cells) > 5 else ''}")
+        if index is None or not 0 <= index < len(self.cells):
+            raise PlanError(f"cell index {index!r} is outside the plan of run {self.run_id} (0…{len(self.cells) - 1})")
+        return self.cells[index]
+
+
+IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_ids(plan_file, where="the plan"):
+    """A PlanError unless the run id and every cell's axes, image and service are of the safe alphabet: they become
+    file names, Slurm directives, ConfigMap lines, pod arguments and labels, where a newline or a `$(…)` would be
+    a new shell line or command (a plan file is untrusted input like a record)."""
+    if not safe_id(plan_file.run_id):
+        raise PlanError(f"{where}: run id {plan_file.run_id!r} is not of letters, digits and ._- (at most 128, "
+                        "starting with a letter or digit); name the run again")
+    for planned in plan_file.cells:
+        cell = planned.cell
+        bad = [(k, v) for k, v in vars(cell).items() if k != "gpus" and not safe_id(v)]
+        bad += [("gpus", cell.gpus)] if not isinstance(cell.gpus, int) or isinstance(cell.gpus, bool) else []
+        bad += [("tuning", cell.tuning)] if cell.tuning not in TUNINGS else []
+        no_image = cell.variant == SYSTEM and planned.image == ""
+        bad += [("image", planned.image)] if not (no_image or IMAGE.fullmatch(str(planned.image))) else []
+        bad += [("service", planned.service)] if not safe_id(planned.service) else []
+        if bad:
+            raise PlanError(f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the "
+                            "plan again with `python -m scripts.plan`")
+    return plan_file
+
+
+def make(matrix, profile, run_id=None, executor=None):
+    """Expand `profile` once (with `executor` instead of the profile's, if given) and attach each cell's image and
+    service."""
+    plan = expand(matrix, profile, executor)
+    run_id = run_id or f"{profile}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    def planned(cell):
+        fw = matrix.frameworks[cell.framework]
+        if cell.variant == SYSTEM:
+            return PlannedCell(cell, "", f"{cell.framework}-{cell.task}")
+        variant = fw.variants[cell.variant]
+        return PlannedCell(cell, variant.image(fw.family), f"{cell.framework}-{cell.task}", variant.gpu_archs,
+                           variant.ptx, variant.cuda)
+    cells = tuple(planned(c) for c in plan.cells)
+    return check_ids(PlanFile(plan, run_id, cells), "the run id given")
+
+
+def to_json(plan_file):
+    p = plan_file.plan
+    return json.dumps({"schema": SCHEMA, "run_id": plan_file.run_id, "profile": p.profile, "executor": p.executor,
+                       "repeats": p.repeats, "timeout_s": p.timeout_s,
+                       "cells": [{"id": c.id, **asdict(c.cell), "image": c.image, "service": c.service,
+                                  "gpu_archs": list(c.gpu_archs), "ptx": list(c.ptx), "cuda": list(c.cuda)}
+                                 for c in plan_file.cells]}, indent=2) + "\n"
+
+
+def write(path, plan_file):
+    write_atomic(path, to_json(plan_file))
+
+
+def read(path):
+    """Load a plan file; anything missing or malformed is a PlanError naming the file and the key."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise PlanError(f"{path}: not a readable plan file ({e}); write one with `python -m scripts.plan`") from e
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise PlanError(f"{path}: plan schema {doc.get('schema') if isinstance(doc, dict) else None!r}, this code "
+                        f"reads schema {SCHEMA}; write the plan again with this version (`python -m scripts.plan`)")
+    try:
+        # a plan written before the tuning axis has no "tuning": its cells are default cells (Cell's own default)
+        cells = tuple(PlannedCell(Cell(**{k: c[k] for k in Cell.__dataclass_fields__ if k != "tuning" or k in c}),
+                                  c["image"], c["service"],
+                                  tuple(c.get("gpu_archs", ())), tuple(c.get("ptx", ())), tuple(c.get("cuda", ())))
+                      for c in doc["cells"])
+        plan = Plan(doc["profile"], doc["executor"], int(doc["repeats"]), float(doc["timeout_s"]),
+                    tuple(c.cell for c in cells))
+        bad = [c for c, planned in zip(doc["cells"], cells) if c["id"] != planned.id]
+        if bad:
+            raise PlanError(f"{path}: cell id {bad[0]['id']!r} does not match its axes (expected "
+                            f"{cells[doc['cells'].index(bad[0])].id!r}); the plan was edited by hand")
+        twice = sorted(cell_id for cell_id, n in Counter(c.id for c in cells).items() if n > 1)
+        if twice:   # records are files named by cell id: two such cells would overwrite each other's result
+            raise PlanError(f"{path}: cells {', '.join(twice)} appear more than once (a cell id names no data kind or "
+                            f"scale, so a plan holds one of each); the plan was edited by hand")
+        return check_ids(PlanFile(plan, doc["run_id"], cells), str(path))
+    except (KeyError, TypeError, ValueError) as e:
+        raise PlanError(f"{path}: malformed plan ({type(e).__name__}: {e}); write it again with "
+                        f"`python -m scripts.plan`") from e
+
+
+def planned_profile(folder):
+    """The profile a run folder's plan.json names, or None without a readable one."""
+    try:
+        return str(json.loads((Path(folder) / "plan.json").read_text())["profile"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def planned_ids(folder):
+    """The cell ids a run folder's plan.json names, or None without a readable one (a merged or hand-made folder).
+    Tolerant on purpose: reports and verify read plans written by earlier versions too, which listed bare ids."""
+    try:
+        cells = json.loads((Path(folder) / "plan.json").read_text())["cells"]
+        return [c["id"] if isinstance(c, dict) else c for c in cells]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# ---------------------------------------------------------------- GitHub Actions: one job per cell, by label
+
+def runner_labels(path=ACTIONLINT):
+    """The self-hosted runner labels declared for actionlint: the only labels a cell's job may ask for."""
+    try:
+        return tuple(yaml.safe_load(Path(path).read_text())["self-hosted-runner"]["labels"])
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+        raise PlanError(f"{path}: no self-hosted runner labels ({e})") from e
+
+
+def runs_on(cell, gpu_model, labels):
+    """The labels of a runner that can run `cell`: a CPU runner, or one holding `cell.gpus` GPUs of `gpu_model`."""
+    wanted = ["self-hosted", "linux", "rosetta"]
+    wanted += ["cpu"] if cell.device == "cpu" else [f"gpu-{gpu_model}", f"gpus-{cell.gpus}"]
+    missing = [label for label in wanted[2:] if label not in labels]
+    if missing:
+        counts = sorted(int(label[5:]) for label in labels if label.startswith("gpus-"))
+        raise PlanError(f"cell {cell.id} needs a runner labelled {', '.join(missing)}, which .github/actionlint.yaml "
+                        f"does not declare (GPU counts offered: {counts or 'none'}; models: "
+                        f"{', '.join(label[4:] for label in labels if label.startswith('gpu-')) or 'none'}); register "
+                        f"such a runner and declare its labels, or drop the cell from the profile")
+    return wanted
+
+
+def github_chunks(plan_file, gpu_model, labels, size=GITHUB_MATRIX_LIMIT, chunks=GITHUB_CHUNKS):
+    """The plan as `chunks` job matrices of at most `size` cells each (GitHub's limit per matrix); empty ones are []."""
+    if len(plan_file.cells) > size * chunks:
+        raise PlanError(f"the plan has {len(plan_file.cells)} cells; the workflow runs at most {size * chunks} "
+                        f"({chunks} matrices of {size}, GitHub's limit): split the profile (fewer frameworks, "
+                        f"variants or precisions per run)")
+    models = sorted(label[4:] for label in labels if label.startswith("gpu-"))
+    if any(c.cell.device == "gpu" for c in plan_file.cells) and gpu_model not in models:
+        raise PlanError(f"unknown GPU model {gpu_model!r}: the runners' labels (.github/actionlint.yaml) declare "
+                        f"{', '.join(models) or 'none'}; pick one, or declare gpu-{gpu_model} for runners that have it")
+    jobs = [{"id": c.id, "runs-on": runs_on(c.cell, gpu_model, labels), "image": c.image,
+             "framework": c.cell.framework, "variant": c.cell.variant, "executor": plan_file.plan.executor}
+            for c in plan_file.cells]
+    return [jobs[i * size:(i + 1) * size] for i in range(chunks)]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m scripts.plan", description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", default="full", help="the profile of matrix.yaml to plan (default: full)")
+    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="the matrix file (default: matrix.yaml)")
+    ap.add_argument("--run-id", help="the run's id (default: PROFILE-YYYYmmdd-HHMMSS)")
+    ap.add_argument("--out", type=Path, default=Path("plan.json"), help="the plan file to write (default: plan.json)")
+    ap.add_argument("--gpu-model", help="GitHub Actions: the GPU label of the runners (gpu-MODEL), e.g. h100")
+    ap.add_argument("--github-output", type=Path, help="GitHub Actions: append run_id and chunk-0… to this file")
+    args = ap.parse_args(argv)
+    try:
+        plan_file = make(load(args.matrix), args.profile, args.run_id)
+        if args.github_output:
+            if not args.gpu_model and any(c.device == "gpu" for c in plan_file.plan.cells):
+                raise PlanError(f"profile {args.profile} has GPU cells: name the runners' GPU model (--gpu-model)")
+            chunks = github_chunks(plan_file, args.gpu_model, runner_labels())
+    except (MatrixError, PlanError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    write(args.out, plan_file)
+    if args.github_output:          # after the plan file: the jobs these outputs start will download it
+        with open(args.github_output, "a") as out:
+            out.write(f"run_id={plan_file.run_id}\n")
+            out.writelines(f"chunk-{i}={json.dumps(jobs)}\n" for i, jobs in enumerate(chunks))
+    print(f"{args.out}: run {plan_file.run_id}, profile {args.profile}, {len(plan_file.cells)} cells "
+          f"via {plan_file.plan.executor}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+# Slots: the name a scheduler gives the place where one planned cell runs, so that a record coming back from there
+# can be told apart from a record of another cell (scripts/results/merge.py: slot_cells). Slurm's is the array task
+# (the cell's index in the plan); Kubernetes' is k8s-GROUP-INDEX: one Indexed Job per (image, GPUs) group in plan
+# order, one completion index per cell (scripts/launch/k8s.py lays the jobs out by these).
+SLOT_PATTERN = r"k8s-(\d{1,4})-(\d{1,6})"
+
+
+def slot_name(group, index):
+    return f"k8s-{group}-{index}"
+
+
+def groups_of(cells):
+    """[(image, GPUs, [PlannedCell])] in plan order; GPUs is 0 for CPU cells, whose `gpus` counts processes."""
+    by_key = {}
+    for planned in cells:
+        gpus = planned.cell.gpus if planned.cell.device == "gpu" else 0
+        by_key.setdefault((planned.image, gpus), []).append(planned)
+    return [(image, gpus, cells) for (image, gpus), cells in by_key.items()]
+
+
+def slot_map(cells):
+    """{slot name: cell id} of the planned cells (in plan order), as the Kubernetes jobs lay them out."""
+    return {slot_name(g, i): c.id for g, (_, _, group) in enumerate(groups_of(cells)) for i, c in enumerate(group)}

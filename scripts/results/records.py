@@ -1,0 +1,491 @@
+"""Records are untrusted input wherever the host side reads them (DESIGN.md, "Result record").
+
+A record arrives from a runner in a container, a cell job on another host, an artifact download: any of its fields may
+be wrong, hostile or truncated. `read` checks a record file against SCHEMA (jsonschema), its ids against a safe alphabet
+(so a cell id or host name can become a file name and never a path), its times as ISO 8601 and not in the future;
+`inconsistencies` refuses a record whose published figures do not follow from its own samples (and any NaN or infinity,
+any accuracy or AUC outside [0, 1]); `confined` builds a path from record fields only under a given folder; `quarantine`
+puts a file that fails aside with its reason, so one bad record never stops a merge or a report.
+"""
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+import statistics
+import tempfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+try:
+    import jsonschema
+except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack it: see OWN_RECORDS_ONLY
+    jsonschema = None
+
+from scripts.paths import SAFE_ID
+from shared import params, sysinfo, timing
+from shared.timing import warm_windows
+from shared.record import CELL_KEYS, OPTIONAL_CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
+
+
+def write_atomic(path, text, binary=None):
+    """Write through a temporary file the writer made and a rename: a link planted at `path` is replaced, never
+    followed (shared.record.write_atomic does the same for text; this one also takes bytes)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(binary if binary is not None else text.encode())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+# File names and shell words as they are: no '/', no '..', no space, no newline. \Z, not $: jsonschema matches with
+# Python's re.search, where $ also matches before a final newline ("run\n" would pass).
+MAX_BYTES = 8 * 2**20                             # a record is a few KB; its log tail at most tens of KB
+CLOCK_SKEW = timedelta(minutes=10)                # how far in the future a host's clock may run before it is a lie
+
+_id = {"type": "string", "pattern": SAFE_ID}
+_number = {"type": ["number", "null"]}
+_text = {"type": ["string", "null"], "maxLength": 200_000}
+_short = {"type": ["string", "null"], "maxLength": 200}
+_integer = {"type": ["integer", "null"]}
+NUMBER_METRICS = ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "accuracy", "auc",
+                  "achieved_flops", "efficiency", "samples_per_second", "steady_samples_per_second", "warmup_seconds",
+                  "train_minutes", "compile_seconds", "final_loss", "input_wait_fraction", "input_wait_seconds",
+                  "feature_mean", "model_flops_per_sample")
+INTEGER_METRICS = ("auc_classes", "batch_size", "crop_size", "devices", "epochs", "global_batch", "image_size",
+                   "images", "loader_workers", "parameters", "test_samples", "train_samples")
+SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "rosetta result record",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["schema", "run_id", "cell", "status", "started_at", "finished_at"],
+    "properties": {
+        "schema": {"const": RECORD_SCHEMA},
+        "run_id": {"type": ["string", "null"], "pattern": SAFE_ID},
+        "cell": {
+            "type": "object", "additionalProperties": False,
+            "required": [k for k in CELL_KEYS if k not in OPTIONAL_CELL_KEYS],
+            "properties": {"framework": _id, "task": {"enum": list(params.TASKS)}, "variant": _id,
+                           "precision": {"enum": ["fp32", "tf32", "amp", "bf16"]},
+                           "gpus": {"type": "integer", "minimum": 1, "maximum": 4096},
+                           "device": {"enum": ["cpu", "gpu"]}, "data": {"enum": ["synthetic", "real"]},
+                           "scale": {"enum": ["full", "demo", "tiny"]}, "tuning": {"enum": list(params.TUNINGS)}}},
+        "status": {"enum": list(STATUSES)},
+        "reason": _text,
+        "log_tail": _text,
+        # Typed wherever the host side reads a field (report, site, verify, submission): a runner may add keys, but
+        # a known key of the wrong type (a string spread, integer cpu_flags, objects in differences) is refused.
+        "metrics": {"type": "object", "properties": {
+            **{key: _number for key in NUMBER_METRICS},
+            **{key: _integer for key in INTEGER_METRICS},
+            **{key: _short for key in ("data_placement", "input_pipeline", "weights")},
+            "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
+            "differences": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 2000},
+                            "maxItems": 1000},
+            "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000}}},
+        "timing": {"type": "object", "properties": {
+            **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
+            **{key: {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000}
+               for key in ("values", "warmup_windows")},
+            "unit": _short, "repeats": _integer, "window_steps": _integer,
+            "unstable": {"type": ["boolean", "null"]}, "warm": {"type": ["boolean", "null"]},
+            "barrier_audit": {"type": ["object", "null"]}}},
+        "system": {"type": "object", "properties": {
+            "host": {"type": ["string", "null"], "pattern": SAFE_ID},
+            "cpu": _text, "cpu_count": _integer, "cpu_usable": _integer, "cpu_physical_cores": _integer,
+            "cpu_flags": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 100}, "maxItems": 1000},
+            # what verify and the report's ‡ compare by: shared.sysinfo.machine_class's alphabet, params_hash's hex
+            "machine_class": {"type": ["string", "null"], "pattern": "^[a-z0-9?][a-z0-9?:._-]{0,199}\\Z"},
+            "params_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{12}\\Z"},
+            "code_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}\\Z"},
+            "gpus": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
+            "gpu_sm_counts": {"type": ["array", "null"], "items": {"type": "integer"}},
+            "gpu_facts": {"type": ["array", "null"], "items": {"type": "object"}},
+            "devices": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
+            "memory_gib": _number,
+            "cudnn": {"type": ["string", "integer", "null"], "maxLength": 200},
+            **{key: _short for key in ("framework_version", "python", "cuda", "driver", "os", "executor", "image",
+                                       "gpu_ids", "backend")},
+            "switches": {"type": ["object", "null"]}, "build": {"type": ["object", "null"]},
+            "calibration": {"type": ["object", "null"], "properties": {
+                **{key: _number for key in ("gemm_fp32_flops", "gemm_reduced_flops", "host_copy_bytes_per_s")},
+                "gemm_n": _integer, "note": _text, "reduced_dtype": _short}}}},
+        "started_at": {"type": "string", "maxLength": 40},
+        "finished_at": {"type": "string", "maxLength": 40},
+        "git_commit": {"type": ["string", "null"], "pattern": "^[0-9a-f]{4,40}\\Z"},
+    },
+}
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA) if jsonschema else None
+# Without jsonschema no record can be checked, so none is read, unless the one process that may read records without it
+# says so: make gpu-check on a bare GPU machine, which reads only what its own runners wrote in its own run, and says in
+# gpu-check.json that they were not schema-checked there (they are when copied: scripts.results.reference, merge).
+OWN_RECORDS_ONLY = False
+
+
+# RFC 3339's date-time (its profile of ISO 8601): 'T' (or a space, as RFC 3339 allows) between date and time, and
+# an offset. Python's fromisoformat alone takes any one character there ('2026-12-04/09:00:00'), and that text
+# becomes part of file names (scripts/results/merge.py: attempt_name).
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def moment(text, where):
+    """An RFC 3339 time as an aware datetime (a record's times are compared as times, never as strings)."""
+    if not isinstance(text, str) or not RFC3339.fullmatch(text):
+        raise RecordError(f"{where}: {text!r} is not an ISO 8601 time of RFC 3339's form "
+                          "(YYYY-MM-DDTHH:MM:SS[.frac] and Z or ±HH:MM)")
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise RecordError(f"{where}: {text!r} is not an ISO 8601 time") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+CONSISTENT = 1e-6     # relative: a published figure and the same figure recomputed from the record's samples
+
+
+def non_finite(value, path=""):
+    """The paths of every NaN or infinity in a JSON value (a record's numbers must all be numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path or "(the record)"]
+    if isinstance(value, dict):
+        return [p for key, v in value.items() for p in non_finite(v, f"{path}/{key}" if path else str(key))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in non_finite(v, f"{path}/{i}")]
+    return []
+
+
+def differs(published, recomputed):
+    return abs(published - recomputed) > CONSISTENT * max(abs(recomputed), 1e-12)
+
+
+def number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def contradictions(record):
+    """What in a record contradicts itself, in words ([] for none), as every reader of records refuses it (check): NaN
+    or infinity anywhere; an accuracy or AUC that is not within [0, 1]; a machine class other than the one
+    shared.sysinfo.machine_class derives from the record's own facts (CPU model, family/model/stepping, flags,
+    usable cores; GPU model and memory); and, in an ok record, a published figure that does not follow from its
+    own samples as the runners compute it (shared/timing.py): a training task's `steady_state_seconds` (the
+    median window's seconds per step × steps per epoch × epochs, or without windows the epochs' fallback) and
+    feature extraction's `seconds_per_1000_images` (the median pass ÷ images × 1,000). A figure whose inputs the
+    record lacks, or whose task parameters this checkout does not know (another params_hash), is not recomputed."""
+    found = [f"{path} is not a finite number" for path in non_finite(record)]
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    for key in ("accuracy", "auc"):
+        value = metrics.get(key)
+        if number(value) and math.isfinite(value) and not 0 <= value <= 1:
+            found.append(f"metrics/{key} {value!r} is not within [0, 1]")
+    cell = record.get("cell") if isinstance(record.get("cell"), dict) else {}
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    claimed = system.get("machine_class")
+    if claimed and cell.get("device") in ("cpu", "gpu"):
+        derived = sysinfo.machine_class(system, cell["device"], cell.get("gpus", 1))
+        if derived != claimed:
+            found.append(f"system/machine_class {claimed} disagrees with the record's own facts, which give {derived}")
+    if found or record.get("status") != "ok" or cell.get("task") not in params.TASKS:
+        return found
+    block = record.get("timing") if isinstance(record.get("timing"), dict) else {}
+    values = block.get("values") if isinstance(block.get("values"), list) else []
+    values = [float(v) for v in values if number(v)]
+    task = cell["task"]
+    known = (record.get("system") or {}).get("params_hash") == params.params_hash(task, cell.get("scale", "full")) \
+        if cell.get("scale") in params.SCALES else False
+    if task == "resnet50":
+        published, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
+        if values and number(published) and number(images) and images > 0:
+            recomputed = statistics.median(values) / images * 1000
+            if differs(published, recomputed):
+                found.append(f"metrics/seconds_per_1000_images {published:.6g} does not follow from the passes "
+                             f"(median {statistics.median(values):.6g} s over {images} images: {recomputed:.6g})")
+        return found
+    published, epochs = metrics.get("steady_state_seconds"), metrics.get("epoch_seconds")
+    if not (known and number(published) and isinstance(epochs, list) and epochs and all(map(number, epochs))
+            and number(metrics.get("train_samples"))):
+        return found
+    batch = metrics.get("global_batch") or params.task_params(task, cell["scale"])["batch_size"] * (
+        metrics.get("devices") or 1)
+    steps = int(metrics["train_samples"]) // int(batch) if number(batch) and batch > 0 else None
+    windows = values if block.get("unit") == "seconds per step" else None
+    warmup = metrics.get("warmup_seconds") if number(metrics.get("warmup_seconds")) else None
+    recomputed = timing.steady_state_seconds([float(e) for e in epochs], warmup, steps, windows)
+    if recomputed is not None and differs(published, recomputed):
+        how = (f"median window {statistics.median(windows):.6g} s × {steps} steps × {len(epochs)} epochs" if windows
+               else f"the epochs' times, {steps} steps an epoch")
+        found.append(f"metrics/steady_state_seconds {published:.6g} does not follow from the samples ({how}: "
+                     f"{recomputed:.6g})")
+    return found
+
+
+def check(record, where):
+    """Raise a RecordError naming the first field of `record` that breaks the schema or the clock."""
+    if not isinstance(record, dict):
+        raise RecordError(f"{where}: a record is a JSON object, this is a {type(record).__name__}")
+    if VALIDATOR is None and not OWN_RECORDS_ONLY:
+        raise RecordError(f"{where}: jsonschema is not installed, so no record can be checked; install it "
+                          "(pip install -r scripts/requirements.txt, or make host)")
+    error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(record)) if VALIDATOR else None
+    if error is not None:
+        field = "/".join(map(str, error.absolute_path)) or "(the record)"
+        raise RecordError(f"{where}: {field}: {error.message[:300]}")
+    started, finished = (moment(record[key], f"{where}: {key}") for key in ("started_at", "finished_at"))
+    if max(started, finished) > datetime.now(timezone.utc) + CLOCK_SKEW:
+        raise RecordError(f"{where}: started_at/finished_at {record['started_at']} … {record['finished_at']} lie in "
+                          "the future (a wrong clock or a forged record)")
+    if finished < started:
+        raise RecordError(f"{where}: finished_at {record['finished_at']} is before started_at {record['started_at']}")
+    wrong = contradictions(record)
+    if wrong:
+        raise RecordError(f"{where}: inconsistent: {'; '.join(wrong)[:600]}")
+    return record
+
+
+KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def not_plain(path, cap=MAX_BYTES):
+    """Why `path` is not a plain file of at most `cap` bytes (a link, a FIFO, a device, too big), or None; by lstat,
+    so nothing is opened or followed."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"unreadable ({e})"
+    for test, kind in KINDS:
+        if test(st.st_mode):
+            return f"{kind}, not a plain file"
+    if st.st_size > cap:
+        return f"{st.st_size} bytes, more than any record ({cap})"
+    return None
+
+
+def read_plain(path, cap=MAX_BYTES):
+    """The bytes of the plain file `path`: opened without following a link and without blocking (a FIFO swapped in
+    after the check is not waited on), at most `cap` bytes; RecordError naming why not."""
+    why = not_plain(path, cap)
+    if why:
+        raise RecordError(f"{path}: {why}; not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise RecordError(f"{path}: not opened as a plain file ({e}); not read") from e
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise RecordError(f"{path}: not a plain file; not read")
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise RecordError(f"{path}: more than any record ({cap} bytes); not read")
+    return data
+
+
+def parse(data, where):
+    """A record from the bytes of its file (shared.record.read_record's checks, on bytes already read)."""
+    try:
+        record = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordError(f"{where}: not a readable result record ({e}); delete it to re-run that cell") from e
+    if not isinstance(record, dict):
+        raise RecordError(f"{where}: a record is a JSON object, this is a {type(record).__name__}")
+    if record.get("schema") != RECORD_SCHEMA:
+        raise RecordError(f"{where}: record schema {record.get('schema')!r}, this code reads schema {RECORD_SCHEMA}; "
+                          "merge it with the version of the project that wrote it, or re-run the cell")
+    return record
+
+
+def read(path):
+    """A record file, read and checked; RecordError (with the reason) for anything that is not a sound record:
+    a link, FIFO, device or oversize file is refused by name, never opened (read_plain)."""
+    path = Path(path)
+    try:
+        return check(parse(read_plain(path), str(path)), str(path))
+    except RecursionError:
+        raise RecordError(f"{path}: nested too deeply to be a record") from None
+
+
+def started(record):
+    """The sort key of a record's attempts: start, then finish, as times."""
+    return moment(record["started_at"], "started_at"), moment(record["finished_at"], "finished_at")
+
+
+def confined(root, *parts):
+    """root/parts…, refused (RecordError) unless it stays under `root` once resolved: the last line of defence
+    behind the safe alphabet, for every path a record's fields name."""
+    root = Path(root).resolve()
+    path = root.joinpath(*parts).resolve()
+    if path == root or root not in path.parents:
+        raise RecordError(f"{'/'.join(map(str, parts))!r} would leave {root}")
+    return path
+
+
+def own_folder(run_dir, name):
+    """RUN/NAME as a real folder of the run: a link planted there (to anywhere) is removed, never written through."""
+    folder = Path(run_dir) / name
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def quarantine(run_dir, source, reason):
+    """Put a copy of the file `source` under RUN/quarantine/ (named by its content's hash, so the same bad file is
+    kept once) with its reason beside it; returns the copy's path. The source itself is left as it was. A source
+    that is not a plain file (a link, a FIFO, a device, too big) is quarantined by name: never opened, nothing of it
+    copied."""
+    folder = own_folder(run_dir, "quarantine")
+    why = not_plain(source)
+    try:
+        data = b"" if why else read_plain(source)
+    except RecordError as e:
+        data, why = b"", str(e)
+    name = hashlib.sha256(data or f"not read: {os.fspath(source)}".encode()).hexdigest()[:16]
+    write_atomic(folder / f"{name}.json.quarantined", data.decode("latin-1"), binary=data)
+    write_atomic(folder / f"{name}.reason.txt", f"source: {os.fspath(source)}\nreason: {reason}\n"
+                 + (f"not read: {why}\n" if why else ""))
+    return folder / f"{name}.json.quarantined"
+
+
+def quarantined(run_dir):
+    """[(source, reason)] of the files quarantined in `run_dir`, for the report."""
+    found = []
+    folder = Path(run_dir) / "quarantine"
+    for note in sorted(folder.glob("*.reason.txt")) if folder.is_dir() and not folder.is_symlink() else []:
+        try:
+            text = read_plain(note).decode(errors="replace")
+        except RecordError:
+            continue            # not one the quarantine wrote
+        lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+        found.append((lines.get("source", "?"), lines.get("reason", "?")))
+    return found
+
+
+# ---------------------------------------------------------------- internal consistency (figures follow from samples)
+
+CONSISTENCY_TOLERANCE = 1e-6          # relative: a figure the runner computed from its samples, recomputed here
+
+
+def _numbers(value, where):
+    """(path, number) of every number in a JSON value, nested."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _numbers(inner, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            yield from _numbers(inner, f"{where}[{i}]")
+
+
+def _close(a, b):
+    return math.isclose(a, b, rel_tol=CONSISTENCY_TOLERANCE, abs_tol=1e-12)
+
+
+def inconsistencies(record):
+    """Everything in a record that does not follow from the rest of it, one line each ([] for none): what every
+    reader refuses (contradictions), then, where there is none of that, every other published figure against the
+    samples and facts it comes from (figures_that_do_not_follow). The submission checker asks for all of it."""
+    return contradictions(record) or figures_that_do_not_follow(record)
+
+
+def figures_that_do_not_follow(record):
+    """inconsistencies' second part, one line each: NaN or infinite numbers in metrics, timing or the calibration;
+    accuracy or AUC outside [0, 1]; and the published figures against the samples they come from:
+    timing.median/min/max of timing.values, the warm-up windows as the rule splits them off, train_seconds as the
+    sum of the epochs, the steady-state time as the median window times the steps (so the batch it implies is the
+    task's), throughput from those times, seconds per 1,000 images from the median pass, achieved FLOP/s and
+    efficiency from the throughput and the calibration. A figure a record does not have is not checked. (issue
+    31; the verify side of the same checks: branch wt-29)"""
+    found = []
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    timing = record.get("timing") if isinstance(record.get("timing"), dict) else {}
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
+    for where, block in (("metrics", metrics), ("timing", timing), ("system.calibration", calibration)):
+        found += [f"{path} is {value} (not a finite number)" for path, value in _numbers(block, where)
+                  if not math.isfinite(value)]
+    if found:
+        return found
+    for key in ("accuracy", "auc"):
+        value = metrics.get(key)
+        if isinstance(value, (int, float)) and not 0 <= value <= 1:
+            found.append(f"metrics.{key} {value} is outside [0, 1]")
+    values = timing.get("values") if isinstance(timing.get("values"), list) else []
+    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if values and any(v <= 0 for v in values):
+        return found    # check_status / the report: a non-positive sample is not a figure to recompute from
+    if values:
+        for key, figure in (("median", statistics.median(values)), ("min", min(values)), ("max", max(values))):
+            if isinstance(timing.get(key), (int, float)) and not _close(timing[key], figure):
+                found.append(f"timing.{key} {timing[key]:.6g} is not the {key} of timing.values ({figure:.6g})")
+    warm = timing.get("warmup_windows")
+    if isinstance(warm, list) and warm and all(isinstance(w, (int, float)) and w > 0 for w in warm):
+        split = warm_windows([*warm, *values])[0]      # the rule decides which windows are warm-up, not the record
+        if split != len(warm):
+            found.append(f"timing.warmup_windows holds {len(warm)} windows where the warm-up rule makes {split} of "
+                         f"the {len(warm) + len(values)} windows warm-up (shared.timing.warm_windows)")
+    task = (record.get("cell") or {}).get("task")
+    epochs = metrics.get("epoch_seconds")
+    train = metrics.get("train_seconds")
+    if isinstance(epochs, list) and epochs and isinstance(train, (int, float)) and not _close(train, sum(epochs)):
+        found.append(f"metrics.train_seconds {train:.6g} is not the sum of metrics.epoch_seconds ({sum(epochs):.6g})")
+    steady, median = metrics.get("steady_state_seconds"), statistics.median(values) if values else None
+    steady_rate = metrics.get("steady_samples_per_second")
+    if (values and timing.get("unit") == "seconds per step" and isinstance(steady, (int, float)) and steady > 0
+            and isinstance(steady_rate, (int, float)) and task in params.TASKS):
+        steps = steady / median                      # every step of the run, at the median window's rate
+        batch = steady_rate * steady / round(steps) if round(steps) else 0
+        scale = (record.get("cell") or {}).get("scale", "full")
+        # the task's batch only where the record ran this checkout's task parameters (its params_hash)
+        wanted = params.task_params(task, scale).get("batch_size") if scale in params.SCALES and \
+            system.get("params_hash") == params.params_hash(task, scale) else None
+        gpus = (record.get("cell") or {}).get("gpus") or 1
+        if abs(steps - round(steps)) > 1e-6 * steps or round(steps) < 1:
+            found.append(f"metrics.steady_state_seconds {steady:.6g} is not a whole number of steps at the median "
+                         f"window's {median:.6g} s ({steps:.6g} steps)")
+        elif wanted and not any(_close(batch, wanted * k) for k in {1, gpus}):
+            found.append(f"metrics.steady_state_seconds {steady:.6g} and steady_samples_per_second {steady_rate:.6g} "
+                         f"imply {batch:.6g} samples a step at the median window's {median:.6g} s; the task's batch "
+                         f"is {wanted}")
+    rate = metrics.get("samples_per_second")
+    if isinstance(rate, (int, float)) and isinstance(train, (int, float)) and isinstance(steady, (int, float)) \
+            and isinstance(steady_rate, (int, float)) and not _close(rate * train, steady_rate * steady):
+        found.append(f"metrics.samples_per_second × train_seconds ({rate * train:.6g} samples) is not "
+                     f"steady_samples_per_second × steady_state_seconds ({steady_rate * steady:.6g})")
+    per_1000, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
+    if values and isinstance(per_1000, (int, float)) and isinstance(images, (int, float)) and images > 0 \
+            and not _close(per_1000, median / images * 1000):
+        found.append(f"metrics.seconds_per_1000_images {per_1000:.6g} is not the median pass per 1,000 images "
+                     f"({median / images * 1000:.6g})")
+    achieved, per_sample = metrics.get("achieved_flops"), metrics.get("model_flops_per_sample")
+    used = 1000 / per_1000 if task == "resnet50" and images and isinstance(per_1000, (int, float)) and per_1000 \
+        else steady_rate or rate
+    if isinstance(achieved, (int, float)) and isinstance(per_sample, (int, float)) and isinstance(used, (int, float)) \
+            and not _close(achieved, per_sample * used):
+        found.append(f"metrics.achieved_flops {achieved:.6g} is not model_flops_per_sample × the throughput "
+                     f"({per_sample * used:.6g})")
+    gemm = calibration.get("gemm_reduced_flops") or calibration.get("gemm_fp32_flops")
+    devices = metrics.get("devices", 1) if (record.get("cell") or {}).get("device") == "gpu" else 1
+    # Records since the one-denominator rule (shared/peaks.py) carry peak_flops: `efficiency` is of the device's peak,
+    # `efficiency_of_gemm` of the framework's own GEMM; older ones have only `efficiency`, of the GEMM. Either share is
+    # published only up to 1 (shared.peaks.shares names a larger one `implausible` instead).
+    shares = [("efficiency_of_gemm", gemm * devices if isinstance(gemm, (int, float)) and isinstance(
+        devices, (int, float)) else None, "the calibrated GEMM")]
+    shares.append(("efficiency", metrics.get("peak_flops"), "the device's peak") if "peak_flops" in metrics
+                  else ("efficiency", shares[0][1], "the calibrated GEMM"))
+    for key, denominator, words in shares:
+        share = metrics.get(key)
+        if isinstance(share, (int, float)) and isinstance(achieved, (int, float)) \
+                and isinstance(denominator, (int, float)) and denominator > 0 \
+                and not _close(share, achieved / denominator):
+            found.append(f"metrics.{key} {share:.6g} is not achieved_flops over {words} "
+                         f"({achieved / denominator:.6g})")
+    return found

@@ -1,0 +1,201 @@
+"""Make the reference records `verify` compares with, on this machine: the `reference` profile, then its records copied
+to results/reference/MACHINE-CLASS/ with a README that says what and where.
+
+    python -m scripts.results.reference                    # run the profile, then copy (make reference)
+    python -m scripts.results.reference --from results/reference-20261204-120000   # copy a finished run only
+    python -m scripts.results.reference --add              # run it again and keep it beside the first (runs/RUN_ID/)
+
+One run shows a cell's noise within a run (its samples); a healthy install also moves between runs (a CNTK GRU at half
+speed in one run of two), which only further runs show: `--add` keeps them under runs/RUN_ID/ and verify pools each
+cell's samples over them (scripts/results/verify.py); a cell whose runs differ by more than verify's ×1.5 tolerance is
+bimodal, a defect to remove at its cause, never a reason for a wider tolerance.
+
+A reference holds one machine class (shared.sysinfo.machine_class): the records of a run whose ok cells span several
+classes are refused, as are runs with failed cells (a reference must be a healthy install) unless --allow-failed.
+"""
+import argparse
+import shutil
+import statistics
+import sys
+import textwrap
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tabulate import tabulate
+
+from scripts.paths import RESULTS, safe_id
+from scripts.plan import planfile as plans
+from scripts.results import report, verify
+from scripts.results.runs import runs_of, start_run
+from shared import sysinfo
+
+PROFILE = "reference"
+
+
+def generation(system):
+    """The CPU generation as the kernel reported it, for the README ('' for a record made before these facts)."""
+    if system.get("cpu_family") is None:
+        return ""
+    return (f"{system.get('cpu_vendor') or '?'} family {system['cpu_family']} model {system.get('cpu_model_number')} "
+            f"stepping {system.get('cpu_stepping')}; ")
+
+
+def describe(records, run_dir, classes):
+    ok = [r for r in records if r["status"] == "ok"]
+    first = ok[0]["system"] if ok else {}
+    statuses = Counter(r["status"] for r in records)
+    profile = (plans.planned_profile(run_dir) or PROFILE)
+    seconds = sum(r["metrics"].get("train_seconds") or 0 for r in ok) + \
+        sum(sum((r.get("timing") or {}).get("values") or []) for r in ok if r["cell"]["task"] == "resnet50")
+    machine_class = next(iter(classes))
+    gpu = (f"{', '.join(first.get('gpus') or [])} (driver {first.get('driver')}) on " if machine_class.startswith("gpu:")
+           else "")
+    how = "`make gpu-check`" if profile == "gpu-check" else "`make reference`"
+    return textwrap.fill(" ".join([
+        f"Reference records of the `{profile}` profile ({len(records)} cells: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) + ") for the machine class",
+        f"`{machine_class}`: {gpu}{first.get('cpu')} ({generation(first)}"
+        f"{', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
+        f"{first.get('cpu_usable')} usable of {first.get('cpu_count')} logical CPUs, {first.get('memory_gib')} GiB, "
+        f"{first.get('os')}.",
+        f"Made with {how} from run {run_dir.name} on {datetime.now(timezone.utc):%Y-%m-%d} (each record "
+        f"names its commit in `git_commit`); {seconds / 60:.1f} minutes of timed work.",
+        "Every training cell holds its post-warm-up windows and every ResNet-50 cell at least five passes: "
+        "`python -m scripts.results.verify` picks this folder for runs of the same machine class and judges cells against "
+        "these samples (README: \"Verify\"). results.md is the run's merged table."]), width=118, break_on_hyphens=False) + "\n"
+
+
+def checked(run_dir, allow_failed):
+    """(record files, records, machine classes) of a run fit to be a reference. ValueError when it is not."""
+    cells = sorted((run_dir / "cells").glob("*.json"))
+    try:
+        records = [verify.records.read(p) for p in cells]
+    except verify.records.RecordError as e:
+        raise ValueError(f"{e}; a reference is made only from sound records (run the profile again)") from e
+    if not records:
+        raise ValueError(f"{run_dir} holds no records")
+    classes = Counter(verify.machine_class(r) for r in records if r["status"] == "ok")
+    if len(classes) != 1:
+        raise ValueError(f"{run_dir}: a reference holds one machine class; its ok records span "
+                         f"{', '.join(classes) or 'none'}")
+    broken = [r["cell"] for r in records if r["status"] in ("failed", "timeout")]
+    if broken and not allow_failed:
+        raise ValueError(f"{run_dir}: {len(broken)} cells failed or timed out; a reference must come from a healthy "
+                         "install (fix them, or pass --allow-failed to keep them as failed cells)")
+    return cells, records, classes
+
+
+def target_for(klass):
+    """results/reference/SLUG for a machine class: refused (ValueError) unless the slug is a non-empty name of the
+    safe alphabet that stays a direct child of results/reference (a class of punctuation alone, "?:-.", would name
+    results/reference itself, which copy() would then remove whole)."""
+    name = sysinfo.slug(klass)
+    if not safe_id(name):
+        raise ValueError(f"machine class {klass!r} gives no usable folder name ({name!r}): its records do not say "
+                         "what machine ran them; run the reference on a machine whose CPU or GPU they can name")
+    target = verify.records.confined(verify.REFERENCES, name)
+    if target.parent != verify.REFERENCES.resolve():
+        raise ValueError(f"machine class {klass!r} would not name a folder of its own under {verify.REFERENCES}")
+    return target
+
+
+RUNS_MARK = "Further runs, for the noise between runs:"
+STEADY_GOAL = 1.25       # a cell's between-run factor this reference aims to stay within (docs/verify.md)
+
+
+def between_runs_line(target):
+    """The README's paragraph on the reference's further runs and how far its cells move between them."""
+    runs = verify.reference_runs(target)
+    factors = verify.between_runs(runs)
+    if len(runs) < 2 or not factors:
+        return ""
+    widest = sorted(factors.items(), key=lambda kv: -kv[1])[:3]
+    return textwrap.fill(
+        f"{RUNS_MARK} runs/{', runs/'.join(p.name for p in sorted((target / 'runs').glob('*')))} ({len(runs)} runs "
+        f"in all). Between them a cell's steady state moved by ×{statistics.median(factors.values()):.2f} at the "
+        "median and at most by " + ", ".join(f"×{f:.2f} ({cell_id})" for cell_id, f in widest)
+        + "; verify pools their samples (a cell beyond ×1.5 between runs is bimodal: a defect, not a tolerance).",
+        width=118,
+        break_on_hyphens=False) + "\n\n" + between_runs_table(factors)
+
+
+def between_runs_table(factors):
+    """Every cell's between-run factor (its slowest run's steady state over its fastest's), widest first, with the
+    cells beyond STEADY_GOAL counted and marked."""
+    above = [f for f in factors.values() if f > STEADY_GOAL]
+    rows = [(cell_id, f"×{f:.2f}", "above the goal" if f > STEADY_GOAL else "")
+            for cell_id, f in sorted(factors.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return (f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
+            f"×{STEADY_GOAL}):\n\n" + tabulate(rows, headers=["cell", "between runs", f"beyond ×{STEADY_GOAL}"],
+                                                 tablefmt="github") + "\n")
+
+
+def add(run_dir, allow_failed=False):
+    """Keep a further run of an existing reference's machine class under its runs/RUN_ID/; returns the folder."""
+    cells, records, classes = checked(run_dir, allow_failed)
+    target = target_for(next(iter(classes)))
+    if not (target / "cells").is_dir():
+        raise ValueError(f"no reference of {next(iter(classes))} to add to; make one first (make reference)")
+    if {r["run_id"] for r in records} & {r["run_id"] for r in verify.records_by_id(target).values()}:
+        raise ValueError(f"{run_dir} is the reference's own first run")
+    extra = verify.records.confined(target, "runs", sysinfo.safe_name(run_dir.name))
+    if extra.exists():
+        shutil.rmtree(extra)
+    extra.mkdir(parents=True)
+    for path in cells:
+        shutil.copyfile(path, extra / path.name)
+    readme = target / "README.md"
+    kept = readme.read_text().split(RUNS_MARK)[0].rstrip("\n") if readme.exists() else ""
+    readme.write_text(kept + "\n" + between_runs_line(target))
+    return target
+
+
+def copy(run_dir, allow_failed=False):
+    """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one."""
+    cells, records, classes = checked(run_dir, allow_failed)
+    target = target_for(next(iter(classes)))
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "cells").mkdir(parents=True)
+    for path in cells:
+        shutil.copyfile(path, target / "cells" / path.name)
+    shutil.copyfile(run_dir / "plan.json", target / "plan.json")
+    for name in ("barriers.json", "gpu-check.json"):      # make gpu-check's barrier self-tests and summary
+        if (run_dir / name).is_file():
+            shutil.copyfile(run_dir / name, target / name)
+    write_tables(target)
+    (target / "README.md").write_text(describe(records, run_dir, classes))
+    return target
+
+
+def write_tables(target):
+    """The reference's merged tables, CSV and plot (results.md, .csv, .png) beside its records."""
+    report.write_report(target, out=target / ".report")
+    for name in ("results.md", "results.csv", "results.png"):
+        shutil.move(str(target / ".report" / name), target / name)
+    shutil.rmtree(target / ".report")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m scripts.results.reference", description=__doc__.split("\n")[0])
+    ap.add_argument("--from", dest="source", type=Path, help="copy this finished run instead of running the profile")
+    ap.add_argument("--allow-failed", action="store_true", help="keep failed cells in the reference")
+    ap.add_argument("--add", action="store_true",
+                    help="keep the run beside the reference's first (runs/RUN_ID/): how far cells move between runs")
+    args = ap.parse_args(argv)
+    if args.source is None:
+        if start_run(["--profile", PROFILE]) == 2:
+            return 2
+        args.source = runs_of(RESULTS, PROFILE)[-1]
+    try:
+        target = (add if args.add else copy)(args.source, args.allow_failed)
+    except (ValueError, verify.RecordError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"reference written to {target}; commit it with its README")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

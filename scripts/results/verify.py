@@ -1,0 +1,657 @@
+"""Check this install against reference records shipped in the repo (results/reference/NAME/cells/*.json).
+
+    python -m scripts.results.verify                 # run the demo profile, compare with this machine class's reference
+    python -m scripts.results.verify --run results/demo-… --reference results/reference/nvidia-h200
+
+What is compared. A run cell is judged against the reference cell of the same id; the two must agree on data kind,
+task parameters (`system.params_hash`), machine class (`system.machine_class`, re-derived from each record's own facts
+when it is read: scripts/results/records.py) and timing unit, and the run cell must hold at least as many samples as the
+reference cell. A reference cell the run cannot be compared on FAILS with why ("incomparable: …", "samples
+missing"): it is never a footnote. Only a whole run of which no cell is comparable (another machine class, another
+scale) is "incomparable" (exit 3), and verify names a reference that fits.
+
+The overall factor. The run's speed relative to the reference is the median of the comparable cells' steady-state
+ratios (robust: half the cells 2× slower cannot pull it far, and cannot hide themselves in it). Only the part of it
+the run's own calibration explains is divided out before cells are judged: the median ratio of the reference's to
+the run's calibration GEMM rate and host-copy bandwidth (measured the same way in every cell, shared/calibration.py),
+combined as their geometric mean, and only where it is beyond the calibration's own noise (×CALIBRATION_NOISE; the
+reference's honest runs differ by ≤ ×1.03). What is left, the unexplained factor, must lie within ×OVERALL_TOLERANCE
+either way on the same machine class: beyond it the install is slower (or faster: a clock) than this machine's own
+measured rate. A machine that is uniformly slower and whose calibration says so passes, with the factor stated.
+
+A cell. The reference's samples of a cell are pooled over every honest run the reference keeps (cells/ and runs/*,
+those comparable with cells/). The cell's ratio is the Hodges-Lehmann estimate (the median of every pairwise ratio
+of its samples to the pooled ones: the estimator that goes with the rank test), divided by the explained factor; it
+is off when beyond ×TIME_TOLERANCE either way *and* a one-sided Mann-Whitney U test in the ratio's direction, of the
+cell's samples against the pooled ones, gives p < ALPHA. The tolerance is the same for every cell and comes from the
+reference side only: nothing the run records (fewer samples, one value) widens it, and --time-tolerance may only
+tighten it. Where the reference has no samples (one value) the ratio of the steady states alone decides. A cell too
+fast is named as such ("faster than possible"), per cell. Why this decision:
+- pooling the reference's runs gives 10-18 reference samples instead of 5, and the test is one-sided: a real 2×
+  shift with one window left at the old speed (4 of 5 windows slower) is significant wherever that window falls
+  (tested), where two-sided 5-against-5 could never go below 0.0079 and one overlapping window lifted it above 0.01;
+- the pairwise-ratio median does not jump between the modes of a bimodal cell as a median of medians does;
+- a time verdict must reproduce (`confirm`): where verify runs the profile itself it runs the cells it found slower
+  or faster once more, and a cell is off only where that second run is off too (or cannot be compared). This VM's
+  two cores lose ×1.7 of their joint speed for seconds to minutes at a time (docs/verify.md measures it), a different
+  cell in each run; a regression of the install reproduces, such a transient seldom hits one cell twice;
+- measured over the committed honest runs of cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c (3 runs of 49 ok cells; tests/
+  test_verify.py::test_false_alarm_rate_over_every_pair_of_honest_runs recomputes it): each run against the other
+  two as its reference, alone, gives 4 false alarms in 147 cell verdicts (2.7 %; 2 of 3 runs fail, the test's second
+  run against the committed reference none); each against a one-run reference, confirmed by the third, 16 of 294
+  before the confirmation and 8 after (6 of 6 cases failing, then 4). All are in cells whose runs differ beyond ×1.5
+  (keras2-theano-cnn, lasagne-cnn and keras2-cntk-gru move together between runs; keras-tf-resnet50): the machine's
+  transients, named in the row ("bimodal"), never a reason for a wider tolerance.
+Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the time
+as waited only adds a note. Quality (accuracy, AUC) beyond the margin either way, a failed, missing or refused
+record and a skip where the reference ran are off.
+
+Exit codes: 0 every compared cell as expected, 1 something is off, 2 the comparison cannot start (no reference, no
+run), 3 nothing in the run is comparable with the reference (the message names a reference that fits, or how to make
+one).
+"""
+import argparse
+import math
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+from scipy.stats import mannwhitneyu
+from tabulate import tabulate
+
+from scripts.paths import REFERENCES, RESULTS
+from scripts.plan.planfile import planned_ids
+from scripts.results import records, report
+from scripts.results.runs import runs_of, start_run
+from shared import sysinfo
+from shared.record import RecordError
+from shared.timing import MIN_SAMPLES
+
+TIME_TOLERANCE = 1.5     # a cell's ratio beyond this (either way) is off, if the rank test agrees; also the cap
+WAITED_TOLERANCE = 2.0   # the time as waited beyond this (normalised) adds a note
+OVERALL_TOLERANCE = 1.25  # the unexplained overall factor (same machine class) beyond this either way is off
+QUALITY_MARGIN = 0.05    # accuracy or AUC may differ from the reference's by this much
+ALPHA = 0.05             # the one-sided rank test's significance level (the ratio's own direction)
+CALIBRATION_NOISE = 1.05  # calibrations within this of the reference's explain nothing (its honest runs: ≤ ×1.03)
+MIN_OVERALL_CELLS = 5    # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
+INCOMPARABLE = 3         # exit code: nothing to compare with
+
+
+class VerifyError(Exception):
+    """Nothing to compare with (no reference, no run); the message says what to pass instead."""
+
+
+def records_by_id(folder):
+    try:
+        return {p.stem: records.read(p) for p in sorted(Path(folder).glob("cells/*.json"))}
+    except RecordError as e:
+        raise VerifyError(str(e)) from e
+
+
+def reference_runs(folder):
+    """The reference's runs, each {cell id: record}: cells/ (the reference cells) first, then every further honest
+    run kept under runs/RUN_ID/."""
+    runs = [records_by_id(folder)]
+    for extra in sorted(p for p in Path(folder).glob("runs/*") if p.is_dir()):
+        try:
+            runs.append({p.stem: records.read(p) for p in sorted(extra.glob("*.json"))})
+        except RecordError as e:
+            raise VerifyError(str(e)) from e
+    return runs
+
+
+def comparable_runs(runs, cell_id):
+    """The ok records of `cell_id` in every reference run that are comparable with the first run's."""
+    first = runs[0].get(cell_id)
+    if first is None or first["status"] != "ok":
+        return []
+    return [r[cell_id] for r in runs if cell_id in r and r[cell_id]["status"] == "ok"
+            and why_incomparable(first, r[cell_id]) is None]
+
+
+def between_runs(runs):
+    """{cell id: (slowest / fastest steady state) over the reference's runs}, for the cells that are ok and
+    comparable with the first run's in at least two runs (the README's figure; never a tolerance)."""
+    factors = {}
+    for cell_id in runs[0] if runs else ():
+        times = [t for t in (steady(r) for r in comparable_runs(runs, cell_id)) if t]
+        if len(times) >= 2:
+            factors[cell_id] = max(times) / min(times)
+    return factors
+
+
+def reference_time(runs, cell_id):
+    """The median steady state of `cell_id` over the reference's comparable runs, or None."""
+    times = [t for t in map(steady, comparable_runs(runs, cell_id)) if t]
+    return statistics.median(times) if times else None
+
+
+def pooled_samples(runs):
+    """{cell id: the samples of every comparable honest reference run of the cell, pooled}."""
+    return {cell_id: [v for r in comparable_runs(runs, cell_id) for v in samples(r)] for cell_id in runs[0]} \
+        if runs else {}
+
+
+# ---------------------------------------------------------------- what a record measured
+
+def machine_class(record):
+    """The record's machine class, or one derived from its facts for records written before the key existed."""
+    system = record.get("system") or {}
+    return system.get("machine_class") or sysinfo.machine_class(system, record["cell"]["device"],
+                                                                record["cell"]["gpus"])
+
+
+def samples(record):
+    """The post-warm-up samples of an ok record (seconds per step or per pass), [] where it kept none."""
+    timing = record.get("timing") or {}
+    return [float(v) for v in timing.get("values") or []] if timing.get("unit") else []
+
+
+def timed(record):
+    """How many windows or passes the record timed after its first step: its samples and, for training, the warm-up
+    windows before them (how many of those there are varies between honest runs; their sum does not)."""
+    return len(samples(record)) + len((record.get("timing") or {}).get("warmup_windows") or [])
+
+
+def steady(record):
+    """The steady-state figure the ratio is taken of: the median sample where the record has samples, else the
+    task's recorded time (older records)."""
+    values = samples(record)
+    if values:
+        return statistics.median(values)
+    metrics, task = record["metrics"], record["cell"]["task"]
+    value = metrics.get("steady_state_seconds") if task in report.TRAINING_TASKS else None
+    return value if value is not None else metrics.get(report.TIME_METRIC[task])
+
+
+def waited(record):
+    """The time a user waits for the cell's timed work, compile and first step included."""
+    metrics = record["metrics"]
+    if record["cell"]["task"] in report.TRAINING_TASKS:
+        return metrics.get("train_seconds")
+    timing = record.get("timing") or {}
+    passes = timing.get("values") or []
+    return (timing.get("warmup") or 0) + sum(passes) if passes else metrics.get("seconds_per_1000_images")
+
+
+def calibration(record):
+    """(GEMM FLOP/s, host-copy bytes/s) of a record's own calibration, None where it has none."""
+    block = (record.get("system") or {}).get("calibration") or {}
+    return block.get("gemm_fp32_flops"), block.get("host_copy_bytes_per_s")
+
+
+def why_incomparable(expected, measured):
+    """Why two ok records of one cell id cannot be compared, or None where they can."""
+    reasons = []
+    if expected["cell"]["data"] != measured["cell"]["data"]:
+        reasons.append(f"data {measured['cell']['data']} vs the reference's {expected['cell']['data']}")
+    e_hash, m_hash = (r.get("system", {}).get("params_hash") for r in (expected, measured))
+    if expected["cell"]["scale"] != measured["cell"]["scale"]:
+        reasons.append(f"scale {measured['cell']['scale']} vs the reference's {expected['cell']['scale']}")
+    elif e_hash is None or e_hash != m_hash:
+        reasons.append("task parameters differ" if e_hash and m_hash else
+                       "task parameters not recorded (a record from before params_hash)")
+    e_class, m_class = machine_class(expected), machine_class(measured)
+    if e_class != m_class:
+        reasons.append(f"machine {m_class} vs the reference's {e_class}")
+    e_unit, m_unit = ((r.get("timing") or {}).get("unit") for r in (expected, measured))
+    if e_unit != m_unit:
+        reasons.append(f"timed in {m_unit or 'epochs/passes'} vs the reference's {e_unit or 'epochs/passes'}")
+    return "; ".join(reasons) or None
+
+
+# ---------------------------------------------------------------- judging
+
+def judge_status(expected, measured):
+    """(outcome, words) where one of the two cells did not run ok or they cannot be compared, else None."""
+    if measured is None:
+        return "missing", "missing: the run wrote no record of this planned cell"
+    if "refused" in measured:
+        return "refused", f"refused: {measured['refused'][:200]}"
+    status, why = measured["status"], report.first_line(measured["reason"])[:70]
+    if status in ("failed", "timeout"):
+        return "failed", f"{status}: {why}"
+    if expected is None:
+        return "no reference", f"no reference ({status})"
+    if expected["status"] != "ok":
+        return ("ok", "skipped as in the reference") if status == "skipped" else \
+            ("no reference", f"not compared: the reference cell is {expected['status']}")
+    if status == "skipped":
+        return "unexpected skip", f"skipped, the reference ran it: {why}"
+    reason = why_incomparable(expected, measured)
+    if reason:
+        return "incomparable", f"incomparable: {reason}"
+    if timed(measured) < timed(expected):
+        return "samples missing", (f"samples missing: {timed(measured)} of the {timed(expected)} windows or passes "
+                                   "the reference cell timed (samples and warm-up windows)")
+    if not positive(steady(measured)):
+        return "no time", f"no {report.TIME_METRIC[measured['cell']['task']]} in the record"
+    if not positive(steady(expected)):     # a ratio needs a positive, finite reference time
+        return "no reference", "not compared: the reference cell has no positive, finite time"
+    return None
+
+
+def positive(value):
+    """A time that can be divided by and taken the log of: a finite number above 0."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def ratio_estimate(measured, reference):
+    """The Hodges-Lehmann estimate of how many times slower `measured` is than `reference`: the median of every
+    pairwise ratio (the estimator that goes with the rank test). Robust to a bimodal cell: a run that visits both modes
+    as the reference did gets ×1, not the ratio of whichever mode its median fell in."""
+    return statistics.median(m / e for m in measured for e in reference)
+
+
+def rank_test(reference_samples, measured, factor, ratio):
+    """The one-sided Mann-Whitney U p-value, in the direction of `ratio`, of the measured samples (divided by the
+    explained factor) against the reference's pooled samples; None with fewer than MIN_SAMPLES on a side."""
+    m = samples(measured)
+    if len(reference_samples) < MIN_SAMPLES or len(m) < MIN_SAMPLES:
+        return None
+    return float(mannwhitneyu([v / factor for v in m], reference_samples,
+                              alternative="greater" if ratio > 1 else "less").pvalue)
+
+
+def judge(expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None):
+    """(outcomes, words, row values) of one cell. `factor`: the explained overall factor divided out; `pooled`: the
+    reference's samples of the cell over all its honest runs (default: the reference cell's own); `between`: the
+    reference's between-run factor of the cell (named when the cell is off, never a tolerance); `reference_time`:
+    the median steady state of the reference's runs, for a cell without samples (default: the reference cell's). Row
+    values: reference
+    and measured steady state, their raw ratio, the ratio judged, the tolerance, the rank test's p, measured
+    quality."""
+    by_status = judge_status(expected, measured)
+    if by_status:
+        return [by_status[0]], by_status[1], (None,) * 7
+    pooled = pooled if pooled else samples(expected)
+    e_time = statistics.median(pooled) if pooled else (reference_time or steady(expected))
+    m_time = steady(measured)
+    m_samples = samples(measured)
+    if len(pooled) >= MIN_SAMPLES and len(m_samples) >= MIN_SAMPLES:
+        ratio = ratio_estimate(m_samples, pooled)
+    else:
+        ratio = m_time / e_time if e_time else None
+    normalised = ratio / factor if ratio else None
+    p = rank_test(pooled, measured, factor, normalised) if normalised else None
+    found, notes = [], []
+    if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):
+        faster = normalised < 1
+        if p is not None and p >= ALPHA:
+            notes.append(f"×{normalised:.2f} but within its noise (p={p:.2g})")
+        else:
+            test = f", p={p:.2g}" if p is not None else (
+                ", the reference has one value: no rank test" if len(pooled) < 2 else
+                f", fewer than {MIN_SAMPLES} samples on a side: no rank test")
+            bimodal = (f"; the reference's own runs differ by ×{between:.2f} here: bimodal"
+                       if between and between > tolerance else "")
+            found.append(("faster", f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}")
+                         if faster else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}"))
+    e_wait, m_wait = waited(expected), waited(measured)
+    if e_wait and m_wait:
+        wait_ratio = m_wait / e_wait / factor
+        if wait_ratio > WAITED_TOLERANCE or wait_ratio < 1 / WAITED_TOLERANCE:
+            notes.append(f"time as waited ×{wait_ratio:.2f} (compile, caches, first step)")
+            found.append(("waited", None))
+    quality = report.QUALITY_METRIC.get(expected["cell"]["task"])
+    e_q, m_q = (expected["metrics"].get(quality), measured["metrics"].get(quality)) if quality else (None, None)
+    if e_q is not None and (m_q is None or abs(m_q - e_q) > margin):
+        found.append(("quality", f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
+    outcomes = [o for o, _ in found if o != "waited"] or ["ok"]
+    outcomes += [o for o, _ in found if o == "waited"]
+    words = "; ".join([w for _, w in found if w] + notes) or "ok"
+    return outcomes, words, (e_time, m_time, ratio, normalised, tolerance, p, m_q)
+
+
+def overall_factor(reference, measured, ids):
+    """The median of the steady-state ratios of the comparable ok cells and how many cells it rests on; 1.0 with
+    fewer than MIN_OVERALL_CELLS (a subset is then judged by its raw ratios)."""
+    ratios = []
+    for cell_id in ids:
+        expected, got = reference.get(cell_id), measured.get(cell_id)
+        if judge_status(expected, got) is None:
+            ratios.append(steady(got) / steady(expected))
+    return (statistics.median(ratios) if len(ratios) >= MIN_OVERALL_CELLS else 1.0), len(ratios)
+
+
+def explained_factor(reference, measured, ids):
+    """The part of the run's speed its own calibration explains: the geometric mean of the median reference ÷ run
+    GEMM rate and the median reference ÷ run host-copy bandwidth over the comparable cells that recorded them (a
+    slower machine has a lower rate: a factor above 1). Returns (factor, {"gemm": …, "bandwidth": …} medians, cells);
+    (1.0, {}, 0) where no cell pair recorded a calibration."""
+    parts = {"gemm": [], "bandwidth": []}
+    for cell_id in ids:
+        expected, got = reference.get(cell_id), measured.get(cell_id)
+        if judge_status(expected, got) is not None:
+            continue
+        for key, e, m in zip(("gemm", "bandwidth"), calibration(expected), calibration(got)):
+            if e and m and e > 0 and m > 0 and math.isfinite(e) and math.isfinite(m):
+                parts[key].append(e / m)
+    medians = {key: statistics.median(v) for key, v in parts.items() if v}
+    if not medians:
+        return 1.0, {}, 0
+    return math.exp(statistics.mean(math.log(v) for v in medians.values())), medians, max(map(len, parts.values()))
+
+
+def comparable(expected, measured):
+    """True where both records are ok and of the same kind (data, parameters, machine class, unit)."""
+    return (expected is not None and measured is not None and "refused" not in measured
+            and expected["status"] == measured["status"] == "ok" and why_incomparable(expected, measured) is None)
+
+
+def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None):
+    """Judge every cell the run planned (or, without a plan, every reference cell) and every cell the run has;
+    `runs`: the reference's honest runs (reference_runs; default: `reference` alone), whose samples are pooled.
+    Returns (table rows, Counter of outcomes, number of reference cells outside the plan, overall: {"raw",
+    "explained", "unexplained", "calibration", "basis", "off", and the reference's pooled samples and between-run
+    factors, which `confirm` judges with})."""
+    runs = runs or [reference]
+    pooled, between = pooled_samples(runs), between_runs(runs)
+    wanted = None if plan is None else set(plan)
+    expected_ids = [i for i in reference if wanted is None or i in wanted]
+    ids = expected_ids + sorted(set(measured) - set(expected_ids))
+    raw, basis = overall_factor(reference, measured, ids)
+    explained, parts, _ = explained_factor(reference, measured, ids)
+    noise = 1 / CALIBRATION_NOISE <= explained <= CALIBRATION_NOISE
+    factor = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0
+    rows, counts, off = [], Counter(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
+    for cell_id in ids:
+        expected, got = reference.get(cell_id), measured.get(cell_id)
+        outcomes, words, values = judge(expected, got, factor, tolerance, margin, pooled.get(cell_id),
+                                        between.get(cell_id), reference_time(runs, cell_id))
+        counts.update(outcomes)
+        counts["compared"] += "no reference" not in outcomes
+        for outcome in set(outcomes) & {"slower", "faster"}:
+            off[outcome].append(cell_id)
+            if between.get(cell_id, 1.0) > tolerance:
+                off["bimodal"].append(cell_id)
+        rows.append([cell_id, *values, words])
+    counts["overall basis"] = basis
+    counts["comparable"] = sum(1 for i in ids if comparable(reference.get(i), measured.get(i)))
+    overall = {"raw": raw, "explained": factor, "unexplained": raw / factor, "calibration": parts, "basis": basis,
+               "off": off, "pooled": pooled, "between": between}
+    return rows, counts, len(reference) - len(expected_ids), overall
+
+
+def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None):
+    """Judge again, on `second` (a second run's records: {cell id: record}), every cell `compare` found slower or
+    faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is
+    comparable and within (no time outcome): then it is "unconfirmed", named in its row and the verdict line, and no
+    longer a failure. A regression of the install reproduces; a transient of the machine (another tenant on the
+    host's cores) mostly does not. Updates `rows`, `counts` and `overall["off"]` in place; returns the unconfirmed
+    cells' ids."""
+    runs, pooled, between = runs or [reference], overall["pooled"], overall["between"]
+    by_id = {row[0]: row for row in rows}
+    for outcome in ("slower", "faster"):
+        for cell_id in list(overall["off"][outcome]):
+            again, _, values = judge(reference.get(cell_id), second.get(cell_id), overall["explained"], tolerance,
+                                     margin, pooled.get(cell_id), between.get(cell_id), reference_time(runs, cell_id))
+            ratio = f"×{values[3]:.2f}" if values[3] else "no time"
+            if {"slower", "faster"} & set(again) or judge_status(reference.get(cell_id), second.get(cell_id)):
+                by_id[cell_id][-1] += f"; a second run: {ratio} ({', '.join(again)})"
+                continue
+            by_id[cell_id][-1] += (f"; not confirmed: {ratio} in a second run (a transient of the machine, not the "
+                                   "install)")
+            overall["off"][outcome].remove(cell_id)
+            if cell_id in overall["off"]["bimodal"]:
+                overall["off"]["bimodal"].remove(cell_id)
+            counts[outcome] -= 1
+            counts["unconfirmed"] += 1
+            overall["off"]["unconfirmed"].append(cell_id)
+    return overall["off"]["unconfirmed"]
+
+
+def plural(n, word):
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def speed_words(factor):
+    return "as fast as" if abs(math.log(factor)) < math.log(1.05) else \
+        (f"{factor:.2f}× slower than" if factor > 1 else f"{1 / factor:.2f}× faster than")
+
+
+def overall_line(overall, same_class=True):
+    """The run's speed relative to the reference in words, what its calibration explains of it, and whether the
+    unexplained rest is itself off (beyond ×OVERALL_TOLERANCE either way on the same machine class)."""
+    basis = overall["basis"]
+    if basis == 0:
+        return "overall: nothing comparable", False
+    if basis < MIN_OVERALL_CELLS:
+        return (f"overall: not estimated from {plural(basis, 'cell')} (at least {MIN_OVERALL_CELLS}); cells are judged "
+                "by their raw ratios"), False
+    raw, explained, rest = overall["raw"], overall["explained"], overall["unexplained"]
+    parts = overall["calibration"]
+    line = f"overall: this run is {speed_words(raw)} the reference (median over {plural(basis, 'cell')}); "
+    if parts and explained == 1.0:
+        line += (f"its own calibration is within ×{CALIBRATION_NOISE:g} of the reference's (" + ", ".join(
+            f"{key} ×{value:.2f}" for key, value in sorted(parts.items())) + "): nothing divided out; unexplained ×"
+            + f"{rest:.2f}")
+    elif parts:
+        line += (f"its own calibration explains ×{explained:.2f} (" + ", ".join(
+            f"{key} ×{value:.2f} slower" if value >= 1 else f"{key} ×{1 / value:.2f} faster"
+            for key, value in sorted(parts.items())) + "), divided out; unexplained ×" + f"{rest:.2f}")
+    else:
+        line += f"no calibration in the run's records: nothing explained, unexplained ×{rest:.2f}"
+    off = same_class and (rest > OVERALL_TOLERANCE or rest < 1 / OVERALL_TOLERANCE)
+    if off and rest < 1:
+        line += (f" — beyond ×{OVERALL_TOLERANCE:g}: the install is faster than this machine's own measured rate "
+                 "(a clock that stops early, a missing barrier, work that did not run)")
+    elif off:
+        line += (f" — beyond ×{OVERALL_TOLERANCE:g}: the install is slower than this machine's own measured rate "
+                 "(another load, threads, a debug build, a slower library than the reference's)")
+    return line, off
+
+
+def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
+    """The verdict a person can act on: what is off and how much, or that all is as expected; then what was not
+    compared and why."""
+    n = counts["compared"]
+    off = off or {}
+    named = lambda ids: (": " + ", ".join(ids[:6]) + (", …" if len(ids) > 6 else "")) if ids else ""
+    notes = []
+    if counts["no reference"]:
+        notes.append(f"{plural(counts['no reference'], 'cell')} not compared (no reference record)")
+    if outside:
+        notes.append(f"{plural(outside, 'reference cell')} not in this run's plan")
+    if counts["unconfirmed"]:
+        notes.append(f"{plural(counts['unconfirmed'], 'cell')} off in this run and within in a second run of it: not "
+                     f"confirmed, a transient of the machine (see each row){named(off.get('unconfirmed'))}")
+    if counts["waited"]:
+        notes.append(f"{plural(counts['waited'], 'cell')} with a time as waited beyond ×{WAITED_TOLERANCE:g} "
+                     "(compile, caches: a note, not a failure)")
+    if n == 0 or (counts["comparable"] == 0 and counts["incomparable"]):
+        return ("INCOMPARABLE: nothing compared" + (f"; {plural(counts['incomparable'], 'cell')} incomparable (see "
+                                                    "each row)" if counts["incomparable"] else "")
+                + "".join(f"; {x}" for x in notes))
+    problems = []
+    if overall_off:
+        problems.append("the whole run is off this machine's own measured rate (see the overall line)")
+    if counts["failed"]:
+        problems.append(f"{counts['failed']} of {plural(n, 'cell')} failed or timed out (see each log under logs/)")
+    if counts["missing"]:
+        problems.append(f"{counts['missing']} missing (no record)")
+    if counts["refused"]:
+        problems.append(f"{counts['refused']} refused as unsound records (see each row)")
+    if counts["incomparable"]:
+        problems.append(f"{counts['incomparable']} the reference has but cannot be compared (another class, task "
+                        "parameters or timing unit: see each row)")
+    if counts["samples missing"]:
+        problems.append(f"{counts['samples missing']} with fewer samples than the reference cell")
+    if counts["unexpected skip"]:
+        problems.append(f"{counts['unexpected skip']} skipped where the reference ran")
+    if counts["no time"]:
+        problems.append(f"{counts['no time']} ok but without a time (a runner that broke the record contract)")
+    if counts["slower"]:
+        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the reference beyond ×{tolerance:g} "
+                        f"(only what the calibration explains divided out){named(off.get('slower'))}")
+    if counts["faster"]:
+        problems.append(f"{counts['faster']} of {plural(n, 'cell')} faster than possible, beyond ×{tolerance:g}: check "
+                        f"these cells' clocks{named(off.get('faster'))}")
+    if counts["quality"]:
+        problems.append(f"{counts['quality']} of {plural(n, 'cell')} with accuracy/AUC off the reference by more "
+                        f"than ±{margin:g}")
+    if off.get("bimodal"):
+        problems.append(f"{len(off['bimodal'])} of them in cells whose reference runs already differ beyond "
+                        f"×{tolerance:g}{named(off['bimodal'])}: bimodal (on a shared VM, the machine's own "
+                        "transients: docs/verify.md); a second run tells a regression from them (--confirm-run)")
+    if problems:
+        return "FAIL: " + "; ".join(problems + notes)
+    return (f"OK: {plural(n, 'cell')} as expected — steady state within ×{tolerance:g} of the reference once what "
+            f"this machine's calibration explains is divided out (or within its noise), accuracy/AUC within "
+            f"±{margin:g}" + "".join(f"; {x}" for x in notes))
+
+
+# ---------------------------------------------------------------- which reference
+
+def classes_of(folder):
+    """The machine classes of a reference's ok records."""
+    found = Counter()
+    for path in sorted(Path(folder).glob("cells/*.json")):
+        try:
+            record = records.read(path)
+        except RecordError:
+            continue
+        if record["status"] == "ok":
+            found[machine_class(record)] += 1
+    return found
+
+
+def fitting_references(wanted_classes, exclude=None):
+    """The reference folders holding records of any of `wanted_classes`, best first."""
+    scored = []
+    for folder in sorted(REFERENCES.iterdir()) if REFERENCES.is_dir() else []:
+        if folder.is_dir() and folder != exclude:
+            hits = sum(n for c, n in classes_of(folder).items() if c in wanted_classes)
+            if hits:
+                scored.append((hits, folder))
+    return [folder for _, folder in sorted(scored, key=lambda x: -x[0])]
+
+
+def this_machine():
+    """This machine's class for a CPU cell (what the demo profile runs), and its facts."""
+    facts = sysinfo.cpu_facts()
+    return sysinfo.machine_class(facts, "cpu"), facts
+
+
+def how_to_make_one(machine, legacy=None):
+    """What to do without a reference of `machine`; `legacy`: a format-1 reference folder of the same machine."""
+    older = (f"{legacy} is of this machine but was made before machine classes named the CPU generation "
+             f"(family/model/stepping): it cannot vouch for this one, so ") if legacy else ""
+    return (f"{older}make one on this machine with `make reference` (the `reference` profile; it writes "
+            f"results/reference/{sysinfo.slug(machine)}), or pass --reference")
+
+
+def legacy_reference(records):
+    """A reference folder of the format-1 class these records' facts reduce to, or None (shared.sysinfo)."""
+    legacy = {sysinfo.legacy_class(r["system"], r["cell"]["device"], r["cell"]["gpus"]) for r in records
+              if r.get("status") == "ok" and isinstance(r.get("system"), dict)}
+    return next(iter(fitting_references({c for c in legacy if sysinfo.class_format(c) == 1})), None)
+
+
+def read_run(folder):
+    """A run folder's records by cell id; a record that fails the checks (scripts/results/records.py) stands in as
+    {"refused": reason} and fails its cell. VerifyError for a folder that is not a run."""
+    if not (folder / "cells").is_dir():
+        raise VerifyError(f"{folder} is not a run folder (no cells/); pass one of results/PROFILE-DATE-TIME")
+    found = {}
+    for path in sorted(Path(folder).glob("cells/*.json")):
+        try:
+            found[path.stem] = records.read(path)
+        except RecordError as e:
+            found[path.stem] = {"refused": str(e).replace(f"{path}: ", "", 1)}
+    return found
+
+
+def ok_classes(records):
+    """The machine classes of the ok records among `records` ({cell id: record})."""
+    return {machine_class(r) for r in records.values() if "refused" not in r and r["status"] == "ok"}
+
+
+def latest_run(profile):
+    runs = runs_of(RESULTS, profile)
+    if not runs:
+        raise VerifyError(f"no run of profile {profile!r} under {RESULTS} to compare")
+    return runs[-1]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m scripts.results.verify", description=__doc__.split("\n")[0])
+    ap.add_argument("--reference", type=Path,
+                    help="a reference run folder (default: the one of this machine class)")
+    ap.add_argument("--run", type=Path, help="compare this run folder instead of running the profile")
+    ap.add_argument("--profile", default="demo", help="the profile to run when no --run is given")
+    ap.add_argument("--confirm-run", type=Path, metavar="RUN",
+                    help="a second run folder to confirm time verdicts with (default, where verify runs the profile "
+                         "itself: it runs the cells it finds slower or faster once more)")
+    ap.add_argument("--no-confirm", action="store_true",
+                    help="judge the run alone: no second run of the cells found slower or faster")
+    ap.add_argument("--time-tolerance", type=float, default=TIME_TOLERANCE, metavar="RATIO",
+                    help=f"a cell's ratio beyond which it is off; at most (and by default) {TIME_TOLERANCE}")
+    ap.add_argument("--quality-margin", type=float, default=QUALITY_MARGIN, metavar="DELTA",
+                    help=f"largest accepted accuracy/AUC difference (default {QUALITY_MARGIN})")
+    args = ap.parse_args(argv)
+    if not 1 < args.time_tolerance <= TIME_TOLERANCE or args.quality_margin < 0:
+        ap.error(f"--time-tolerance must be above 1 and at most {TIME_TOLERANCE} (it may tighten the check, never "
+                 "loosen it) and --quality-margin 0 or more")
+    try:
+        measured = None
+        if args.reference is None:
+            measured = None if args.run is None else read_run(args.run)
+            machine, facts = this_machine() if args.run is None else (None, None)
+            wanted = {machine} if args.run is None else ok_classes(measured)
+            fitting = fitting_references(wanted)
+            if not fitting:
+                mine = [{"status": "ok", "system": facts, "cell": {"device": "cpu", "gpus": 1}}] if facts else \
+                    [r for r in measured.values() if "refused" not in r]
+                print(f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
+                      f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'), legacy_reference(mine))}",
+                      file=sys.stderr)
+                return INCOMPARABLE
+            args.reference = fitting[0]
+        runs = reference_runs(args.reference)
+        reference = runs[0]
+        if not reference:
+            available = ", ".join(p.name for p in REFERENCES.iterdir()) if REFERENCES.exists() else "none"
+            raise VerifyError(f"no reference records under {args.reference}/cells; available: {available}")
+        ran_profile = args.run is None
+        if ran_profile:
+            if start_run(["--profile", args.profile]) == 2:
+                return 2  # the run could not start; it said why
+            args.run = latest_run(args.profile)
+        measured = measured if measured is not None else read_run(args.run)
+        rows, counts, outside, overall = compare(reference, measured, planned_ids(args.run), args.time_tolerance,
+                                                 args.quality_margin, runs)
+        off = overall["off"]["slower"] + overall["off"]["faster"]
+        if off and not args.no_confirm and (args.confirm_run or ran_profile):
+            if args.confirm_run is None:
+                print(f"{plural(len(off), 'cell')} off the reference's time: running {'it' if len(off) == 1 else 'them'}"
+                      f" once more to confirm ({', '.join(off)})")
+                if start_run(["--profile", args.profile, *(x for cell_id in off for x in ("--only", cell_id))]) == 2:
+                    return 2
+                args.confirm_run = latest_run(args.profile)
+            confirm(rows, counts, overall, reference, read_run(args.confirm_run), args.time_tolerance,
+                    args.quality_margin, runs)
+    except VerifyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"reference {args.reference} ({plural(len(runs), 'run')}) vs {args.run}"
+          + (f" (cells found off judged again in {args.confirm_run})" if args.confirm_run else ""))
+    print(tabulate(rows, headers=["cell", "reference", "measured", "ratio", "÷ explained", "tolerance",
+                                  "rank test p", "quality", "verdict"], floatfmt=".3g", missingval="—"))
+    line, overall_off = overall_line(overall)
+    print(line)
+    verdict = one_line(counts, outside, args.time_tolerance, args.quality_margin, overall_off, overall["off"])
+    print(verdict)
+    if verdict.startswith("INCOMPARABLE"):
+        wanted = ok_classes(measured)
+        fitting = fitting_references(wanted, exclude=args.reference)
+        ok_records = [r for r in measured.values() if "refused" not in r]
+        print("a reference that fits: " + ", ".join(map(str, fitting)) if fitting else
+              how_to_make_one(next(iter(sorted(wanted)), "this machine"), legacy_reference(ok_records)))
+        return INCOMPARABLE
+    return 0 if verdict.startswith("OK") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
