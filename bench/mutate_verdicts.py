@@ -57,7 +57,7 @@ MUTATIONS = [
      VERIFY),
     ("class-check-removed", "scripts/results/verify.py", "if e_class != m_class:", "if False:", VERIFY),
     ("unit-check-removed", "scripts/results/verify.py", "if e_unit != m_unit:", "if False:", VERIFY),
-    ("samples-missing-removed", "scripts/results/verify.py", "if len(samples(measured)) < len(samples(expected)):",
+    ("samples-missing-removed", "scripts/results/verify.py", "if timed(measured) < timed(expected):",
      "if False:", VERIFY),
     ("refused-passes", "scripts/results/verify.py", 'if "refused" in measured:', "if False:", VERIFY),
     ("incomparable-is-a-footnote", "scripts/results/verify.py",
@@ -82,7 +82,9 @@ MUTATIONS = [
     # scripts/results/records.py: the record checks
     ("nan-accepted", "scripts/results/records.py", "if isinstance(value, float) and not math.isfinite(value):",
      "if False:", RECORDS),
-    ("accuracy-above-one-accepted", "scripts/results/records.py", "not 0 <= value <= 1", "value < 0", RECORDS),
+    ("accuracy-above-one-accepted", "scripts/results/records.py",
+     "if number(value) and math.isfinite(value) and not 0 <= value <= 1:",
+     "if number(value) and math.isfinite(value) and value < 0:", RECORDS),
     ("steady-state-unchecked", "scripts/results/records.py", "if recomputed is not None and differs(published, recomputed):",
      "if False:", RECORDS),
     ("extraction-unchecked", "scripts/results/records.py", "            if differs(published, recomputed):",
@@ -107,8 +109,8 @@ MUTATIONS = [
      "for _ in range(repeats):", TIMING),
     ("spread-from-fewer-samples", "shared/timing.py", "if len(values) >= MIN_SAMPLES and median > 0",
      "if len(values) >= 2 and median > 0", TIMING),
-    ("first-step-in-a-window", "shared/timing.py", "                    window_start = time.perf_counter()\n"
-     "                    continue", "                    window_start = time.perf_counter()", TIMING),
+    ("first-step-in-a-window", "shared/timing.py", "                    warmup = first()\n"
+     "                    window_start = time.perf_counter()\n", "                    warmup = first()\n", TIMING),
     ("leak-floor-ignored", "shared/timing.py", "if seconds > max(LEAK_SECONDS, LEAK_SHARE * interval)",
      "if seconds > LEAK_SHARE * interval", TIMING),
     ("training-warmup-windows-kept", "shared/timing.py", "return list(windows[warm_windows(windows)[0]:])",
