@@ -42,7 +42,7 @@ from pathlib import Path
 
 from scripts.launch.compose import visible_gpus
 from scripts.launch.executors import RunSettings
-from scripts.paths import REFERENCES, RESULTS, ROOT
+from scripts.paths import DATA, REFERENCES, RESULTS, ROOT
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import SYSTEM, load
 from scripts.results import records, report
@@ -256,7 +256,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__.split("\n")[0])
     ap.add_argument("--python", default=sys.executable, help="the interpreter with the frameworks (default: this one)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the run folder is made (default: results/)")
-    ap.add_argument("--data-root", type=Path, default=ROOT / "data" / "gpu-check",
+    ap.add_argument("--data-root", type=Path, default=DATA / "gpu-check",
                     help="where the full-size synthetic twins are made (its synthetic/ folder)")
     ap.add_argument("--part", type=int, choices=range(1, MAX_PARTS + 1),
                     help="run this part only (default: every part, one after the other); part 1 makes a new run "

@@ -100,10 +100,10 @@ def test_the_runner_side_imports_nothing_of_the_host_side(folder):
 
 
 def test_the_direction_check_sees_a_wrong_import(tmp_path):
-    """The check is not blind: a results module that imports a command, and a plan module that imports a wing above
-    it, are both found (also inside a function)."""
+    """The check is not blind: a plan module that imports a command or a wing above it is found, also inside a
+    function and through a relative import."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from scripts import run\n\ndef f():\n    from scripts.results import report\n")
+    bad.write_text("from scripts import run\n\ndef f():\n    from scripts.results import report\n\nfrom .. import cell\n")
     found = imported(bad, "scripts.plan.bad")
-    assert {"scripts.run": 1, "scripts.results.report": 4} == found
+    assert {"scripts.run": 1, "scripts.results.report": 4, "scripts.cell": 6} == found
     assert kind("scripts.run") not in MAY_IMPORT["results"] and kind("scripts.results.report") not in MAY_IMPORT["plan"]

@@ -30,7 +30,7 @@ from scripts.launch.compose import (ExecutorError, cdi_has_nvidia, cell_limits, 
                              image_code_hash, missing_images, quiet)
 from scripts.launch.images import default_gpu_variant, parent_of
 from scripts.launch.k8s import K8sError, read_digests
-from scripts.paths import ROOT
+from scripts.paths import DATA, RESULTS, ROOT
 from scripts.plan.matrix import MatrixError, load
 
 MARK = "# written by `make setup` (python -m scripts.launch.setup); rerun it after changing Docker or the driver"
@@ -172,7 +172,7 @@ def main(argv=None):
     args.env_file.write_text(merged(old, values))
     print(f"wrote {args.env_file}: " + " ".join(f"{k}={v}" for k, v in values.items()))
     # The services' results folder and the data folder, yours: where either is missing, Docker creates it as root.
-    for folder in (ROOT / "results" / "compose", ROOT / "data" / "synthetic"):
+    for folder in (RESULTS / "compose", DATA / "synthetic"):
         folder.mkdir(parents=True, exist_ok=True)
     return 0
 

@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.paths import ROOT
+from scripts.paths import REFERENCES, ROOT
 from scripts.results.report import load_records, to_frame, value_of
 from shared.params import DEFAULT_TUNING
 
@@ -50,7 +50,7 @@ def number(value):
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
-def table(spec, root=ROOT / "results" / "reference"):
+def table(spec, root=REFERENCES):
     folder = root / spec.reference
     frame = to_frame(load_records([folder]))
     columns = [ranked(frame, task, precision) for task, precision in spec.columns]
@@ -75,7 +75,7 @@ def table(spec, root=ROOT / "results" / "reference"):
     return "\n".join(lines)
 
 
-def block(root=ROOT / "results" / "reference"):
+def block(root=REFERENCES):
     return "\n\n".join(table(spec, root) for spec in TABLES)
 
 
