@@ -35,13 +35,13 @@ fast is named as such ("faster than possible"), per cell. Why this decision:
   or faster once more, and a cell is off only where that second run is off too (or cannot be compared). This VM's
   two cores lose ×1.7 of their joint speed for seconds to minutes at a time (docs/verify.md measures it), a different
   cell in each run; a regression of the install reproduces, such a transient seldom hits one cell twice;
-- measured over the committed honest runs of cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c (3 runs of 49 ok cells; tests/
-  test_verify.py::test_false_alarm_rate_over_every_pair_of_honest_runs recomputes it): each run against the other
-  two as its reference, alone, gives 4 false alarms in 147 cell verdicts (2.7 %; 2 of 3 runs fail, the test's second
-  run against the committed reference none); each against a one-run reference, confirmed by the third, 16 of 294
-  before the confirmation and 8 after (6 of 6 cases failing, then 4). All are in cells whose runs differ beyond ×1.5
-  (keras2-theano-cnn, lasagne-cnn and keras2-cntk-gru move together between runs; keras-tf-resnet50): the machine's
-  transients, named in the row ("bimodal"), never a reason for a wider tolerance.
+- measured over the committed honest runs of cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c (4 runs of 49 ok cells: the
+  reference's two, tests/data/second-run and third-run; tests/test_verify.py::
+  test_false_alarm_rate_over_every_pair_of_honest_runs recomputes it): each run alone against the other three gives
+  5 false alarms in 196 cell verdicts (2.6 %; each of the 4 runs has one); each against a two-run reference,
+  confirmed by a fourth run as `make verify` does, 17 of 588 before the confirmation and 6 after (1.0 %), in 4 of 12
+  cases. All are in cells whose runs differ beyond ×1.5 (keras2-cntk-gru, keras2-theano-cnn, lasagne-cnn,
+  keras-tf-resnet50): the machine's transients, named in the row ("bimodal"), never a reason for a wider tolerance.
 Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the time
 as waited only adds a note. Quality (accuracy, AUC) beyond the margin either way, a failed, missing or refused
 record and a skip where the reference ran are off.
