@@ -17,7 +17,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shared import params, threads
+from shared import params, placement, threads
 from shared.calibration import calibrate, efficiency
 from shared.datasets import SYNTHETIC, DataError, data_source, prepare
 from shared.record import Skip, make_record, now, write_record
@@ -142,6 +142,7 @@ def run(cfg, load_task, framework_info, family=None):
     except DataError as e:
         data = "missing"
         status, reason = "failed", str(e)
+    before = placement.measure() if status == "ok" and cfg.device == "cpu" else None   # the cores' distance, ...
     if status == "ok":
         try:
             info = framework_info()
@@ -152,6 +153,10 @@ def run(cfg, load_task, framework_info, family=None):
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
     system = system_info({**info, "switches": result.get("switches", {})})
     system["threads"] = threads.applied()     # the thread rule as applied, and the CPU affinity (shared/threads.py)
+    if before:                                 # ... just before and just after the work (shared/placement.py)
+        after = placement.measure() or {}
+        system["placement"] = {"before_ns": before["round_trip_ns"], "after_ns": after.get("round_trip_ns"),
+                               "cpus": before.get("cpus")}
     system["calibration"] = None
     if status == "ok" and family is not None:
         # After the cell, never before: TensorFlow and JAX fix their logical devices when their runtime starts, which

@@ -94,6 +94,16 @@ def test_an_auc_above_one_is_refused(tmp_path):
     refused(record, tmp_path, "metrics/auc 1.2 is not within")
 
 
+def test_a_placement_that_is_not_a_pair_of_round_trips_is_refused(tmp_path):
+    record = real("pytorch-cnn-cpu-fp32-1cpu")
+    record["system"]["placement"] = {"before_ns": 270.5, "after_ns": 480.0, "cpus": [0, 1]}   # shared/placement.py
+    path = tmp_path / "cell.json"
+    write_record(path, record)
+    assert records.read(path)["system"]["placement"]["after_ns"] == 480.0
+    record["system"]["placement"]["before_ns"] = "near"
+    refused(record, tmp_path, "system/placement/before_ns")
+
+
 @pytest.mark.parametrize("where", [("system", "calibration", "gemm_fp32_flops"), ("timing", "values", 2),
                                    ("metrics", "epoch_seconds", 0), ("metrics", "final_loss")])
 def test_nan_or_infinity_anywhere_is_refused(tmp_path, where):

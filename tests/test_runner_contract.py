@@ -160,6 +160,11 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     assert rule["affinity"] and rule["inter_op"] == 1 and rule["intra_op"] == max(1, int(system["cpu_usable"]))
     assert all(value == str(rule["intra_op"] if "INTEROP" not in name else 1)
                for name, value in rule["env"].items() if rule["set_by"][name] == "rule")
+    # how far apart the first two cores were just before and just after the cell's work (shared/placement.py)
+    if len(os.sched_getaffinity(0)) >= 2:
+        where = system["placement"]
+        assert where["before_ns"] > 10 and where["after_ns"] > 10
+        assert where["cpus"] == sorted(os.sched_getaffinity(0))[:2]
     # the device's calibration in the cell's framework, and the cell's share of it
     assert system["calibration"]["gemm_fp32_flops"] > 1e9 and system["calibration"]["host_copy_bytes_per_s"] > 0
     metrics = record["metrics"]

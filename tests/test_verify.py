@@ -3,6 +3,7 @@ reference`, with a second honest run kept under runs/ by `scripts.results.refere
 the same class (tests/data/second-run: the `reference` profile, made the same day: a fourth run). Each test changes
 only what it names; the verdicts the old verify got wrong (an OK for a broken clock or the wrong scale, a FAIL for a
 healthy install) are the cases."""
+import copy
 import itertools
 import json
 import statistics
@@ -121,6 +122,20 @@ def test_tiny_scale_records_are_incomparable_with_the_demo_reference(reference, 
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
     assert code == verify.INCOMPARABLE and verdict.startswith("INCOMPARABLE: nothing compared")
     assert "incomparable: scale tiny vs the reference's demo" in rows["pytorch-cnn-cpu-fp32-1cpu"]
+
+
+def test_a_cell_off_in_time_says_how_far_apart_the_cores_were_around_it_beside_the_reference():
+    """shared/placement.py's round trips, before and after the cell's work, in the row of a cell off (words only)."""
+    cell_id = "lasagne-cnn-cpu-fp32-1cpu"
+    expected = copy.deepcopy(verify.reference_runs(REFERENCE)[0][cell_id])
+    measured = scaled(expected, 2.0)
+    assert "round trip" not in verify.judge(expected, measured, 1.0, 1.5, 0.05)[1]      # records made before it
+    measured["system"]["placement"] = {"before_ns": 481.2, "after_ns": 470.0, "cpus": [0, 1]}
+    outcomes, words, _ = verify.judge(expected, measured, 1.0, 1.5, 0.05)
+    assert outcomes[0] == "slower" and words.endswith("; the cores' round trip 481→470 ns")
+    expected["system"]["placement"] = {"before_ns": 268.0, "after_ns": 271.4, "cpus": [0, 1]}
+    assert verify.judge(expected, measured, 1.0, 1.5, 0.05)[1].endswith("481→470 ns (reference: 268→271 ns)")
+    assert "round trip" not in verify.judge(expected, copy.deepcopy(expected), 1.0, 1.5, 0.05)[1]   # only when off
 
 
 def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(honest, tmp_path, capsys):

@@ -114,6 +114,9 @@ SCHEMA = {
             **{key: _short for key in ("framework_version", "python", "cuda", "driver", "os", "executor", "image",
                                        "gpu_ids", "backend")},
             "switches": {"type": ["object", "null"]}, "build": {"type": ["object", "null"]},
+            "placement": {"type": ["object", "null"], "properties": {   # shared/placement.py
+                "before_ns": _number, "after_ns": _number,
+                "cpus": {"type": ["array", "null"], "items": {"type": "integer"}, "maxItems": 2}}},
             "calibration": {"type": ["object", "null"], "properties": {
                 **{key: _number for key in ("gemm_fp32_flops", "gemm_reduced_flops", "host_copy_bytes_per_s")},
                 "gemm_n": _integer, "note": _text, "reduced_dtype": _short}}}},

@@ -42,6 +42,8 @@ fast is named as such ("faster than possible"), per cell. Why this decision:
   confirmed by a fourth run as `make verify` does, 17 of 588 before the confirmation and 6 after (1.0 %), in 4 of 12
   cases. All are in cells whose runs differ beyond ×1.5 (keras2-cntk-gru, keras2-theano-cnn, lasagne-cnn,
   keras-tf-resnet50): the machine's transients, named in the row ("bimodal"), never a reason for a wider tolerance.
+The row of a cell off in time also gives how far apart the machine's first two cores were just before and after the
+cell's work, beside the reference's (`system.placement`, shared/placement.py): words, not a verdict.
 Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the time
 as waited only adds a note. Quality (accuracy, AUC) beyond the margin either way, a failed, missing or refused
 record and a skip where the reference ran are off.
@@ -254,6 +256,22 @@ def rank_test(reference_samples, measured, factor, ratio):
                               alternative="greater" if ratio > 1 else "less").pvalue)
 
 
+def round_trips(record):
+    """The round trips between the cell's first two cores just before and after its work (ns; shared/placement.py)."""
+    where = ((record or {}).get("system") or {}).get("placement") or {}
+    return [v for v in (where.get("before_ns"), where.get("after_ns")) if isinstance(v, (int, float))]
+
+
+def placement_words(expected, measured):
+    """For a cell off in time: how far apart the machine's cores were around it, beside the reference's; a round trip
+    well above the reference's is the host moving the cores apart (docs/verify.md), not the install."""
+    here, there = round_trips(measured), round_trips(expected)
+    if not here:
+        return ""
+    words = f"; the cores' round trip {'→'.join(f'{v:.0f}' for v in here)} ns"
+    return words + (f" (reference: {'→'.join(f'{v:.0f}' for v in there)} ns)" if there else "")
+
+
 def judge(expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None):
     """(outcomes, words, row values) of one cell. `factor`: the explained overall factor divided out; `pooled`: the
     reference's samples of the cell over all its honest runs (default: the reference cell's own); `between`: the
@@ -286,8 +304,9 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
                 f", fewer than {MIN_SAMPLES} samples on a side: no rank test")
             bimodal = (f"; the reference's own runs differ by ×{between:.2f} here: bimodal"
                        if between and between > tolerance else "")
-            found.append(("faster", f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}")
-                         if faster else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}"))
+            where = placement_words(expected, measured)
+            found.append(("faster", f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}"
+                          f"{where}") if faster else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{where}"))
     e_wait, m_wait = waited(expected), waited(measured)
     if e_wait and m_wait:
         wait_ratio = m_wait / e_wait / factor

@@ -1,0 +1,116 @@
+"""How far apart the CPU cell's first two cores are right now: the round trip of a value bounced between two
+processes pinned to them (docs/verify.md, "What moves: the distance between the two cores").
+
+On a shared VM the host moves its vCPUs apart from time to time, for seconds to minutes: a hand-off between two cores
+then costs several times more while compute alone costs the same, and two-thread cells of many small ops run ×1.7
+slower. This probe sees it from plain Python: on the reference's two-vCPU VM, 250-270 ns per round trip with the
+cores near and 430-520 ns with them apart, in step with a C ping-pong measured alternately (52-57 against 340-365 ns).
+A CPU cell records it just before and just after its work (`system.placement`, shared/runner.py), so a slow cell
+says whether the machine's cores were apart when it ran.
+
+    python -m shared.placement                 # one measurement, JSON
+    python -m shared.placement --watch 60      # every half second for a minute: does this machine move its cores?
+
+Linux only (fork and CPU affinity); None where the process may use fewer than two CPUs. Runs on Python 3.6.
+"""
+import argparse
+import json
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import time
+
+SECONDS = 0.2      # one measurement: about 700 round trips near, 400 apart
+
+
+def cpus():
+    """The two CPUs the probe bounces between (the first two of this process's), or None."""
+    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "fork"):
+        return None
+    mine = sorted(os.sched_getaffinity(0))
+    return mine[:2] if len(mine) >= 2 else None
+
+
+def round_trip_ns(seconds=SECONDS):
+    """Nanoseconds per round trip between the first two CPUs of this process, or None (fewer than two CPUs)."""
+    pair = cpus()
+    if pair is None:
+        return None
+    page = mmap.mmap(-1, mmap.PAGESIZE)        # shared with the child: byte 0 the ball, 1 "stop", 2 "ready"
+    child = os.fork()
+    if child == 0:                             # the other end: answer every odd value with the next one
+        try:
+            os.sched_setaffinity(0, [pair[1]])
+            page[2] = 1
+            while not page[1]:
+                value = page[0]
+                if value & 1:
+                    page[0] = value + 1
+        finally:
+            os._exit(0)
+    deadline, gone = time.perf_counter() + 5, False
+    while not page[2] and not gone and time.perf_counter() < deadline:
+        gone = os.waitpid(child, os.WNOHANG) != (0, 0)
+        time.sleep(0.001)
+    if not page[2]:                            # the child could not pin itself: nothing to bounce against
+        if not gone:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+        return None
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, [pair[0]])
+    try:
+        value, trips = 1, 0
+        start = time.perf_counter()
+        end = start + seconds
+        while True:
+            page[0] = value
+            answer = value + 1
+            while page[0] != answer:
+                pass
+            value = 1 if value >= 251 else value + 2
+            trips += 1
+            if trips % 256 == 0 and time.perf_counter() > end:
+                break
+        elapsed = time.perf_counter() - start
+    finally:
+        page[1] = 1
+        os.waitpid(child, 0)
+        os.sched_setaffinity(0, before)
+    return elapsed / trips * 1e9
+
+
+def measure():
+    """{round_trip_ns, cpus} measured in a process of its own (a cell's process holds its framework's threads, which
+    a fork should not copy), or None where it cannot be measured; never raises."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "shared.placement"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=30, cwd=os.path.dirname(os.path.dirname(
+                                  os.path.abspath(__file__))))
+        found = json.loads(proc.stdout.decode() or "null")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    return found if isinstance(found, dict) and isinstance(found.get("round_trip_ns"), (int, float)) else None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m shared.placement", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--watch", type=float, metavar="SECONDS", help="measure every half second for this long")
+    args = ap.parse_args(argv)
+    if args.watch:
+        end = time.monotonic() + args.watch
+        while time.monotonic() < end:
+            value = round_trip_ns(0.5)
+            print(f"{time.strftime('%H:%M:%S')} {value:.0f} ns" if value else "fewer than two CPUs", flush=True)
+            if value is None:
+                return 1
+        return 0
+    value = round_trip_ns()
+    print(json.dumps({"round_trip_ns": round(value, 1), "cpus": cpus()} if value else None))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

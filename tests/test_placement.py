@@ -1,0 +1,60 @@
+"""The cores' distance probe (shared/placement.py): a round trip between the first two CPUs, measured in a process of
+its own, None where there are fewer than two; every CPU cell records it before and after its work."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared import placement
+
+ROOT = Path(__file__).resolve().parents[1]
+TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the probe needs two CPUs")
+
+
+@TWO_CPUS
+def test_a_round_trip_between_the_first_two_cpus_takes_nanoseconds_and_leaves_the_affinity_as_it_was():
+    mine = os.sched_getaffinity(0)
+    value = placement.round_trip_ns(0.05)
+    assert math.isfinite(value) and 10 < value < 1e6          # a cache line's trip, not a scheduler's time slice
+    assert os.sched_getaffinity(0) == mine and placement.cpus() == sorted(mine)[:2]
+
+
+@TWO_CPUS
+def test_measure_runs_the_probe_in_a_process_of_its_own_and_says_which_cpus():
+    found = placement.measure()
+    assert set(found) == {"round_trip_ns", "cpus"} and found["cpus"] == sorted(os.sched_getaffinity(0))[:2]
+    assert found["round_trip_ns"] > 10
+
+
+def test_one_cpu_has_no_distance_to_measure():
+    code = ("import os, json; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1]); "
+            "from shared import placement; print(json.dumps([placement.cpus(), placement.round_trip_ns(0.05), "
+            "placement.measure()]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == [None, None, None], proc.stderr
+
+
+@TWO_CPUS
+def test_the_command_watches_the_distance_for_a_while():
+    proc = subprocess.run([sys.executable, "-m", "shared.placement", "--watch", "1"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and 1 <= len(lines) <= 3 and all(line.endswith(" ns") for line in lines)
+
+
+@TWO_CPUS
+def test_a_child_that_cannot_pin_itself_gives_no_value_instead_of_a_hang(monkeypatch):
+    real = os.sched_setaffinity
+    parent = os.getpid()
+
+    def refuse_in_the_child(pid, cpus):
+        if os.getpid() != parent:
+            raise OSError(22, "Invalid argument")
+        real(pid, cpus)
+
+    monkeypatch.setattr(os, "sched_setaffinity", refuse_in_the_child)
+    assert placement.round_trip_ns(0.05) is None
