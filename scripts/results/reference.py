@@ -117,18 +117,28 @@ def between_runs_line(target):
         "median and at most by " + ", ".join(f"×{f:.2f} ({cell_id})" for cell_id, f in widest)
         + "; verify pools their samples (a cell beyond ×1.5 between runs is bimodal: a defect, not a tolerance).",
         width=118,
-        break_on_hyphens=False) + "\n\n" + between_runs_table(factors)
+        break_on_hyphens=False) + "\n\n" + between_runs_table(factors, runs)
 
 
-def between_runs_table(factors):
+def between_runs_table(factors, runs=None):
     """Every cell's between-run factor (its slowest run's steady state over its fastest's), widest first, with the
-    cells beyond STEADY_GOAL counted and marked."""
+    cells beyond STEADY_GOAL counted and marked; with `runs`, also how far apart the cores were around the cell in
+    each run (verify.distance: near, apart, "moved" during it, "?" not measured) and the widest factor among runs at
+    one same distance, which verify judges a run's cell against (verify.at_distance)."""
     above = [f for f in factors.values() if f > STEADY_GOAL]
-    rows = [(cell_id, f"×{f:.2f}", "above the goal" if f > STEADY_GOAL else "")
-            for cell_id, f in sorted(factors.items(), key=lambda kv: (-kv[1], kv[0]))]
+    rows = []
+    for cell_id, f in sorted(factors.items(), key=lambda kv: (-kv[1], kv[0])):
+        row = [cell_id, f"×{f:.2f}", "above the goal" if f > STEADY_GOAL else ""]
+        if runs:
+            same = verify.at_one_distance(runs, cell_id)
+            row[2:2] = [" ".join(where or ("moved" if verify.round_trips(r) else "?") for r, (where, _) in zip(
+                verify.comparable_runs(runs, cell_id), verify.run_distances(runs, cell_id))),
+                f"×{same:.2f}" if same else ""]
+        rows.append(row)
+    headers = ["cell", "between runs"] + (["cores per run", "at one distance"] if runs else []) + \
+        [f"beyond ×{STEADY_GOAL}"]
     return (f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
-            f"×{STEADY_GOAL}):\n\n" + tabulate(rows, headers=["cell", "between runs", f"beyond ×{STEADY_GOAL}"],
-                                                 tablefmt="github") + "\n")
+            f"×{STEADY_GOAL}):\n\n" + tabulate(rows, headers=headers, tablefmt="github") + "\n")
 
 
 def add(run_dir, allow_failed=False):
