@@ -121,6 +121,14 @@ MUTATIONS = [
      "for i in range(1, len(windows)):", TIMING),
     ("training-timing-from-every-window", "shared/timing.py", "**summarize(windows[count:], warmup=warmup",
      "**summarize(windows, warmup=warmup", TIMING),
+    # scripts/results/verify.py: like with like (the cores' distance)
+    ("apart-1.6", "scripts/results/verify.py", "APART = 1.4 ", "APART = 1.6 ", VERIFY),
+    ("distance-moved-as-one", "scripts/results/verify.py", "return where.pop() if len(where) == 1 else None",
+     "return sorted(where)[0]", VERIFY),
+    ("distance-any-samples", "scripts/results/verify.py", "    if len(same) >= MIN_SAMPLES:\n        return same,",
+     "    if same:\n        return same,", VERIFY),
+    ("distance-ignored", "scripts/results/verify.py", "    if where is None:\n        return pooled, None",
+     "    if True:\n        return pooled, None", VERIFY),
 ]
 
 

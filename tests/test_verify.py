@@ -189,6 +189,11 @@ def test_a_cell_is_judged_against_the_reference_samples_taken_at_its_own_distanc
                                          runs=only_near)
     assert overall["off"]["slower"] == [cell_id] and \
         rows[0][-1].endswith("the reference has no samples with its cores apart: run the cell again")
+    few = with_values(runs[1][cell_id], verify.samples(runs[1][cell_id])[:verify.MIN_SAMPLES - 1])
+    few_apart = [{cell_id: near}, {cell_id: few}]             # fewer than MIN_SAMPLES apart: not a sample of its own
+    rows, _, _, overall = verify.compare(few_apart[0], {cell_id: at(scaled(near, 1.7), 466.0, 475.0)}, None,
+                                         runs=few_apart)
+    assert overall["off"]["slower"] == [cell_id] and rows[0][-1].endswith("run the cell again")
 
 
 def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(honest, tmp_path, capsys):
