@@ -153,7 +153,8 @@ def run(cfg, load_task, framework_info, family=None):
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
     system = system_info({**info, "switches": result.get("switches", {})})
     system["threads"] = threads.applied()     # the thread rule as applied, and the CPU affinity (shared/threads.py)
-    if before:                                 # ... just before and just after the work (shared/placement.py)
+    if before and status == "ok":              # ... just before and just after the work (shared/placement.py);
+        # a cell that skipped or failed did no work for the round trips to be around
         after = placement.measure() or {}
         system["placement"] = {"before_ns": before["round_trip_ns"], "after_ns": after.get("round_trip_ns"),
                                "cpus": before.get("cpus")}

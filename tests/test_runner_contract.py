@@ -70,6 +70,7 @@ def test_gpu_only_precisions_skip_on_cpu(precision, synthetic_data, tmp_path):
     record = json.loads(out.read_text())
     assert proc.returncode == 0 and record["status"] == "skipped" and "GPU" in record["reason"]
     assert record["system"]["framework_version"]
+    assert "placement" not in record["system"]          # no work: no cores' distance around it (shared/placement.py)
 
 
 def test_gpu_device_without_gpu_fails_with_a_hint(synthetic_data, tmp_path):
