@@ -373,9 +373,9 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
                 f", fewer than {MIN_SAMPLES} samples on a side: no rank test")
             bimodal = (f"; the reference's own runs differ by ×{between:.2f} here: bimodal"
                        if between and between > tolerance else "")
-            where = placement_words(expected, measured, where)
+            cores = placement_words(expected, measured, where)
             found.append(("faster", f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}"
-                          f"{where}") if faster else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{where}"))
+                          f"{cores}") if faster else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{cores}"))
     e_wait, m_wait = waited(expected), waited(measured)
     if e_wait and m_wait:
         wait_ratio = m_wait / e_wait / factor
