@@ -109,8 +109,8 @@ MUTATIONS = [
      "for _ in range(repeats):", TIMING),
     ("spread-from-fewer-samples", "shared/timing.py", "if len(values) >= MIN_SAMPLES and median > 0",
      "if len(values) >= 2 and median > 0", TIMING),
-    ("first-step-in-a-window", "shared/timing.py", "                    warmup = first()\n"
-     "                    window_start = time.perf_counter()\n", "                    warmup = first()\n", TIMING),
+    ("first-step-in-a-window", "shared/timing.py", "                    probing += edge()\n"
+     "                    window_start = time.perf_counter()\n", "                    probing += edge()\n", TIMING),
     ("leak-floor-ignored", "shared/timing.py", "if seconds > max(LEAK_SECONDS, LEAK_SHARE * interval)",
      "if seconds > LEAK_SHARE * interval", TIMING),
     ("training-warmup-windows-kept", "shared/timing.py", "return list(windows[warm_windows(windows)[0]:])",
@@ -129,6 +129,18 @@ MUTATIONS = [
      "    if same:\n        return same,", VERIFY),
     ("distance-ignored", "scripts/results/verify.py", "    if where is None:\n        return pooled, None",
      "    if True:\n        return pooled, None", VERIFY),
+    # sample by sample: the cores' distance at every window edge (shared/timing.py, verify.by_sample)
+    ("by-sample-ignored", "scripts/results/verify.py", "    if sampled:\n        return sampled\n",
+     "    if False:\n        return sampled\n", VERIFY),
+    ("sample-distance-one-edge", "scripts/results/verify.py",
+     "return [a if a == b else None for a, b in zip(where, where[1:])] if floor else []",
+     "return where[:-1] if floor else []", VERIFY),
+    ("edges-head-not-tail", "scripts/results/verify.py", "for t in trips[-(count + 1):]]", "for t in trips[:count + 1]]",
+     VERIFY),
+    ("probe-inside-the-epoch", "shared/timing.py", "epoch_seconds.append(epoch_time() - probing)",
+     "epoch_seconds.append(epoch_time())", TIMING),
+    ("probe-before-the-last-pass", "shared/timing.py", "        values.append(t())\n        edge()\n",
+     "        values.append(t())\n", TIMING),
 ]
 
 

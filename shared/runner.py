@@ -17,7 +17,7 @@ import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from shared import params, placement, threads
+from shared import params, placement, threads, timing
 from shared.calibration import calibrate, efficiency
 from shared.datasets import SYNTHETIC, DataError, data_source, prepare
 from shared.record import Skip, make_record, now, write_record
@@ -144,6 +144,7 @@ def run(cfg, load_task, framework_info, family=None):
         status, reason = "failed", str(e)
     before = placement.measure() if status == "ok" and cfg.device == "cpu" else None   # the cores' distance, ...
     if status == "ok":
+        timing.between = placement.Between() if before else None   # ... at every window edge (shared/timing.py) ...
         try:
             info = framework_info()
             result = load_task(cfg).main(cfg)
@@ -151,6 +152,10 @@ def run(cfg, load_task, framework_info, family=None):
             status, reason = "skipped", str(e)
         except Exception as e:  # the cell fails, the record says why; the matrix goes on
             status, reason, log_tail = "failed", f"{type(e).__name__}: {e}", tail(traceback.format_exc())
+        finally:
+            if timing.between is not None:
+                timing.between.close()
+            timing.between = None
     system = system_info({**info, "switches": result.get("switches", {})})
     system["threads"] = threads.applied()     # the thread rule as applied, and the CPU affinity (shared/threads.py)
     if before and status == "ok":              # ... just before and just after the work (shared/placement.py);

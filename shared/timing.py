@@ -8,6 +8,11 @@ barrier per window edge, never per step; DenseNet-121's long steps are windows o
 Both warm up until two consecutive windows or passes agree (at most WARMUP_CAP of them), and only what follows is a
 sample. The steady state is the median sample; the spread is IQR / median over those post-warm-up samples, and with
 fewer than MIN_SAMPLES samples there is no spread estimate (None, never 0).
+
+On a CPU, where the harness sets `between` (shared/runner.py), the cores' distance is measured at every window edge,
+outside the clock (shared/placement.py): `round_trips_ns` in the timing block, one value per edge of the windows it
+lists, so that each sample says whether the two cores were near or apart while it was timed (scripts/results/verify.py
+compares like with like).
 """
 import statistics
 import time
@@ -28,6 +33,17 @@ LEAK_SECONDS = 1e-3      # a CUDA device synchronize right after the barrier tha
 LEAK_SHARE = 0.02        # … and than this share of the interval found work the barrier did not wait for
 
 _audit = []              # (interval, seconds a device synchronize took right after its closing barrier)
+between = None           # the cores' distance now (ns, or None), set by the harness for a CPU cell …
+_edges = []              # … and what it measured at each window edge
+
+
+def edge():
+    """At a window edge, outside the clock: the cores' distance, kept for the timing block; the seconds it took."""
+    if between is None:
+        return 0.0
+    start = time.perf_counter()
+    _edges.append(between())
+    return time.perf_counter() - start
 
 
 def window_steps(task):
@@ -66,6 +82,11 @@ def barrier_audit():
             "median_after_seconds": float(statistics.median(after)), "leaks": leaks}
 
 
+def round_trips():
+    """{"round_trips_ns": one per window edge} where they were measured (a CPU cell), else nothing."""
+    return {"round_trips_ns": list(_edges)} if _edges else {}
+
+
 def summarize(values, warmup=None, unit="seconds", warm=None):
     """The `timing` block of a result record from post-warm-up samples: every value, median, quartiles, and the
     spread (IQR / median) where there are MIN_SAMPLES or more, else None. `warmup` is the warm-up's seconds, `warm`
@@ -73,7 +94,7 @@ def summarize(values, warmup=None, unit="seconds", warm=None):
     values = [float(v) for v in values]
     block = {"warmup": warmup, "repeats": len(values), "values": values, "unit": unit, "warm": warm,
              "median": None, "min": None, "max": None, "q1": None, "q3": None, "spread": None, "unstable": None,
-             "barrier_audit": barrier_audit()}
+             "barrier_audit": barrier_audit(), **round_trips()}
     if not values:
         return block
     median = float(statistics.median(values))
@@ -97,10 +118,12 @@ def repeat(fn, *, repeats, barrier=no_barrier):
             break
     settled = len(warm_times) >= 2 and agree(warm_times[-2], warm_times[-1])
     values = []
+    edge()
     for _ in range(max(repeats, MIN_SAMPLES)):
         with stopwatch(barrier) as t:
             fn()
         values.append(t())
+        edge()
     return summarize(values, warmup=sum(warm_times), unit="seconds per pass", warm=settled)
 
 
@@ -119,6 +142,7 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
     the steps it holds; the first call is the warm-up, however many steps it takes."""
     epoch_seconds, warmup, out, windows = [], None, None, []
     for epoch in range(epochs):
+        probing = 0.0                                          # seconds of the epoch spent at window edges (edge())
         with stopwatch(barrier) as epoch_time:
             in_window, window_start = 0, time.perf_counter()   # a window holds its batches' gathering too
             for batch in epoch_batches(epoch):
@@ -126,6 +150,7 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
                     with stopwatch(barrier) as first:
                         out = step(batch)
                     warmup = first()
+                    probing += edge()
                     window_start = time.perf_counter()
                     if outputs is not None:
                         outputs.append(out)
@@ -136,10 +161,10 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
                 in_window += steps_of(batch) if steps_of else 1
                 if in_window >= window:
                     barrier()
-                    now = time.perf_counter()
-                    windows.append((now - window_start) / in_window)
-                    in_window, window_start = 0, now
-        epoch_seconds.append(epoch_time())
+                    windows.append((time.perf_counter() - window_start) / in_window)
+                    probing += edge()
+                    in_window, window_start = 0, time.perf_counter()
+        epoch_seconds.append(epoch_time() - probing)
     return epoch_seconds, warmup, out, windows
 
 

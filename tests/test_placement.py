@@ -58,3 +58,34 @@ def test_a_child_that_cannot_pin_itself_gives_no_value_instead_of_a_hang(monkeyp
 
     monkeypatch.setattr(os, "sched_setaffinity", refuse_in_the_child)
     assert placement.round_trip_ns(0.05) is None
+
+
+@TWO_CPUS
+def test_the_probe_between_windows_answers_each_call_until_closed():
+    between = placement.Between()
+    try:
+        values = [between() for _ in range(3)]
+    finally:
+        between.close()
+    assert all(10 < value < 1e6 for value in values), values
+    assert between() is None                                   # closed: no value, no error
+
+
+def test_the_probe_between_windows_on_one_cpu_or_with_a_child_that_cannot_pin_itself_gives_none_at_once():
+    code = ("import os, json, time; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1]); "
+            "from shared import placement; b = placement.Between(); print(json.dumps([b(), b()])); b.close()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == [None, None], proc.stderr
+
+
+@TWO_CPUS
+def test_a_server_whose_other_end_cannot_pin_itself_answers_none_and_stops_asking_it():
+    code = ("import os, sys, runpy; real = os.sched_setaffinity; parent = os.getpid()\n"
+            "def refuse(pid, cpus):\n"
+            "    if os.getpid() != parent: raise OSError(22, 'Invalid argument')\n"
+            "    real(pid, cpus)\n"
+            "os.sched_setaffinity = refuse\n"
+            "from shared import placement; sys.exit(placement.serve())\n")
+    proc = subprocess.run([sys.executable, "-c", code], input="\n\n\n", capture_output=True, text=True, cwd=ROOT,
+                          timeout=30)
+    assert proc.returncode == 0 and proc.stdout.split() == ["null"] * 3, proc.stderr

@@ -166,6 +166,9 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
         where = system["placement"]
         assert where["before_ns"] > 10 and where["after_ns"] > 10
         assert where["cpus"] == sorted(os.sched_getaffinity(0))[:2]
+        # … and at every edge of its timed passes, outside the clock (shared/timing.py): one more than the passes
+        trips = record["timing"]["round_trips_ns"]
+        assert len(trips) == MIN_SAMPLES + 1 and all(10 < t < 1e6 for t in trips)
     # the device's calibration in the cell's framework, and the cell's share of it
     assert system["calibration"]["gemm_fp32_flops"] > 1e9 and system["calibration"]["host_copy_bytes_per_s"] > 0
     metrics = record["metrics"]

@@ -35,6 +35,34 @@ def test_training_windows_exclude_the_first_step_and_never_span_epochs(monkeypat
     assert clock.barriers == 2 * 2 + 2 + 4
 
 
+def test_the_cores_distance_is_measured_at_every_window_edge_outside_every_clock(monkeypatch):
+    """On a CPU the harness sets `timing.between` (shared/placement.py's probe): it runs after the first step and
+    after each window, one edge per window plus the one before the first, and its time (here 3 s a probe) shows in no
+    window, no epoch and no warm-up; the training and the extraction timing blocks list every edge."""
+    clock = FakeClock(monkeypatch)
+    trips = iter(range(100, 200))
+
+    def probe():
+        clock.now += 3.0
+        return float(next(trips))
+
+    monkeypatch.setattr(timing, "between", probe)
+    monkeypatch.setattr(timing, "_edges", [])
+    cost = lambda batch: 10.0 if batch == (0, 0) else 0.5
+    epochs, warmup, _, windows = timing.timed_epochs(
+        2, lambda epoch: [(epoch, i) for i in range(13)], clock.step(cost), clock.barrier)
+    assert warmup == 10.0 and windows == [0.5] * 4 and epochs == [10.0 + 12 * 0.5, 13 * 0.5]
+    block = timing.train_timing(windows, warmup)
+    assert block["round_trips_ns"] == [100.0, 101.0, 102.0, 103.0, 104.0]   # after the first step, after each window
+    monkeypatch.setattr(timing, "_edges", [])
+    costs = iter([2.0] * 10)
+    block = timing.repeat(lambda: clock.step(lambda _: next(costs))(None), repeats=5, barrier=clock.barrier)
+    assert block["values"] == [2.0] * 5 and block["round_trips_ns"] == [105.0 + i for i in range(6)]
+    monkeypatch.setattr(timing, "between", None)
+    monkeypatch.setattr(timing, "_edges", [])
+    assert "round_trips_ns" not in timing.summarize([1.0] * 5)                # not measured: no key
+
+
 def test_a_chunk_of_steps_fills_its_window_and_the_steps_left_over_give_no_sample(monkeypatch):
     """A tuned cell's step runs a chunk of five steps per call (runners.jax.multi_step): the first chunk is the
     warm-up, each further chunk closes a window divided by the five steps it holds, and the single steps an epoch

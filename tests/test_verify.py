@@ -196,6 +196,76 @@ def test_a_cell_is_judged_against_the_reference_samples_taken_at_its_own_distanc
     assert overall["off"]["slower"] == [cell_id] and rows[0][-1].endswith("run the cell again")
 
 
+def edged(record, values, trips):
+    """The record with these samples and the cores' round trip at each edge between them (len(values) + 1 values,
+    ns; shared/timing.py), its warm-up windows' edges before them at the first sample's distance."""
+    record = with_values(record, values)
+    warm = len(record["timing"].get("warmup_windows") or [])
+    record["timing"]["round_trips_ns"] = [trips[0]] * warm + list(trips)
+    assert verify.records.contradictions(record) == [] and len(verify.edges(record)) == len(values) + 1
+    return record
+
+
+NEAR_NS, APART_NS = 286.0, 602.0                  # keras2-theano's CNN, Python 3.6, near and apart (its demo cells)
+FAST = [0.134, 0.136, 0.137, 0.138, 0.139, 0.136, 0.137, 0.135, 0.138]          # its samples with the cores near …
+SLOW = [v * 1.7 for v in FAST]                                                  # … and apart
+
+
+def test_each_sample_is_judged_against_the_reference_samples_taken_at_its_own_distance():
+    """Like with like, sample by sample: where the records measured the cores' distance at every window edge
+    (shared/timing.py), each sample is scaled by the reference's median at its own distance, on both sides, and
+    nothing is dropped. The reference: three runs of a two-thread cell whose samples switch mode within a run, mostly
+    apart (×1.7). A run whose cores stayed near at the near speed is as expected, though pooled it looks ×0.6; a run
+    ×1.6 slower with its cores near, which pooled hides, is off; a sample the cores moved during, or a run with edges
+    that do not fit its samples, keeps its value (the pooled judgement)."""
+    cell_id = "lasagne-cnn-cpu-fp32-1cpu"
+    base = verify.reference_runs(REFERENCE)[0][cell_id]
+    runs = [{cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
+            {cell_id: edged(base, SLOW, [APART_NS] * 10)},
+            {cell_id: edged(base, SLOW[:5] + FAST[5:], [APART_NS] * 6 + [NEAR_NS] * 4)}]
+
+    def judged(measured):
+        rows, _, _, overall = verify.compare(runs[0], {cell_id: measured}, None, runs=runs)
+        return overall["off"]["slower"] + overall["off"]["faster"], rows[0]
+
+    off, row = judged(edged(base, FAST, [NEAR_NS - 3] * 10))
+    assert off == [] and row[-1] == "ok" and row[4] == pytest.approx(1.0, abs=0.05)
+    off, row = judged(with_values(base, FAST))                              # the same samples, distance unknown
+    assert off == [cell_id] and row[4] < 0.65 and "faster than possible" in row[-1]
+    assert judged(with_values(base, [v * 1.6 for v in FAST]))[0] == []     # pooled, ×1.6 hides between the modes
+    off, row = judged(edged(base, [v * 1.6 for v in FAST], [NEAR_NS] * 10))
+    assert off == [cell_id] and row[4] == pytest.approx(1.6, abs=0.05)
+    assert "each sample judged against the reference's at its cores' distance (9 near" in row[-1]
+    off, row = judged(edged(base, SLOW, [APART_NS] * 10))                   # apart, at the apart speed: as expected
+    assert off == [] and row[4] == pytest.approx(1.0, abs=0.05)
+    moving = [NEAR_NS, APART_NS] * 5                                        # every sample moved: values as they are
+    assert judged(edged(base, [v * 1.6 for v in FAST], moving))[0] == []
+    misfit = edged(base, [v * 1.6 for v in FAST], [NEAR_NS] * 10)
+    misfit["timing"]["round_trips_ns"] = misfit["timing"]["round_trips_ns"][1:]   # one edge short: not measured
+    assert verify.edges(misfit) == [] and judged(misfit)[0] == []
+    # A forged distance buys at most the reference's own ratio between its modes, never a wider tolerance: ×1.6
+    # labelled apart passes as ×0.94 of the apart samples, ×1.6 on top of the apart mode does not.
+    assert judged(edged(base, [v * 1.6 for v in FAST], [APART_NS] * 10))[0] == []
+    assert judged(edged(base, [v * 1.6 for v in SLOW], [APART_NS] * 10))[0] == [cell_id]
+
+
+def test_a_run_figure_at_one_distance_is_the_median_of_its_samples_there():
+    """The reference README's factor at one distance (verify.at_one_distance): with edges, each run's median of its
+    samples at a distance where it has STRATUM_RUN or more, compared near with near and apart with apart."""
+    cell_id = "lasagne-cnn-cpu-fp32-1cpu"
+    base = verify.reference_runs(REFERENCE)[0][cell_id]
+    runs = [{cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
+            {cell_id: edged(base, [v * 1.1 for v in SLOW], [APART_NS] * 10)}]
+    assert verify.at_one_distance(runs, cell_id) == pytest.approx(1.1, abs=0.02)      # apart with apart only
+    runs.append({cell_id: edged(base, [v * 1.2 for v in FAST], [NEAR_NS] * 10)})
+    assert verify.at_one_distance(runs, cell_id) == pytest.approx(1.2 * 0.136 / 0.1365, abs=0.02)
+    runs[0] = {cell_id: edged(base, FAST[:2] + SLOW[2:], [NEAR_NS] * 3 + [APART_NS] * 7)}   # 2 near: too few
+    assert verify.at_one_distance(runs, cell_id) == pytest.approx(1.1, abs=0.02)
+    from scripts.results import reference
+    table = reference.between_runs_table(verify.between_runs(runs), runs)
+    assert "| 2n6a1m 9a 9n |" in " ".join(table.split())   # each run's samples by distance
+
+
 def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(honest, tmp_path, capsys):
     slow = "jax-cnn-cpu-fp32-1cpu"
     run = run_from({i: scaled(r, 2.0) if i == slow else r for i, r in honest.items()}, tmp_path / "run")

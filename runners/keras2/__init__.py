@@ -48,7 +48,7 @@ from keras.utils.layer_utils import count_params  # noqa: E402
 
 from shared import batching  # noqa: E402
 from shared.record import GpuMissing, Skip  # noqa: E402
-from shared.timing import WINDOW_STEPS  # noqa: E402
+from shared.timing import WINDOW_STEPS, edge  # noqa: E402
 
 BACKEND = keras.backend.backend()             # "cntk" | "theano"
 # Keras' Adam updates w -= lr·√(1−β₂ᵗ)/(1−β₁ᵗ) · m / (√v + ε): ε is added before the bias correction (Kingma & Ba's
@@ -180,7 +180,8 @@ class EpochBatches(keras.utils.Sequence):
 
 class EpochTimer(keras.callbacks.Callback):
     """The training clock around `model.fit`: one interval per epoch, the end of the first step as the warm-up, and a
-    sample per WINDOW_STEPS steps after it, as shared.timing.timed_epochs does.
+    sample per WINDOW_STEPS steps after it, as shared.timing.timed_epochs does, the cores' distance measured at each
+    window edge outside the clock.
 
     Keras 2 builds the training function inside `fit` but before the first epoch begins (`_make_train_function`:
     Theano compiles its C code there, CNTK builds its graph), so the first epoch's clock starts when `fit` is called
@@ -199,22 +200,25 @@ class EpochTimer(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self.epoch_seconds or self.start is None:   # epoch 0 started with `fit`
             self.start = time.perf_counter()
-        self.window_start, self.in_window = time.perf_counter(), 0
+        self.window_start, self.in_window, self.probing = time.perf_counter(), 0, 0.0
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
         self.losses.append(float(logs["loss"]))
         if self.warmup is None:
-            self.warmup, self.window_start = now - self.start, now
+            self.warmup = now - self.start
+            self.probing += edge()                        # the cores' distance at a window edge, outside the clock
+            self.window_start = time.perf_counter()
             return
         self.in_window += 1
         if self.in_window == WINDOW_STEPS:                # one sample per WINDOW_STEPS steps after the first
             self.windows.append((now - self.window_start) / WINDOW_STEPS)
-            self.window_start, self.in_window = now, 0
+            self.probing += edge()
+            self.window_start, self.in_window = time.perf_counter(), 0
 
     # rosetta: barrier
     def on_epoch_end(self, epoch, logs=None):
-        self.epoch_seconds.append(time.perf_counter() - self.start)
+        self.epoch_seconds.append(time.perf_counter() - self.start - self.probing)
 
 
 def fit_steps(model, x, y, steps, read_canonical):

@@ -96,7 +96,10 @@ SCHEMA = {
                for key in ("values", "warmup_windows")},
             "unit": _short, "repeats": _integer, "window_steps": _integer,
             "unstable": {"type": ["boolean", "null"]}, "warm": {"type": ["boolean", "null"]},
-            "barrier_audit": {"type": ["object", "null"]}}},
+            "barrier_audit": {"type": ["object", "null"]},
+            # the cores' distance at each window edge (shared/placement.py): None where the probe could not answer
+            "round_trips_ns": {"type": ["array", "null"], "items": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                               "maxItems": 100_001}}},
         "system": {"type": "object", "properties": {
             "host": {"type": ["string", "null"], "pattern": SAFE_ID},
             "cpu": _text, "cpu_count": _integer, "cpu_usable": _integer, "cpu_physical_cores": _integer,

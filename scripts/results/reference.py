@@ -122,23 +122,33 @@ def between_runs_line(target):
 
 def between_runs_table(factors, runs=None):
     """Every cell's between-run factor (its slowest run's steady state over its fastest's), widest first, with the
-    cells beyond STEADY_GOAL counted and marked; with `runs`, also how far apart the cores were around the cell in
-    each run (verify.distance: near, apart, "moved" during it, "?" not measured) and the widest factor among runs at
-    one same distance, which verify judges a run's cell against (verify.at_distance)."""
+    cells beyond STEADY_GOAL counted and marked; with `runs`, also how far apart the cores were in each run and the
+    widest factor among runs at one same distance, which verify judges a run's cell against (verify.at_distance).
+    A run that measured the distance at its window edges gives its samples' split ("6n3a": 6 near, 3 apart, "1m":
+    moved during one); an older one the distance around the whole cell (near, apart, "moved", "?" not measured)."""
     above = [f for f in factors.values() if f > STEADY_GOAL]
     rows = []
     for cell_id, f in sorted(factors.items(), key=lambda kv: (-kv[1], kv[0])):
         row = [cell_id, f"×{f:.2f}", "above the goal" if f > STEADY_GOAL else ""]
         if runs:
             same = verify.at_one_distance(runs, cell_id)
-            row[2:2] = [" ".join(where or ("moved" if verify.round_trips(r) else "?") for r, (where, _) in zip(
-                verify.comparable_runs(runs, cell_id), verify.run_distances(runs, cell_id))),
-                f"×{same:.2f}" if same else ""]
+            records = verify.comparable_runs(runs, cell_id)
+            floor = min((t for r in records for t in verify.edges(r) if t), default=None)
+            row[2:2] = [" ".join(split(r, floor) or where or ("moved" if verify.round_trips(r) else "?")
+                                 for r, (where, _) in zip(records, verify.run_distances(runs, cell_id))),
+                        f"×{same:.2f}" if same else ""]
         rows.append(row)
     headers = ["cell", "between runs"] + (["cores per run", "at one distance"] if runs else []) + \
         [f"beyond ×{STEADY_GOAL}"]
     return (f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
             f"×{STEADY_GOAL}):\n\n" + tabulate(rows, headers=headers, tablefmt="github") + "\n")
+
+
+def split(record, floor):
+    """"6n3a1m": how many of the record's samples ran with the cores near, apart, or moving (verify.sample_distances),
+    or "" where it measured no window edges."""
+    counts = Counter(where or "moved" for where in verify.sample_distances(record, floor))
+    return "".join(f"{counts[w]}{w[0]}" for w in ("near", "apart", "moved") if counts[w])
 
 
 def add(run_dir, allow_failed=False):

@@ -85,6 +85,7 @@ OVERALL_TOLERANCE = 1.25  # the unexplained overall factor (same machine class) 
 QUALITY_MARGIN = 0.05    # accuracy or AUC may differ from the reference's by this much
 ALPHA = 0.05             # the one-sided rank test's significance level (the ratio's own direction)
 APART = 1.4              # a round trip beyond this × the cell's lowest is its cores apart (shared/placement.py)
+STRATUM_RUN = 3          # a run's samples at one distance give its figure there (at_one_distance) from this many
 CALIBRATION_NOISE = 1.05  # calibrations within this of the reference's explain nothing (its honest runs: ≤ ×1.03)
 MIN_OVERALL_CELLS = 5    # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
 INCOMPARABLE = 3         # exit code: nothing to compare with
@@ -143,8 +144,21 @@ def run_distances(runs, cell_id):
 
 def at_one_distance(runs, cell_id):
     """The cell's widest between-run factor among its runs at one same distance (near with near, apart with apart),
-    or None where no two runs share one: what is left of its between-run factor once like is compared with like."""
-    groups = {}
+    or None where no two runs share one: what is left of its between-run factor once like is compared with like.
+    Where every run measured the distance at its window edges, a run's figure at a distance is the median of its
+    samples there (STRATUM_RUN or more of them); else its steady state, where its cores were at one distance
+    throughout."""
+    records, groups = comparable_runs(runs, cell_id), {}
+    floor = min((t for r in records for t in edges(r) if t), default=None)
+    if floor and all(edges(r) for r in records):
+        for r in records:
+            where = sample_distances(r, floor)
+            for side in ("near", "apart"):
+                values = [v for v, w in zip(samples(r), where) if w == side]
+                if len(values) >= STRATUM_RUN:
+                    groups.setdefault(side, []).append(statistics.median(values))
+        factors = [max(times) / min(times) for times in groups.values() if len(times) >= 2]
+        return max(factors) if factors else None
     for where, time in run_distances(runs, cell_id):
         if where and time:
             groups.setdefault(where, []).append(time)
@@ -275,10 +289,9 @@ def ratio_estimate(measured, reference):
     return statistics.median(m / e for m in measured for e in reference)
 
 
-def rank_test(reference_samples, measured, factor, ratio):
-    """The one-sided Mann-Whitney U p-value, in the direction of `ratio`, of the measured samples (divided by the
+def rank_test(reference_samples, m, factor, ratio):
+    """The one-sided Mann-Whitney U p-value, in the direction of `ratio`, of the measured samples `m` (divided by the
     explained factor) against the reference's pooled samples; None with fewer than MIN_SAMPLES on a side."""
-    m = samples(measured)
     if len(reference_samples) < MIN_SAMPLES or len(m) < MIN_SAMPLES:
         return None
     return float(mannwhitneyu([v / factor for v in m], reference_samples,
@@ -321,31 +334,90 @@ def distance(record, floor):
     return where.pop() if len(where) == 1 else None
 
 
+def edges(record):
+    """The round trips measured at the edges of the record's samples, outside the clock (timing.round_trips_ns:
+    one per edge of the windows or passes its timing block lists, shared/timing.py): len(samples) + 1 values, or []
+    where they were not measured or do not fit."""
+    timing = (record or {}).get("timing") or {}
+    trips, count = timing.get("round_trips_ns") or [], len(samples(record))
+    if not count or not isinstance(trips, list) or len(trips) != timed(record) + 1:
+        return []
+    return [t if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 else None
+            for t in trips[-(count + 1):]]
+
+
+def sample_distances(record, floor):
+    """Where the cores were while each sample of the record was timed: "near" or "apart" where the round trips at
+    both its edges say the same (relative to `floor`, the lowest edge of the cell's records), else None; [] where
+    the record measured no edges."""
+    trips = edges(record)
+    where = [None if t is None else "apart" if t > APART * floor else "near" for t in trips]
+    return [a if a == b else None for a, b in zip(where, where[1:])] if floor else []
+
+
+def by_sample(records, measured, pooled):
+    """Like with like sample by sample (the records measured the cores' distance at every window edge): every sample
+    of either side divided by the median of the reference's samples at its distance and multiplied by the pooled
+    median, where the reference has MIN_SAMPLES or more at that distance; a sample at no one distance (the cores
+    moved during it), or at one the reference lacks, keeps its value. Nothing is dropped, and a distance can buy at
+    most the reference's own ratio between its two modes. (reference samples, measured samples, words), or None
+    where the measured record has no edges or the reference no stratum."""
+    floor = min((t for r in records + [measured] for t in edges(r) if t), default=None)
+    if not floor or not edges(measured) or not pooled:
+        return None
+    strata = {}
+    for r in records:
+        for value, where in zip(samples(r), sample_distances(r, floor)):
+            if where:
+                strata.setdefault(where, []).append(value)
+    medians = {where: statistics.median(v) for where, v in strata.items() if len(v) >= MIN_SAMPLES}
+    if not medians:
+        return None
+    middle = statistics.median(pooled)
+
+    def scaled(record):
+        return [v * middle / medians[where] if where in medians else v
+                for v, where in zip(samples(record), sample_distances(record, floor))]
+
+    ours = sample_distances(measured, floor)
+    reference = [v for r in records for v in (scaled(r) if edges(r) else samples(r))]
+    counts = Counter(where or "moved" for where in ours)
+    told = ", ".join(f"{counts[w]} {w}" for w in ("near", "apart", "moved") if counts[w])
+    return reference, scaled(measured), (f"each sample judged against the reference's at its cores' distance ({told}; "
+                                         f"the reference has {', '.join(sorted(medians))})")
+
+
 def at_distance(runs, cell_id, measured, pooled):
-    """(the reference samples `measured` is judged against, words): where the record's cores were near (or apart)
-    both before and after its work, only the samples of the reference's runs of the cell that ran at that same
-    distance, if there are at least MIN_SAMPLES of them; else every pooled sample (`pooled`), and the words say the
-    reference has none at that distance. Like is compared with like: never a wider tolerance, the same ×1.5 at
+    """(the reference samples `measured` is judged against, its own samples, words). Where both sides measured the
+    cores' distance at every window edge, sample by sample (by_sample). Else, where the record's cores were near (or
+    apart) both before and after its work, only the samples of the reference's runs of the cell that ran at that
+    same distance, if there are at least MIN_SAMPLES of them; else every pooled sample (`pooled`), and the words say
+    the reference has none at that distance. Like is compared with like: never a wider tolerance, the same ×1.5 at
     either distance (docs/verify.md, "What moves")."""
     if not measured or measured.get("status") != "ok" or "refused" in measured:
-        return pooled, None
+        return pooled, None, None
     records = comparable_runs(runs, cell_id)
+    sampled = by_sample(records, measured, pooled)
+    if sampled:
+        return sampled
     floor = floor_of(records + [measured])
     where = distance(measured, floor)
     if where is None:
-        return pooled, None
+        return pooled, None, None
     same = [v for r in records if distance(r, floor) == where for v in samples(r)]
     if len(same) >= MIN_SAMPLES:
-        return same, f"judged against the reference's {len(same)} samples with its cores {where} too"
-    return pooled, f"the reference has no samples with its cores {where}: run the cell again"
+        return same, None, f"judged against the reference's {len(same)} samples with its cores {where} too"
+    return pooled, None, f"the reference has no samples with its cores {where}: run the cell again"
 
 
-def judge(expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None, where=None):
+def judge(expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None, where=None,
+          own=None):
     """(outcomes, words, row values) of one cell. `factor`: the explained overall factor divided out; `pooled`: the
     reference's samples of the cell over all its honest runs (default: the reference cell's own); `between`: the
     reference's between-run factor of the cell (named when the cell is off, never a tolerance); `reference_time`:
     the median steady state of the reference's runs, for a cell without samples (default: the reference cell's);
-    `where`: which of the reference's samples `pooled` is (at_distance), named in the row of a cell off. Row
+    `where`: which of the reference's samples `pooled` is (at_distance), named in the row of a cell off; `own`: the
+    measured samples as judged (at_distance, sample by sample; default: the record's own). Row
     values: reference
     and measured steady state, their raw ratio, the ratio judged, the tolerance, the rank test's p, measured
     quality."""
@@ -355,13 +427,13 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
     pooled = pooled if pooled else samples(expected)
     e_time = statistics.median(pooled) if pooled else (reference_time or steady(expected))
     m_time = steady(measured)
-    m_samples = samples(measured)
+    m_samples = own if own else samples(measured)
     if len(pooled) >= MIN_SAMPLES and len(m_samples) >= MIN_SAMPLES:
         ratio = ratio_estimate(m_samples, pooled)
     else:
         ratio = m_time / e_time if e_time else None
     normalised = ratio / factor if ratio else None
-    p = rank_test(pooled, measured, factor, normalised) if normalised else None
+    p = rank_test(pooled, m_samples, factor, normalised) if normalised else None
     found, notes = [], []
     if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):
         faster = normalised < 1
@@ -446,9 +518,9 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     rows, counts, off = [], Counter(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
-        against, where = at_distance(runs, cell_id, got, pooled.get(cell_id))
+        against, own, where = at_distance(runs, cell_id, got, pooled.get(cell_id))
         outcomes, words, values = judge(expected, got, factor, tolerance, margin, against, between.get(cell_id),
-                                        reference_time(runs, cell_id), where)
+                                        reference_time(runs, cell_id), where, own)
         counts.update(outcomes)
         counts["compared"] += "no reference" not in outcomes
         for outcome in set(outcomes) & {"slower", "faster"}:
@@ -474,9 +546,9 @@ def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, 
     by_id = {row[0]: row for row in rows}
     for outcome in ("slower", "faster"):
         for cell_id in list(overall["off"][outcome]):
-            against, where = at_distance(runs, cell_id, second.get(cell_id), pooled.get(cell_id))
+            against, own, where = at_distance(runs, cell_id, second.get(cell_id), pooled.get(cell_id))
             again, _, values = judge(reference.get(cell_id), second.get(cell_id), overall["explained"], tolerance,
-                                     margin, against, between.get(cell_id), reference_time(runs, cell_id), where)
+                                     margin, against, between.get(cell_id), reference_time(runs, cell_id), where, own)
             ratio = f"×{values[3]:.2f}" if values[3] else "no time"
             if {"slower", "faster"} & set(again) or judge_status(reference.get(cell_id), second.get(cell_id)):
                 by_id[cell_id][-1] += f"; a second run: {ratio} ({', '.join(again)})"
