@@ -140,8 +140,14 @@ def between_runs_table(factors, runs=None):
         rows.append(row)
     headers = ["cell", "between runs"] + (["cores per run", "at one distance"] if runs else []) + \
         [f"beyond ×{STEADY_GOAL}"]
+    legend = textwrap.fill(
+        "Cores per run: each run's samples by the cores' distance at their two edges (\"6n3a\": 6 near, 3 apart, "
+        "\"1m\": the cores moved during 1), or, for a runner that measures no window edges, the distance around the "
+        "whole cell (near, apart, moved during it). At one distance: the widest factor between runs compared near "
+        "with near and apart with apart, as verify judges a cell.", width=118, break_on_hyphens=False) + "\n\n" \
+        if runs else ""
     return (f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
-            f"×{STEADY_GOAL}):\n\n" + tabulate(rows, headers=headers, tablefmt="github") + "\n")
+            f"×{STEADY_GOAL}):\n\n" + legend + tabulate(rows, headers=headers, tablefmt="github") + "\n")
 
 
 def split(record, floor):
