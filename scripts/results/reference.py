@@ -133,7 +133,7 @@ def between_runs_table(factors, runs=None):
         if runs:
             same = verify.at_one_distance(runs, cell_id)
             records = verify.comparable_runs(runs, cell_id)
-            floor = min((t for r in records for t in verify.edges(r) if t), default=None)
+            floor = verify.edge_floor(records)
             row[2:2] = [" ".join(split(r, floor) or where or ("moved" if verify.round_trips(r) else "?")
                                  for r, (where, _) in zip(records, verify.run_distances(runs, cell_id))),
                         f"×{same:.2f}" if same else ""]

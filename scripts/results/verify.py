@@ -151,7 +151,7 @@ def at_one_distance(runs, cell_id):
     samples there (STRATUM_RUN or more of them); else its steady state, where its cores were at one distance
     throughout."""
     records, groups = comparable_runs(runs, cell_id), {}
-    floor = min((t for r in records for t in edges(r) if t), default=None)
+    floor = edge_floor(records)
     if floor and all(edges(r) for r in records):
         for r in records:
             where = sample_distances(r, floor)
@@ -348,13 +348,20 @@ def edges(record):
             for t in trips[-(count + 1):]]
 
 
+def edge_floor(records):
+    """The lowest round trip measured at the window edges of the records of one cell (edges), or None: floor_of's
+    twin for the edges, which the probe between windows measures its own way (shared/placement.py)."""
+    return min((t for r in records for t in edges(r) if t), default=None)
+
+
 def sample_distances(record, floor):
     """Where the cores were while each sample of the record was timed: "near" or "apart" where the round trips at
-    both its edges say the same (relative to `floor`, the lowest edge of the cell's records), else None; [] where
-    the record measured no edges."""
-    trips = edges(record)
-    where = [None if t is None else "apart" if t > APART * floor else "near" for t in trips]
-    return [a if a == b else None for a, b in zip(where, where[1:])] if floor else []
+    both its edges say the same (relative to `floor`, edge_floor of the cell's records), else None; [] where the
+    record measured no edges."""
+    if not floor:
+        return []
+    where = [None if t is None else "apart" if t > APART * floor else "near" for t in edges(record)]
+    return [a if a == b else None for a, b in zip(where, where[1:])]
 
 
 def by_sample(records, measured, pooled):
@@ -364,7 +371,7 @@ def by_sample(records, measured, pooled):
     moved during it), or at one the reference lacks, keeps its value. Nothing is dropped, and a distance can buy at
     most the reference's own ratio between its two modes. (reference samples, measured samples, words), or None
     where the measured record has no edges or the reference no stratum."""
-    floor = min((t for r in records + [measured] for t in edges(r) if t), default=None)
+    floor = edge_floor(records + [measured])
     if not floor or not edges(measured) or not pooled:
         return None
     strata = {}
