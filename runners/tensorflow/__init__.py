@@ -126,15 +126,16 @@ def index_dataset(index_batches):
     return ds
 
 
-def batch_dataset(tensors, index_batches, device=None):
-    """data_placement=host: batches gathered from host `tensors` in the shared order by tf.data's threads.
+def batch_dataset(tensors, index_batches, device=None, repeat=False):
+    """data_placement=host: batches gathered from host `tensors` in the shared order by tf.data's threads (`repeat`:
+    the same batches again without end, for one iterator over every pass; see `epoch_iterator`).
 
     Batches are gathered in parallel and prefetched, so the next batch is ready while the step runs; on a GPU
     `prefetch_to_device` also overlaps the host→device copy with compute (seed lesson 13: the GPU must never wait for
     per-batch copies).
     """
-    ds = index_dataset(index_batches).map(lambda idx: tuple(tf.gather(t, idx) for t in tensors),
-                                          num_parallel_calls=tf.data.AUTOTUNE)
+    ds = index_dataset(index_batches).repeat() if repeat else index_dataset(index_batches)
+    ds = ds.map(lambda idx: tuple(tf.gather(t, idx) for t in tensors), num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)                                              # map keeps order (deterministic)
     if device and "GPU" in device:
         ds = ds.apply(tf.data.experimental.prefetch_to_device(device))

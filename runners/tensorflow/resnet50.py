@@ -5,8 +5,8 @@ import numpy as np
 import tensorflow as tf
 
 from runners.keras.networks import load_canonical, predict_logits, resnet50  # noqa: F401 (the equivalence interface)
-from runners.tensorflow import (auto, batch_dataset, count_parameters, host_tensors, select_devices, set_precision,
-                                sync)
+from runners.tensorflow import (auto, batch_dataset, count_parameters, epoch_iterator, host_tensors, select_devices,
+                                set_precision, sync)
 from shared import batching, canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
@@ -24,6 +24,9 @@ SWITCHES = {
 # Weights: the canonical ones (ImageNet from the `weights` step, else the shared seeded init; record field `weights`).
 # Data placement is "host" by the nature of the task: every timed pass copies each batch in (tf.data, prefetched to
 # the GPU) and its features back out, as a feature extractor in production would.
+# One tf.data iterator serves every pass (`epoch_iterator` over the repeated dataset): an iterator made and deleted per
+# pass left both cores idle for ~0.2 s in about half the passes, a timer's sleep inside the clock (docs/verify.md).
+# So the prefetch may hold a pass's first batch when its clock starts, as it holds the next step's batch in training.
 
 
 # ==== Data ====
@@ -44,8 +47,8 @@ def build_model(cfg=None, channels_first=False):
 # ==== Train step ====
 # Feature extraction has no training step: the timed unit is one forward pass over all images (see `extract`).
 # rosetta: inference
-def extract(predict, dataset):
-    features = [predict(x) for x, in dataset]                      # queued on the device; the loop never waits
+def extract(predict, batches):
+    features = [predict(x) for x, in batches]                      # queued on the device; the loop never waits
     return np.concatenate([f.numpy() for f in features])           # back to the host: part of the timed work
 
 
@@ -71,10 +74,11 @@ def main(cfg):
     load_canonical(model, weights)
     # rosetta: inference
     predict = tf.function(lambda x: model(x, training=False), jit_compile=xla)  # float32 features (the pooling layer)
-    dataset = batch_dataset((images,), batching.eval_batches(len(images), p["batch_size"]), device)
+    index_batches = list(batching.eval_batches(len(images), p["batch_size"]))
+    passes = epoch_iterator(batch_dataset((images,), index_batches, device, repeat=True), len(index_batches))
 
     features = []
-    timing = repeat(lambda: features.append(extract(predict, dataset)), repeats=cfg.repeats, barrier=sync)
+    timing = repeat(lambda: features.append(extract(predict, passes(None))), repeats=cfg.repeats, barrier=sync)
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
         "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
