@@ -650,6 +650,17 @@ def false_alarms(reference_runs, measured):
     return overall["off"]["slower"] + overall["off"]["faster"], counts
 
 
+def tally_alone(judged):
+    """Each (reference runs, measured run) of `judged` alone, no second run: (false alarms, cell verdicts, runs with
+    one)."""
+    found = [0, 0, 0]
+    for reference_runs, measured in judged:
+        off, counts = false_alarms(reference_runs, measured)
+        assert counts["compared"] >= 49
+        found = [x + y for x, y in zip(found, (len(off), counts["compared"], bool(off)))]
+    return found
+
+
 def tally(runs, references):
     """Every ordered pair (a, b) of `runs`: a judged against `references(a, b)`, confirmed by b as `make verify`
     does. (cell verdicts off before the confirmation, after it, cases failing before, after)."""
@@ -685,20 +696,13 @@ def test_false_alarm_rate_over_every_pair_of_honest_runs():
       without edges their samples cannot say how far apart their cores were.
     docs/verify.md, "False alarms"."""
     current, edged, older = honest_runs()
-    alone = [0, 0, 0]
-    for k, measured in enumerate(current):                           # one run alone against the other three
-        off, counts = false_alarms([r for j, r in enumerate(current) if j != k], measured)
-        assert counts["compared"] >= 49
-        alone = [x + y for x, y in zip(alone, (len(off), counts["compared"], bool(off)))]
-    pairs = tally(current, lambda a, b: [r for j, r in enumerate(current) if j not in (a, b)])
     committed = current[:3]
-    found = {"current": alone, "current pairs": pairs}
+    others = [[r for j, r in enumerate(current) if j != k] for k in range(len(current))]
+    found = {"current": tally_alone(zip(others, current)),               # each alone against the other three
+             "current pairs": tally(current, lambda a, b: [r for j, r in enumerate(current) if j not in (a, b)])}
     for name, runs in (("edged", edged), ("older", older)):
-        against = [0, 0, 0]
-        for measured in runs:
-            off, counts = false_alarms(committed, measured)
-            against = [x + y for x, y in zip(against, (len(off), counts["compared"], bool(off)))]
-        found[name], found[f"{name} pairs"] = against, tally(runs, lambda a, b: committed)
+        found[name] = tally_alone((committed, measured) for measured in runs)
+        found[f"{name} pairs"] = tally(runs, lambda a, b: committed)
     # alone: (false alarms, verdicts, runs failing); pairs: (off before, off after, cases failing before, after)
     assert found == {"current": [2, 212, 2], "current pairs": [10, 3, 8, 3], "edged": [4, 212, 3],
                      "edged pairs": [12, 6, 9, 6], "older": [14, 371, 6], "older pairs": [84, 28, 36, 16]}, found

@@ -134,7 +134,9 @@ def batch_dataset(tensors, index_batches, device=None, repeat=False):
     `prefetch_to_device` also overlaps the host→device copy with compute (seed lesson 13: the GPU must never wait for
     per-batch copies).
     """
-    ds = index_dataset(index_batches).repeat() if repeat else index_dataset(index_batches)
+    ds = index_dataset(index_batches)
+    if repeat:
+        ds = ds.repeat()
     ds = ds.map(lambda idx: tuple(tf.gather(t, idx) for t in tensors), num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.prefetch(tf.data.AUTOTUNE)                                              # map keeps order (deterministic)
     if device and "GPU" in device:
