@@ -1,6 +1,6 @@
 """Keras 3.15 (TF / JAX / PyTorch backend) · resnet50 · ResNet-50 v1.5 (torchvision's definition, written in Keras'
 functional idiom in runners/keras/networks.py) cut after global average pooling: timed feature extraction with
-`model.predict`."""
+`model.predict_on_batch`, batch by batch."""
 import keras
 import numpy as np
 
@@ -20,8 +20,11 @@ SWITCHES = {
 }
 # Not keras.applications.ResNet50: that is ResNet v1 (stride on the first 1×1 conv, conv biases), another network.
 # Weights: the canonical ones (ImageNet from the `weights` step, else the shared seeded init; record field `weights`).
-# Data placement is "host" (the only choice with `predict`): the images sit in host memory and every timed pass copies
-# each batch in and its features back out, as a feature extractor in production would.
+# Data placement is "host" (the only choice with Keras' predict functions): the images sit in host memory and every
+# pass copies each batch in and its features back out, as a feature extractor in production would.
+# Not `model.predict(images)` per pass: on the TF backend each call makes a tf.data iterator whose start-up left both
+# cores idle ~0.23 s inside the clock in about half the passes (docs/verify.md); `predict_on_batch` runs the same
+# compiled predict function on one batch, with no input pipeline.
 
 
 # ==== Data ====
@@ -40,10 +43,11 @@ def build_model(cfg=None, data_format="channels_last"):
 
 # ==== Train step ====
 # rosetta: inference
-# Feature extraction has no training step: the timed unit is one `predict` over all images (see `extract`), which
-# includes the host→device copies of the batches and the device→host copy of the features.
+# Feature extraction has no training step: the timed unit is one pass of `predict_on_batch` over all images (see
+# `extract`), which includes the host→device copy of each batch and the device→host copy of its features.
 def extract(model, images, batch_size):
-    return model.predict(images, batch_size=batch_size, verbose=0)
+    return np.concatenate([model.predict_on_batch(images[i:i + batch_size])
+                           for i in range(0, len(images), batch_size)])
 
 
 # ==== Evaluate ====
@@ -66,11 +70,11 @@ def main(cfg):
     # rosetta: init
     weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
-    model.compile(jit_compile=switches["jit_compile"])  # predict() reads jit_compile from compile()
+    model.compile(jit_compile=switches["jit_compile"])  # predict_on_batch() reads jit_compile from compile()
 
     features = []
     # rosetta: barrier
-    # predict() returns numpy, so each pass ends with the features on the host: that is the barrier.
+    # predict_on_batch() returns numpy, so each pass ends with the features on the host: that is the barrier.
     timing = repeat(lambda: features.append(extract(model, images, p["batch_size"])), repeats=cfg.repeats)
     # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
