@@ -177,7 +177,8 @@ def test_a_cell_is_judged_against_the_reference_samples_taken_at_its_own_distanc
     """Like with like (verify's docstring): a reference whose runs of a two-thread cell saw the cores near in one run
     and apart (×1.7 slower) in the other. Pooled, a ×1.7 slower cell with its cores near hides between the modes;
     judged against the near run's samples it fails, and the same cell with its cores apart is as expected. The
-    tolerance is ×1.5 at either distance. (keras2-theano-cnn: the reference's first run saw its cores near throughout.)"""
+    tolerance is ×1.5 at either distance. (keras2-theano-cnn: the reference's first run had its cores near
+    throughout.)"""
     cell_id = "keras2-theano-cnn-cpu-fp32-1cpu"
     near = at(verify.reference_runs(REFERENCE)[0][cell_id], 268.0, 271.4)
     runs = [{cell_id: near}, {cell_id: at(scaled(near, 1.7), 470.0, 481.2)}]

@@ -86,7 +86,7 @@ predict_logits <- function(model, x) networks$predict_logits(model, x)
 # includes the host→device copy of each batch and the device→host copy of its features.
 extract <- function(model, images, batch_size) {
   batch_size <- as.integer(batch_size)
-  starts <- as.list(seq_len((py_len(images) - 1L) %/% batch_size) * batch_size)   # where each batch after the first starts
+  starts <- as.list(seq_len((py_len(images) - 1L) %/% batch_size) * batch_size)   # where batches 2, 3, … start
   batches <- py_items(np$split(images, starts))
   np$concatenate(lapply(batches, \(x) model$predict_on_batch(x)))
 }

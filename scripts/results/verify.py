@@ -37,11 +37,11 @@ fast is named as such ("faster than possible"), per cell. Why this decision:
   cell in each run; a regression of the install reproduces, such a transient seldom hits one cell twice;
 - measured over the committed honest runs of cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c (tests/test_verify.py::
   test_false_alarm_rate_over_every_pair_of_honest_runs recomputes it): the four runs of the code that made the
-  reference (its three, tests/data/fifth-run), each alone against the other three, give 2 false alarms in 212 cell
-  verdicts; against two-run references, confirmed by the fourth, 3 of 12 cases fail (all keras2-cntk-gru, whose two
-  reference runs never saw its cores apart). Older runs, against the committed reference and confirmed by one another,
-  fail where the reference never saw a cell at their distance: cntk-gru (near only in the reference) in 6 of 12 cases
-  of the four with edges; keras-tf-resnet50 and keras2-theano-cnn in 12 of the 42 of the seven without. These are the
+  reference (its three, tests/data/sixth-run), each alone against the other three, give 1 false alarm in 212 cell
+  verdicts; against two-run references, confirmed by the fourth, 4 of 12 cases fail (all cntk-gru, whose two
+  reference runs never saw its cores at the distance of the run they judge). Older runs, against the committed
+  reference and confirmed by one another, fail where their samples cannot say where their cores were: none of the
+  eight with edges; keras2-theano-cnn and lasagne-cnn in 18 of the 42 cases of the seven without. These are the
   machine's transients, named in the row, never a reason for a wider tolerance.
 Like with like. Every CPU cell records how far apart the machine's first two cores were just before and after its
 work (`system.placement`, shared/placement.py: a round trip, compared only within one cell's records, one
