@@ -6,7 +6,7 @@ import numpy as np
 
 from runners.keras import check_device, count_parameters, data_format_of, nchw_to, set_precision
 from runners.keras.networks import load_canonical, predict_logits, resnet50  # noqa: F401 (the equivalence interface)
-from shared import canonical
+from shared import batching, canonical
 from shared.datasets import random_images
 from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
@@ -46,8 +46,8 @@ def build_model(cfg=None, data_format="channels_last"):
 # Feature extraction has no training step: the timed unit is one pass of `predict_on_batch` over all images (see
 # `extract`), which includes the host→device copy of each batch and the device→host copy of its features.
 def extract(model, images, batch_size):
-    return np.concatenate([model.predict_on_batch(images[i:i + batch_size])
-                           for i in range(0, len(images), batch_size)])
+    return np.concatenate([model.predict_on_batch(images[idx[0]:idx[-1] + 1])
+                           for idx in batching.eval_batches(len(images), batch_size)])
 
 
 # ==== Evaluate ====
