@@ -55,13 +55,13 @@ MUTATIONS = (
         ("if not isinstance(text, str) or not RFC3339.fullmatch(text):", "if not isinstance(text, str):"),)),
     M("quarantine-folder-link", "scripts/results/records.py", (
         ("    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):", "    if False:"),)),
-    M("inconsistent-nan", "scripts/results/records.py", (("if not math.isfinite(value)]", "if False]"),), (SUBMISSION,)),
+    M("inconsistent-nan", "scripts/results/records.py", (
+        ("if isinstance(value, float) and not math.isfinite(value):", "if False:"),), (SUBMISSION,)),
     M("inconsistent-accuracy-range", "scripts/results/records.py", (
-        ("isinstance(value, (int, float)) and not 0 <= value <= 1:", "False:"),), (SUBMISSION,)),
+        ("if number(value) and math.isfinite(value) and not 0 <= value <= 1:", "if False:"),), (SUBMISSION,)),
     M("inconsistent-median", "scripts/results/records.py", (
-        ("if isinstance(timing.get(key), (int, float)) and not _close(timing[key], figure):", "if False:"),),
-      (SUBMISSION,)),
-    M("inconsistent-steady-batch", "scripts/results/records.py", (("elif wanted and not any(", "elif False and not any("),)),
+        ("if number(timing.get(key)) and differs(timing[key], figure):", "if False:"),), (SUBMISSION,)),
+    M("inconsistent-steady-batch", "scripts/results/records.py", (("elif wanted and all(differs(", "elif False and all(differs("),)),
     # ---- merge.py: one cell per slot, the plan, the order of attempts
     M("plan-run-id", "scripts/results/merge.py", (
         ('if run_id is not None and record["run_id"] != run_id:', "if False:"),)),

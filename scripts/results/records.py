@@ -231,6 +231,92 @@ def contradictions(record):
     return found
 
 
+def figures_that_do_not_follow(record):
+    """inconsistencies' second part, one line each, for a record that contradicts nothing (contradictions: every
+    number finite, accuracy and AUC within [0, 1], the steady state and the extraction figure recomputed): the other
+    published figures against the samples they come from: timing.median/min/max of timing.values, the warm-up
+    windows as the rule splits them off, train_seconds as the sum of the epochs, the steady-state time as a whole
+    number of median windows (so the batch it implies is the task's), throughput from those times, achieved FLOP/s
+    and efficiency from the throughput and the calibration. A figure a record does not have is not checked."""
+    found = []
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    timing = record.get("timing") if isinstance(record.get("timing"), dict) else {}
+    system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
+    values = timing.get("values") if isinstance(timing.get("values"), list) else []
+    values = [v for v in values if number(v)]
+    if values and any(v <= 0 for v in values):
+        return found    # check_status / the report: a non-positive sample is not a figure to recompute from
+    if values:
+        for key, figure in (("median", statistics.median(values)), ("min", min(values)), ("max", max(values))):
+            if number(timing.get(key)) and differs(timing[key], figure):
+                found.append(f"timing.{key} {timing[key]:.6g} is not the {key} of timing.values ({figure:.6g})")
+    warm = timing.get("warmup_windows")
+    if isinstance(warm, list) and warm and all(number(w) and w > 0 for w in warm):
+        split = warm_windows([*warm, *values])[0]      # the rule decides which windows are warm-up, not the record
+        if split != len(warm):
+            found.append(f"timing.warmup_windows holds {len(warm)} windows where the warm-up rule makes {split} of "
+                         f"the {len(warm) + len(values)} windows warm-up (shared.timing.warm_windows)")
+    task = (record.get("cell") or {}).get("task")
+    epochs = metrics.get("epoch_seconds")
+    train = metrics.get("train_seconds")
+    if isinstance(epochs, list) and epochs and number(train) and differs(train, sum(epochs)):
+        found.append(f"metrics.train_seconds {train:.6g} is not the sum of metrics.epoch_seconds ({sum(epochs):.6g})")
+    steady, median = metrics.get("steady_state_seconds"), statistics.median(values) if values else None
+    steady_rate = metrics.get("steady_samples_per_second")
+    if (values and timing.get("unit") == "seconds per step" and number(steady) and steady > 0
+            and number(steady_rate) and task in params.TASKS):
+        steps = steady / median                      # every step of the run, at the median window's rate
+        batch = steady_rate * steady / round(steps) if round(steps) else 0
+        scale = (record.get("cell") or {}).get("scale", "full")
+        # the task's batch only where the record ran this checkout's task parameters (its params_hash)
+        wanted = params.task_params(task, scale).get("batch_size") if scale in params.SCALES and \
+            system.get("params_hash") == params.params_hash(task, scale) else None
+        gpus = (record.get("cell") or {}).get("gpus") or 1
+        if abs(steps - round(steps)) > 1e-6 * steps or round(steps) < 1:
+            found.append(f"metrics.steady_state_seconds {steady:.6g} is not a whole number of steps at the median "
+                         f"window's {median:.6g} s ({steps:.6g} steps)")
+        elif wanted and all(differs(batch, wanted * k) for k in {1, gpus}):
+            found.append(f"metrics.steady_state_seconds {steady:.6g} and steady_samples_per_second {steady_rate:.6g} "
+                         f"imply {batch:.6g} samples a step at the median window's {median:.6g} s; the task's batch "
+                         f"is {wanted}")
+    rate = metrics.get("samples_per_second")
+    if number(rate) and number(train) and number(steady) and number(steady_rate) \
+            and differs(rate * train, steady_rate * steady):
+        found.append(f"metrics.samples_per_second × train_seconds ({rate * train:.6g} samples) is not "
+                     f"steady_samples_per_second × steady_state_seconds ({steady_rate * steady:.6g})")
+    per_1000, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
+    achieved, per_sample = metrics.get("achieved_flops"), metrics.get("model_flops_per_sample")
+    used = 1000 / per_1000 if task == "resnet50" and images and number(per_1000) and per_1000 \
+        else steady_rate or rate
+    if number(achieved) and number(per_sample) and number(used) and differs(achieved, per_sample * used):
+        found.append(f"metrics.achieved_flops {achieved:.6g} is not model_flops_per_sample × the throughput "
+                     f"({per_sample * used:.6g})")
+    gemm = calibration.get("gemm_reduced_flops") or calibration.get("gemm_fp32_flops")
+    devices = metrics.get("devices", 1) if (record.get("cell") or {}).get("device") == "gpu" else 1
+    # Records since the one-denominator rule (shared/peaks.py) carry peak_flops: `efficiency` is of the device's peak,
+    # `efficiency_of_gemm` of the framework's own GEMM; older ones have only `efficiency`, of the GEMM. Either share is
+    # published only up to 1 (shared.peaks.shares names a larger one `implausible` instead).
+    shares = [("efficiency_of_gemm", gemm * devices if number(gemm) and number(devices) else None,
+               "the calibrated GEMM")]
+    shares.append(("efficiency", metrics.get("peak_flops"), "the device's peak") if "peak_flops" in metrics
+                  else ("efficiency", shares[0][1], "the calibrated GEMM"))
+    for key, denominator, words in shares:
+        share = metrics.get(key)
+        if number(share) and number(achieved) and number(denominator) and denominator > 0 \
+                and differs(share, achieved / denominator):
+            found.append(f"metrics.{key} {share:.6g} is not achieved_flops over {words} "
+                         f"({achieved / denominator:.6g})")
+    return found
+
+
+def inconsistencies(record):
+    """Everything in a record that does not follow from the rest of it, one line each ([] for none): what every
+    reader refuses (contradictions), then, where there is none of that, every other published figure against the
+    samples and facts it comes from (figures_that_do_not_follow). The submission checker asks for all of it."""
+    return contradictions(record) or figures_that_do_not_follow(record)
+
+
 def check(record, where):
     """Raise a RecordError naming the first field of `record` that breaks the schema or the clock."""
     if not isinstance(record, dict):
@@ -369,129 +455,4 @@ def quarantined(run_dir):
             continue            # not one the quarantine wrote
         lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
         found.append((lines.get("source", "?"), lines.get("reason", "?")))
-    return found
-
-
-# ---------------------------------------------------------------- internal consistency (figures follow from samples)
-
-CONSISTENCY_TOLERANCE = 1e-6          # relative: a figure the runner computed from its samples, recomputed here
-
-
-def _numbers(value, where):
-    """(path, number) of every number in a JSON value, nested."""
-    if isinstance(value, bool):
-        return
-    if isinstance(value, (int, float)):
-        yield where, value
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            yield from _numbers(inner, f"{where}.{key}")
-    elif isinstance(value, list):
-        for i, inner in enumerate(value):
-            yield from _numbers(inner, f"{where}[{i}]")
-
-
-def _close(a, b):
-    return math.isclose(a, b, rel_tol=CONSISTENCY_TOLERANCE, abs_tol=1e-12)
-
-
-def inconsistencies(record):
-    """Everything in a record that does not follow from the rest of it, one line each ([] for none): what every
-    reader refuses (contradictions), then, where there is none of that, every other published figure against the
-    samples and facts it comes from (figures_that_do_not_follow). The submission checker asks for all of it."""
-    return contradictions(record) or figures_that_do_not_follow(record)
-
-
-def figures_that_do_not_follow(record):
-    """inconsistencies' second part, one line each: NaN or infinite numbers in metrics, timing or the calibration;
-    accuracy or AUC outside [0, 1]; and the published figures against the samples they come from:
-    timing.median/min/max of timing.values, the warm-up windows as the rule splits them off, train_seconds as the
-    sum of the epochs, the steady-state time as the median window times the steps (so the batch it implies is the
-    task's), throughput from those times, seconds per 1,000 images from the median pass, achieved FLOP/s and
-    efficiency from the throughput and the calibration. A figure a record does not have is not checked. (issue
-    31; the verify side of the same checks: branch wt-29)"""
-    found = []
-    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
-    timing = record.get("timing") if isinstance(record.get("timing"), dict) else {}
-    system = record.get("system") if isinstance(record.get("system"), dict) else {}
-    calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
-    for where, block in (("metrics", metrics), ("timing", timing), ("system.calibration", calibration)):
-        found += [f"{path} is {value} (not a finite number)" for path, value in _numbers(block, where)
-                  if not math.isfinite(value)]
-    if found:
-        return found
-    for key in ("accuracy", "auc"):
-        value = metrics.get(key)
-        if isinstance(value, (int, float)) and not 0 <= value <= 1:
-            found.append(f"metrics.{key} {value} is outside [0, 1]")
-    values = timing.get("values") if isinstance(timing.get("values"), list) else []
-    values = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if values and any(v <= 0 for v in values):
-        return found    # check_status / the report: a non-positive sample is not a figure to recompute from
-    if values:
-        for key, figure in (("median", statistics.median(values)), ("min", min(values)), ("max", max(values))):
-            if isinstance(timing.get(key), (int, float)) and not _close(timing[key], figure):
-                found.append(f"timing.{key} {timing[key]:.6g} is not the {key} of timing.values ({figure:.6g})")
-    warm = timing.get("warmup_windows")
-    if isinstance(warm, list) and warm and all(isinstance(w, (int, float)) and w > 0 for w in warm):
-        split = warm_windows([*warm, *values])[0]      # the rule decides which windows are warm-up, not the record
-        if split != len(warm):
-            found.append(f"timing.warmup_windows holds {len(warm)} windows where the warm-up rule makes {split} of "
-                         f"the {len(warm) + len(values)} windows warm-up (shared.timing.warm_windows)")
-    task = (record.get("cell") or {}).get("task")
-    epochs = metrics.get("epoch_seconds")
-    train = metrics.get("train_seconds")
-    if isinstance(epochs, list) and epochs and isinstance(train, (int, float)) and not _close(train, sum(epochs)):
-        found.append(f"metrics.train_seconds {train:.6g} is not the sum of metrics.epoch_seconds ({sum(epochs):.6g})")
-    steady, median = metrics.get("steady_state_seconds"), statistics.median(values) if values else None
-    steady_rate = metrics.get("steady_samples_per_second")
-    if (values and timing.get("unit") == "seconds per step" and isinstance(steady, (int, float)) and steady > 0
-            and isinstance(steady_rate, (int, float)) and task in params.TASKS):
-        steps = steady / median                      # every step of the run, at the median window's rate
-        batch = steady_rate * steady / round(steps) if round(steps) else 0
-        scale = (record.get("cell") or {}).get("scale", "full")
-        # the task's batch only where the record ran this checkout's task parameters (its params_hash)
-        wanted = params.task_params(task, scale).get("batch_size") if scale in params.SCALES and \
-            system.get("params_hash") == params.params_hash(task, scale) else None
-        gpus = (record.get("cell") or {}).get("gpus") or 1
-        if abs(steps - round(steps)) > 1e-6 * steps or round(steps) < 1:
-            found.append(f"metrics.steady_state_seconds {steady:.6g} is not a whole number of steps at the median "
-                         f"window's {median:.6g} s ({steps:.6g} steps)")
-        elif wanted and not any(_close(batch, wanted * k) for k in {1, gpus}):
-            found.append(f"metrics.steady_state_seconds {steady:.6g} and steady_samples_per_second {steady_rate:.6g} "
-                         f"imply {batch:.6g} samples a step at the median window's {median:.6g} s; the task's batch "
-                         f"is {wanted}")
-    rate = metrics.get("samples_per_second")
-    if isinstance(rate, (int, float)) and isinstance(train, (int, float)) and isinstance(steady, (int, float)) \
-            and isinstance(steady_rate, (int, float)) and not _close(rate * train, steady_rate * steady):
-        found.append(f"metrics.samples_per_second × train_seconds ({rate * train:.6g} samples) is not "
-                     f"steady_samples_per_second × steady_state_seconds ({steady_rate * steady:.6g})")
-    per_1000, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
-    if values and isinstance(per_1000, (int, float)) and isinstance(images, (int, float)) and images > 0 \
-            and not _close(per_1000, median / images * 1000):
-        found.append(f"metrics.seconds_per_1000_images {per_1000:.6g} is not the median pass per 1,000 images "
-                     f"({median / images * 1000:.6g})")
-    achieved, per_sample = metrics.get("achieved_flops"), metrics.get("model_flops_per_sample")
-    used = 1000 / per_1000 if task == "resnet50" and images and isinstance(per_1000, (int, float)) and per_1000 \
-        else steady_rate or rate
-    if isinstance(achieved, (int, float)) and isinstance(per_sample, (int, float)) and isinstance(used, (int, float)) \
-            and not _close(achieved, per_sample * used):
-        found.append(f"metrics.achieved_flops {achieved:.6g} is not model_flops_per_sample × the throughput "
-                     f"({per_sample * used:.6g})")
-    gemm = calibration.get("gemm_reduced_flops") or calibration.get("gemm_fp32_flops")
-    devices = metrics.get("devices", 1) if (record.get("cell") or {}).get("device") == "gpu" else 1
-    # Records since the one-denominator rule (shared/peaks.py) carry peak_flops: `efficiency` is of the device's peak,
-    # `efficiency_of_gemm` of the framework's own GEMM; older ones have only `efficiency`, of the GEMM. Either share is
-    # published only up to 1 (shared.peaks.shares names a larger one `implausible` instead).
-    shares = [("efficiency_of_gemm", gemm * devices if isinstance(gemm, (int, float)) and isinstance(
-        devices, (int, float)) else None, "the calibrated GEMM")]
-    shares.append(("efficiency", metrics.get("peak_flops"), "the device's peak") if "peak_flops" in metrics
-                  else ("efficiency", shares[0][1], "the calibrated GEMM"))
-    for key, denominator, words in shares:
-        share = metrics.get(key)
-        if isinstance(share, (int, float)) and isinstance(achieved, (int, float)) \
-                and isinstance(denominator, (int, float)) and denominator > 0 \
-                and not _close(share, achieved / denominator):
-            found.append(f"metrics.{key} {share:.6g} is not achieved_flops over {words} "
-                         f"({achieved / denominator:.6g})")
     return found
