@@ -91,6 +91,11 @@ MUTATIONS = [
      "            if False:", RECORDS),
     ("consistency-tolerance-1e-2", "scripts/results/records.py", "CONSISTENT = 1e-6 ", "CONSISTENT = 1e-2 ", RECORDS),
     ("class-not-rederived", "scripts/results/records.py", "if derived != claimed:", "if False:", RECORDS),
+    # scripts/results/report.py: samples still falling while timed
+    ("falling-alpha-0.5", "scripts/results/report.py", "FALLING_ALPHA = 0.01 ", "FALLING_ALPHA = 0.5 ", VERIFY),
+    ("falling-two-sided", "scripts/results/report.py", 'alternative="less"', 'alternative="two-sided"', VERIFY),
+    ("falling-unnamed-in-a-row-off", "scripts/results/verify.py", "falling = report.still_falling(samples(measured))",
+     "falling = None", VERIFY),
     # shared/timing.py
     ("steady-state-min-window", "shared/timing.py", "return float(statistics.median(windows) * steps",
      "return float(min(windows) * steps", TIMING),

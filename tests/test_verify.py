@@ -783,6 +783,39 @@ def test_the_reference_readme_gives_each_cells_cores_per_run_and_its_factor_at_o
     assert [cell.strip() for cell in row.split("|")[2:5]] == ["×1.72", "9n 9n 9a", "×1.01"]
 
 
+def test_samples_still_falling_while_timed_are_named_in_the_readme_the_report_and_a_row_off():
+    """report.still_falling: a one-sided Kendall test of each sample against its place in the run (p < 0.01, five
+    samples or more). keras-jax-gru's first reference run got faster through all nine of its samples (the warm-up
+    rule had settled on two windows that agreed): it is named, in the reference README's column, by the report's ↓
+    and in a verify row off; its samples in another order, or rising, or too few, are not. Over the 147 cell-runs of
+    the committed reference with five or more samples, 8 still fell (keras2-cntk-gru, lasagne-cnn, keras-jax-gru,
+    r-keras-gru and four DenseNet cells, whose windows are single steps)."""
+    from scripts.results import report
+    cell_id = "keras-jax-gru-cpu-fp32-1cpu"
+    record = verify.reference_runs(REFERENCE)[0][cell_id]
+    values = verify.samples(record)
+    tau, p = report.still_falling(values)
+    assert tau < -0.8 and p < report.FALLING_ALPHA
+    assert report.still_falling(sorted(values)) is None                 # rising: one-sided
+    assert report.still_falling(sorted(values, reverse=True)[:4]) is None   # too few to say
+    assert report.still_falling(values[1::2] + values[0::2]) is None   # the same samples, interleaved
+    readme = (REFERENCE / "README.md").read_text()
+    assert "8 of the 147 cell-runs with 5 or more samples" in " ".join(readme.split())
+    row = next(line for line in readme.splitlines() if line.startswith(f"| {cell_id} "))
+    assert [cell.strip() for cell in row.split("|")[5:7]] == ["1", "above the goal"]
+    flagged = [i for run in verify.reference_runs(REFERENCE) for i, r in run.items()
+               if report.still_falling(verify.samples(r))]
+    assert len(flagged) == 8 and "jax-gru-cpu-fp32-1cpu" not in flagged
+    frame = report.to_frame([record, verify.reference_runs(REFERENCE)[0]["jax-gru-cpu-fp32-1cpu"]])
+    texts = [report.cell_text(row, "gru", {}) for row in frame.to_dict("records")]
+    assert "↓" in texts[0] and "↓" not in texts[1]
+    outcomes, words, _ = verify.judge(record, scaled(record, 2.0), 1.0, 1.5, 0.05)
+    assert outcomes == ["slower"] and "its samples still fell while timed (Kendall τ -0.89" in words
+    rising = with_values(record, sorted(values))
+    outcomes, words, _ = verify.judge(rising, scaled(rising, 2.0), 1.0, 1.5, 0.05)
+    assert outcomes == ["slower"] and "still fell" not in words
+
+
 def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path, monkeypatch):
     """`scripts.results.reference` copies a run as the reference of its machine class; `--add` keeps another run of that
     class under runs/RUN_ID/ and says in the README how far cells moved between them; the first run cannot be added

@@ -29,6 +29,7 @@ from scripts.plan import planfile as plans
 from scripts.results import report, verify
 from scripts.results.runs import runs_of, start_run
 from shared import sysinfo
+from shared.timing import MIN_SAMPLES
 
 PROFILE = "reference"
 
@@ -127,27 +128,33 @@ def between_runs_table(factors, runs=None):
     A run that measured the distance at its window edges gives its samples' split ("6n3a": 6 near, 3 apart, "1m":
     moved during one); an older one the distance around the whole cell (near, apart, "moved", "?" not measured)."""
     above = [f for f in factors.values() if f > STEADY_GOAL]
-    rows = []
+    rows, falling, sampled = [], 0, 0
     for cell_id, f in sorted(factors.items(), key=lambda kv: (-kv[1], kv[0])):
         row = [cell_id, f"×{f:.2f}", "above the goal" if f > STEADY_GOAL else ""]
         if runs:
             same = verify.at_one_distance(runs, cell_id)
             records = verify.comparable_runs(runs, cell_id)
             floor = verify.edge_floor(records)
+            fell = [i for i, r in enumerate(records, 1) if report.still_falling(verify.samples(r))]
+            falling += len(fell)
+            sampled += sum(len(verify.samples(r)) >= MIN_SAMPLES for r in records)
             row[2:2] = [" ".join(split(r, floor) or where or ("moved" if verify.round_trips(r) else "?")
                                  for r, (where, _) in zip(records, verify.run_distances(runs, cell_id))),
-                        f"×{same:.2f}" if same else ""]
+                        f"×{same:.2f}" if same else "", ", ".join(map(str, fell))]
         rows.append(row)
-    headers = ["cell", "between runs"] + (["cores per run", "at one distance"] if runs else []) + \
-        [f"beyond ×{STEADY_GOAL}"]
+    headers = ["cell", "between runs"] + (["cores per run", "at one distance", "still falling in run"] if runs
+                                          else []) + [f"beyond ×{STEADY_GOAL}"]
     legend = textwrap.fill(
         "Cores per run: each run's samples by the cores' distance at their two edges (\"6n3a\": 6 near, 3 apart, "
         "\"1m\": the cores moved during 1), or, for a runner that measures no window edges, the distance around the "
         "whole cell (near, apart, moved during it). At one distance: the widest factor between runs compared near "
-        "with near and apart with apart, as verify judges a cell.", width=118, break_on_hyphens=False) + "\n\n" \
-        if runs else ""
+        "with near and apart with apart, as verify judges a cell. Still falling in run: the runs (1 the reference's "
+        f"first) whose samples still fell while timed (a one-sided Kendall test, p < {report.FALLING_ALPHA:g}: not "
+        f"yet steady), {falling} of the {sampled} cell-runs with {MIN_SAMPLES} or more samples.", width=118,
+        break_on_hyphens=False) + "\n\n" if runs else ""
     return (f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
-            f"×{STEADY_GOAL}):\n\n" + legend + tabulate(rows, headers=headers, tablefmt="github") + "\n")
+            f"×{STEADY_GOAL}):\n\n" + legend
+            + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n")
 
 
 def split(record, floor):

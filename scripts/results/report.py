@@ -9,7 +9,8 @@ metric beside it, and footnote numbers for the differences its runner declares: 
 canonical definition, and host syncs the framework imposes on every step (PyTorch's GradScaler and MXNet's loss scaler
 under amp, Keras' per-step logs on TensorFlow), which the clock includes. Marks flag, never hide:
 ± the spread (interquartile range over median) of the post-warm-up samples where there are five or more, † that
-spread over 10 % (noise, never compile cost), * the first step (compile, trace, autotune) took over half of the
+spread over 10 % (noise, never compile cost), ↓ the post-warm-up samples still fell with time (still_falling:
+not yet steady, so the steady state is overstated), * the first step (compile, trace, autotune) took over half of the
 training time — short runs measure start-up more than training — and ‡ records of different machine classes in one
 column. Records are read, never edited; results from different machine classes are never averaged.
 """
@@ -32,6 +33,7 @@ matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from scipy.stats import kendalltau  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 from scripts.plan.matrix import Cell  # noqa: E402
@@ -39,6 +41,7 @@ from scripts.plan.planfile import planned_ids  # noqa: E402
 from scripts.results import records  # noqa: E402
 from shared import params, peaks, sysinfo  # noqa: E402
 from shared.record import RecordError  # noqa: E402
+from shared.timing import MIN_SAMPLES  # noqa: E402
 
 TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
                "densenet121": "train_minutes"}
@@ -58,7 +61,8 @@ PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:orange", "amp": "tab:green
 PLOT_CAP = 60   # rows per task panel: 10,000 cells in one canvas would pass Pillow's decompression-bomb limit
 STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
 MARKS = ("±n% the steady state's spread (IQR / median of the post-warm-up samples; none below five samples) · "
-         "† that spread over 10 % (noise) · * first step (compile/trace/autotune) over half the training time · "
+         "† that spread over 10 % (noise) · ↓ the samples still fell while timed (not yet steady: the steady state is "
+         "overstated) · * first step (compile/trace/autotune) over half the training time · "
          "eff n% peak the steady state's model FLOP/s as a share of the device's peak for the cell's precision (one "
          "denominator per machine: a GPU's datasheet, a CPU's cores × clock × FMA width; shared/peaks.py) · n% GEMM "
          "the same as a share of the framework's own GEMM rate on that device (measured after the cell) · eff "
@@ -221,6 +225,21 @@ def times_of(row):
     return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
 
 
+FALLING_ALPHA = 0.01    # samples that fall with time at this significance (one-sided Kendall τ) were still settling
+
+
+def still_falling(values):
+    """(τ, p) where a cell's post-warm-up samples still fall with time: Kendall's τ of each sample against its place
+    in the run, one-sided (falling), p < FALLING_ALPHA, over at least MIN_SAMPLES samples. The warm-up rule ends at
+    two windows that agree (shared/timing.py); a cell that then keeps getting faster was not yet steady, and its
+    median overstates its steady time. None where the samples do not fall (or are too few to say)."""
+    values = [v for v in values if number(v) is not None] if isinstance(values, list) else []
+    if len(values) < MIN_SAMPLES:
+        return None
+    tau, p = kendalltau(range(len(values)), values, alternative="less")
+    return (float(tau), float(p)) if p < FALLING_ALPHA else None
+
+
 def efficiency_of(row):
     """(share of the device's peak, share of the framework's own GEMM, [implausible shares in words]) of an ok row,
     recomputed from its achieved FLOP/s and its own facts (shared.peaks), so records written before the peak table
@@ -339,6 +358,8 @@ def cell_text(row, task, footnotes):
         text += f" ±{row['timing.spread']:.0%}"
     if row.get("timing.unstable") is True:
         text += "†"
+    if still_falling(row.get("timing.values")):
+        text += "↓"
     peak, gemm, implausible = row.get("eff_peak"), row.get("eff_gemm"), row.get("eff_implausible")
     if implausible:
         text += f" eff implausible ({'; '.join(implausible)})"

@@ -56,6 +56,8 @@ at both its edges agree (relative to the lowest edge of the cell's records), mov
 and the reference both have them (by_sample), every sample on either side is scaled by the reference's median at its
 own distance (where the reference has MIN_SAMPLES there), and the scaled samples are judged as above: nothing is
 dropped, the tolerance stays ×1.5, and a forged distance buys at most the reference's own ratio between its modes.
+Still settling. A cell found off whose own samples still fell while timed (report.still_falling: a one-sided Kendall
+test, p < 0.01) says so in its row: it was not yet steady, and its median overstates its steady time.
 Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the time
 as waited only adds a note. Quality (accuracy, AUC) beyond the margin either way, a failed, missing or refused
 record and a skip where the reference ran are off.
@@ -459,8 +461,12 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
             bimodal = (f"; the reference's own runs differ by ×{between:.2f} here: bimodal"
                        if between and between > tolerance else "")
             cores = placement_words(expected, measured, where)
+            falling = report.still_falling(samples(measured))
+            settling = (f"; its samples still fell while timed (Kendall τ {falling[0]:.2f}, p={falling[1]:.2g}): not "
+                        "yet steady, run the cell again") if falling else ""
             found.append(("faster", f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}"
-                          f"{cores}") if faster else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{cores}"))
+                          f"{settling}{cores}") if faster else
+                         ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{settling}{cores}"))
     e_wait, m_wait = waited(expected), waited(measured)
     if e_wait and m_wait:
         wait_ratio = m_wait / e_wait / factor
