@@ -17,7 +17,9 @@ SWITCHES <- list(
 # Not `model$predict(images)` per pass: on the TF backend each call makes a tf.data iterator whose start-up left both
 # cores idle ~0.23 s inside the clock in about half the passes (docs/verify.md); `predict_on_batch` runs the same
 # compiled predict function on one batch, with no input pipeline.
+batching <- import("shared.batching", convert = FALSE)
 canonical <- import("shared.canonical", convert = FALSE)
+slice <- import_builtins(convert = FALSE)$slice               # images[start:stop], a view as in the Python runner
 networks <- import("runners.keras.networks", convert = FALSE)   # the canonical → Keras weight mapping, by layer name
 
 
@@ -85,10 +87,12 @@ predict_logits <- function(model, x) networks$predict_logits(model, x)
 # Feature extraction has no training step: the timed unit is one pass of `predict_on_batch` over all images, which
 # includes the host→device copy of each batch and the device→host copy of its features.
 extract <- function(model, images, batch_size) {
-  batch_size <- as.integer(batch_size)
-  starts <- as.list(seq_len((py_len(images) - 1L) %/% batch_size) * batch_size)   # where batches 2, 3, … start
-  batches <- py_items(np$split(images, starts))
-  np$concatenate(lapply(batches, \(x) model$predict_on_batch(x)))
+  batching$eval_batches(py_len(images), as.integer(batch_size)) |>
+    iterate(\(idx) {
+      rows <- range(unlist(py_to_r(idx$tolist())))     # reticulate 1.28 leaves a NumPy 2 array unconverted
+      model$predict_on_batch(py_get_item(images, slice(rows[1], rows[2] + 1L)))
+    }) |>
+    np$concatenate()
 }
 
 
