@@ -10,13 +10,15 @@ classic mistakes fail it (the mutation check in the note of issue 7 confirmed ea
 
 Thresholds are set from measurements at tiny scale, with margin (see the constants).
 """
+import functools
 import json
 
 import pytest
 
-from shared import params, timing
+from shared import canonical, datasets, params, timing
 
 from conftest import framework_tasks, run_runner
+from reference import resnet50_forward
 
 # Measured at tiny scale (issue 7's mutation check). Correct runners: cnn 1.00 (jax .98), gru .99-1.00. Mutated: cnn
 # with dropout on in evaluation .68 (jax), .88-.92 (pytorch, keras-*), .973 (tensorflow: its trained net shrugs the
@@ -47,11 +49,21 @@ def test_runner_learns(framework, task, synthetic_data, tmp_path):
 KNOWN_SKIPS = {("keras-torch", "densenet121", 2): "keras.distribution"}
 
 
+@functools.cache
+def tiny_feature_mean(data):
+    """The mean feature of ResNet-50 at tiny scale as a runner's timed path must compute it: the NumPy reference
+    forward (tests/reference.py) of the weights and images the runner loads (shared.canonical, shared.datasets)."""
+    p = params.task_params("resnet50", "tiny")
+    images = datasets.random_images(p["batch_size"] * p["batches"], p["image_size"])
+    return float(resnet50_forward(canonical.load(data, "resnet50")[0], images).mean())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("framework, task", framework_tasks(["resnet50", "densenet121"]))
 def test_feature_and_multi_device_tasks_run(framework, task, synthetic_data, tmp_path):
-    """ResNet-50 extraction, and DenseNet-121 data-parallel over N CPU processes/devices learning the twin (a
-    framework without data-parallel training shows its skip, then learns on one device)."""
+    """ResNet-50 extraction, its features the reference's, and DenseNet-121 data-parallel over N CPU
+    processes/devices learning the twin (a framework without data-parallel training shows its skip, then learns on
+    one device)."""
     gpus = 2 if task == "densenet121" else 1
     out = tmp_path / "record.json"
     proc = run_runner(framework, task, out, "--scale", "tiny", "--gpus", str(gpus), "--repeats", "2",
@@ -66,6 +78,9 @@ def test_feature_and_multi_device_tasks_run(framework, task, synthetic_data, tmp
     m = record["metrics"]
     if task == "resnet50":
         assert m["seconds_per_1000_images"] > 0 and record["timing"]["repeats"] == timing.MIN_SAMPLES
+        # the features of the timed passes (each runner's extract: its batching, layout and weight loading) are the
+        # reference's (test_equivalence checks each network alone, on other images)
+        assert m["feature_mean"] == pytest.approx(tiny_feature_mean(synthetic_data), rel=1e-4), m
     else:
         assert m["devices"] == gpus and m["train_minutes"] > 0
         assert m["auc"] >= MIN_AUC, m
