@@ -94,8 +94,7 @@ MUTATIONS = (
       (SUBMISSION,)),
     M("physical-ceiling", "scripts/results/submission.py", (
         ("if ceiling and isinstance(rate, (int, float)) and rate > ceiling:", "if False:"),), (SUBMISSION,)),
-    M("machine-class-rederived", "scripts/results/submission.py", (
-        ("if claimed and claimed != sysinfo.machine_class(", "if False and claimed != sysinfo.machine_class("),),
+    M("machine-class-rederived", "scripts/results/records.py", (("if derived != claimed:", "if False:"),),
       (SUBMISSION,)),
     M("signature-verify", "scripts/results/submission.py", (
         ('code, out = ssh_keygen(["-Y", "verify",', 'code, out = 0, "" or ssh_keygen(["-Y", "verify",'),),

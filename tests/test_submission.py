@@ -515,6 +515,16 @@ def test_a_machine_written_over_is_refused_by_its_own_class_and_its_calibration(
     assert "the run's best CPU GEMM" in finding and "the machine is not the one the records describe" in finding
 
 
+def test_a_class_its_own_facts_do_not_give_is_refused(copy):
+    """The same on a submission the tests make themselves (the example's test needs its commit in the history): a
+    record whose CPU is written over keeps a class its facts no longer give, and is refused for it."""
+    name = by(copy, "ok")
+    edit_json(copy / "cells" / name, lambda r: xeon(r["system"]))
+    reseal(copy)
+    found = submission.findings(copy)
+    assert any(name in line and "disagrees with the record's own facts" in line for line in found), found
+
+
 def test_a_rate_above_the_stated_hardware_is_refused(example):
     name = "jax-cnn-cpu-fp32-1cpu.json"
     edit_json(example / "cells" / name, lambda r: r["system"]["calibration"].update(gemm_fp32_flops=1e15))
@@ -603,6 +613,19 @@ def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tm
     verdicts = {cell: (agrees, words) for cell, agrees, words in results}
     assert verdicts[name[:-5]][0] is False and "×2.00" in verdicts[name[:-5]][1]
     assert all(agrees for cell, (agrees, _) in verdicts.items() if cell != name[:-5])
+
+
+@pytest.mark.parametrize("ratio, agrees", [(2.0, False), (0.5, False), (1.49, True), (1 / 1.49, True)])
+def test_a_rerun_beyond_the_tolerance_does_not_reproduce_even_within_its_noise(submitted, synthetic_data, tmp_path,
+                                                                               monkeypatch, ratio, agrees):
+    """verify's "within its noise" does not reproduce a cell: a re-run beyond the cell's tolerance (×1.5) either way
+    disagrees however the rank test came out (few or scattered samples can leave a real ×2 insignificant)."""
+    def within_its_noise(expected, measured, factor, tolerance, margin):
+        return ["ok"], f"×{ratio:.2f} but within its noise (p=0.3)", (1.0, ratio, ratio, ratio, tolerance, 0.3, None)
+    monkeypatch.setattr(reproduce, "judge", within_its_noise)
+    _, results = reproduce.reproduce(submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent,
+                                     out=tmp_path / "again", seed=7)
+    assert results and all(got is agrees for _, got, _ in results), results
 
 
 def test_reproduce_refuses_another_machine_class_or_other_code(copy, monkeypatch):

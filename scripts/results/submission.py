@@ -49,7 +49,6 @@ from scripts.results import records
 from scripts.results.report import TIME_METRIC, TRAINING_TASKS
 from scripts.results.verify import samples
 from shared.record import STATUSES, RecordError, now, write_atomic, write_record
-from shared import sysinfo
 from shared.calibration import cpu_ceiling
 from shared.sysinfo import safe_name
 
@@ -639,14 +638,11 @@ def physical_ceiling(record):
 
 
 def check_consistency(rel, record, params_hashes=None):
-    """The record agrees with itself (records.inconsistencies), its machine class is the one its own facts give,
-    its task parameters are the commit's, and no rate passes the physical ceiling of the hardware it states."""
+    """The record agrees with itself (records.inconsistencies: its machine class the one its own facts give among
+    the rest), its task parameters are the commit's, and no rate passes the physical ceiling of the hardware it
+    states."""
     found = [f"{rel}: {line}" for line in records.inconsistencies(record)]
     system, cell = record.get("system") or {}, record["cell"]
-    claimed = system.get("machine_class")
-    if claimed and claimed != sysinfo.machine_class(system, cell["device"], cell["gpus"]):
-        found.append(f"{rel}: system.machine_class {claimed} is not the class its own facts give "
-                     f"({sysinfo.machine_class(system, cell['device'], cell['gpus'])})")
     wanted = (params_hashes or {}).get(f"{cell['task']}:{cell['scale']}")
     if wanted and system.get("params_hash") and system["params_hash"] != wanted:
         found.append(f"{rel}: system.params_hash {system['params_hash']} is not the {cell['task']} task's parameters "
