@@ -135,9 +135,10 @@ def between_runs_table(factors, runs=None):
             same = verify.at_one_distance(runs, cell_id)
             records = verify.comparable_runs(runs, cell_id)
             floor = verify.edge_floor(records)
-            fell = [i for i, r in enumerate(records, 1) if report.still_falling(verify.samples(r))]
+            samples = [verify.samples(r) for r in records]
+            fell = [i for i, values in enumerate(samples, 1) if report.still_falling(values)]
             falling += len(fell)
-            sampled += sum(len(verify.samples(r)) >= MIN_SAMPLES for r in records)
+            sampled += sum(len(values) >= MIN_SAMPLES for values in samples)
             row[2:2] = [" ".join(split(r, floor) or where or ("moved" if verify.round_trips(r) else "?")
                                  for r, (where, _) in zip(records, verify.run_distances(runs, cell_id))),
                         f"×{same:.2f}" if same else "", ", ".join(map(str, fell))]
