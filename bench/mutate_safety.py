@@ -46,17 +46,17 @@ MUTATIONS = (
     M("clock-skew-ten-years", "scripts/results/records.py", (
         ("CLOCK_SKEW = timedelta(minutes=10)", "CLOCK_SKEW = timedelta(days=3650)"),)),
     M("finished-before-started", "scripts/results/records.py", (("    if finished < started:", "    if False:"),)),
-    M("size-cap", "scripts/results/records.py", (("    if st.st_size > cap:", "    if False:"),
+    M("size-cap", "shared/record.py", (("    if st.st_size > cap:", "    if False:"),
                                          ("    if len(data) > cap:", "    if False:"))),
-    M("special-files-by-lstat", "scripts/results/records.py", (("    for test, kind in KINDS:", "    for test, kind in ():"),)),
-    M("no-follow-open", "scripts/results/records.py", (
+    M("special-files-by-lstat", "shared/record.py", (("    for test, kind in KINDS:", "    for test, kind in ():"),)),
+    M("no-follow-open", "shared/record.py", (
         ("os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK", "os.O_RDONLY"),)),
     M("rfc-3339", "scripts/results/records.py", (
         ("if not isinstance(text, str) or not RFC3339.fullmatch(text):", "if not isinstance(text, str):"),)),
     M("quarantine-folder-link", "scripts/results/records.py", (
         ("    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):", "    if False:"),)),
     M("inconsistent-nan", "scripts/results/records.py", (
-        ("if isinstance(value, float) and not math.isfinite(value):", "if False:"),), (SUBMISSION,)),
+        ("if isinstance(value, float) and not math.isfinite(value) or", "if False or"),), (SUBMISSION,)),
     M("inconsistent-accuracy-range", "scripts/results/records.py", (
         ("if number(value) and math.isfinite(value) and not 0 <= value <= 1:", "if False:"),), (SUBMISSION,)),
     M("inconsistent-median", "scripts/results/records.py", (
@@ -90,8 +90,32 @@ MUTATIONS = (
          '"(removed: a submission is the whole profile)" for i in []]'),), (SUBMISSION,)),
     M("copied-samples", "scripts/results/submission.py", (("            if key in seen:", "            if False:"),),
       (SUBMISSION,)),
-    M("calibration-floor", "scripts/results/submission.py", (('if best and best["share"] < CALIBRATION_FLOOR:', "if False:"),),
+    M("calibration-floor", "scripts/results/submission.py", (
+        ("if ceiling and rate / ceiling < CALIBRATION_FLOOR:", "if False:"),), (SUBMISSION,)),
+    # a red-team pass (2026-12-06): what a hostile submission did to the checker before these checks
+    M("commit-on-head", "scripts/results/submission.py", (('    ancestor_of = ancestor_of or "HEAD"',
+                                                          "    ancestor_of = ancestor_of"),), (SUBMISSION,)),
+    M("digests-link-followed", "scripts/results/submission.py", (
+        ("lines = records.read_plain(folder / DIGESTS).decode().splitlines()",
+         "lines = (folder / DIGESTS).read_text().splitlines()"),), (SUBMISSION,)),
+    M("submission-folder-link", "scripts/results/submission.py", (
+        ("    if folder.is_symlink() or not folder.is_dir():", "    if not folder.is_dir():"),), (SUBMISSION,)),
+    M("names-printed-raw", "scripts/results/submission.py", (
+        ('return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))', "return str(text)"),),
       (SUBMISSION,)),
+    M("inputs-not-required", "scripts/results/submission.py", (("return found + lacking(rel, record)", "return found"),),
+      (SUBMISSION,)),
+    M("accepted-removed", "scripts/results/submission.py", (("        if now is None:", "        if False:"),),
+      (SUBMISSION,)),
+    M("accepted-edited", "scripts/results/submission.py", (("        elif files_of(before) != files_of(now):",
+                                                           "        elif False:"),), (SUBMISSION,)),
+    M("replayed-under-a-new-name", "scripts/results/submission.py", (
+        ('if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:',
+         "if False:"),), (SUBMISSION,)),
+    M("flops-per-sample-unchecked", "scripts/results/submission.py", (
+        ("if records.differs(per_sample, model):", "if False:"),), (SUBMISSION,)),
+    M("train-minutes-unchecked", "scripts/results/records.py", (
+        ("if number(minutes) and number(train) and differs(minutes * 60, train):", "if False:"),), (SUBMISSION,)),
     M("physical-ceiling", "scripts/results/submission.py", (
         ("if ceiling and isinstance(rate, (int, float)) and rate > ceiling:", "if False:"),), (SUBMISSION,)),
     M("machine-class-rederived", "scripts/results/records.py", (("if derived != claimed:", "if False:"),),

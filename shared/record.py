@@ -8,6 +8,7 @@ no `capture_output`, no `missing_ok`, dataclasses from the backport there.
 import contextlib
 import json
 import os
+import stat
 import subprocess
 import tempfile
 from datetime import datetime, timezone
@@ -115,3 +116,45 @@ def read_record(path):
         raise RecordError(f"{path}: record schema {record.get('schema')!r}, this code reads schema {SCHEMA}; "
                           "merge it with the version of the project that wrote it, or re-run the cell")
     return record
+
+
+# ---------------------------------------------------------------- reading a file that came from outside
+
+MAX_BYTES = 8 * 2**20                             # a record is a few KB; its log tail at most tens of KB
+
+KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def not_plain(path, cap=MAX_BYTES):
+    """Why `path` is not a plain file of at most `cap` bytes (a link, a FIFO, a device, too big), or None; by lstat,
+    so nothing is opened or followed."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"unreadable ({e})"
+    for test, kind in KINDS:
+        if test(st.st_mode):
+            return f"{kind}, not a plain file"
+    if st.st_size > cap:
+        return f"{st.st_size} bytes, more than any record ({cap})"
+    return None
+
+
+def read_plain(path, cap=MAX_BYTES):
+    """The bytes of the plain file `path`: opened without following a link and without blocking (a FIFO swapped in
+    after the check is not waited on), at most `cap` bytes; RecordError naming why not."""
+    why = not_plain(path, cap)
+    if why:
+        raise RecordError(f"{path}: {why}; not read")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise RecordError(f"{path}: not opened as a plain file ({e}); not read") from e
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise RecordError(f"{path}: not a plain file; not read")
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise RecordError(f"{path}: more than any record ({cap} bytes); not read")
+    return data

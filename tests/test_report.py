@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
 
+from scripts.plan.matrix import Cell
 from scripts.results import report, verify
 from shared.params import params_hash
 from shared.record import make_record, write_atomic, write_record
@@ -28,9 +29,7 @@ def record(framework="pytorch", task="cnn", precision="fp32", status="ok", host=
 
 
 def cell_id(r):
-    c = r["cell"]
-    tuned = "" if c.get("tuning", "default") == "default" else f"-{c['tuning']}"
-    return f"{c['framework']}-{c['task']}-{c['precision']}-{r['system'].get('host', 'x')}{tuned}"
+    return Cell(**r["cell"]).id          # a record's file name is its cell's id (verify refuses another)
 
 
 def write_run(folder, records, plan=None):
@@ -267,8 +266,8 @@ def test_verify_passes_when_every_cell_is_as_expected(reference, tmp_path, capsy
     ], plan=all_cells(reference))
     code, rows, verdict = verify_main(reference, run, capsys)
     assert code == 0
-    assert "ok" in rows["pytorch-cnn-fp32-a"] and "1.05" in rows["pytorch-cnn-fp32-a"]
-    assert "skipped as in the reference" in rows["jax-densenet121-fp32-a"]
+    assert "ok" in rows["pytorch-cnn-cpu-fp32-1cpu"] and "1.05" in rows["pytorch-cnn-cpu-fp32-1cpu"]
+    assert "skipped as in the reference" in rows["jax-densenet121-cpu-fp32-1cpu"]
     assert verdict.startswith("OK: 5 cells as expected — steady state within ×1.5 of the reference")
     assert "once what this machine's calibration explains is divided out" in verdict
 
@@ -283,9 +282,9 @@ def test_verify_a_cell_slower_than_the_run_fails_with_a_count(reference, tmp_pat
     ], plan=all_cells(reference))
     code, rows, verdict = verify_main(reference, run, capsys)
     assert code == 1
-    assert "slower" in rows["pytorch-gru-fp32-a"] and "no rank test" in rows["pytorch-gru-fp32-a"]
+    assert "slower" in rows["pytorch-gru-cpu-fp32-1cpu"] and "no rank test" in rows["pytorch-gru-cpu-fp32-1cpu"]
     assert verdict.startswith("FAIL: 1 of 5 cells slower than the reference beyond ×1.5")
-    assert verdict.split(" (")[1].startswith("only what the calibration explains divided out): pytorch-gru-fp32-a")
+    assert verdict.split(" (")[1].startswith("only what the calibration explains divided out): pytorch-gru-cpu-fp32-1cpu")
     # no looser tolerance: verify's ×1.5 is a cap (a noisy machine is a defect to fix, not a reason to look away)
     with pytest.raises(SystemExit):
         verify_main(reference, run, capsys, "--time-tolerance", "3.5")
@@ -300,9 +299,9 @@ def test_verify_quality_off_fails_even_when_fast(reference, tmp_path, capsys):
         record(framework="jax", task="densenet121", status="skipped", reason="no data-parallel fit"),
     ], plan=all_cells(reference))
     code, rows, verdict = verify_main(reference, run, capsys)
-    assert code == 1 and "accuracy 0.500, expected 0.912" in rows["pytorch-cnn-fp32-a"]
-    assert "faster than possible: this cell's clock?" in rows["pytorch-cnn-fp32-a"]
-    assert "1 of 5 cells faster than possible, beyond ×1.5: check these cells' clocks: pytorch-cnn-fp32-a" in verdict
+    assert code == 1 and "accuracy 0.500, expected 0.912" in rows["pytorch-cnn-cpu-fp32-1cpu"]
+    assert "faster than possible: this cell's clock?" in rows["pytorch-cnn-cpu-fp32-1cpu"]
+    assert "1 of 5 cells faster than possible, beyond ×1.5: check these cells' clocks: pytorch-cnn-cpu-fp32-1cpu" in verdict
     assert "1 of 5 cells with accuracy/AUC off" in verdict
 
 
@@ -315,38 +314,47 @@ def test_verify_failed_missing_and_unexpectedly_skipped_cells_fail(reference, tm
     ], plan=all_cells(reference))  # resnet50 was planned and never written
     code, rows, verdict = verify_main(reference, run, capsys)
     assert code == 1
-    assert "failed: RuntimeError: boom" in rows["pytorch-cnn-fp32-a"]
-    assert "skipped, the reference ran it" in rows["pytorch-gru-fp32-a"]
-    assert "missing" in rows["pytorch-resnet50-fp32-a"] and "failed" in rows["jax-densenet121-fp32-a"]
+    assert "failed: RuntimeError: boom" in rows["pytorch-cnn-cpu-fp32-1cpu"]
+    assert "skipped, the reference ran it" in rows["pytorch-gru-cpu-fp32-1cpu"]
+    assert "missing" in rows["pytorch-resnet50-cpu-fp32-1cpu"] and "failed" in rows["jax-densenet121-cpu-fp32-1cpu"]
     assert verdict.startswith("FAIL: 2 of 5 cells failed or timed out (see each log under logs/); 1 missing (no "
                               "record); 1 skipped where the reference ran")
 
 
-def test_verify_cells_outside_the_run_or_the_reference_are_named_not_failed(reference, tmp_path, capsys):
+def test_verify_a_reference_cell_left_out_of_the_runs_plan_fails_unless_partial_is_asked_for(reference, tmp_path,
+                                                                                             capsys):
+    """A run cannot leave a cell out of its own plan.json to leave it unjudged: without --partial every reference
+    cell is expected; with it, the cells outside the plan are named, not failed."""
     run = write_run(tmp_path / "run", [
         record(train_seconds=12.0, accuracy=0.91),
         record(precision="bf16", train_seconds=9.0, accuracy=0.9),  # a cell the reference never ran
-    ], plan=["pytorch-cnn-fp32-a", "pytorch-cnn-bf16-a"])
+    ], plan=["pytorch-cnn-cpu-fp32-1cpu", "pytorch-cnn-cpu-bf16-1cpu"])
     code, rows, verdict = verify_main(reference, run, capsys)
+    assert code == 1 and "missing: the run has no record of this cell" in rows["pytorch-gru-cpu-fp32-1cpu"]
+    assert verdict.startswith("FAIL: 4 missing (no record)")
+    code, rows, verdict = verify_main(reference, run, capsys, "--partial")
     assert code == 0
-    assert "no reference" in rows["pytorch-cnn-bf16-a"]
-    assert "pytorch-gru-fp32-a" not in rows  # not in this run's profile: not listed cell by cell
+    assert "no reference" in rows["pytorch-cnn-cpu-bf16-1cpu"]
+    assert "pytorch-gru-cpu-fp32-1cpu" not in rows  # not in this run's plan: not listed cell by cell
     assert verdict.startswith("OK: 1 cell as expected")
-    assert verdict.endswith("; 1 cell not compared (no reference record); 4 reference cells not in this run's plan")
+    assert verdict.endswith("; 1 cell not compared (no reference record); 4 reference cells not in this run's plan, "
+                            "not judged (--partial)")
 
 
 def test_verify_with_nothing_in_common_is_incomparable_and_says_how_to_make_a_reference(reference, tmp_path,
                                                                                         capsys):
-    run = write_run(tmp_path / "run", [record(framework="tensorflow")], plan=["tensorflow-cnn-fp32-a"])
-    assert verify.main(["--reference", str(reference), "--run", str(run)]) == verify.INCOMPARABLE
+    run = write_run(tmp_path / "run", [record(framework="tensorflow")], plan=["tensorflow-cnn-cpu-fp32-1cpu"])
+    assert verify.main(["--reference", str(reference), "--run", str(run), "--partial"]) == verify.INCOMPARABLE
     out = capsys.readouterr().out
     assert "INCOMPARABLE: nothing compared" in out and "make reference" in out
+    assert verify.main(["--reference", str(reference), "--run", str(run)]) == 1     # the whole matrix: all missing
+    assert "FAIL: 5 missing (no record)" in capsys.readouterr().out
 
 
 def test_verify_without_a_plan_expects_every_reference_cell(reference, tmp_path, capsys):
     run = write_run(tmp_path / "run", [record(train_seconds=12.0, accuracy=0.91)])  # e.g. a merged folder
     code, rows, verdict = verify_main(reference, run, capsys)
-    assert code == 1 and "missing" in rows["pytorch-gru-fp32-a"] and "4 missing (no record)" in verdict
+    assert code == 1 and "missing" in rows["pytorch-gru-cpu-fp32-1cpu"] and "4 missing (no record)" in verdict
 
 
 def test_verify_usage_errors_exit_2(reference, tmp_path, capsys):
@@ -359,10 +367,10 @@ def test_verify_usage_errors_exit_2(reference, tmp_path, capsys):
 def test_verify_a_record_without_its_time_is_off_and_a_failed_reference_judges_nothing(tmp_path, capsys):
     reference = write_run(tmp_path / "ref", [record(), record(task="gru", status="failed", reason="boom")])
     run = write_run(tmp_path / "run", [record(accuracy=0.912), record(task="gru", train_seconds=5.0, accuracy=0.9)],
-                    plan=["pytorch-cnn-fp32-a", "pytorch-gru-fp32-a"])
+                    plan=["pytorch-cnn-cpu-fp32-1cpu", "pytorch-gru-cpu-fp32-1cpu"])
     code, rows, verdict = verify_main(reference, run, capsys)
-    assert code == 1 and "no train_seconds in the record" in rows["pytorch-cnn-fp32-a"]
-    assert "not compared: the reference cell is failed" in rows["pytorch-gru-fp32-a"]
+    assert code == 1 and "no train_seconds in the record" in rows["pytorch-cnn-cpu-fp32-1cpu"]
+    assert "not compared: the reference cell is failed" in rows["pytorch-gru-cpu-fp32-1cpu"]
     assert verdict.startswith("FAIL: 1 ok but without a time") and "1 cell not compared" in verdict
 
 

@@ -18,7 +18,7 @@ from scripts.plan.matrix import Cell, load
 from scripts import reproduce
 from scripts.results import submission
 from scripts.run import execute
-from shared import params, sysinfo
+from shared import params, sysinfo, timing
 from shared.timing import summarize
 
 RUN_ID = "smoke-20261204-101500"
@@ -189,7 +189,7 @@ def test_an_existing_name_or_an_unsafe_one_is_refused(run_folder, submitted):
 # ---------------------------------------------------------------- rejected, each with its reason
 
 def edited_value(folder):
-    edit_json(folder / "cells" / by(folder, "ok", "cnn"), lambda r: r["metrics"].update(train_seconds=0.5))
+    edit_json(folder / "cells" / by(folder, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.95))
     return [f"cells/{by(folder, 'ok', 'cnn')}: edited after submit"]
 
 
@@ -220,25 +220,40 @@ def schema_breach(folder):
 
 def no_samples(folder):
     name = by(folder, "ok", "densenet121")
-    edit_json(folder / "cells" / name, lambda r: r["timing"].pop("values"))
-    reseal(folder)
+    edit_json(folder / "cells" / name, lambda r: (timed_by_its_epoch(r), r["timing"].update(repeats=5)))
+    reseal(folder)              # not a cell too short for a window (it says it timed five): its samples are missing
     return [f"cells/{name}: status ok without samples"]
+
+
+def timed_by_its_epoch(record):
+    """The record as a demo training cell too short for one timing window writes it: no samples (timing.repeats 0),
+    its one epoch the time, every figure recomputed from that epoch as the runners do (shared.timing)."""
+    metrics = record["metrics"]
+    steps = metrics["train_samples"] // metrics["global_batch"]
+    before = metrics["steady_samples_per_second"]
+    metrics.update(timing.train_metrics([1.5], steps * metrics["global_batch"], warmup=metrics["warmup_seconds"],
+                                        steps=steps))
+    metrics["train_minutes"] = metrics["train_seconds"] / 60
+    for key in ("achieved_flops", "efficiency", "efficiency_of_gemm"):
+        if metrics.get(key) is not None:
+            metrics[key] *= metrics["steady_samples_per_second"] / before
+    record["timing"].update(values=[], repeats=0, warmup_windows=[], median=None, min=None, max=None, q1=None,
+                            q3=None, spread=None)
 
 
 def short_training_at_full_scale(folder):
     name = by(folder, "ok", "densenet121")
-    edit_json(folder / "cells" / name, lambda r: (r["timing"].update(values=[], repeats=0), r["cell"].update(
-        scale="full"), r["metrics"].update(epoch_seconds=[1.5]),
-        r["system"].update(params_hash=params.params_hash("densenet121", "full"))))
+    edit_json(folder / "cells" / name, lambda r: (timed_by_its_epoch(r), r["cell"].update(scale="full"),
+                                                  r["system"].update(params_hash=params.params_hash("densenet121",
+                                                                                                    "full"))))
     reseal(folder)
-    return [f"cells/{name}: status ok without samples"]
+    return [f"cells/{name}: status ok without samples", ...]      # … and a demo's FLOPs a sample under full's hash
 
 
 def test_a_demo_training_cell_too_short_for_a_window_is_timed_by_its_epoch(copy):
     """A demo DenseNet's two steps fill no timing window: its record says so (repeats 0) and it is accepted, as verify
     takes it (one value); at full scale the same record is rejected (short_training_at_full_scale)."""
-    edit_json(copy / "cells" / by(copy, "ok", "densenet121"),
-              lambda r: (r["timing"].update(values=[], repeats=0), r["metrics"].update(epoch_seconds=[1.5])))
+    edit_json(copy / "cells" / by(copy, "ok", "densenet121"), timed_by_its_epoch)
     reseal(copy)
     assert submission.findings(copy) == []
 
@@ -254,10 +269,13 @@ def failed_as_ok(folder):
     name = by(folder, "failed")
     edit_json(folder / "cells" / name, lambda r: r.update(status="ok"))
     reseal(folder)
+    record = json.loads((folder / "cells" / name).read_text())
     return [f"cells/{name}: status ok but it gives a failure reason",
             f"cells/{name}: status ok without its time metric",
             f"cells/{name}: status ok without a system description",
-            f"cells/{name}: status ok without samples"]
+            f"cells/{name}: status ok without samples",
+            *submission.lacking(f"cells/{name}", record),    # each input its figures would be checked from
+            f"cells/{name}: states too little of its hardware to bound its rates"]
 
 
 def skip_without_reason(folder):
@@ -292,7 +310,9 @@ def zero_time(folder):
     name = by(folder, "ok", "cnn")
     edit_json(folder / "cells" / name, lambda r: r["metrics"].update(train_seconds=0))
     reseal(folder)
-    return [f"cells/{name}: status ok without its time metric metrics.train_seconds"]
+    return [f"cells/{name}: status ok without its time metric metrics.train_seconds",
+            f"cells/{name}: metrics.train_seconds 0 is not the sum of metrics.epoch_seconds",
+            f"cells/{name}: metrics.samples_per_second × train_seconds (0 samples) is not"]
 
 
 def nan_sample(folder):
@@ -339,7 +359,27 @@ def copied_samples(folder):
         status="ok", reason=None, metrics=donor["metrics"], timing=donor["timing"],
         system={**donor["system"], "params_hash": params.params_hash(r["cell"]["task"], r["cell"]["scale"])}))
     reseal(folder)
-    return [f"cells/{target}: its samples are those of cells/{source}, to the last digit: copied numbers"]
+    return [f"cells/{target}: its samples are those of cells/{source}, to the last digit: copied numbers", ...]
+    # … and what a CNN's figures lack as a ResNet-50's (images, its unit, its batch): findings of their own
+
+
+def scaled(record, factor):
+    """The record as if every clock had read `factor` × its time, every figure following (records.inconsistencies)."""
+    timing, metrics = record["timing"], record["metrics"]
+    for key in ("values", "warmup_windows"):
+        timing[key] = [v * factor for v in timing.get(key) or []]
+    for key in ("median", "min", "max", "q1", "q3", "warmup"):
+        if timing.get(key) is not None:
+            timing[key] *= factor
+    for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "train_minutes"):
+        if metrics.get(key) is not None:
+            metrics[key] *= factor
+    metrics["epoch_seconds"] = [e * factor for e in metrics.get("epoch_seconds") or []] or None
+    for key in ("samples_per_second", "steady_samples_per_second", "achieved_flops", "efficiency",
+                "efficiency_of_gemm"):
+        if metrics.get(key) is not None:
+            metrics[key] /= factor
+    return record
 
 
 def invented_cell(folder):
@@ -347,9 +387,7 @@ def invented_cell(folder):
     name = by(folder, "ok", "cnn")
     record = json.loads((folder / "cells" / name).read_text())
     record["cell"]["precision"] = "bf16"
-    record["timing"]["values"] = [v * 0.9 for v in record["timing"]["values"]]
-    for key in ("median", "min", "max"):
-        record["timing"][key] = record["timing"][key] * 0.9
+    record = scaled(record, 0.9)
     new_id = Cell(**record["cell"]).id
     (folder / "cells" / f"{new_id}.json").write_text(json.dumps(record))
     edit_json(folder / "plan.json", lambda p: p["cells"].append({**next(c for c in p["cells"]
@@ -371,21 +409,23 @@ def negative_sample(folder):
     name = by(folder, "ok", "cnn")
     edit_json(folder / "cells" / name, lambda r: r["timing"]["values"].__setitem__(0, -1.0))
     reseal(folder)
-    return [f"cells/{name}: timing.values holds a sample that is not a positive number"]
+    return [f"cells/{name}: fails validation: inconsistent: timing/values holds a time of 0 or less"]
 
 
 def rate_above_the_hardware(folder):
     name = by(folder, "ok", "cnn")
-    edit_json(folder / "cells" / name, lambda r: r["system"].update(calibration={"gemm_fp32_flops": 1e18}))
+    edit_json(folder / "cells" / name, lambda r: (r["system"].update(calibration={"gemm_fp32_flops": 1e18}),
+                                                  r["metrics"].pop("efficiency_of_gemm")))   # its share: no figure
     reseal(folder)
     return [f"cells/{name}: system.calibration.gemm_fp32_flops 1e+09 GFLOP/s is above what the stated hardware can do"]
 
 
 def calibration_below_the_hardware(folder):
     name = by(folder, "ok", "cnn")
-    edit_json(folder / "cells" / name, lambda r: r["system"].update(calibration={"gemm_fp32_flops": 1e6}))
+    edit_json(folder / "cells" / name, lambda r: (r["system"].update(calibration={"gemm_fp32_flops": 1e6}),
+                                                  r["metrics"].pop("efficiency_of_gemm")))
     reseal(folder)
-    return [f"cells/{name}: the run's best CPU GEMM (0.001 GFLOP/s)"]
+    return [f"cells/{name}: its CPU GEMM (0.001 GFLOP/s) is 0.0% of what the stated CPU can do"]
 
 
 @pytest.mark.parametrize("tamper", [edited_value, removed_log, added_log, removed_record, schema_breach, no_samples,
@@ -396,17 +436,20 @@ def calibration_below_the_hardware(folder):
                                     negative_sample, rate_above_the_hardware,
                                     calibration_below_the_hardware])
 def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
-    expected = [f"{NAME}/{line}" for line in tamper(copy)]
+    expected = tamper(copy)
+    exact = expected[-1] is not ...                 # a tamper that ends its list in … may cause more findings
+    expected = [f"{NAME}/{line}" for line in expected if line is not ...]
     found = submission.findings(copy)
-    assert len(found) == len(expected), "\n".join(found)
-    for want, got in zip(expected, found):
-        assert got.startswith(want), "\n".join(found)
+    assert len(found) == len(expected) if exact else len(found) > len(expected), "\n".join(found)
+    for i, want in enumerate(expected):
+        assert (found[i] if exact else next((g for g in found if g.startswith(want)), "")).startswith(want), \
+            "\n".join(found)
     assert submission.accepted(copy.parent) == []
     assert submission.main(["check", str(copy)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("What this check proves: the digests prove only that the files are those listed")
     assert out[1:len(found) + 1] == [f"ERROR {line}" for line in found]
-    assert out[-2:] == [f"{NAME}: REJECTED, {len(found)} finding(s)", "1 submission(s) checked: 0 accepted, 1 rejected"]
+    assert out[-2:] == [f"submission {NAME}: REJECTED, {len(found)} finding(s)", "1 submission(s) checked: 0 accepted, 1 rejected"]
 
 
 def test_a_commit_off_the_named_branch_is_rejected(submitted):
@@ -511,8 +554,9 @@ def test_a_machine_written_over_is_refused_by_its_own_class_and_its_calibration(
         edit_json(path, lambda r: r["system"].update(machine_class=sysinfo.machine_class(r["system"], "cpu"))
                   if r["system"].get("machine_class") else None)
     reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
-    [finding] = submission.findings(example, repo=ROOT)
-    assert "the run's best CPU GEMM" in finding and "the machine is not the one the records describe" in finding
+    found = submission.findings(example, repo=ROOT)
+    assert len(found) >= 40 and all("its CPU GEMM" in finding and "the machine is not the one the record describes"
+                                    in finding for finding in found), "\n".join(found)     # record by record
 
 
 def test_a_class_its_own_facts_do_not_give_is_refused(copy):
@@ -604,8 +648,7 @@ def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tm
     """Halved samples with every figure made to follow (the checker has nothing left to object to): the re-run on
     this machine disagrees."""
     name = by(copy, "ok", "cnn")
-    edit_json(copy / "cells" / name, lambda r: r.update(timing=summarize(
-        [v / 2 for v in r["timing"]["values"]], warmup=r["timing"]["warmup"], unit=r["timing"]["unit"])))
+    edit_json(copy / "cells" / name, lambda r: scaled(r, 0.5))
     reseal(copy)
     assert submission.findings(copy) == []
     _, results = reproduce.reproduce(copy, 2, executor=fake_executor(), data_root=synthetic_data.parent,
@@ -661,3 +704,134 @@ def test_a_host_name_left_in_a_submission_without_hosts_is_rejected(run_folder, 
     reseal(folder)
     assert submission.findings(folder) == [
         f"nohosts/cells/{name}: system.host names a host in a submission without host names"]
+
+
+# ---------------------------------------------------------------- hostile submissions (a red-team pass, 2026-12-06)
+# Each of these was accepted, ran code, leaked a file or crashed the checker before it was mended.
+
+def test_the_code_of_a_commit_off_the_checkers_own_history_is_never_run(copy, repo, tmp_path):
+    """`check DIR` without --ancestor-of re-derived the plan with any commit the object store held (a fetched pull
+    request's), running its scripts: now only a commit on HEAD's history is ever run."""
+    marker = tmp_path / "payload-ran"
+    git(repo, "checkout", "-q", "-b", "side")
+    try:
+        with open(repo / "scripts" / "__init__.py", "a") as f:
+            f.write(f"\nimport pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n")
+        git(repo, "commit", "-q", "-am", "a payload beside the runner code")
+        side = git(repo, "rev-parse", "HEAD")
+    finally:
+        git(repo, "checkout", "-q", "main")
+    reseal(copy, lambda m: m.update(git_commit=side))
+    found = submission.findings(copy)
+    assert any(f"git_commit {side[:12]} is not on HEAD" in line for line in found), found
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "/dev/zero"])
+def test_a_file_of_the_submission_linked_out_of_its_folder_is_never_followed(copy, capsys, target):
+    """digests.sha256 → /etc/passwd printed the file into the (public) CI log line by line; → /dev/zero read
+    forever."""
+    for name in (submission.DIGESTS, submission.MANIFEST, submission.PLAN):
+        (copy / name).unlink()
+        (copy / name).symlink_to(target)
+    assert submission.main(["check", str(copy)]) == 1
+    out = capsys.readouterr().out
+    assert "a symbolic link, not a plain file" in out and "root:" not in out
+
+
+def test_a_submission_folder_that_is_a_link_is_rejected_and_never_walked(copy, tmp_path, capsys):
+    community = tmp_path / "community"
+    community.mkdir()
+    (community / "zz-root").symlink_to("/")
+    assert [p.name for p in submission.submissions(community)] == ["zz-root"]
+    assert submission.findings(community / "zz-root") == ["zz-root: not a folder (a link or a file has no place "
+                                                          "among submissions)"]
+
+
+def test_a_name_cannot_print_lines_of_its_own(copy, capsys):
+    """A file name with newlines printed a forged 'accepted' line and a GitHub workflow command into the log."""
+    (copy / "logs" / "x\nsubmission fake: accepted: signed by maintainer\n::notice::ok.log").write_text("x")
+    assert submission.main(["check", str(copy)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith(("::", "submission fake")) for line in lines), lines
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda folder: (folder / submission.MANIFEST).write_text("[" * 100_000), "submission.json: unreadable"),
+    (lambda folder: edit_json(folder / submission.PLAN, lambda p: p.update(executor={"x": 1})),
+     "plan.json: profile, run_id and executor are not names"),
+])
+def test_a_malformed_manifest_plan_or_fact_is_a_finding_not_a_crash(copy, change, words):
+    change(copy)
+    assert any(words in line for line in submission.findings(copy)), submission.findings(copy)
+
+
+def test_a_fact_of_a_type_no_reader_expects_is_a_refused_record(tmp_path):
+    """A GPU's memory as text ("141g") raised a TypeError out of records.read while the class was derived."""
+    source = next((ROOT / "results" / "reference" / "gpu-nvidia-h200-140g-x1" / "cells").glob("*.json"))
+    record = json.loads(source.read_text())
+    record["system"]["gpu_facts"][0]["memory_mib"] = "141g"
+    (tmp_path / source.name).write_text(json.dumps(record))
+    with pytest.raises(submission.RecordError, match="malformed"):
+        submission.records.read(tmp_path / source.name)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r["metrics"].pop("epoch_seconds"), "metrics.epoch_seconds is missing"),
+    (lambda r: r["metrics"].pop("train_samples"), "metrics.train_samples is missing"),
+    (lambda r: r["metrics"].pop("achieved_flops"), "metrics.achieved_flops is missing"),
+    (lambda r: r["system"].pop("params_hash"), "system.params_hash is missing"),
+    (lambda r: r.pop("git_commit"), "git_commit is missing"),
+    (lambda r: r["system"].update(calibration=None), "system.calibration.gemm_fp32_flops is missing"),
+    (lambda r: r["timing"].update(unit="seconds per window"), "timing.unit 'seconds per window' is not"),
+    (lambda r: r["metrics"].update(train_minutes=0.001), "metrics.train_minutes 0.001 is not train_seconds ÷ 60"),
+    (lambda r: r["metrics"].update(model_flops_per_sample=r["metrics"]["model_flops_per_sample"] / 100,
+                                   achieved_flops=r["metrics"]["achieved_flops"] / 100),
+     "metrics.model_flops_per_sample"),        # a rate 100× the hardware's, brought under its ceiling
+])
+def test_an_ok_record_without_the_inputs_its_figures_are_checked_from_is_rejected(copy, change, words):
+    """Each check of a published figure ran only where its inputs were there: deleting one turned it off (a steady
+    state halved with its epochs deleted, a class of 64 cores without a calibration to contradict it)."""
+    name = by(copy, "ok", "cnn")
+    edit_json(copy / "cells" / name, change)
+    reseal(copy)
+    found = submission.findings(copy)
+    assert any(f"cells/{name}: {words}" in line for line in found), "\n".join(found)
+
+
+def test_one_record_whose_cores_were_written_over_is_rejected_on_its_own(copy):
+    """The calibration floor took the run's best share: one record of 64 cores among honest ones of two passed."""
+    name = by(copy, "ok", "cnn")
+    edit_json(copy / "cells" / name, lambda r: (r["system"].update(cpu_usable=64, cpu_count=64), r["system"].update(
+        machine_class=sysinfo.machine_class(r["system"], "cpu"))))
+    reseal(copy, lambda m: m.update(machine=submission.machine_of(submission.check_records(copy)[0])[0]))
+    found = submission.findings(copy)
+    assert any(f"cells/{name}: its CPU GEMM" in line for line in found), "\n".join(found)
+
+
+def test_a_pull_request_neither_removes_nor_edits_nor_replays_an_accepted_submission(copy, submitted, tmp_path,
+                                                                                      capsys):
+    """The check of a pull request's folder (--community) against the base branch's accepted submissions."""
+    base, pr = tmp_path / "base", tmp_path / "pr"
+    shutil.copytree(submitted, base / NAME)
+    pr.mkdir()
+    removed = submission.against_accepted([], base)
+    assert removed[NAME] == [f"{NAME}: removed: an accepted submission is removed by a commit to the base branch, "
+                             "not by a pull request"]
+    shutil.copytree(submitted, pr / NAME)
+    assert submission.against_accepted([pr / NAME], base) == {NAME: []}
+    edit_json(pr / NAME / "cells" / by(pr / NAME, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.99))
+    [edited] = submission.against_accepted([pr / NAME], base)[NAME]
+    assert "changes the accepted submission (cells/" in edited
+    shutil.rmtree(pr / NAME)
+    shutil.copytree(submitted, pr / NAME)
+    replay = pr / "replayed"
+    shutil.copytree(submitted, replay)
+    reseal(replay, lambda m: m.update(name="replayed"))
+    found = submission.against_accepted([pr / NAME, replay], base)
+    assert found[NAME] == [] and found["replayed"] and all("a submission replayed under another name" in line
+                                                            for line in found["replayed"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(submission, "ALLOWED_SIGNERS", Path("base") / "allowed_signers")
+        mp.setattr(submission, "REPO", tmp_path)
+        assert submission.against_accepted([pr / NAME, replay]) == found     # the base branch's folder by default

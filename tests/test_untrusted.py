@@ -21,6 +21,7 @@ from scripts.paths import safe_id
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell, load
 from scripts.results import merge, records, report
+import shared.record
 from shared import datasets
 from shared.record import make_record, read_record, write_record
 
@@ -726,7 +727,7 @@ def test_the_open_itself_follows_no_link_and_waits_on_no_fifo(tmp_path, monkeypa
     write_record(secret, honest())
     (tmp_path / "link.json").symlink_to(secret)
     os.mkfifo(tmp_path / "fifo.json")
-    monkeypatch.setattr(records, "not_plain", lambda path, cap=records.MAX_BYTES: None)
+    monkeypatch.setattr(shared.record, "not_plain", lambda path, cap=records.MAX_BYTES: None)
     with pytest.raises(records.RecordError, match="not opened as a plain file"):
         records.read(tmp_path / "link.json")
     with pytest.raises(records.RecordError, match="not a plain file; not read"):

@@ -23,7 +23,7 @@ import yaml
 from scripts.paths import ROOT, safe_id
 from scripts.plan.matrix import SYSTEM, Cell, MatrixError, Plan, expand, load
 from shared.params import TUNINGS
-from shared.record import write_atomic
+from shared.record import RecordError, read_plain, write_atomic
 
 SCHEMA = 1
 ACTIONLINT = ROOT / ".github" / "actionlint.yaml"    # the self-hosted runner labels the workflow may ask for
@@ -122,11 +122,17 @@ def write(path, plan_file):
     write_atomic(path, to_json(plan_file))
 
 
+def document(path):
+    """The JSON of a plan file, read as untrusted input (shared.record.read_plain: a plain file, never a link, FIFO or
+    device, at most 8 MiB); RecordError or ValueError for anything else."""
+    return json.loads(read_plain(Path(path)).decode())
+
+
 def read(path):
     """Load a plan file; anything missing or malformed is a PlanError naming the file and the key."""
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        doc = document(path)
+    except (RecordError, ValueError) as e:
         raise PlanError(f"{path}: not a readable plan file ({e}); write one with `python -m scripts.plan`") from e
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise PlanError(f"{path}: plan schema {doc.get('schema') if isinstance(doc, dict) else None!r}, this code "
@@ -156,18 +162,29 @@ def read(path):
 def planned_profile(folder):
     """The profile a run folder's plan.json names, or None without a readable one."""
     try:
-        return str(json.loads((Path(folder) / "plan.json").read_text())["profile"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return str(document(Path(folder) / "plan.json")["profile"])
+    except (RecordError, ValueError, KeyError, TypeError):
         return None
 
 
 def planned_ids(folder):
     """The cell ids a run folder's plan.json names, or None without a readable one (a merged or hand-made folder).
-    Tolerant on purpose: reports and verify read plans written by earlier versions too, which listed bare ids."""
+    Tolerant on purpose: reports and verify read plans written by earlier versions too, which listed bare ids; an
+    entry that is neither (a list, a number) is no id."""
     try:
-        cells = json.loads((Path(folder) / "plan.json").read_text())["cells"]
-        return [c["id"] if isinstance(c, dict) else c for c in cells]
-    except (OSError, ValueError, KeyError, TypeError):
+        cells = document(Path(folder) / "plan.json")["cells"]
+        ids = [c.get("id") if isinstance(c, dict) else c for c in cells]
+        return [i for i in ids if isinstance(i, str)]
+    except (RecordError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def planned_run(folder):
+    """The run id a run folder's plan.json names, or None without a readable one."""
+    try:
+        run_id = document(Path(folder) / "plan.json")["run_id"]
+        return run_id if isinstance(run_id, str) else None
+    except (RecordError, ValueError, KeyError, TypeError):
         return None
 
 

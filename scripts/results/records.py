@@ -12,8 +12,8 @@ import json
 import math
 import os
 import re
-import stat
 import statistics
+import sys
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -26,7 +26,8 @@ except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack 
 from scripts.paths import SAFE_ID
 from shared import params, sysinfo, timing
 from shared.timing import warm_windows
-from shared.record import CELL_KEYS, OPTIONAL_CELL_KEYS, SCHEMA as RECORD_SCHEMA, STATUSES, RecordError, read_record
+from shared.record import (CELL_KEYS, KINDS, MAX_BYTES, OPTIONAL_CELL_KEYS, SCHEMA as RECORD_SCHEMA,  # noqa: F401
+                           STATUSES, RecordError, not_plain, read_plain, read_record)
 
 
 def write_atomic(path, text, binary=None):
@@ -46,7 +47,6 @@ def write_atomic(path, text, binary=None):
 
 # File names and shell words as they are: no '/', no '..', no space, no newline. \Z, not $: jsonschema matches with
 # Python's re.search, where $ also matches before a final newline ("run\n" would pass).
-MAX_BYTES = 8 * 2**20                             # a record is a few KB; its log tail at most tens of KB
 CLOCK_SKEW = timedelta(minutes=10)                # how far in the future a host's clock may run before it is a lie
 
 _id = {"type": "string", "pattern": SAFE_ID}
@@ -157,8 +157,10 @@ CONSISTENT = 1e-6     # relative: a published figure and the same figure recompu
 
 
 def non_finite(value, path=""):
-    """The paths of every NaN or infinity in a JSON value (a record's numbers must all be numbers)."""
-    if isinstance(value, float) and not math.isfinite(value):
+    """The paths of every NaN or infinity in a JSON value, and of every integer beyond a float's range (JSON allows
+    10**400; no arithmetic on it does): a record's numbers must all be numbers."""
+    if isinstance(value, float) and not math.isfinite(value) or \
+            isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
         return [path or "(the record)"]
     if isinstance(value, dict):
         return [p for key, v in value.items() for p in non_finite(v, f"{path}/{key}" if path else str(key))]
@@ -177,14 +179,22 @@ def number(value):
 
 def contradictions(record):
     """What in a record contradicts itself, in words ([] for none), as every reader of records refuses it (check): NaN
-    or infinity anywhere; an accuracy or AUC that is not within [0, 1]; a machine class other than the one
-    shared.sysinfo.machine_class derives from the record's own facts (CPU model, family/model/stepping, flags,
-    usable cores; GPU model and memory); and, in an ok record, a published figure that does not follow from its
-    own samples as the runners compute it (shared/timing.py): a training task's `steady_state_seconds` (the
-    median window's seconds per step × steps per epoch × epochs, or without windows the epochs' fallback) and
-    feature extraction's `seconds_per_1000_images` (the median pass ÷ images × 1,000). A figure whose inputs the
-    record lacks, or whose task parameters this checkout does not know (another params_hash), is not recomputed."""
+    or infinity anywhere (or an integer beyond a float's range); a sample or warm-up window of 0 s or less; an accuracy
+    or AUC that is not within [0, 1]; a machine class other than the one shared.sysinfo.machine_class derives from the
+    record's own facts (CPU model, family/model/stepping, flags, usable cores; GPU model and memory); and, in an ok
+    record, a published figure that does not follow from its own samples as the runners compute it (shared/timing.py): a
+    training task's `steady_state_seconds` (the median window's seconds per step × steps per epoch × epochs, or without
+    windows the epochs' fallback) and feature extraction's `seconds_per_1000_images` (the median pass ÷ images × 1,000).
+    A figure whose inputs the record lacks, or whose task parameters this checkout does not know (another params_hash),
+    is not recomputed."""
     found = [f"{path} is not a finite number" for path in non_finite(record)]
+    if found:
+        return found
+    block = record.get("timing") if isinstance(record.get("timing"), dict) else {}
+    for key in ("values", "warmup_windows"):
+        kept = block.get(key) if isinstance(block.get(key), list) else []
+        if any(number(v) and v <= 0 for v in kept):
+            found.append(f"timing/{key} holds a time of 0 or less (a sample is a duration)")
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     for key in ("accuracy", "auc"):
         value = metrics.get(key)
@@ -199,7 +209,6 @@ def contradictions(record):
             found.append(f"system/machine_class {claimed} disagrees with the record's own facts, which give {derived}")
     if found or record.get("status") != "ok" or cell.get("task") not in params.TASKS:
         return found
-    block = record.get("timing") if isinstance(record.get("timing"), dict) else {}
     values = block.get("values") if isinstance(block.get("values"), list) else []
     values = [float(v) for v in values if number(v)]
     task = cell["task"]
@@ -262,6 +271,9 @@ def figures_that_do_not_follow(record):
     train = metrics.get("train_seconds")
     if isinstance(epochs, list) and epochs and number(train) and differs(train, sum(epochs)):
         found.append(f"metrics.train_seconds {train:.6g} is not the sum of metrics.epoch_seconds ({sum(epochs):.6g})")
+    minutes = metrics.get("train_minutes")
+    if number(minutes) and number(train) and differs(minutes * 60, train):
+        found.append(f"metrics.train_minutes {minutes:.6g} is not train_seconds ÷ 60 ({train / 60:.6g})")
     steady, median = metrics.get("steady_state_seconds"), statistics.median(values) if values else None
     steady_rate = metrics.get("steady_samples_per_second")
     if (values and timing.get("unit") == "seconds per step" and number(steady) and steady > 0
@@ -334,55 +346,20 @@ def check(record, where):
                           "the future (a wrong clock or a forged record)")
     if finished < started:
         raise RecordError(f"{where}: finished_at {record['finished_at']} is before started_at {record['started_at']}")
-    wrong = contradictions(record)
+    try:
+        wrong = contradictions(record)
+    except (TypeError, ValueError, AttributeError, ArithmeticError) as e:     # a fact of a type no reader expects
+        raise RecordError(f"{where}: malformed ({type(e).__name__}: {str(e)[:200]})") from None
     if wrong:
         raise RecordError(f"{where}: inconsistent: {'; '.join(wrong)[:600]}")
     return record
-
-
-KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
-
-
-def not_plain(path, cap=MAX_BYTES):
-    """Why `path` is not a plain file of at most `cap` bytes (a link, a FIFO, a device, too big), or None; by lstat,
-    so nothing is opened or followed."""
-    try:
-        st = os.lstat(path)
-    except OSError as e:
-        return f"unreadable ({e})"
-    for test, kind in KINDS:
-        if test(st.st_mode):
-            return f"{kind}, not a plain file"
-    if st.st_size > cap:
-        return f"{st.st_size} bytes, more than any record ({cap})"
-    return None
-
-
-def read_plain(path, cap=MAX_BYTES):
-    """The bytes of the plain file `path`: opened without following a link and without blocking (a FIFO swapped in
-    after the check is not waited on), at most `cap` bytes; RecordError naming why not."""
-    why = not_plain(path, cap)
-    if why:
-        raise RecordError(f"{path}: {why}; not read")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise RecordError(f"{path}: not opened as a plain file ({e}); not read") from e
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise RecordError(f"{path}: not a plain file; not read")
-        data = f.read(cap + 1)
-    if len(data) > cap:
-        raise RecordError(f"{path}: more than any record ({cap} bytes); not read")
-    return data
 
 
 def parse(data, where):
     """A record from the bytes of its file (shared.record.read_record's checks, on bytes already read)."""
     try:
         record = json.loads(data.decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (UnicodeDecodeError, ValueError) as e:     # ValueError: JSONDecodeError, and an integer of 4,300+ digits
         raise RecordError(f"{where}: not a readable result record ({e}); delete it to re-run that cell") from e
     if not isinstance(record, dict):
         raise RecordError(f"{where}: a record is a JSON object, this is a {type(record).__name__}")

@@ -166,8 +166,15 @@ def versions(rows, key, kind):
 
 
 def device_of(rows):
+    """The device a column ran on: for GPU cells the GPU as nvidia-smi named it (the facts its machine class is
+    derived from, where the record has them), else the CPU; a CPU cell's list of the host's GPUs names no device of
+    its own."""
     for row in rows:
-        gpus = row.get("system.gpus")
+        if row.get("cell.device") != "gpu":
+            continue
+        facts = row.get("system.gpu_facts")
+        named = [f.get("name") for f in facts if isinstance(f, dict)] if isinstance(facts, list) else []
+        gpus = [g for g in named if isinstance(g, str) and g] or row.get("system.gpus")
         if isinstance(gpus, list) and gpus:
             return gpus[0]
     cpu = next((r["system.cpu"] for r in rows if report.known(r.get("system.cpu"))), None)

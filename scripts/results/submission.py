@@ -49,6 +49,7 @@ from scripts.results import records
 from scripts.results.report import TIME_METRIC, TRAINING_TASKS
 from scripts.results.verify import samples
 from shared.record import STATUSES, RecordError, now, write_atomic, write_record
+from shared import flops, params
 from shared.calibration import cpu_ceiling
 from shared.sysinfo import safe_name
 
@@ -380,9 +381,9 @@ def submit(run_dir, name=None, no_hosts=False, community=None, repo=None, sign_k
 def read_manifest(folder):
     """(manifest, [findings]); the manifest is None where it cannot be used at all."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError) as e:
-        return None, [f"{MANIFEST}: unreadable ({e}); `make submit` writes it"]
+        manifest = json.loads(records.read_plain(folder / MANIFEST).decode())
+    except (RecordError, ValueError, RecursionError) as e:
+        return None, [f"{MANIFEST}: unreadable ({str(e)[:200]}); `make submit` writes it"]
     if records.jsonschema is None:
         return None, [f"{MANIFEST}: jsonschema is not installed, so nothing can be checked (make host)"]
     errors = sorted(records.jsonschema.Draft202012Validator(MANIFEST_SCHEMA).iter_errors(manifest),
@@ -398,9 +399,9 @@ def read_manifest(folder):
 def check_digests(folder):
     """Every file listed with its SHA-256, none missing, none added, no link."""
     try:
-        lines = (folder / DIGESTS).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        return [f"{DIGESTS}: missing or unreadable ({e}): nothing shows the files are as submitted"]
+        lines = records.read_plain(folder / DIGESTS).decode().splitlines()   # never a link followed out of the folder
+    except (RecordError, UnicodeDecodeError) as e:
+        return [f"{DIGESTS}: missing or unreadable ({str(e)[:200]}): nothing shows the files are as submitted"]
     listed, found = {}, []
     for n, line in enumerate(lines, 1):
         match = re.fullmatch(r"([0-9a-f]{64})  (\S.*)", line)
@@ -494,7 +495,35 @@ def check_status(rel, record):
                      "post-warm-up samples")
     elif not all(v > 0 for v in values if math.isfinite(v)):
         found.append(f"{rel}: timing.values holds a sample that is not a positive number")
-    return found        # NaN and infinity, the median and every other published figure: check_consistency
+    return found + lacking(rel, record)  # NaN, infinity, the median and every other published figure: check_consistency
+
+
+# What an ok record holds for its figures to be checked: every check of a published figure runs on its inputs, so an
+# input left out would turn the check off (a ResNet-50 figure without `images`, a steady state without its epochs).
+# The runners write all of it (shared/timing.py, shared/calibration.py, shared/sysinfo.py).
+NEEDED_METRICS = {"resnet50": ("images", "seconds_per_1000_images")}
+TRAINING_METRICS = ("train_samples", "epoch_seconds", "train_seconds", "steady_state_seconds")
+RATE_METRICS = ("model_flops_per_sample", "achieved_flops")
+UNITS = {"resnet50": "seconds per pass"}       # every training task: "seconds per step"
+
+
+def lacking(rel, record):
+    """What an ok record lacks of the inputs its published figures are checked from, one finding each."""
+    task, device = record["cell"]["task"], record["cell"]["device"]
+    metrics, system = record.get("metrics") or {}, record.get("system") or {}
+    found = [f"{rel}: metrics.{key} is missing (the figures it publishes are checked from it)"
+             for key in (*NEEDED_METRICS.get(task, TRAINING_METRICS), *RATE_METRICS) if metrics.get(key) is None]
+    unit = (record.get("timing") or {}).get("unit")
+    if samples(record) and unit != UNITS.get(task, "seconds per step"):
+        found.append(f"{rel}: timing.unit {unit!r} is not the {task} task's {UNITS.get(task, 'seconds per step')!r}")
+    calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
+    needed = {"system.params_hash": system.get("params_hash"), "git_commit": record.get("git_commit"),
+              "system.calibration.gemm_fp32_flops": calibration.get("gemm_fp32_flops")}
+    if device == "gpu":
+        needed.update({"system.gpu_sm_counts": system.get("gpu_sm_counts"), "system.gpu_facts": system.get("gpu_facts")})
+    found += [f"{rel}: {key} is missing (what the record is checked against: the task's parameters, the commit, the "
+              "hardware's own rate and ceiling)" for key, value in needed.items() if value in (None, [], {})]
+    return found
 
 
 def check_code(manifest, recs, repo, ancestor_of=None):
@@ -542,9 +571,14 @@ def findings(folder, repo=None, ancestor_of=None):
     """Why the submission in `folder` is rejected, one line per finding naming its file ('NAME/cells/x.json: why');
     [] when it is accepted. Never raises for anything the folder holds: it is untrusted input."""
     folder = Path(folder)
-    if not folder.is_dir():
-        return [f"{folder.name}: not a folder"]
+    if folder.is_symlink() or not folder.is_dir():
+        return [f"{shown(folder.name)}: not a folder (a link or a file has no place among submissions)"]
+    if not re.fullmatch(SAFE_ID, folder.name):
+        return [f"{shown(folder.name)}: not a submission's name (letters, digits, '.', '_', '-')"]
     repo = repo or REPO
+    # the plan is re-derived by running the commit's own code: only a commit on the checker's own history (HEAD, or
+    # the branch --ancestor-of names) is ever run, never one that merely sits in the object store (a fetched PR)
+    ancestor_of = ancestor_of or "HEAD"
     found = check_digests(folder) + layout(folder) + signer(folder, repo)[1]
     manifest, manifest_found = read_manifest(folder)
     found += manifest_found
@@ -570,12 +604,19 @@ def findings(folder, repo=None, ancestor_of=None):
 def submissions(root=None):
     """The submission folders under `root` (every folder but hidden ones: a submit in progress stages in one)."""
     root = Path(root or COMMUNITY)
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p.is_symlink() or p.is_dir())) \
+        if root.is_dir() else []       # a link among them is listed, and rejected by findings: never walked
+
+
+def shown(text):
+    """`text` as one printable line: a newline or control character in a file name cannot start a line of its own
+    in a log (a forged 'accepted' line, a GitHub workflow command)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def summary(folder):
     """What the site shows of an accepted submission: its manifest, plus the folder's records and logs."""
-    manifest = json.loads((Path(folder) / MANIFEST).read_text())
+    manifest = json.loads(records.read_plain(Path(folder) / MANIFEST).decode())
     return {**manifest, "signed_by": signer(folder)[0], "records": sorted(str(p) for p in (Path(folder) / "cells").glob("*.json")),
             "logs": sorted(str(p) for p in (Path(folder) / "logs").glob("*.log"))}
 
@@ -647,7 +688,17 @@ def check_consistency(rel, record, params_hashes=None):
     if wanted and system.get("params_hash") and system["params_hash"] != wanted:
         found.append(f"{rel}: system.params_hash {system['params_hash']} is not the {cell['task']} task's parameters "
                      f"at {cell['scale']} scale at the submission's commit ({wanted})")
+    per_sample = (record.get("metrics") or {}).get("model_flops_per_sample")
+    if isinstance(per_sample, (int, float)) and cell["scale"] in params.SCALES and \
+            system.get("params_hash") == params.params_hash(cell["task"], cell["scale"]):
+        model = flops.per_sample(cell["task"], params.task_params(cell["task"], cell["scale"]))
+        if records.differs(per_sample, model):      # what achieved_flops and the ceiling are reckoned from
+            found.append(f"{rel}: metrics.model_flops_per_sample {per_sample:.6g} is not the task's ({model:.6g} "
+                         "FLOPs a sample, shared/flops.py)")
     ceiling = physical_ceiling(record)
+    if ceiling is None and record["status"] == "ok":
+        found.append(f"{rel}: states too little of its hardware to bound its rates (CPU cores; GPU SM counts and "
+                     "clocks)")
     calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
     rates = {"metrics.achieved_flops": (record.get("metrics") or {}).get("achieved_flops"),
              **{f"system.calibration.{k}": calibration.get(k) for k in ("gemm_fp32_flops", "gemm_reduced_flops")}}
@@ -659,22 +710,21 @@ def check_consistency(rel, record, params_hashes=None):
 
 
 def check_calibration(recs):
-    """The CPU the records state is the one that calibrated: the run's best CPU GEMM is at least CALIBRATION_FLOOR of
-    that CPU's ceiling (two cores written over as 56 leave the rate of two)."""
-    best = {}
+    """The CPU each record states is the one that calibrated: its own GEMM is at least CALIBRATION_FLOOR of that CPU's
+    ceiling (two cores written over as 56 leave the rate of two), record by record: one record's cores written over
+    is as false as all of them."""
+    found = []
     for rel, record in recs.items():
         system = record.get("system") or {}
         rate = (system.get("calibration") or {}).get("gemm_fp32_flops") if isinstance(system.get("calibration"),
                                                                                       dict) else None
         if record["cell"]["device"] == "cpu" and isinstance(rate, (int, float)) and rate > 0:
             ceiling = physical_ceiling(record)
-            if ceiling and rate / ceiling > best.get("share", -1):
-                best = {"share": rate / ceiling, "rel": rel, "ceiling": ceiling, "rate": rate}
-    if best and best["share"] < CALIBRATION_FLOOR:
-        return [f"{best['rel']}: the run's best CPU GEMM ({best['rate'] / 1e9:.4g} GFLOP/s) is "
-                f"{best['share']:.1%} of what the stated CPU can do ({best['ceiling'] / 1e9:.4g} GFLOP/s); every "
-                f"real machine reaches {CALIBRATION_FLOOR:.0%}: the machine is not the one the records describe"]
-    return []
+            if ceiling and rate / ceiling < CALIBRATION_FLOOR:
+                found.append(f"{rel}: its CPU GEMM ({rate / 1e9:.4g} GFLOP/s) is {rate / ceiling:.1%} of what the "
+                             f"stated CPU can do ({ceiling / 1e9:.4g} GFLOP/s); every real machine reaches "
+                             f"{CALIBRATION_FLOOR:.0%}: the machine is not the one the record describes")
+    return found
 
 
 def check_copies(recs):
@@ -718,11 +768,13 @@ def check_plan(folder, manifest, repo):
     """plan.json is what the profile expands to at the stated commit: no cell added, removed or changed. Returns
     (findings, {task:scale: params hash} at the commit, or None)."""
     try:
-        doc = json.loads((folder / PLAN).read_text())
+        doc = plans.document(folder / PLAN)
         profile, run_id, executor = doc["profile"], doc["run_id"], doc.get("executor")
         cells = {c["id"]: c for c in doc["cells"]}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (RecordError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return [], None      # check_records names an unreadable plan
+    if not (isinstance(profile, str) and isinstance(run_id, str) and isinstance(executor, (str, type(None)))):
+        return [f"{PLAN}: profile, run_id and executor are not names"], None
     if profile != manifest["profile"] or run_id != manifest["run_id"]:
         return [f"{PLAN}: profile {profile!r}, run {run_id!r} are not the manifest's ({manifest['profile']!r}, "
                 f"{manifest['run_id']!r})"], None
@@ -819,22 +871,80 @@ def describe(manifest):
            f"commit {manifest['git_commit'][:12]}"
 
 
+def files_of(folder):
+    """{relative path: bytes} of a submission folder's plain files (links and special files are findings elsewhere)."""
+    out = {}
+    for rel in contents(folder):
+        try:
+            out[rel] = records.read_plain(folder / rel)
+        except RecordError:
+            out[rel] = None
+    return out
+
+
+def against_accepted(folders, base=None):
+    """{folder name: [findings]} of a pull request's submission folders against the base branch's accepted ones
+    (`base`, default REPO's results/community): an accepted submission is neither removed nor changed by a pull
+    request (a maintainer's commit to the base branch does that), and a new submission holds no ok cell whose samples
+    are another submission's to the last digit (a replay under a new name)."""
+    base = Path(base or REPO / ALLOWED_SIGNERS.parent)
+    accepted_before = {f.name: f for f in submissions(base) if not f.is_symlink()}
+    mine = {f.name: f for f in folders}
+    found = {name: [] for name in mine}
+    for name, before in sorted(accepted_before.items()):
+        now = mine.get(name)
+        if now is None:
+            found.setdefault(name, []).append(f"{name}: removed: an accepted submission is removed by a commit to "
+                                              "the base branch, not by a pull request")
+        elif files_of(before) != files_of(now):
+            old, new = files_of(before), files_of(now)
+            changed = sorted(rel for rel in set(old) | set(new) if old.get(rel) != new.get(rel))
+            found[name].append(f"{name}: changes the accepted submission ({', '.join(changed[:5])}"
+                               f"{' …' if len(changed) > 5 else ''}): accepted results are not edited")
+    seen = {}
+    for name, folder in sorted({**{n: f for n, f in accepted_before.items()}, **mine}.items(),
+                               key=lambda item: (item[0] not in accepted_before, item[0])):
+        for path in sorted((folder / "cells").glob("*.json")) if (folder / "cells").is_dir() else []:
+            try:
+                record = records.read(path)
+            except RecordError:
+                continue
+            values = samples(record) if record["status"] == "ok" else []
+            if len(values) < 2:
+                continue
+            key, where = json.dumps(values), f"{name}/cells/{path.name}"
+            if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:
+                found[name].append(f"{where}: its samples are those of {seen[key]}, to the last digit: a submission "
+                                   "replayed under another name")
+            seen.setdefault(key, where)
+    return found
+
+
 def check_main(folders, ancestor_of=None, community=None):
     folders = [Path(f) for f in folders] or submissions(community)
     print(f"What this check proves: {PROOF}.")
     rejected = 0
+    base = REPO / ALLOWED_SIGNERS.parent
+    # a pull request's folder (--community) against the base branch's accepted submissions
+    across = against_accepted(folders, base) if community and Path(community).resolve() != base.resolve() else {}
+    for name in sorted(set(across) - {f.name for f in folders}):
+        for line in across[name]:
+            print(f"ERROR {shown(line)}")
+        rejected += 1
     for folder in folders:
-        found = findings(folder, ancestor_of=ancestor_of)
+        found = findings(folder, ancestor_of=ancestor_of) + across.get(folder.name, [])
         for line in found:
-            print(f"ERROR {line}")
+            print(f"ERROR {shown(line)}")
         if found:
             rejected += 1
-            print(f"{folder.name}: REJECTED, {len(found)} finding(s)")
+            print(f"submission {shown(folder.name)}: REJECTED, {len(found)} finding(s)")
         else:
             who = signer(folder)[0]
-            print(f"{folder.name}: accepted: {describe(json.loads((folder / MANIFEST).read_text()))}; "
+            print(f"submission {folder.name}: accepted: {describe(summary(folder))}; "
                   + (f"signed by {who} ({ALLOWED_SIGNERS})" if who else "UNSIGNED: nothing shows who submitted it"))
-    print(f"{len(folders)} submission(s) checked: {len(folders) - rejected} accepted, {rejected} rejected")
+    removed = len(set(across) - {f.name for f in folders})
+    print(f"{len(folders)} submission(s) checked: {len(folders) + removed - rejected} accepted, {rejected} rejected"
+          + (f" ({removed} accepted one(s) removed)" if removed else ""))
     return 1 if rejected else 0
 
 

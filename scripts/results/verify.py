@@ -77,7 +77,8 @@ from scipy.stats import mannwhitneyu
 from tabulate import tabulate
 
 from scripts.paths import REFERENCES, RESULTS
-from scripts.plan.planfile import planned_ids
+from scripts.plan.matrix import Cell
+from scripts.plan.planfile import planned_ids, planned_run
 from scripts.results import records, report
 from scripts.results.runs import runs_of, start_run
 from shared import sysinfo
@@ -210,14 +211,14 @@ def steady(record):
     values = samples(record)
     if values:
         return statistics.median(values)
-    metrics, task = record["metrics"], record["cell"]["task"]
+    metrics, task = record.get("metrics") or {}, record["cell"]["task"]
     value = metrics.get("steady_state_seconds") if task in report.TRAINING_TASKS else None
     return value if value is not None else metrics.get(report.TIME_METRIC[task])
 
 
 def waited(record):
     """The time a user waits for the cell's timed work, compile and first step included."""
-    metrics = record["metrics"]
+    metrics = record.get("metrics") or {}
     if record["cell"]["task"] in report.TRAINING_TASKS:
         return metrics.get("train_seconds")
     timing = record.get("timing") or {}
@@ -256,10 +257,10 @@ def why_incomparable(expected, measured):
 def judge_status(expected, measured):
     """(outcome, words) where one of the two cells did not run ok or they cannot be compared, else None."""
     if measured is None:
-        return "missing", "missing: the run wrote no record of this planned cell"
+        return "missing", "missing: the run has no record of this cell (the reference has)"
     if "refused" in measured:
         return "refused", f"refused: {measured['refused'][:200]}"
-    status, why = measured["status"], report.first_line(measured["reason"])[:70]
+    status, why = measured["status"], report.first_line(measured.get("reason") or "no reason given")[:70]
     if status in ("failed", "timeout"):
         return "failed", f"{status}: {why}"
     if expected is None:
@@ -415,6 +416,9 @@ def at_distance(runs, cell_id, measured, pooled):
     sampled = by_sample(records, measured, pooled)
     if sampled:
         return sampled
+    if not edges(measured) and any(edges(r) for r in records):   # a record without what its runner measures
+        return pooled, None, ("no round trips at its window edges, which the reference's runs of this cell have: "
+                              "judged against every pooled sample")
     floor = floor_of(records + [measured])
     where = distance(measured, floor)
     if where is None:
@@ -474,7 +478,8 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
             notes.append(f"time as waited ×{wait_ratio:.2f} (compile, caches, first step)")
             found.append(("waited", None))
     quality = report.QUALITY_METRIC.get(expected["cell"]["task"])
-    e_q, m_q = (expected["metrics"].get(quality), measured["metrics"].get(quality)) if quality else (None, None)
+    e_q, m_q = ((expected.get("metrics") or {}).get(quality), (measured.get("metrics") or {}).get(quality)) \
+        if quality else (None, None)
     if e_q is not None and (m_q is None or abs(m_q - e_q) > margin):
         found.append(("quality", f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
     outcomes = [o for o, _ in found if o != "waited"] or ["ok"]
@@ -513,27 +518,40 @@ def explained_factor(reference, measured, ids):
     return math.exp(statistics.mean(math.log(v) for v in medians.values())), medians, max(map(len, parts.values()))
 
 
+def within(calibrated, raw):
+    """What the cells are judged with, divided out of each: the calibration's factor `calibrated`, but where it says
+    the machine is slower, no more slowness than the cells show overall (`raw`): a run as fast as the reference whose
+    calibration says ×1.24 slower would otherwise have every cell judged ×1.24 faster, and a cell ×1.8 slower pass
+    at ×1.45. Where it says faster, all of it: a faster machine's cells must be faster, which only tightens the
+    check on slower cells. The whole run's own check (unexplained = raw ÷ calibrated, ×OVERALL_TOLERANCE) uses the
+    calibration as measured."""
+    return min(calibrated, max(raw, 1.0)) if calibrated > 1 else calibrated
+
+
 def comparable(expected, measured):
     """True where both records are ok and of the same kind (data, parameters, machine class, unit)."""
     return (expected is not None and measured is not None and "refused" not in measured
             and expected["status"] == measured["status"] == "ok" and why_incomparable(expected, measured) is None)
 
 
-def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None):
-    """Judge every cell the run planned (or, without a plan, every reference cell) and every cell the run has;
+def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None, partial=False):
+    """Judge every reference cell and every cell the run has; with `partial` (--partial), of the reference's cells
+    only those the run planned (`plan`, its plan.json's ids; without one, those it has records of): a run cannot
+    leave a cell out of its own plan to leave it unjudged unless the person verifying asks for that by name;
     `runs`: the reference's honest runs (reference_runs; default: `reference` alone), whose samples are pooled.
     Returns (table rows, Counter of outcomes, number of reference cells outside the plan, overall: {"raw",
     "explained", "unexplained", "calibration", "basis", "off", and the reference's pooled samples and between-run
     factors, which `confirm` judges with})."""
     runs = runs or [reference]
     pooled, between = pooled_samples(runs), between_runs(runs)
-    wanted = None if plan is None else set(plan)
+    wanted = None if not partial else set(plan if plan is not None else measured)
     expected_ids = [i for i in reference if wanted is None or i in wanted]
     ids = expected_ids + sorted(set(measured) - set(expected_ids))
     raw, basis = overall_factor(reference, measured, ids)
     explained, parts, _ = explained_factor(reference, measured, ids)
     noise = 1 / CALIBRATION_NOISE <= explained <= CALIBRATION_NOISE
-    factor = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0
+    calibrated = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0
+    factor = within(calibrated, raw)
     rows, counts, off = [], Counter(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
@@ -549,22 +567,42 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
         rows.append([cell_id, *values, words])
     counts["overall basis"] = basis
     counts["comparable"] = sum(1 for i in ids if comparable(reference.get(i), measured.get(i)))
-    overall = {"raw": raw, "explained": factor, "unexplained": raw / factor, "calibration": parts, "basis": basis,
+    overall = {"raw": raw, "explained": factor, "unexplained": raw / calibrated, "calibration": parts,
+               "basis": basis, "calibrated": calibrated,
                "off": off, "pooled": pooled, "between": between}
     return rows, counts, len(reference) - len(expected_ids), overall
 
 
-def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None):
+def not_a_rerun(first, second):
+    """Why `second` cannot confirm or clear `first` (two records of one cell), or None: a second run is one made
+    after the first ended, by the same code. An earlier run, the reference's own records, or a run of another commit
+    (an older, faster install) would clear a regression it never saw."""
+    if not first or not second or "refused" in first or "refused" in second:
+        return None
+    if records.moment(second["started_at"], "started_at") < records.moment(first["finished_at"], "finished_at"):
+        return f"it started {second['started_at']}, before the run judged ended ({first['finished_at']})"
+    commits = first.get("git_commit"), second.get("git_commit")
+    if None not in commits and commits[0] != commits[1]:
+        return f"it ran commit {commits[1]}, the run judged {commits[0]}"
+    return None
+
+
+def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None,
+            first=None):
     """Judge again, on `second` (a second run's records: {cell id: record}), every cell `compare` found slower or
-    faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is
-    comparable and within (no time outcome): then it is "unconfirmed", named in its row and the verdict line, and no
-    longer a failure. A regression of the install reproduces; a transient of the machine (another tenant on the
-    host's cores) mostly does not. Updates `rows`, `counts` and `overall["off"]` in place; returns the unconfirmed
-    cells' ids."""
+    faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is comparable
+    and within (no time outcome), and a re-run of the first (`first`: the judged run's records; not_a_rerun): then it is
+    "unconfirmed", named in its row and the verdict line, and no longer a failure. A regression of the install
+    reproduces; a transient of the machine (another tenant on the host's cores) mostly does not. Updates `rows`,
+    `counts` and `overall["off"]` in place; returns the unconfirmed cells' ids."""
     runs, pooled, between = runs or [reference], overall["pooled"], overall["between"]
     by_id = {row[0]: row for row in rows}
     for outcome in ("slower", "faster"):
         for cell_id in list(overall["off"][outcome]):
+            unfit = not_a_rerun((first or {}).get(cell_id), second.get(cell_id))
+            if unfit:
+                by_id[cell_id][-1] += f"; the second run is no re-run of this one ({unfit}): no confirmation"
+                continue
             against, own, where = at_distance(runs, cell_id, second.get(cell_id), pooled.get(cell_id))
             again, _, values = judge(reference.get(cell_id), second.get(cell_id), overall["explained"], tolerance,
                                      margin, against, between.get(cell_id), reference_time(runs, cell_id), where, own)
@@ -604,14 +642,20 @@ def overall_line(overall, same_class=True):
     raw, explained, rest = overall["raw"], overall["explained"], overall["unexplained"]
     parts = overall["calibration"]
     line = f"overall: this run is {speed_words(raw)} the reference (median over {plural(basis, 'cell')}); "
-    if parts and explained == 1.0:
+    if parts and overall.get("calibrated", explained) == 1.0:
         line += (f"its own calibration is within ×{CALIBRATION_NOISE:g} of the reference's (" + ", ".join(
             f"{key} ×{value:.2f}" for key, value in sorted(parts.items())) + "): nothing divided out; unexplained ×"
             + f"{rest:.2f}")
     elif parts:
-        line += (f"its own calibration explains ×{explained:.2f} (" + ", ".join(
-            f"{key} ×{value:.2f} slower" if value >= 1 else f"{key} ×{1 / value:.2f} faster"
-            for key, value in sorted(parts.items())) + "), divided out; unexplained ×" + f"{rest:.2f}")
+        calibrated = overall.get("calibrated", explained)
+        says = ", ".join(f"{key} ×{value:.2f} slower" if value >= 1 else f"{key} ×{1 / value:.2f} faster"
+                         for key, value in sorted(parts.items()))
+        close = abs(math.log(calibrated / explained)) <= math.log(CALIBRATION_NOISE)   # within its own noise
+        line += (f"its own calibration explains ×{explained:.2f} ({says}), divided out" if close
+                 else f"its own calibration says ×{calibrated:.2f} ({says}) but the cells show ×{raw:.2f}: cells "
+                      f"judged with ×{explained:.2f} divided out (a calibration excuses no more slowness than the "
+                      "cells show)")
+        line += f"; unexplained ×{rest:.2f}"
     else:
         line += f"no calibration in the run's records: nothing explained, unexplained ×{rest:.2f}"
     off = same_class and (rest > OVERALL_TOLERANCE or rest < 1 / OVERALL_TOLERANCE)
@@ -634,7 +678,7 @@ def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
     if counts["no reference"]:
         notes.append(f"{plural(counts['no reference'], 'cell')} not compared (no reference record)")
     if outside:
-        notes.append(f"{plural(outside, 'reference cell')} not in this run's plan")
+        notes.append(f"{plural(outside, 'reference cell')} not in this run's plan, not judged (--partial)")
     if counts["unconfirmed"]:
         notes.append(f"{plural(counts['unconfirmed'], 'cell')} off in this run and within in a second run of it: not "
                      f"confirmed, a transient of the machine (see each row){named(off.get('unconfirmed'))}")
@@ -730,9 +774,26 @@ def legacy_reference(records):
     return next(iter(fitting_references({c for c in legacy if sysinfo.class_format(c) == 1})), None)
 
 
+def why_refused(record, cell_id, run_id):
+    """Why a record that passed records.read is still not this run's record of `cell_id`, or None: its cell is
+    another than its file name says (a record renamed or swapped to stand in for a cell), it comes from another run
+    than the one the run's plan names (a record copied in), or a published figure does not follow from its samples
+    (records.inconsistencies: the warm-up split as the rule makes it, min/median/max, throughput, FLOP/s)."""
+    try:
+        holds = Cell(**record["cell"]).id
+    except TypeError as e:
+        return f"its cell block names no cell ({e})"
+    if holds != cell_id:
+        return f"holds cell {holds}, not the {cell_id} its file name says"
+    if run_id is not None and record.get("run_id") != run_id:
+        return f"a record of run {record.get('run_id')}, not of this run ({run_id}): copied in from another run"
+    wrong = records.inconsistencies(record)
+    return f"inconsistent: {'; '.join(wrong)[:600]}" if wrong else None
+
+
 def read_run(folder):
-    """A run folder's records by cell id; a record that fails the checks (scripts/results/records.py) stands in as
-    {"refused": reason} and fails its cell. VerifyError for a folder that is not a run."""
+    """A run folder's records by cell id; a record that fails the checks (scripts/results/records.py, why_refused)
+    stands in as {"refused": reason} and fails its cell. VerifyError for a folder that is not a run."""
     if not (folder / "cells").is_dir():
         raise VerifyError(f"{folder} is not a run folder (no cells/); pass one of results/PROFILE-DATE-TIME")
     found = {}
@@ -741,12 +802,30 @@ def read_run(folder):
             found[path.stem] = records.read(path)
         except RecordError as e:
             found[path.stem] = {"refused": str(e).replace(f"{path}: ", "", 1)}
+    # the run's id: its plan's, else (a plan without one) the one most of its records carry
+    run_id = planned_run(folder) or next(iter(Counter(
+        r.get("run_id") for r in found.values() if "refused" not in r).most_common(1)), (None,))[0]
+    for cell_id, record in found.items():
+        why = None if "refused" in record else why_refused(record, cell_id, run_id)
+        if why:
+            found[cell_id] = {"refused": why}
     return found
 
 
 def ok_classes(records):
     """The machine classes of the ok records among `records` ({cell id: record})."""
     return {machine_class(r) for r in records.values() if "refused" not in r and r["status"] == "ok"}
+
+
+def run_classes(records):
+    """The machine classes a run's reference is chosen by: those of its ok records; where none ran ok (a broken
+    install: every cell failed, refused or missing), those its other records' facts give, else this machine's. A run
+    that is all failures is judged, and fails; it is never 'incomparable'."""
+    found = ok_classes(records)
+    if not found:
+        found = {machine_class(r) for r in records.values() if "refused" not in r
+                 and ((r.get("system") or {}).get("machine_class") or (r.get("system") or {}).get("cpu"))}
+    return found or {this_machine()[0]}
 
 
 def latest_run(profile):
@@ -767,20 +846,23 @@ def main(argv=None):
                          "itself: it runs the cells it finds slower or faster once more)")
     ap.add_argument("--no-confirm", action="store_true",
                     help="judge the run alone: no second run of the cells found slower or faster")
+    ap.add_argument("--partial", action="store_true",
+                    help="judge only the reference cells the run planned (a run of part of the matrix); without it "
+                         "a reference cell the run has no record of is missing, and fails")
     ap.add_argument("--time-tolerance", type=float, default=TIME_TOLERANCE, metavar="RATIO",
                     help=f"a cell's ratio beyond which it is off; at most (and by default) {TIME_TOLERANCE}")
     ap.add_argument("--quality-margin", type=float, default=QUALITY_MARGIN, metavar="DELTA",
-                    help=f"largest accepted accuracy/AUC difference (default {QUALITY_MARGIN})")
+                    help=f"largest accepted accuracy/AUC difference; at most (and by default) {QUALITY_MARGIN}")
     args = ap.parse_args(argv)
-    if not 1 < args.time_tolerance <= TIME_TOLERANCE or args.quality_margin < 0:
-        ap.error(f"--time-tolerance must be above 1 and at most {TIME_TOLERANCE} (it may tighten the check, never "
-                 "loosen it) and --quality-margin 0 or more")
+    if not 1 < args.time_tolerance <= TIME_TOLERANCE or not 0 <= args.quality_margin <= QUALITY_MARGIN:
+        ap.error(f"--time-tolerance must be above 1 and at most {TIME_TOLERANCE}, --quality-margin 0 to "
+                 f"{QUALITY_MARGIN}: either may tighten the check, never loosen it")
     try:
         measured = None
         if args.reference is None:
             measured = None if args.run is None else read_run(args.run)
             machine, facts = this_machine() if args.run is None else (None, None)
-            wanted = {machine} if args.run is None else ok_classes(measured)
+            wanted = {machine} if args.run is None else run_classes(measured)
             fitting = fitting_references(wanted)
             if not fitting:
                 mine = [{"status": "ok", "system": facts, "cell": {"device": "cpu", "gpus": 1}}] if facts else \
@@ -802,7 +884,7 @@ def main(argv=None):
             args.run = latest_run(args.profile)
         measured = measured if measured is not None else read_run(args.run)
         rows, counts, outside, overall = compare(reference, measured, planned_ids(args.run), args.time_tolerance,
-                                                 args.quality_margin, runs)
+                                                 args.quality_margin, runs, args.partial)
         off = overall["off"]["slower"] + overall["off"]["faster"]
         if off and not args.no_confirm and (args.confirm_run or ran_profile):
             if args.confirm_run is None:
@@ -812,7 +894,7 @@ def main(argv=None):
                     return 2
                 args.confirm_run = latest_run(args.profile)
             confirm(rows, counts, overall, reference, read_run(args.confirm_run), args.time_tolerance,
-                    args.quality_margin, runs)
+                    args.quality_margin, runs, measured)
     except VerifyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -14,9 +14,45 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the real project, for shared/
+import numpy as np  # noqa: E402
+
 from shared.runner import config_from_args, parser, run  # noqa: E402
 from shared.params import TASKS  # noqa: E402
-from shared.timing import summarize  # noqa: E402
+from shared.timing import extraction_metrics, summarize, train_metrics, train_timing  # noqa: E402
+
+
+class Family:
+    """The calibration a real runner package gives (shared/calibration.py): here NumPy's GEMM on the CPU."""
+
+    @staticmethod
+    def gemm(cfg, n, dtype):
+        if cfg.device != "cpu":     # a fake GPU machine has no GPU to multiply on: the record says the GEMM failed
+            raise RuntimeError("the fake runners have no GPU GEMM")
+        a = np.ones((n, n), dtype=dtype)
+        return (lambda: a @ a), (lambda: None)
+
+
+def figures(cfg, started):
+    """(metrics, timing) as a real cell of `cfg.task` publishes them, from made-up samples (each task its own: the
+    submission checker refuses copied ones), every figure following from them as the runners compute it."""
+    p, scale = cfg.params, 1 + TASKS.index(cfg.task) / 100
+    extra = {"started": started, "ended": time.time(), "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    if cfg.task == "resnet50":
+        timing = summarize([v * scale for v in (0.4, 0.42, 0.41, 0.43, 0.405)], warmup=0.9, unit="seconds per pass")
+        images = p["batch_size"] * p["batches"]
+        return extraction_metrics(timing, images, p["batch_size"], p["image_size"], feature_mean=1.0, **extra), timing
+    batch = p["batch_size"] * (cfg.gpus if cfg.task == "densenet121" else 1)
+    train_samples = p.get("train_samples") or 50 * batch        # full scale: the whole data set, not a parameter
+    steps = max(1, train_samples // batch)
+    windows = [v * scale / 10 for v in (3.0, 1.4, 1.5, 1.6, 1.5, 1.45)]
+    epoch = float(sum(windows[1:]) / len(windows[1:]) * steps + 0.02)
+    epochs = [epoch + 0.2] + [epoch] * (p.get("epochs", 1) - 1)
+    metrics = train_metrics(epochs, steps * batch, warmup=0.2, steps=steps, windows=windows,
+                            train_samples=train_samples, global_batch=batch,
+                            **({"auc": 0.7} if cfg.task == "densenet121" else {"accuracy": 0.9}), **extra)
+    if cfg.task == "densenet121":
+        metrics["train_minutes"] = metrics["train_seconds"] / 60
+    return metrics, train_timing(windows)
 
 
 class Task:
@@ -35,13 +71,8 @@ class Task:
         started = time.time()
         if self.behaviour == "slow":
             time.sleep(float(os.environ.get("FAKE_SLOW_SECONDS", "30")))
-        return {"metrics": {"train_seconds": 1.5, "accuracy": 0.9, "seconds_per_1000_images": 2.0,
-                            "train_minutes": 0.1, "auc": 0.7, "started": started, "ended": time.time(),
-                            "visible_gpus": os.environ.get("CUDA_VISIBLE_DEVICES")},
-                # each task its own samples, as real cells have (the submission checker refuses copied ones)
-                "timing": summarize([v * (1 + TASKS.index(cfg.task) / 100) for v in (1.4, 1.5, 1.6, 1.5, 1.45)],
-                                    warmup=0.2, unit="seconds per step"),
-                "switches": {"fake": True}}
+        metrics, timing = figures(cfg, started)
+        return {"metrics": metrics, "timing": timing, "switches": {"fake": True}}
 
 
 def barrier_check(framework, *_):
@@ -59,7 +90,7 @@ def main():
     if len(sys.argv) > 2 and behaviours.get(sys.argv[2]) == "impostor":
         sys.argv[1] = "jax" if sys.argv[1] != "jax" else "pytorch"
     cfg = config_from_args(parser(["pytorch", "jax", "keras-jax", "keras-torch", "chainer"]).parse_args(sys.argv[1:]))
-    return run(cfg, lambda c: Task(behaviours.get(c.task, "ok")), lambda: {"framework_version": "fake"})
+    return run(cfg, lambda c: Task(behaviours.get(c.task, "ok")), lambda: {"framework_version": "fake"}, Family)
 
 
 if __name__ == "__main__":
