@@ -74,8 +74,8 @@ MUTATIONS = (
     # ---- submission.py: what a submission proves
     M("non-positive-time", "scripts/results/submission.py", (
         ("or not math.isfinite(value) or value <= 0:", "or not math.isfinite(value):"),), (SUBMISSION,)),
-    M("non-positive-sample", "scripts/results/submission.py", (
-        ("elif not all(v > 0 for v in values if math.isfinite(v)):", "elif False:"),), (SUBMISSION,)),
+    M("non-positive-sample", "scripts/results/records.py", (
+        ("if any(number(v) and v <= 0 for v in kept):", "if False:"),), (SUBMISSION,)),
     M("record-run-id", "scripts/results/submission.py", (('if record.get("run_id") != plan_file.run_id:', "if False:"),),
       (SUBMISSION,)),
     M("record-commit", "scripts/results/submission.py", (("if ran is not None and not commit.startswith(ran):", "if False:"),),
