@@ -803,8 +803,8 @@ def read_run(folder):
         except RecordError as e:
             found[path.stem] = {"refused": str(e).replace(f"{path}: ", "", 1)}
     # the run's id: its plan's, else (a plan without one) the one most of its records carry
-    run_id = planned_run(folder) or next(iter(Counter(
-        r.get("run_id") for r in found.values() if "refused" not in r).most_common(1)), (None,))[0]
+    common = Counter(r.get("run_id") for r in found.values() if "refused" not in r).most_common(1)
+    run_id = planned_run(folder) or (common[0][0] if common else None)
     for cell_id, record in found.items():
         why = None if "refused" in record else why_refused(record, cell_id, run_id)
         if why:
