@@ -896,6 +896,8 @@ def against_accepted(folders, base=None):
         if now is None:
             found.setdefault(name, []).append(f"{name}: removed: an accepted submission is removed by a commit to "
                                               "the base branch, not by a pull request")
+        elif now.is_symlink():
+            found[name].append(f"{name}: an accepted submission replaced by a link")
         elif files_of(before) != files_of(now):
             old, new = files_of(before), files_of(now)
             changed = sorted(rel for rel in set(old) | set(new) if old.get(rel) != new.get(rel))
@@ -904,7 +906,9 @@ def against_accepted(folders, base=None):
     seen = {}
     for name, folder in sorted({**{n: f for n, f in accepted_before.items()}, **mine}.items(),
                                key=lambda item: (item[0] not in accepted_before, item[0])):
-        for path in sorted((folder / "cells").glob("*.json")) if (folder / "cells").is_dir() else []:
+        cells = folder / "cells"
+        for path in sorted(cells.glob("*.json")) if not folder.is_symlink() and cells.is_dir() and \
+                not cells.is_symlink() else []:
             try:
                 record = records.read(path)
             except RecordError:
