@@ -90,8 +90,10 @@ MUTATIONS = (
          '"(removed: a submission is the whole profile)" for i in []]'),), (SUBMISSION,)),
     M("copied-samples", "scripts/results/submission.py", (("            if key in seen:", "            if False:"),),
       (SUBMISSION,)),
-    M("calibration-floor", "scripts/results/submission.py", (
-        ("if ceiling and rate / ceiling < CALIBRATION_FLOOR:", "if False:"),), (SUBMISSION,)),
+    M("calibration-floor", "scripts/results/submission.py", (('if best and best["share"] < CALIBRATION_FLOOR:',
+                                                             "if False:"),), (SUBMISSION,)),
+    M("one-cpu-class", "scripts/results/submission.py", (("    if len(cpu_classes) > 1:", "    if False:"),),
+      (SUBMISSION,)),
     # a red-team pass (2026-12-06): what a hostile submission did to the checker before these checks
     M("commit-on-head", "scripts/results/submission.py", (('    ancestor_of = ancestor_of or "HEAD"',
                                                           "    ancestor_of = ancestor_of"),), (SUBMISSION,)),

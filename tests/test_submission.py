@@ -421,11 +421,13 @@ def rate_above_the_hardware(folder):
 
 
 def calibration_below_the_hardware(folder):
+    """Every ok record's GEMM at 1 MFLOP/s (the floor takes the run's best share)."""
     name = by(folder, "ok", "cnn")
-    edit_json(folder / "cells" / name, lambda r: (r["system"].update(calibration={"gemm_fp32_flops": 1e6}),
-                                                  r["metrics"].pop("efficiency_of_gemm")))
+    for other in (n for n, r in records_of(folder).items() if r["status"] == "ok"):
+        edit_json(folder / "cells" / other, lambda r: (r["system"].update(calibration={"gemm_fp32_flops": 1e6}),
+                                                       r["metrics"].pop("efficiency_of_gemm")))
     reseal(folder)
-    return [f"cells/{name}: its CPU GEMM (0.001 GFLOP/s) is 0.0% of what the stated CPU can do"]
+    return [f"cells/{name}: the run's best CPU GEMM (0.001 GFLOP/s)"]
 
 
 @pytest.mark.parametrize("tamper", [edited_value, removed_log, added_log, removed_record, schema_breach, no_samples,
@@ -554,9 +556,8 @@ def test_a_machine_written_over_is_refused_by_its_own_class_and_its_calibration(
         edit_json(path, lambda r: r["system"].update(machine_class=sysinfo.machine_class(r["system"], "cpu"))
                   if r["system"].get("machine_class") else None)
     reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
-    found = submission.findings(example, repo=ROOT)
-    assert len(found) >= 40 and all("its CPU GEMM" in finding and "the machine is not the one the record describes"
-                                    in finding for finding in found), "\n".join(found)     # record by record
+    [finding] = submission.findings(example, repo=ROOT)
+    assert "the run's best CPU GEMM" in finding and "the machine is not the one the records describe" in finding
 
 
 def test_a_class_its_own_facts_do_not_give_is_refused(copy):
@@ -800,13 +801,15 @@ def test_an_ok_record_without_the_inputs_its_figures_are_checked_from_is_rejecte
 
 
 def test_one_record_whose_cores_were_written_over_is_rejected_on_its_own(copy):
-    """The calibration floor took the run's best share: one record of 64 cores among honest ones of two passed."""
+    """The calibration floor takes the run's best share: one record of 64 cores among honest ones of two passed it,
+    and is another machine class than theirs."""
     name = by(copy, "ok", "cnn")
     edit_json(copy / "cells" / name, lambda r: (r["system"].update(cpu_usable=64, cpu_count=64), r["system"].update(
         machine_class=sysinfo.machine_class(r["system"], "cpu"))))
     reseal(copy, lambda m: m.update(machine=submission.machine_of(submission.check_records(copy)[0])[0]))
     found = submission.findings(copy)
-    assert any(f"cells/{name}: its CPU GEMM" in line for line in found), "\n".join(found)
+    assert any("the CPU records describe more than one machine class" in line and ":64c" in line
+               for line in found), "\n".join(found)
 
 
 def test_a_pull_request_neither_removes_nor_edits_nor_replays_an_accepted_submission(copy, submitted, tmp_path,

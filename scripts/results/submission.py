@@ -555,6 +555,9 @@ def check_machine(manifest, recs):
     derived, disagreements = machine_of(recs)
     claimed = manifest["machine"]
     found = [f"cells/: the records describe more than one machine: {d}" for d in disagreements]
+    cpu_classes = sorted({c for c in derived["machine_classes"] if c.startswith("cpu:")})
+    if len(cpu_classes) > 1:     # a submission is one machine: its CPU cells share the cores they could use
+        found.append(f"cells/: the CPU records describe more than one machine class: {', '.join(cpu_classes)}")
     found += [f"{MANIFEST}: {field} is missing (the machine description must be complete)"
               for field in incomplete(claimed, recs)]
     found += [f"{MANIFEST}: machine.{key} is {claimed.get(key)!r}, the records say {derived.get(key)!r}"
@@ -710,21 +713,24 @@ def check_consistency(rel, record, params_hashes=None):
 
 
 def check_calibration(recs):
-    """The CPU each record states is the one that calibrated: its own GEMM is at least CALIBRATION_FLOOR of that CPU's
-    ceiling (two cores written over as 56 leave the rate of two), record by record: one record's cores written over
-    is as false as all of them."""
-    found = []
+    """The CPU the records state is the one that calibrated: the run's best CPU GEMM is at least CALIBRATION_FLOOR of
+    that CPU's ceiling (two cores written over as 56 leave the rate of two). The best, not each: one cell's GEMM may
+    fall far in a transient of a loaded machine; one record's cores written over alone is another machine class
+    (check_machine)."""
+    best = {}
     for rel, record in recs.items():
         system = record.get("system") or {}
         rate = (system.get("calibration") or {}).get("gemm_fp32_flops") if isinstance(system.get("calibration"),
                                                                                       dict) else None
         if record["cell"]["device"] == "cpu" and isinstance(rate, (int, float)) and rate > 0:
             ceiling = physical_ceiling(record)
-            if ceiling and rate / ceiling < CALIBRATION_FLOOR:
-                found.append(f"{rel}: its CPU GEMM ({rate / 1e9:.4g} GFLOP/s) is {rate / ceiling:.1%} of what the "
-                             f"stated CPU can do ({ceiling / 1e9:.4g} GFLOP/s); every real machine reaches "
-                             f"{CALIBRATION_FLOOR:.0%}: the machine is not the one the record describes")
-    return found
+            if ceiling and rate / ceiling > best.get("share", -1):
+                best = {"share": rate / ceiling, "rel": rel, "ceiling": ceiling, "rate": rate}
+    if best and best["share"] < CALIBRATION_FLOOR:
+        return [f"{best['rel']}: the run's best CPU GEMM ({best['rate'] / 1e9:.4g} GFLOP/s) is "
+                f"{best['share']:.1%} of what the stated CPU can do ({best['ceiling'] / 1e9:.4g} GFLOP/s); every "
+                f"real machine reaches {CALIBRATION_FLOOR:.0%}: the machine is not the one the records describe"]
+    return []
 
 
 def check_copies(recs):
