@@ -38,6 +38,39 @@ def run_runner(framework, task, out, *args, data=None, timeout=600, env=None):
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
+# ---------------------------------------------------------------- records as a slower (or faster) install makes them
+
+RATES = ("samples_per_second", "steady_samples_per_second", "achieved_flops", "efficiency", "efficiency_of_gemm")
+
+
+def rates_over(record, factor, keys=RATES):
+    """The record's throughputs and what follows from them (FLOP/s, efficiencies) for times `factor` × longer: a
+    slower install is slower in every figure it publishes (records.inconsistencies refuses one that is not)."""
+    metrics = record["metrics"]
+    for key in keys:
+        if metrics.get(key) is not None:
+            metrics[key] /= factor
+    return record
+
+
+def scale_clocks(record, factor):
+    """`record`, in place, as if every clock had read `factor` × its time: samples, medians, epochs, totals, and
+    every rate that follows from them."""
+    timing, metrics = record["timing"], record["metrics"]
+    for key in ("values", "warmup_windows"):
+        timing[key] = [v * factor for v in timing.get(key) or []]
+    for key in ("median", "min", "max", "q1", "q3", "warmup"):
+        if timing.get(key) is not None:
+            timing[key] *= factor
+    for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "train_minutes",
+                "warmup_seconds"):
+        if metrics.get(key) is not None:
+            metrics[key] *= factor
+    if metrics.get("epoch_seconds"):
+        metrics["epoch_seconds"] = [s * factor for s in metrics["epoch_seconds"]]
+    return rates_over(record, factor)
+
+
 @pytest.fixture(scope="session")
 def synthetic_data(tmp_path_factory):
     """The synthetic twins of all three datasets, generated once per test session."""

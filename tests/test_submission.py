@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, scale_clocks
 from scripts.launch.executors import LocalExecutor, RunSettings
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell, load
@@ -363,31 +363,12 @@ def copied_samples(folder):
     # … and what a CNN's figures lack as a ResNet-50's (images, its unit, its batch): findings of their own
 
 
-def scaled(record, factor):
-    """The record as if every clock had read `factor` × its time, every figure following (records.inconsistencies)."""
-    timing, metrics = record["timing"], record["metrics"]
-    for key in ("values", "warmup_windows"):
-        timing[key] = [v * factor for v in timing.get(key) or []]
-    for key in ("median", "min", "max", "q1", "q3", "warmup"):
-        if timing.get(key) is not None:
-            timing[key] *= factor
-    for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "train_minutes"):
-        if metrics.get(key) is not None:
-            metrics[key] *= factor
-    metrics["epoch_seconds"] = [e * factor for e in metrics.get("epoch_seconds") or []] or None
-    for key in ("samples_per_second", "steady_samples_per_second", "achieved_flops", "efficiency",
-                "efficiency_of_gemm"):
-        if metrics.get(key) is not None:
-            metrics[key] /= factor
-    return record
-
-
 def invented_cell(folder):
     """A bf16 twin of the CNN cell, added to the plan and to cells/ (the record as the runner would write it)."""
     name = by(folder, "ok", "cnn")
     record = json.loads((folder / "cells" / name).read_text())
     record["cell"]["precision"] = "bf16"
-    record = scaled(record, 0.9)
+    record = scale_clocks(record, 0.9)
     new_id = Cell(**record["cell"]).id
     (folder / "cells" / f"{new_id}.json").write_text(json.dumps(record))
     edit_json(folder / "plan.json", lambda p: p["cells"].append({**next(c for c in p["cells"]
@@ -649,7 +630,7 @@ def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tm
     """Halved samples with every figure made to follow (the checker has nothing left to object to): the re-run on
     this machine disagrees."""
     name = by(copy, "ok", "cnn")
-    edit_json(copy / "cells" / name, lambda r: scaled(r, 0.5))
+    edit_json(copy / "cells" / name, lambda r: scale_clocks(r, 0.5))
     reseal(copy)
     assert submission.findings(copy) == []
     _, results = reproduce.reproduce(copy, 2, executor=fake_executor(), data_root=synthetic_data.parent,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import mannwhitneyu
 
+from conftest import RATES, rates_over, scale_clocks
 from scripts.results import verify
 from shared import sysinfo
 from shared import timing
@@ -44,34 +45,8 @@ def run_from(records, folder, plan=None):
 
 
 def scaled(record, factor):
-    """The record as if every clock had read `factor` × its time: samples, medians, epochs and totals."""
-    record = json.loads(json.dumps(record))
-    timing, metrics = record["timing"], record["metrics"]
-    for key in ("values", "warmup_windows"):
-        timing[key] = [v * factor for v in timing.get(key) or []]
-    for key in ("median", "min", "max", "q1", "q3", "warmup"):
-        if timing.get(key) is not None:
-            timing[key] *= factor
-    for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "train_minutes",
-                "warmup_seconds"):
-        if metrics.get(key) is not None:
-            metrics[key] *= factor
-    if metrics.get("epoch_seconds"):
-        metrics["epoch_seconds"] = [s * factor for s in metrics["epoch_seconds"]]
-    return rates_over(record, factor)
-
-
-RATES = ("samples_per_second", "steady_samples_per_second", "achieved_flops", "efficiency", "efficiency_of_gemm")
-
-
-def rates_over(record, factor, keys=RATES):
-    """The record's throughputs and what follows from them (FLOP/s, efficiencies) for times `factor` × longer: a
-    slower install is slower in every figure it publishes (records.inconsistencies refuses one that is not)."""
-    metrics = record["metrics"]
-    for key in keys:
-        if metrics.get(key) is not None:
-            metrics[key] /= factor
-    return record
+    """A copy of the record as if every clock had read `factor` × its time (conftest.scale_clocks)."""
+    return scale_clocks(json.loads(json.dumps(record)), factor)
 
 
 def with_values(record, values):
