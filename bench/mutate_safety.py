@@ -100,6 +100,9 @@ MUTATIONS = (
     M("digests-link-followed", "scripts/results/submission.py", (
         ("lines = records.read_plain(folder / DIGESTS).decode().splitlines()",
          "lines = (folder / DIGESTS).read_text().splitlines()"),), (SUBMISSION,)),
+    M("signed-digests-read-raw", "scripts/results/submission.py", (
+        ("data = records.read_plain(Path(folder) / DIGESTS)", "data = (Path(folder) / DIGESTS).read_bytes()"),),
+      (SUBMISSION,)),
     M("submission-folder-link", "scripts/results/submission.py", (
         ("    if folder.is_symlink() or not folder.is_dir():", "    if not folder.is_dir():"),), (SUBMISSION,)),
     M("names-printed-raw", "scripts/results/submission.py", (

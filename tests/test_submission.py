@@ -1,6 +1,7 @@
 """Community submissions: a real run folder (the fake runners through scripts.run.execute) is submitted and accepted;
 tampered copies are each rejected with their reason, one check at a time where one edit can isolate it (the digests
 and counts are re-made after the edit, so only the check under test can object); --no-hosts leaves no host name."""
+import os
 import json
 import re
 import shutil
@@ -603,6 +604,25 @@ def test_a_signed_submission_names_its_signer_and_an_edit_breaks_the_signature(r
                for line in submission.findings(folder))
     with pytest.raises(submission.SubmissionError, match="not made by a key listed"):
         submission.submit(run_folder, "mallory", community=tmp_path / "c2", sign_key=mallory)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["link to a FIFO", "FIFO"])
+def test_a_copied_signature_does_not_get_its_digests_read_as_they_are(run_folder, tmp_path, signers, kind):
+    """A signature copied from a listed signer's submission passes `find-principals` (which names the key, and proves
+    nothing): the digests beside it must still be read as untrusted input. Read as they were, a digests.sha256 that
+    is a FIFO, or a link to one (or to /dev/zero), was waited on forever."""
+    alice, _ = signers
+    folder = submission.submit(run_folder, "signed", community=tmp_path / "c1", sign_key=alice)
+    digests = folder / submission.DIGESTS
+    digests.unlink()
+    if kind == "FIFO":
+        os.mkfifo(digests)
+    else:
+        os.mkfifo(tmp_path / "pipe")
+        digests.symlink_to(tmp_path / "pipe")
+    assert submission.signer(folder) == (None, [])
+    assert any(f"{submission.DIGESTS}: missing or unreadable" in line for line in submission.findings(folder))
 
 
 def test_an_unsigned_submission_is_marked_as_such(submitted, capsys):
