@@ -168,6 +168,8 @@ MUTATIONS = [
      "not 0 <= args.quality_margin <= QUALITY_MARGIN", "args.quality_margin < 0", VERIFY),
     ("all-failed-is-incomparable", "scripts/results/verify.py", "return found or {this_machine()[0]}",
      "return found", VERIFY),
+    ("plan-nested-too-deeply", "scripts/plan/planfile.py", "    except RecursionError:\n",
+     "    except ZeroDivisionError:\n", VERIFY),
     ("probe-before-the-last-pass", "shared/timing.py", "        values.append(t())\n        edge()\n",
      "        values.append(t())\n", TIMING),
 ]

@@ -1080,3 +1080,6 @@ def test_a_record_or_plan_verify_cannot_use_is_named_not_a_crash_or_a_hang(hones
     (run / "plan.json").unlink()
     os.mkfifo(run / "plan.json")                          # would block a plain read forever
     assert verify_run(REFERENCE, run, capsys)[0] == 1
+    (run / "plan.json").unlink()
+    (run / "plan.json").write_text("[" * 100_000 + "]" * 100_000)    # deeper than the parser recurses: crashed
+    assert verify_run(REFERENCE, run, capsys)[0] == 1

@@ -124,8 +124,11 @@ def write(path, plan_file):
 
 def document(path):
     """The JSON of a plan file, read as untrusted input (shared.record.read_plain: a plain file, never a link, FIFO or
-    device, at most 8 MiB); RecordError or ValueError for anything else."""
-    return json.loads(read_plain(Path(path)).decode())
+    device, at most 8 MiB); RecordError or ValueError for anything else (JSON nested too deeply to parse included)."""
+    try:
+        return json.loads(read_plain(Path(path)).decode())
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to be a plan") from None
 
 
 def read(path):

@@ -777,7 +777,7 @@ def check_plan(folder, manifest, repo):
         doc = plans.document(folder / PLAN)
         profile, run_id, executor = doc["profile"], doc["run_id"], doc.get("executor")
         cells = {c["id"]: c for c in doc["cells"]}
-    except (RecordError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (RecordError, ValueError, KeyError, TypeError, AttributeError):
         return [], None      # check_records names an unreadable plan
     if not (isinstance(profile, str) and isinstance(run_id, str) and isinstance(executor, (str, type(None)))):
         return [f"{PLAN}: profile, run_id and executor are not names"], None
