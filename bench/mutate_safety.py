@@ -112,8 +112,8 @@ MUTATIONS = (
       (SUBMISSION,)),
     M("accepted-removed", "scripts/results/submission.py", (("        if now is None:", "        if False:"),),
       (SUBMISSION,)),
-    M("accepted-edited", "scripts/results/submission.py", (("        elif files_of(before) != files_of(now):",
-                                                           "        elif False:"),), (SUBMISSION,)),
+    M("accepted-edited", "scripts/results/submission.py", (("            if changed:", "            if False:"),),
+      (SUBMISSION,)),
     M("replayed-under-a-new-name", "scripts/results/submission.py", (
         ('if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:',
          "if False:"),), (SUBMISSION,)),

@@ -904,13 +904,14 @@ def against_accepted(folders, base=None):
                                               "the base branch, not by a pull request")
         elif now.is_symlink():
             found[name].append(f"{name}: an accepted submission replaced by a link")
-        elif files_of(before) != files_of(now):
+        else:
             old, new = files_of(before), files_of(now)
             changed = sorted(rel for rel in set(old) | set(new) if old.get(rel) != new.get(rel))
-            found[name].append(f"{name}: changes the accepted submission ({', '.join(changed[:5])}"
-                               f"{' …' if len(changed) > 5 else ''}): accepted results are not edited")
+            if changed:
+                found[name].append(f"{name}: changes the accepted submission ({', '.join(changed[:5])}"
+                                   f"{' …' if len(changed) > 5 else ''}): accepted results are not edited")
     seen = {}
-    for name, folder in sorted({**{n: f for n, f in accepted_before.items()}, **mine}.items(),
+    for name, folder in sorted({**accepted_before, **mine}.items(),
                                key=lambda item: (item[0] not in accepted_before, item[0])):
         cells = folder / "cells"
         for path in sorted(cells.glob("*.json")) if not folder.is_symlink() and cells.is_dir() and \
@@ -949,8 +950,9 @@ def check_main(folders, ancestor_of=None, community=None):
             rejected += 1
             print(f"submission {shown(folder.name)}: REJECTED, {len(found)} finding(s)")
         else:
-            who = signer(folder)[0]
-            print(f"submission {folder.name}: accepted: {describe(summary(folder))}; "
+            shown_as = summary(folder)
+            who = shown_as["signed_by"]
+            print(f"submission {folder.name}: accepted: {describe(shown_as)}; "
                   + (f"signed by {who} ({ALLOWED_SIGNERS})" if who else "UNSIGNED: nothing shows who submitted it"))
     removed = len(set(across) - {f.name for f in folders})
     print(f"{len(folders)} submission(s) checked: {len(folders) + removed - rejected} accepted, {rejected} rejected"
