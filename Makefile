@@ -8,8 +8,11 @@ RUN ?= latest
 # demo, venvs and test install the Debian packages the systems need (docker/FAMILY/apt-packages.txt) as root or through
 # `sudo -n`; NO_SYSTEM_PACKAGES=1 (here or in the environment) installs nothing and skips those systems' cells instead.
 TEST_WORKERS ?= 2                  # pytest-xdist workers: framework tests wait on imports and compiles much of the time
+PYTEST = $(HOST) -m pytest -n $(strip $(TEST_WORKERS)) --dist loadgroup
+# Each tier prints its wall time; a tier's tests are chosen by their marker (docs/testing.md).
+timed = t=$$(date +%s); $(1); rc=$$?; echo "[$(2)] $$(( $$(date +%s) - t )) s"; exit $$rc
 
-.PHONY: help host demo test test-fast venvs matrix data weights images setup report verify reference gpu-check gpu-wheels site \
+.PHONY: help host demo test test-unit test-network lint bench-mutations venvs matrix data weights images setup report verify reference gpu-check gpu-wheels site \
         submit clean clean-runs
 .DEFAULT_GOAL := help              # a bare `make` explains itself instead of building anything
 # gpu-check runs in the GPU machine's own Python (PyTorch and JAX for CUDA installed there), not in a venv
@@ -25,7 +28,7 @@ $(HOST_ENV): scripts/requirements.txt
 
 help:                              ## this list (RUN=… means a run folder, or `latest`, wherever a target takes one)
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):[^#]*## /\1\t/' | \
-	  awk -F'\t' '{ printf "  make %-11s %s\n", $$1, $$2 }'
+	  awk -F'\t' '{ printf "  make %-15s %s\n", $$1, $$2 }'
 
 host: $(HOST_ENV)                  ## the host environment alone (orchestration and test tools)
 
@@ -35,12 +38,25 @@ demo: $(HOST_ENV)                  ## the demo profile: every system on the CPU,
 venvs: $(HOST_ENV)                 ## the framework environments the tests use (and the Debian packages they need)
 	$(HOST) -m scripts.launch.venvs --keep-going $(FRAMEWORKS)
 
-test: venvs                        ## the whole suite, slow integration tests included (what CI runs)
-	$(HOST) -m scripts.launch.syspackages --tests
-	$(HOST) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+test-unit: $(HOST_ENV)             ## the unit tier: no framework environment, Docker or network (about 2 minutes)
+	@$(call timed,$(PYTEST) -m unit,test-unit)
 
-test-fast: $(HOST_ENV)             ## everything but the slow integration tests
-	$(HOST) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
+# FW=ID: the framework and integration tests of one framework (its probe, its cells), for a contributor on one runner
+test: $(HOST_ENV)                  ## unit + framework + integration, no network (builds the environments first; FW=ID)
+	@$(call timed,$(MAKE) --no-print-directory venvs $(if $(FW),FRAMEWORKS=$(FW)) && \
+	  $(HOST) -m scripts.launch.syspackages --tests,environments and test packages ready in)
+	@$(call timed,$(PYTEST) -m "not network" $(if $(FW),--framework $(FW)),test)
+
+test-network: $(HOST_ENV)          ## what needs the package index: GPU wheel resolution, CUDA image builds (CI runs it)
+	@$(call timed,$(PYTEST) -m network,test-network)
+
+lint: $(HOST_ENV)                  ## ruff check and ruff format --check over the tree (the unit tier runs them too)
+	$(HOST) -m ruff check .
+	$(HOST) -m ruff format --check .
+
+bench-mutations: $(HOST_ENV)       ## both mutation benches: does the suite notice a weakened check? (bench/README.md)
+	$(HOST) bench/mutate_verdicts.py
+	$(HOST) -m bench.mutate_safety
 
 matrix: $(HOST_ENV)                ## a profile through containers (default: full), then the merged report
 	$(HOST) -m scripts.run --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE))

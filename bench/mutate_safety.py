@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import locate
+
 ROOT = Path(__file__).resolve().parent.parent
 UNTRUSTED, SUBMISSION = "tests/test_untrusted.py", "tests/test_submission.py"
 
@@ -32,7 +34,7 @@ class MutationError(Exception):
 class Mutation:
     name: str
     file: str
-    edits: tuple            # ((old, new), …): each old must occur exactly once
+    edits: tuple            # ((old, new), …): each old must occur exactly once, by tokens (bench/locate.py)
     tests: tuple = (UNTRUSTED,)
 
 
@@ -151,9 +153,10 @@ def apply(tree, mutation):
     path = tree / mutation.file
     text = path.read_text()
     for old, new in mutation.edits:
-        if text.count(old) != 1:
-            raise MutationError(f"{mutation.name}: {old!r} occurs {text.count(old)} times in {mutation.file}")
-        text = text.replace(old, new)
+        try:
+            text = locate.apply(text, old, new)
+        except ValueError as e:
+            raise MutationError(f"{mutation.name}: {e} in {mutation.file}") from e
     path.write_text(text)
 
 
@@ -188,7 +191,7 @@ def main(argv=None):
         snapshot(base)
         for m in chosen:                 # every edit still applies, before any test runs
             apply_check = (base / m.file).read_text()
-            missing = [old for old, _ in m.edits if apply_check.count(old) != 1]
+            missing = [old for old, _ in m.edits if locate.count(apply_check, old) != 1]
             if missing:
                 print(f"error: {m.name}: {missing[0]!r} is not once in {m.file}; update bench/mutate_safety.py",
                       file=sys.stderr)

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench import locate  # noqa: E402  (run as a script: bench/ is not on the path)
+
 VERIFY = ["tests/test_verify.py", "tests/test_report.py"]
 TIMING = ["tests/test_timing.py", "tests/test_record_consistency.py", "tests/test_gpu_check.py"]
 RECORDS = ["tests/test_record_consistency.py", "tests/test_verify.py"]
@@ -190,10 +193,11 @@ def survives(copy, path, old, new, tests):
     """True where every guarding test passes with the mutation applied (a mutation the tests do not notice)."""
     file = copy / path
     text = file.read_text()
-    if text.count(old) != 1:
-        raise SystemExit(f"{path}: the mutation's line {old!r} occurs {text.count(old)} times (expected once): "
-                         "update bench/mutate_verdicts.py to the code")
-    file.write_text(text.replace(old, new))
+    try:
+        file.write_text(locate.apply(text, old, new))
+    except ValueError as e:
+        raise SystemExit(f"{path}: the mutation's code {e} (expected once): update bench/mutate_verdicts.py to the "
+                         "code") from e
     try:
         proc = subprocess.run([str(copy / ".venv" / "host" / "bin" / "python"), "-m", "pytest", "-x", "-q",
                                "-p", "no:cacheprovider", "-o", "addopts=", *tests], cwd=copy,

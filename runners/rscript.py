@@ -136,7 +136,7 @@ class RModel:
 
 
 def save_steps(output, result):
-    """Write what an R script's train_steps returned, (losses, weights after each step), as tests/fw_train_probe.py
+    """Write what an R script's train_steps returned, (losses, weights after each step), as tests/fw_probe.py
     writes it (called from R by rscript.R's train_probe)."""
     losses, after = result
     np.savez(output, loss=np.asarray([float(v) for v in losses]),
@@ -145,7 +145,7 @@ def save_steps(output, result):
 
 
 def train_steps_in_r(script, cfg, weights, x, y, steps):
-    """The training-equivalence entry (tests/fw_train_probe.py) of a task whose model lives in R: the script's own
+    """The training-equivalence entry (tests/fw_probe.py) of a task whose model lives in R: the script's own
     train_steps, run by `Rscript runners/rscript.R train_probe …`; (each step's loss, weights after each)."""
     with tempfile.TemporaryDirectory(prefix="rosetta-r-train-") as tmp:
         config, inputs, output = Path(tmp, "config.json"), Path(tmp, "in.npz"), Path(tmp, "out.npz")

@@ -1,8 +1,13 @@
-"""Shared fixtures: the project root, the synthetic data, and the framework environments.
+"""Shared fixtures: the project root, the synthetic data, the framework environments, and the tiers.
 
 Framework tests run in each framework's own virtual environment (.venv/FAMILY, `python -m scripts.launch.venvs ID`).
 Outside CI a missing environment skips its tests with the command that builds it; in CI (CI=true) it fails them.
+
+Every test carries exactly one tier marker, by what it needs (docs/testing.md): unit, framework, integration or
+network. `--framework ID` (make test FW=ID) keeps the tests of one framework; a unit test that asks for a framework's
+environment fails, naming the tier it belongs in.
 """
+import json
 import os
 import subprocess
 import sys
@@ -18,11 +23,50 @@ from scripts.plan.matrix import load  # noqa: E402
 from scripts.launch.venvs import python_of  # noqa: E402
 from shared import datasets  # noqa: E402
 
+import probe  # noqa: E402
+
 IN_CI = os.environ.get("CI") == "true"
+TIERS = ("unit", "framework", "integration", "network")
+_running = {"tiers": ()}     # the tier markers of the test running now in this process
+
+
+def tiers_of(item):
+    return [mark.name for mark in item.iter_markers() if mark.name in TIERS]
+
+
+def framework_of(item):
+    spec = getattr(item, "callspec", None)
+    return spec.params.get("framework") if spec else None
+
+
+def pytest_addoption(parser):
+    parser.addoption("--framework", metavar="ID", help="only the tests of framework ID (make test FW=ID)")
+
+
+def pytest_collection_modifyitems(config, items):
+    wanted = config.getoption("--framework")
+    if wanted:
+        if wanted not in FRAMEWORKS:
+            raise pytest.UsageError(f"--framework {wanted}: not a framework; choose one of {', '.join(FRAMEWORKS)}")
+        chosen = [item for item in items if framework_of(item) == wanted]
+        config.hook.pytest_deselected(items=[item for item in items if framework_of(item) != wanted])
+        items[:] = chosen
+    listing = os.environ.get("ROSETTA_TIER_LIST")   # tests/test_tiers.py: every collected test and its tiers
+    if listing:
+        Path(listing).write_text(json.dumps({item.nodeid: tiers_of(item) for item in items}))
+
+
+@pytest.fixture(autouse=True)
+def _tier(request):
+    _running["tiers"] = tuple(tiers_of(request.node))
+    yield
+    _running["tiers"] = ()
 
 
 def framework_python(framework):
     """The interpreter of `framework`'s environment; skip (or, in CI, fail) where it has not been built."""
+    if "unit" in _running["tiers"]:
+        pytest.fail(f"a unit test asked for {framework}'s environment: mark it `framework` (docs/testing.md)")
     python = python_of(load().frameworks[framework])
     if not python.exists():
         message = f"{python} missing: build it with `python -m scripts.launch.venvs {framework}`"
@@ -77,6 +121,12 @@ def synthetic_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("data") / "synthetic"
     datasets.prepare(root, synthetic=True)
     return root
+
+
+@pytest.fixture(scope="session")
+def probes(request, tmp_path_factory, synthetic_data):
+    """Each framework's probe process (tests/probe.py), started once, when its first test asks."""
+    return probe.Probes(request.session, tmp_path_factory.mktemp("probes"), framework_python, synthetic_data)
 
 
 # Every framework whose model code can run here. julia-knet's cannot (Knet is not installable without Julia's

@@ -6,8 +6,11 @@ import json
 import subprocess
 
 import numpy as np
+import pytest
 
 from conftest import ROOT, framework_python
+
+pytestmark = pytest.mark.framework
 
 # Both probes train the runner's cnn two steps on a random batch of 4 and print what the barrier returned before the
 # first step and after each step, beside the same value read directly.

@@ -24,6 +24,7 @@ def in_venv(name, code):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.framework
 @pytest.mark.parametrize("venv, cuda", [("pytorch", "13.0"), ("caffe2", "10.2")])
 def test_fatbin_scan_finds_the_architectures_torch_was_built_for(venv, cuda):
     report = in_venv(venv, INSPECT)
@@ -33,6 +34,7 @@ def test_fatbin_scan_finds_the_architectures_torch_was_built_for(venv, cuda):
     assert report["min_driver"] == buildinfo.min_driver(cuda)
 
 
+@pytest.mark.framework
 def test_pytorch_environment_reports_the_pinned_cudnn_and_nccl():
     report = in_venv("pytorch", INSPECT)
     pins = dict(line.split("==") for line in (ROOT / "docker/pytorch/requirements.txt").read_text().splitlines()
@@ -41,12 +43,14 @@ def test_pytorch_environment_reports_the_pinned_cudnn_and_nccl():
     assert report["cuda"] == [pins["nvidia-cuda-runtime"]]
 
 
+@pytest.mark.unit
 def test_an_environment_without_cuda_reports_none():
     report = in_venv("mxnet", INSPECT)   # the CPU wheel
     assert report["frameworks"]["mxnet"] and report["cuda"] == [] and report["gpu_archs"] == []
     assert report["min_driver"] is None
 
 
+@pytest.mark.unit
 def test_a_library_without_kernels_and_a_non_elf_file_scan_empty(tmp_path):
     text = tmp_path / "not-elf.so"
     text.write_text("hello")
@@ -54,11 +58,13 @@ def test_a_library_without_kernels_and_a_non_elf_file_scan_empty(tmp_path):
     assert not buildinfo.fatbin_entries(Path(sys.executable).resolve())   # an ELF without .nv_fatbin
 
 
+@pytest.mark.unit
 def test_kernel_archs_ignore_a_handful_of_stray_kernels():
     counts = {(2, 75): 475, (2, 80): 475, (2, 89): 1, (1, 90): 400, (1, 80): 3}
     assert buildinfo.kernel_archs(counts) == (["sm_75", "sm_80"], ["compute_90"])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("archs, ptx, gpu, expected", [
     (["sm_80"], [], "sm_86", True),                 # a cubin runs on later minors of its major version …
     (["sm_80"], [], "sm_90", False),                # … never on another major
@@ -72,6 +78,7 @@ def test_compatibility_rules(archs, ptx, gpu, expected):
     assert buildinfo.runs(archs, ptx, gpu) is expected
 
 
+@pytest.mark.unit
 def test_min_driver_by_cuda_version():
     assert buildinfo.min_driver("13.0.96") == "580.65.06"
     assert buildinfo.min_driver("12.9.79") == buildinfo.min_driver("12.0") == "525.60.13"
@@ -79,6 +86,7 @@ def test_min_driver_by_cuda_version():
     assert buildinfo.min_driver(None) is None
 
 
+@pytest.mark.unit
 def test_cache_is_reused_and_refreshed_when_a_distribution_changes(tmp_path, monkeypatch):
     site = tmp_path / "site"
     info = site / "demo-1.0.dist-info"

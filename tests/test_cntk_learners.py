@@ -83,6 +83,7 @@ def cntk_steps(problem):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.framework
 @pytest.mark.parametrize("case", CASES)
 def test_cntk_learners_take_the_mean_loss_steps(case, problem, cntk_steps):
     optimizer = "sgd" if case == "sgd" else "adam"
@@ -91,6 +92,7 @@ def test_cntk_learners_take_the_mean_loss_steps(case, problem, cntk_steps):
         np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-6, err_msg=f"{case}, step {step}")
 
 
+@pytest.mark.unit
 def test_adam_eps_case_has_teeth(problem):
     """The large-ε case tells ε from ε·batch: the two NumPy trajectories differ far beyond the tolerance."""
     p = CASES["adam_eps"][1]

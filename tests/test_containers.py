@@ -27,6 +27,7 @@ BENCHMARK_SERVICES = {name: s for name, s in COMPOSE["services"].items()
                       if name != "data" and name not in TWINS_SERVICES}
 
 
+@pytest.mark.unit
 def test_compose_services_and_matrix_agree_both_ways():
     matrix = load()
     declared = {f"{fid}-{task}" for fid, fw in matrix.frameworks.items() for task in fw.tasks}
@@ -47,6 +48,7 @@ def test_compose_services_and_matrix_agree_both_ways():
     assert {f"twins-{family}" for family in families} == set(TWINS_SERVICES)
 
 
+@pytest.mark.unit
 def test_benchmark_services_are_offline_with_read_only_data():
     for service in BENCHMARK_SERVICES.values():
         assert service["network_mode"] == "none"
@@ -70,6 +72,7 @@ def compose_command():
     pytest.skip("no Docker Compose here")
 
 
+@pytest.mark.integration
 def test_gpu_host_selects_the_cuda_image_and_reserves_the_cells_gpus():
     env = {**os.environ, "ROSETTA_VARIANT": "cu130", "ROSETTA_GPU_IDS": "2,3", "ROSETTA_DEVICE": "gpu"}
     out = subprocess.run([*compose_command(), "-f", "compose.yaml", "-f", "compose.gpu.yaml", "config"], cwd=ROOT,
@@ -81,6 +84,7 @@ def test_gpu_host_selects_the_cuda_image_and_reserves_the_cells_gpus():
     assert service["environment"]["ROSETTA_DEVICE"] == "gpu" and service["network_mode"] == "none"
 
 
+@pytest.mark.unit
 def test_cell_command_translates_paths_and_gpus(tmp_path):
     executor = ComposeExecutor(("docker", "compose"), "docker", ("compose.yaml", "compose.gpu.yaml"), ("0", "1"))
     cell = Cell("pytorch", "densenet121", "cu130", "bf16", 2, "gpu", "real", "full")
@@ -103,6 +107,7 @@ def test_cell_command_translates_paths_and_gpus(tmp_path):
     assert argv[argv.index("-p"):argv.index("-p") + 2] == ["-p", "rosetta-test-x"] and argv.index("-p") < argv.index("run")
 
 
+@pytest.mark.integration
 def test_each_cell_gets_its_share_of_the_host(tmp_path, monkeypatch):
     """A CPU cell runs alone: all usable cores, all memory but 1 GiB. A GPU cell shares the host with cells on the
     other GPUs: its GPUs' share of both. compose.yaml turns them into cpus, mem_limit and memswap_limit."""
@@ -124,6 +129,7 @@ def test_each_cell_gets_its_share_of_the_host(tmp_path, monkeypatch):
             assert service["memswap_limit"] == service["mem_limit"], name
 
 
+@pytest.mark.unit
 def test_no_engine_is_a_clear_error_before_launching(tmp_path, monkeypatch):
     fake = tmp_path / "docker"
     fake.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
@@ -133,6 +139,7 @@ def test_no_engine_is_a_clear_error_before_launching(tmp_path, monkeypatch):
         ComposeExecutor.for_plan(expand(load(), "containers"), load())
 
 
+@pytest.mark.unit
 def test_missing_image_and_missing_nvidia_runtime_are_named(monkeypatch):
     monkeypatch.setattr(compose, "docker_cli", lambda: "docker")
     monkeypatch.setattr(compose, "check_engine", lambda docker: {"Runtimes": {"runc": {}}})
@@ -174,8 +181,7 @@ def engine():
     return docker
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_docker_compose_run_pytorch_cnn_alone(engine, by_hand, synthetic_data, tmp_path):
     results = tmp_path / "results"
     results.mkdir()
@@ -196,8 +202,7 @@ def test_docker_compose_run_pytorch_cnn_alone(engine, by_hand, synthetic_data, t
 
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, by_hand, synthetic_data, tmp_path):
     """Data-parallel Chainer is `mpiexec -n 2` inside the container: MPI's shared-memory transport must work there
     (offline, as the service's user, with the capabilities compose.yaml grants it)."""
@@ -215,8 +220,7 @@ def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, by_hand, 
     assert record["metrics"]["devices"] == 2 and switches["processes"] == 2
     assert switches["data_parallel"] == "ChainerMN" and switches["communicator"] == "naive"
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_container_profile_through_the_compose_executor(engine, project, synthetic_data, tmp_path):
     matrix = load()
     plan = expand(matrix, "containers")
@@ -231,8 +235,7 @@ def test_container_profile_through_the_compose_executor(engine, project, synthet
     assert all(r["run_id"] == run_dir.name for r in records)
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_a_container_can_write_only_its_own_cells_folder(engine, project, synthetic_data, tmp_path):
     """The executor mounts RUN/cells/.ID/ at /results, never the run or results/: code in the container that tries
     to rewrite another cell's record, the reference records or a file beside the run reaches none of them."""
@@ -265,6 +268,7 @@ def test_a_container_can_write_only_its_own_cells_folder(engine, project, synthe
     assert not (out.parent / f".{cell.id}").exists()
 
 
+@pytest.mark.unit
 def test_benchmark_services_are_hardened():
     """No capability (Chainer's SYS_PTRACE, for MPICH's pidfd_getfd, is the one exception), no privilege gain, the
     image read-only with a tmpfs for what frameworks write, a pid limit; nothing shared between cells but the
@@ -278,6 +282,7 @@ def test_benchmark_services_are_hardened():
         assert any(t.startswith("/tmp:") for t in service["tmpfs"]) and service["pids_limit"] > 0, name
 
 
+@pytest.mark.unit
 def test_an_image_built_before_a_runner_change_is_refused(tmp_path, monkeypatch):
     """The code hash covers the runners, shared/, the Dockerfiles and the family's pins: change one runner line and
     every image of that checkout is stale (scripts.launch.images --if-stale rebuilds it, the executor refuses it)."""
@@ -299,6 +304,7 @@ def test_an_image_built_before_a_runner_change_is_refused(tmp_path, monkeypatch)
 
 # ---------------------------------------------------------------- `docker compose run SERVICE` by hand, on first use
 
+@pytest.mark.integration
 @pytest.mark.parametrize("registry", ["", "ghcr.io/owner/"])
 def test_compose_config_names_images_with_and_without_a_registry(registry):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ROSETTA_", "COMPOSE_"))}
@@ -365,7 +371,7 @@ def pytorch_image_or_skip():
         pytest.fail(message) if IN_CI else pytest.skip(message)
 
 
-@pytest.mark.docker
+@pytest.mark.integration
 def test_an_image_that_is_not_built_is_named_with_the_command_that_builds_it(by_hand, tmp_path):
     """No pull from Docker Hub (whose rosetta/… is not ours): the image, its variant, and `make images`."""
     (tmp_path / "data").mkdir()
@@ -380,8 +386,7 @@ def test_an_image_that_is_not_built_is_named_with_the_command_that_builds_it(by_
     assert not (tmp_path / "data" / "synthetic").exists()
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_every_call_works_on_its_own_data_folder(by_hand, tmp_path):
     """Issue 28's sequences: two calls, each on a new empty data folder, both `ok` (the twin the task needs is made
     in that call's container, the data folder stays untouched and read-only); real data asked for and absent says
@@ -417,7 +422,7 @@ def test_every_call_works_on_its_own_data_folder(by_hand, tmp_path):
     assert proc.returncode == 0 and "made in the container" not in proc.stdout, proc.stdout[-2000:]
 
 
-@pytest.mark.docker
+@pytest.mark.integration
 def test_an_unwritable_results_folder_is_named_before_any_work(by_hand, tmp_path):
     """Docker creates a missing ROSETTA_RESULTS as root while the service runs as ROSETTA_UID: one line naming the
     uid, the folder inside and on the host, and the fix; no traceback. (Mode 555 stops the owner too: the service
@@ -441,8 +446,7 @@ def test_an_unwritable_results_folder_is_named_before_any_work(by_hand, tmp_path
 
 # ---------------------------------------------------------------- last: what the suite left behind
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_after_the_compose_tests_the_users_own_call_works_and_nothing_is_left(engine, tmp_path):
     """Every compose test above ran under a project of its own and took it down: the checkout's default project
     holds no container, network or volume, so the user's plain `docker compose run --rm pytorch-cnn` (no -p) on a

@@ -10,6 +10,8 @@ import pytest
 
 from shared import batching, datasets, params, runner
 
+pytestmark = pytest.mark.unit
+
 
 class FakeResponse(io.BytesIO):
     def __init__(self, data, status=200):

@@ -9,7 +9,7 @@ from scripts import run
 from scripts.plan.matrix import expand, load
 
 
-@pytest.mark.slow
+@pytest.mark.framework
 def test_smoke_profile_end_to_end(tmp_path, synthetic_data, capsys):
     framework_python("pytorch")
     code = run.main(["--profile", "smoke", "--results", str(tmp_path), "--data-root", str(synthetic_data.parent)])
@@ -33,12 +33,14 @@ def test_smoke_profile_end_to_end(tmp_path, synthetic_data, capsys):
     assert {p.name: p.stat().st_mtime_ns for p in (run_dir / "cells").iterdir()} == before
 
 
+@pytest.mark.unit
 def test_missing_real_data_stops_before_launching(tmp_path, capsys):
     assert run.main(["--profile", "full", "--results", str(tmp_path), "--data-root", str(tmp_path)]) == 2
     assert "run `make data` first" in capsys.readouterr().err
     assert not list(tmp_path.glob("full-*"))
 
 
+@pytest.mark.unit
 def test_only_keeps_the_cells_that_contain_any_of_its_texts_and_names_them_when_none_does(tmp_path):
     args = Namespace(resume=None, results=tmp_path, profile="demo", python=None, plan=None,
                      only=["pytorch-cnn", "jax-gru"])

@@ -10,6 +10,8 @@ from scripts.launch import images, venvs
 from scripts.paths import ROOT
 from scripts.plan.matrix import load
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.skipif(shutil.which("hardlink") is None, reason="util-linux's hardlink is not on this host")
 def test_identical_files_of_two_environments_become_one_and_different_ones_stay_apart(tmp_path, monkeypatch):

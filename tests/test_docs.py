@@ -8,6 +8,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.unit
+
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md")),
         *sorted((ROOT / "results").glob("*/README.md"))]
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -127,7 +129,6 @@ CLIS = sorted(p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
               if "argparse.ArgumentParser" in p.read_text())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("module", CLIS)
 def test_every_command_line_option_says_what_it_does(module):
     """`--help` documents every option: an option line with no text beside or under it is a missing help=."""

@@ -7,12 +7,14 @@ Measured by hand (64×64, batch 2): the float32 reference and torchvision's floa
 float64 run by < 1e-6 of that scale, so 1e-4 leaves ~100× room for other kernels' summation orders, while the
 mistakes this test exists to catch move the output by 70× to 3000× more (test_reference_has_teeth below).
 """
-import subprocess
+import functools
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, framework_python, framework_tasks
+import probe
+from conftest import framework_tasks
+from probe import inputs
 from reference import cnn_forward, densenet121_forward, gru_forward, resnet50_forward
 from shared import canonical, params
 
@@ -29,20 +31,19 @@ SCALE_TOLERANCE = 1e-4  # resnet50, densenet121: atol as a fraction of max |expe
 TORCHVISION_PARAMETERS = {"resnet50": 23_508_032, "densenet121": 6_968_206}
 
 
-def inputs(task):
-    rng = np.random.default_rng(7)
-    if task == "cnn":
-        return rng.random((5, 3, 32, 32), dtype=np.float32)
-    if task == "gru":
-        return rng.integers(0, params.GRU["max_features"], (5, 23)).astype(np.int32)
-    return rng.standard_normal((2, 3, 64, 64), dtype=np.float32)   # ImageNet-normalized range; 64×64 keeps it fast
+def reference(framework, task):
+    """The NumPy reference's output for the task's canonical weights and input, in the variant `framework` computes;
+    computed once per task and variant in a session (every framework but CNTK shares one)."""
+    return _reference(task, tuple(sorted(GRU_VARIANT.get(framework, {}).items())) if task == "gru" else ())
 
 
-def reference(framework, task, weights, x):
+@functools.cache
+def _reference(task, variant):
+    weights, x = canonical.random_weights(task), inputs(task)
     if task == "cnn":
         return cnn_forward(weights, x)
     if task == "gru":
-        return gru_forward(weights, x, **GRU_VARIANT.get(framework, {}))
+        return gru_forward(weights, x, **dict(variant))
     return (resnet50_forward if task == "resnet50" else densenet121_forward)(weights, x)
 
 
@@ -56,17 +57,13 @@ def expected_parameters(task, framework=None):
     return count - 3 * params.GRU["hidden"] if task == "gru" and framework in ONE_BIAS_GRU else count
 
 
-@pytest.mark.parametrize("framework, task", framework_tasks(TASKS))
-def test_same_weights_same_logits(framework, task, tmp_path):
-    python = framework_python(framework)
-    weights, x = canonical.random_weights(task), inputs(task)
-    np.savez(tmp_path / "in.npz", x=x, **weights)
-    proc = subprocess.run([str(python), str(ROOT / "tests" / "fw_probe.py"), framework, task,
-                           str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = np.load(tmp_path / "out.npz")
-    expected = reference(framework, task, weights, x)
+@pytest.mark.framework
+@pytest.mark.parametrize("framework, task", [probe.param(f, t) for f, t in framework_tasks(TASKS)])
+@probe.job("forward")
+def test_same_weights_same_logits(framework, task, probes):
+    job = probe.Job("forward", task)
+    out = np.load(probe.outcome(probes.result(framework, job), framework, job))
+    expected = reference(framework, task)
     assert out["logits"].shape == expected.shape
     if task in ("cnn", "gru"):
         np.testing.assert_allclose(out["logits"], expected, rtol=1e-4, atol=1e-4)
@@ -77,6 +74,7 @@ def test_same_weights_same_logits(framework, task, tmp_path):
     assert int(out["parameters"]) == expected_parameters(task, framework)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("task", ["resnet50", "densenet121"])
 def test_canonical_layout_is_torchvision(task):
     """The canonical shapes add up to torchvision's parameter counts (BatchNorm statistics excluded)."""
@@ -85,12 +83,14 @@ def test_canonical_layout_is_torchvision(task):
         2 * sum(name.endswith(".running_var") for name in canonical.SHAPES[task])
 
 
+@pytest.mark.unit
 def test_reference_distinguishes_gru_variants():
     """The check has teeth: the two GRU formulations give clearly different logits for the same weights."""
     weights, x = canonical.random_weights("gru"), inputs("gru")
     assert np.abs(gru_forward(weights, x) - gru_forward(weights, x, reset_after=False)).max() > 1e-2
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("task, variant", [
     ("resnet50", {"v1": True}),            # the stride on the first 1×1 conv (ResNet v1, Keras' ResNet50)
     ("resnet50", {"tf_same": True}),       # TensorFlow "same" padding on strided convs instead of symmetric zeros

@@ -24,6 +24,7 @@ print(json.dumps(counts))
 """
 
 
+@pytest.mark.framework
 @pytest.mark.parametrize("scale", ["full", "demo"])
 def test_model_flops_match_pytorchs_counter(scale):
     cases = []
@@ -43,6 +44,7 @@ def test_model_flops_match_pytorchs_counter(scale):
         assert ours == pytest.approx(counted[task + str(shape)], rel=0.03), (task, scale)
 
 
+@pytest.mark.unit
 def test_training_costs_three_forward_passes_and_extraction_one():
     p = params.task_params("cnn")
     assert flops.per_sample("cnn", p) == 3 * flops.cnn(p)
@@ -54,6 +56,7 @@ ZEN4 = {"cpu": "AMD EPYC", "cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cp
         "cpu_stepping": "1", "cpu_flags": ["avx2", "avx512_bf16", "avx512f", "fma"], "cpu_usable": 2, "cpu_mhz": 2596}
 
 
+@pytest.mark.unit
 def test_efficiency_has_one_denominator_per_machine_and_the_own_gemm_beside_it():
     from shared.calibration import efficiency
     from shared.runner import RunConfig
@@ -81,6 +84,7 @@ def test_efficiency_has_one_denominator_per_machine_and_the_own_gemm_beside_it()
     assert efficiency(cfg, {"samples_per_second": 1.0}, {"gemm_fp32_flops": None})["efficiency_of_gemm"] is None
 
 
+@pytest.mark.unit
 def test_above_a_hundred_percent_of_either_denominator_is_implausible_and_not_an_efficiency():
     from shared import peaks
     assert peaks.shares(2.0, 1.0, 4.0) == {"efficiency": None, "efficiency_of_gemm": 0.5,
@@ -90,6 +94,7 @@ def test_above_a_hundred_percent_of_either_denominator_is_implausible_and_not_an
     assert peaks.shares(1.0, 1.0, 1.0)["implausible"] == []                       # exactly 100 % is possible
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name, precision, tflops", [
     ("NVIDIA H200", "fp32", 67.0), ("NVIDIA H200", "tf32", 494.7), ("NVIDIA H200", "bf16", 989.4),
     ("NVIDIA H100 80GB HBM3", "bf16", 989.4), ("NVIDIA H100 PCIe", "bf16", 756.0),
@@ -103,6 +108,7 @@ def test_gpu_peaks_are_the_datasheets_dense_rates_and_none_where_unsure(name, pr
     assert peaks.gpu_peak(name, precision) == (tflops * 1e12 if tflops else None)
 
 
+@pytest.mark.unit
 def test_a_cpu_peak_comes_from_the_records_own_facts():
     from shared import peaks
     assert peaks.cpu_peak(ZEN4) == 2 * 2596e6 * 32
@@ -116,6 +122,7 @@ def test_a_cpu_peak_comes_from_the_records_own_facts():
     assert peaks.device_peak({}, "cpu", "fp32") == (None, "no CPU clock in the record")
 
 
+@pytest.mark.unit
 def test_a_gemm_faster_than_the_cpu_can_be_is_recorded_as_implausible_not_used(monkeypatch):
     from types import SimpleNamespace
 
@@ -129,6 +136,7 @@ def test_a_gemm_faster_than_the_cpu_can_be_is_recorded_as_implausible_not_used(m
     assert calibration.cpu_ceiling({"cpu_flags": ["avx2", "avx512f"], "cpu_usable": 2}) == 2 * 5e9 * 64
 
 
+@pytest.mark.unit
 def test_a_gpu_cell_calibrates_tf32_as_tf32_and_its_host_to_device_copies(monkeypatch):
     """On a GPU: the GEMM a saturating 8192², fp32 measured as fp32 and a tf32 cell's product as TF32 (never an fp32
     figure taken with TF32 on), and the host-to-device copy from pinned and from pageable memory."""

@@ -264,6 +264,8 @@ def test_images_workflow_lists_every_full_profile_image_and_each_familys_cpu_ima
 
 from scripts.launch import workflow_trust  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 
 def test_no_event_a_fork_can_cause_reaches_a_self_hosted_runner_in_any_workflow():
     assert workflow_trust.findings(WORKFLOWS) == []

@@ -22,6 +22,8 @@ from scripts.plan.matrix import Cell, MatrixError, load, parse
 from scripts.results import records
 from shared import barrier_check, datasets, timing
 
+pytestmark = pytest.mark.unit
+
 DEFAULT = {"cnn": ("fp32",), "gru": ("fp32",), "resnet50": ("bf16",)}
 TUNED = {"cnn": ("amp", "bf16"), "gru": ("fp32",), "resnet50": ("bf16",)}
 EXPECTED = {(f, t, p, tuning) for f in ("pytorch", "jax") for tuning, tasks in (("default", DEFAULT), ("tuned", TUNED))

@@ -51,6 +51,7 @@ def matches(declared, versions):
         and all(any(v == d or v.startswith(d + ".") for d in declared) for v in versions)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("key", sorted(gpu_variants()), ids="-".join)
 def test_declared_cuda_and_cudnn_are_the_pinned_wheels(key):
     variant = gpu_variants()[key]
@@ -68,6 +69,7 @@ def test_declared_cuda_and_cudnn_are_the_pinned_wheels(key):
     assert matches(variant.cudnn, cudnns), (variant.cudnn, cudnns)
 
 
+@pytest.mark.unit
 def test_every_gpu_variant_builds_from_the_local_base_image():
     # bullseye for Theano alone: its GPU backend (libgpuarray, pygpu) comes from Debian, and bookworm dropped it
     bases = {key: v.base_image for key, v in gpu_variants().items()}
@@ -75,6 +77,7 @@ def test_every_gpu_variant_builds_from_the_local_base_image():
     assert bases["theano", "cu118"] == "rosetta/debian:bullseye"
 
 
+@pytest.mark.unit
 def test_pytorch_offers_two_cuda_builds_and_a_cudnn_only_upgrade():
     pytorch = load().frameworks["pytorch"].variants
     gpu = {n: v for n, v in pytorch.items() if v.device == "gpu"}
@@ -92,12 +95,14 @@ REPORT = {"frameworks": {"torch": "2.14.1"}, "cuda": ["13.0.96"], "cudnn": ["9.2
           "gpu_archs": list(CU130.gpu_archs), "ptx": [], "min_driver": "580.65.06"}
 
 
+@pytest.mark.unit
 def test_an_image_that_carries_what_it_declares_passes():
     assert images.mismatches(CU130, REPORT) == []
     cpu = load().frameworks["pytorch"].variants["cpu"]
     assert images.mismatches(cpu, REPORT) == []          # the CPU image may carry CUDA: it declares nothing
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("change, named", [
     ({"cuda": ["12.8.90"]}, "cuda"),
     ({"cudnn": []}, "cudnn"),                             # a GPU image that lost its cuDNN wheel
@@ -110,6 +115,7 @@ def test_an_image_that_differs_from_its_declaration_is_named(change, named):
     assert len(problems) == 1 and problems[0].startswith(named)
 
 
+@pytest.mark.unit
 def test_a_child_variant_is_built_after_its_parent_and_the_gpu_alias_is_the_first_gpu_variant():
     matrix = load()
     pairs = images.wanted(matrix, "full", "pytorch", "cu130-cudnn928")
@@ -119,6 +125,7 @@ def test_a_child_variant_is_built_after_its_parent_and_the_gpu_alias_is_the_firs
     assert images.default_gpu_variant(matrix, "cntk") == "gpu"
 
 
+@pytest.mark.unit
 def test_a_variant_names_its_own_dockerfile_and_the_others_keep_their_familys():
     """Theano's GPU image is Debian's pygpu on bullseye (docker/theano/gpu.Dockerfile); its CPU image stays on pyenv's
     Python 3.7 (docker/pyenv.Dockerfile), and every variant without the key keeps the family's usual Dockerfile."""
@@ -148,7 +155,7 @@ def resolve(variant):
     return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
 
 
-@pytest.mark.slow
+@pytest.mark.network
 def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
     """What `make images PROFILE=full` downloads: each GPU variant's pins resolve to wheels for its image's Python,
     and the resolved CUDA runtime and cuDNN are the declared ones (sdist pins are built on the host: left out)."""
@@ -196,8 +203,7 @@ def inspect(docker, tag):
                                      capture_output=True, text=True).stdout)
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.network
 def test_gpu_images_build_here_and_report_their_cuda_cudnn_and_architectures(engine, gpu_images_removed_after):
     """PyTorch's CUDA 13.0 image, its cuDNN-only sibling and Caffe2's CUDA 10.2 image build from the local Debian
     base with no registry; `make images` itself refuses an image whose report differs from matrix.yaml."""

@@ -76,6 +76,7 @@ def in_julia_image(docker, argv, *, data=None, out=None, env=()):
 SECTIONS = ["Config", "Data", "Model", "Train step", "Evaluate", "Main"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("task", TASKS)
 def test_julia_task_files_have_the_runner_skeleton(task):
     """The Julia task files carry the skeleton every runner has (tests/test_skeleton.py checks the Python ones): a
@@ -90,6 +91,7 @@ def test_julia_task_files_have_the_runner_skeleton(task):
     assert re.search(r"^using Knet$", text, flags=re.M) and text.rstrip().endswith("run_task(main)")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("task", TASKS)
 def test_without_julia_the_cell_is_skipped_with_the_reason(task, synthetic_data, tmp_path):
     out = tmp_path / "r.json"
@@ -106,8 +108,7 @@ def test_without_julia_the_cell_is_skipped_with_the_reason(task, synthetic_data,
 
 # ---------------------------------------------------------------- in Debian's Julia
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_every_julia_file_parses_with_debians_julia(julia_image):
     files = [str(p.relative_to(ROOT)) for p in JULIA_FILES]
     proc = in_julia_image(julia_image, ["julia", "--startup-file=no", "tests/julia/parse_check.jl", *files])
@@ -115,8 +116,7 @@ def test_every_julia_file_parses_with_debians_julia(julia_image):
     assert proc.stdout.splitlines() == [f"ok {f}" for f in files], proc.stdout
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_the_parse_check_catches_a_syntax_error(julia_image, tmp_path):
     """The check above would pass vacuously if Julia's parser errors never reached it."""
     (tmp_path / "bad.jl").write_text("x = (1,\nfunction f()\n")
@@ -139,8 +139,7 @@ def numpy_arrays(task, root):
     return {**dict(zip(names, arrays)), **canonical.init_weights(task)}   # the data and the shared start
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 @pytest.mark.parametrize("task", TASKS)
 def test_the_contract_part_runs_in_julia_and_makes_a_valid_record(task, julia_image, synthetic_data, tmp_path):
     """`python -m runners julia-knet TASK` in Debian's Julia with the contract check on: Julia parses the config and
@@ -191,8 +190,7 @@ def test_the_contract_part_runs_in_julia_and_makes_a_valid_record(task, julia_im
         assert read["arrays"]["orders"]["shape"] == [p["epochs"], steps_per_epoch * p["batch_size"]]
 
 
-@pytest.mark.slow
-@pytest.mark.docker
+@pytest.mark.integration
 def test_without_knet_the_cell_is_skipped_with_the_reason(julia_image, synthetic_data, tmp_path):
     """Debian's Julia without Knet, as on every machine of this project: `skipped`, exit 0, the exact reason."""
     proc = in_julia_image(julia_image, ["python3", "-m", "runners", "julia-knet", "cnn", "--data", "/data/synthetic",

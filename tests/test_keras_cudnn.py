@@ -10,6 +10,8 @@ import pytest
 
 from conftest import ROOT, framework_python
 
+pytestmark = pytest.mark.framework
+
 # Runs in the Keras environment: the runner's own GRU (small sizes), judged on a "gpu" cell and on the CPU.
 PROBE = """
 import json, sys

@@ -20,6 +20,8 @@ from scripts.plan.matrix import Cell, load
 from shared import buildinfo
 from shared.record import read_record
 
+pytestmark = pytest.mark.unit
+
 VALIDATOR = Path(sys.executable).parent / "kubernetes-validate"
 PER_INDEX_VERSIONS = ["1.29.0", "1.31.0", "1.33.0", "1.37.0"]   # backoffLimitPerIndex form (1.37: newest bundled)
 BACKOFF_VERSIONS = ["1.25.0", "1.27.0", "1.28.0"]                # backoffLimit form; 1.25: oldest bundled

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.unit
+
 WINGS = ("plan", "launch", "results")
 # what a module of each kind may import from the project's host side (shared/ is open to all)
 MAY_IMPORT = {

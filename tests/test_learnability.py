@@ -12,11 +12,13 @@ Thresholds are set from measurements at tiny scale, with margin (see the constan
 """
 import functools
 import json
+from pathlib import Path
 
 import pytest
 
 from shared import canonical, datasets, params, timing
 
+import probe
 from conftest import framework_tasks, run_runner
 from reference import resnet50_forward
 
@@ -33,13 +35,15 @@ MIN_ACCURACY_OF = {("tensorflow", "cnn"): 0.99}
 MIN_AUC = 0.6
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("framework, task", framework_tasks(["cnn", "gru"]))
-def test_runner_learns(framework, task, synthetic_data, tmp_path):
-    out = tmp_path / "record.json"
-    proc = run_runner(framework, task, out, "--scale", "tiny", data=synthetic_data)
-    record = json.loads(out.read_text())
-    assert proc.returncode == 0 and record["status"] == "ok", (record["reason"], record["log_tail"], proc.stdout)
+@pytest.mark.framework
+@pytest.mark.parametrize("framework, task", [probe.param(f, t) for f, t in framework_tasks(["cnn", "gru"])])
+@probe.job("run")
+def test_runner_learns(framework, task, probes):
+    """The whole cell through the runner's main, at the tiny scale, in the framework's probe (tests/probe.py)."""
+    job = probe.Job("run", task)
+    out = probe.outcome(probes.result(framework, job), framework, job)
+    record, code = json.loads(out.read_text()), int(Path(f"{out}.rc").read_text())
+    assert code == 0 and record["status"] == "ok", (record["reason"], record["log_tail"])
     assert record["metrics"]["accuracy"] >= MIN_ACCURACY_OF.get((framework, task), MIN_ACCURACY[task]), record["metrics"]
     assert record["cell"]["data"] == "synthetic"
     assert record["metrics"]["parameters"] > 3_000_000
@@ -58,7 +62,7 @@ def tiny_feature_mean(data):
     return float(resnet50_forward(canonical.load(data, "resnet50")[0], images).mean())
 
 
-@pytest.mark.slow
+@pytest.mark.framework
 @pytest.mark.parametrize("framework, task", framework_tasks(["resnet50", "densenet121"]))
 def test_feature_and_multi_device_tasks_run(framework, task, synthetic_data, tmp_path):
     """ResNet-50 extraction, its features the reference's, and DenseNet-121 data-parallel over N CPU

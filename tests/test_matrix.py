@@ -8,6 +8,8 @@ import yaml
 from conftest import ROOT
 from scripts.plan.matrix import MatrixError, expand, load, parse
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture
 def doc():

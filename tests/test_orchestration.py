@@ -16,6 +16,8 @@ from scripts.plan.matrix import Cell, Plan, expand
 from scripts.run import execute
 from shared.record import make_record, read_record, write_atomic, write_record
 
+pytestmark = pytest.mark.unit
+
 FAKE_ROOT = ROOT / "tests" / "fake"
 
 

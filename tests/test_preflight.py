@@ -1,11 +1,15 @@
 """The pre-flight knows which image fits which GPU: a cell whose image has no kernels for the host's GPU is recorded
 `skipped` with the reason before launch, and the rest of the matrix still runs (fake GPU descriptions: no GPU here)."""
+import pytest
+
 from conftest import ROOT  # noqa: F401  (puts the project on sys.path)
 from scripts.launch import preflight
 from scripts.launch.executors import RunSettings
 from scripts.plan.matrix import expand, load
 from scripts.run import execute
 from shared.record import read_record
+
+pytestmark = pytest.mark.unit
 
 H200 = preflight.HostGpu("0", "NVIDIA H200", "9.0")
 A100 = preflight.HostGpu("1", "NVIDIA A100-SXM4-80GB", "8.0")

@@ -20,6 +20,8 @@ from conftest import IN_CI, ROOT
 from scripts.launch.venvs import python_of
 from scripts.plan.matrix import load
 
+pytestmark = pytest.mark.integration
+
 
 
 def missing(message):
@@ -49,7 +51,6 @@ def run_r_runner(framework, task, out, *args, data):
     return proc, json.loads(out.read_text())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("framework, task", [("r-keras", "cnn"), ("r-mxnet", "resnet50")])
 def test_r_record_has_the_whole_schema(framework, task, synthetic_data, tmp_path):
     """The record shared/runner.py writes for every runner (tests/test_runner_contract.py's fields), plus R's

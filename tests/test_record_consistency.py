@@ -10,6 +10,8 @@ import pytest
 from scripts.results import records
 from shared.record import RecordError, write_record
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 CELLS = ROOT / "results" / "reference" / "cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c" / "cells"
 

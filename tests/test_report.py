@@ -13,6 +13,8 @@ from scripts.results import report, verify
 from shared.params import params_hash
 from shared.record import make_record, write_atomic, write_record
 
+pytestmark = pytest.mark.unit
+
 CPU = {"host": "a", "cpu": "AMD EPYC 9B14", "cpu_count": 2, "gpus": [], "driver": None, "cuda": None, "cudnn": None,
        "framework_version": "2.14.1", "cpu_flags": ["avx2", "fma"], "machine_class": "cpu:amd-epyc-9b14:avx2:2c"}
 

@@ -1,9 +1,11 @@
 """The runner contract through the real CLI: exactly one record per invocation, also on failure and skip."""
 import json
 import os
+from pathlib import Path
 
 import pytest
 
+import probe
 from conftest import run_runner
 from runners import FRAMEWORKS
 from shared import datasets, flops
@@ -12,6 +14,7 @@ from shared.runner import parser
 from shared.timing import MIN_SAMPLES
 
 
+@pytest.mark.framework
 def test_missing_data_is_a_failed_record_that_says_what_to_do(tmp_path):
     out = tmp_path / "r.json"
     proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", data=tmp_path / "nowhere")
@@ -20,6 +23,7 @@ def test_missing_data_is_a_failed_record_that_says_what_to_do(tmp_path):
     assert "make data" in record["reason"] and record["cell"]["data"] == "missing"
 
 
+@pytest.mark.framework
 def test_an_unwritable_results_folder_is_one_line_before_any_work(tmp_path):
     """No traceback from the record's atomic write at the end (issue 28): the runner tries its folder first and
     says which user, which folder (the host's, in a container) and what fixes it; nothing runs, nothing is written."""
@@ -37,6 +41,7 @@ def test_an_unwritable_results_folder_is_one_line_before_any_work(tmp_path):
     assert f"`sudo chown -R {os.getuid()}:{os.getgid()} ./results/compose`" in proc.stderr
 
 
+@pytest.mark.unit
 def test_by_hand_a_missing_twin_is_made_for_this_call_only(tmp_path, monkeypatch):
     """`docker compose run --rm pytorch-cnn` on a folder without twins (compose sets ROSETTA_TWINS_SCRATCH): the task's
     twin is made in the scratch folder and the cell reads it; the data folder is not touched. The orchestrator sets
@@ -63,6 +68,7 @@ def test_by_hand_a_missing_twin_is_made_for_this_call_only(tmp_path, monkeypatch
     assert twins_for_this_call(cfg) == cfg and not (tmp_path / "other").exists()
 
 
+@pytest.mark.framework
 @pytest.mark.parametrize("precision", ["tf32", "amp"])
 def test_gpu_only_precisions_skip_on_cpu(precision, synthetic_data, tmp_path):
     out = tmp_path / "r.json"
@@ -73,6 +79,7 @@ def test_gpu_only_precisions_skip_on_cpu(precision, synthetic_data, tmp_path):
     assert "placement" not in record["system"]          # no work: no cores' distance around it (shared/placement.py)
 
 
+@pytest.mark.framework
 def test_gpu_device_without_gpu_fails_with_a_hint(synthetic_data, tmp_path):
     """A missing GPU is a broken install or launch, never an unsupported cell: `failed`, so `--resume` retries it."""
     out = tmp_path / "r.json"
@@ -82,6 +89,7 @@ def test_gpu_device_without_gpu_fails_with_a_hint(synthetic_data, tmp_path):
     assert "0 visible" in record["reason"] and "nvidia-smi" in record["reason"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("argv, message", [
     (["--gpus", "0"], "argument --gpus: must be 1 or more, got 0"),
     (["--gpus", "-2"], "argument --gpus: must be 1 or more, got -2"),
@@ -102,6 +110,7 @@ def test_bad_arguments_are_refused_before_anything_runs(argv, message, tmp_path,
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.unit
 def test_unknown_framework_and_task_list_the_choices(tmp_path, capsys):
     for argv, message in ((["pytroch", "cnn"], "argument framework: invalid choice: 'pytroch' (choose from 'caffe2'"),
                           (["pytorch", "lstm"], "argument task: invalid choice: 'lstm' (choose from 'cnn'")):
@@ -110,6 +119,7 @@ def test_unknown_framework_and_task_list_the_choices(tmp_path, capsys):
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("variable, value, message", [
     ("ROSETTA_GPUS", "0", "argument --gpus: must be 1 or more, got 0"),
     ("ROSETTA_PRECISION", "fp8", "argument --precision: invalid choice: 'fp8' (choose from fp32, tf32, amp, bf16)"),
@@ -124,12 +134,14 @@ def test_defaults_from_the_environment_are_checked_like_flags(variable, value, m
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.unit
 def test_defaults_from_the_environment_are_used(monkeypatch, tmp_path):
     monkeypatch.setenv("ROSETTA_GPUS", "4")
     args = parser(FRAMEWORKS).parse_args(["pytorch", "cnn", "--data", str(tmp_path), "--out", str(tmp_path / "r")])
     assert args.gpus == 4 and args.repeats == 5
 
 
+@pytest.mark.framework
 def test_unknown_switch_fails_naming_it(synthetic_data, tmp_path):
     out = tmp_path / "r.json"
     proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", "--switch", "turbo=on", data=synthetic_data)
@@ -137,6 +149,7 @@ def test_unknown_switch_fails_naming_it(synthetic_data, tmp_path):
     assert proc.returncode == 1 and "turbo" in record["reason"] and "known:" in record["reason"]
 
 
+@pytest.mark.framework
 def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     out = tmp_path / "r.json"
     run_runner("pytorch", "resnet50", out, "--scale", "tiny", "--repeats", "3", "--switch", "channels_last=on",
@@ -176,6 +189,7 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     assert metrics["achieved_flops"] > 0 and metrics["efficiency_of_gemm"] > 0 and metrics["peak_flops"] > 0
 
 
+@pytest.mark.framework
 def test_a_tuned_cell_runs_its_runners_tuned_switches_or_is_skipped_saying_so(synthetic_data, tmp_path):
     """PyTorch's CNN has TUNED switches, applied before the command line's; Chainer's has none: its tuned cell is
     skipped, never a default run wearing the tuned id."""
@@ -200,7 +214,7 @@ def test_a_tuned_cell_runs_its_runners_tuned_switches_or_is_skipped_saying_so(sy
         resolve_switches({"dropout": True}, cfg, {"turbo": True})
 
 
-@pytest.mark.slow
+@pytest.mark.framework
 def test_a_tuned_feature_extractor_compiles_and_extracts_the_same_features(synthetic_data, tmp_path):
     """PyTorch's tuned ResNet-50 (NHWC, Inductor) on the CPU: it compiles, its passes are timed after the warm-up that
     absorbs the compile, and its features are the default cell's (the same mean over the same images and weights)."""
@@ -217,6 +231,7 @@ def test_a_tuned_feature_extractor_compiles_and_extracts_the_same_features(synth
                                                                          rel=1e-4)
 
 
+@pytest.mark.unit
 def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_error(synthetic_data, tmp_path):
     """A broken environment (here: the host's Python, which has no CNTK; in a real one a missing libmpi.so.12) ends
     the cell `failed` with the import's own message and how to rebuild, never `skipped`."""
@@ -239,13 +254,15 @@ TUNED_MAINS = [("pytorch", "gru"), ("tensorflow", "cnn"), ("jax", "cnn"), ("jax"
                ("keras-jax", "cnn"), ("keras-torch", "cnn"), ("keras-torch", "gru")]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("framework, task", TUNED_MAINS)
-def test_every_tuned_training_cell_runs_whole(synthetic_data, tmp_path, framework, task):
-    out = tmp_path / "r.json"
-    proc = run_runner(framework, task, out, "--scale", "tiny", "--tuning", "tuned", data=synthetic_data)
-    record = json.loads(out.read_text())
-    assert proc.returncode == 0 and record["status"] == "ok", record.get("reason") or record["log_tail"]
+@pytest.mark.framework
+@pytest.mark.parametrize("framework, task, tuning", [probe.param(f, t, "tuned") for f, t in TUNED_MAINS])
+@probe.job("run")
+def test_every_tuned_training_cell_runs_whole(probes, framework, task, tuning):
+    """Through the runner's main in the framework's probe (tests/probe.py), after its default jobs."""
+    job = probe.Job("run", task, tuning)
+    out = probe.outcome(probes.result(framework, job), framework, job)
+    record, code = json.loads(out.read_text()), int(Path(f"{out}.rc").read_text())
+    assert code == 0 and record["status"] == "ok", record.get("reason") or record["log_tail"]
     assert record["cell"]["tuning"] == "tuned" and len(record["timing"]["values"]) >= 2
     switches = record["system"]["switches"]
     if framework.startswith("keras"):      # the backend's own limit, recorded as it ran

@@ -45,6 +45,7 @@ def snapshot(folder):
 
 # ---------------------------------------------------------------- the plan file
 
+@pytest.mark.unit
 def test_the_plan_file_round_trips_and_names_image_service_and_archs(tmp_path):
     plan_file = plans.make(load(), "full", "full-1")
     plans.write(tmp_path / "plan.json", plan_file)
@@ -58,6 +59,7 @@ def test_the_plan_file_round_trips_and_names_image_service_and_archs(tmp_path):
         again.find(index=len(again.cells))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, message", [
     ("{not json", "not a readable plan file"),
     ('{"schema": 7, "cells": []}', "plan schema 7"),
@@ -69,6 +71,7 @@ def test_a_broken_plan_file_is_refused_saying_how_to_make_one(tmp_path, text, me
         plans.read(tmp_path / "plan.json")
 
 
+@pytest.mark.unit
 def test_a_hand_edited_cell_is_refused(tmp_path):
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "s"))
     doc = json.loads((tmp_path / "plan.json").read_text())
@@ -78,6 +81,7 @@ def test_a_hand_edited_cell_is_refused(tmp_path):
         plans.read(tmp_path / "plan.json")
 
 
+@pytest.mark.unit
 def test_a_cell_that_appears_twice_is_refused(tmp_path):
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "s"))
     doc = json.loads((tmp_path / "plan.json").read_text())
@@ -87,6 +91,7 @@ def test_a_cell_that_appears_twice_is_refused(tmp_path):
         plans.read(tmp_path / "plan.json")
 
 
+@pytest.mark.unit
 def test_scripts_cell_refuses_an_index_outside_the_plan_before_running_anything(tmp_path):
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "s"))
     out = subprocess.run([sys.executable, "-m", "scripts.cell", str(tmp_path / "plan.json"), "--run-dir",
@@ -95,7 +100,7 @@ def test_scripts_cell_refuses_an_index_outside_the_plan_before_running_anything(
     assert out.returncode == 2 and "outside the plan" in out.stderr and not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.framework
 def test_a_cell_picked_by_its_completion_index_records_its_host_and_gpus(tmp_path, synthetic_data):
     plan_file = plans.make(load(), "smoke", "k8s-like")
     plans.write(tmp_path / "plan.json", plan_file)
@@ -109,6 +114,7 @@ def test_a_cell_picked_by_its_completion_index_records_its_host_and_gpus(tmp_pat
     assert r["system"]["host"] == "node-7" and r["system"]["gpu_ids"] == "3"
 
 
+@pytest.mark.unit
 def test_site_container_runtimes_start_the_cells_image_with_data_read_only(tmp_path):
     plan_file = plans.make(load(), "full", "f")
     planned = next(c for c in plan_file.cells if c.cell.framework == "pytorch")
@@ -132,6 +138,7 @@ def test_site_container_runtimes_start_the_cells_image_with_data_read_only(tmp_p
 
 # ---------------------------------------------------------------- merging records from several hosts
 
+@pytest.mark.unit
 def test_records_from_several_hosts_merge_into_one_report_idempotently(tmp_path):
     first = record("pytorch", status="failed", host="node-a", gpu_ids="1")
     retry = record("pytorch", host="node-b", gpu_ids="0", started="2026-12-03T11:00:00+00:00")
@@ -166,6 +173,7 @@ def test_records_from_several_hosts_merge_into_one_report_idempotently(tmp_path)
     assert [read_record(p) for p in (reverse / "attempts" / first[0]).glob("*.json")] == [first[1]]
 
 
+@pytest.mark.unit
 def test_merge_quarantines_what_is_not_a_record_and_names_the_file(tmp_path):
     (tmp_path / "src" / "cells").mkdir(parents=True)
     (tmp_path / "src" / "cells" / "x.json").write_text("{truncated")
@@ -179,6 +187,7 @@ def test_merge_quarantines_what_is_not_a_record_and_names_the_file(tmp_path):
     assert out.returncode == 2 and "no such file or folder" in out.stderr
 
 
+@pytest.mark.unit
 def test_a_record_copied_twice_under_different_folders_is_one_cell(tmp_path):
     cid, r = record("pytorch")
     sources = [host_folder(tmp_path, "a", (cid, r)), host_folder(tmp_path, "copy", (cid, r))]
@@ -186,6 +195,7 @@ def test_a_record_copied_twice_under_different_folders_is_one_cell(tmp_path):
     assert counts["new"] == 1 and counts["same"] == 1 and not (tmp_path / "run" / "attempts").exists()
 
 
+@pytest.mark.unit
 def test_a_runner_host_checks_only_the_image_or_environment_of_its_own_cell(monkeypatch):
     """A GitHub runner builds one image per job: the compose executor must not ask for the whole plan's images."""
     from scripts import cell as cell_module

@@ -13,6 +13,8 @@ import yaml
 from conftest import IN_CI, ROOT
 from shared.sysinfo import memory_gib, usable_cpus
 
+pytestmark = pytest.mark.unit
+
 H200 = "GPU 0: NVIDIA H200 (UUID: GPU-5f1c0e4b-0000-0000-0000-000000000000)"
 CDI_SPEC = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n  - name: '0'\n"
 

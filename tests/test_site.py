@@ -17,6 +17,7 @@ PAGES = ["index.html", "lessons.html"] + [f"{kind}-{t}.html" for t in ("cnn", "g
                                           for kind in ("rosetta", "code", "results")]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("task, package", [(t, p) for t, runners in site.runner_files().items() for p in runners])
 def test_every_runner_has_its_six_sections(task, package):
     path, _ = site.runner_files()[task][package]
@@ -24,6 +25,7 @@ def test_every_runner_has_its_six_sections(task, package):
     assert list(found) == list(site.SECTIONS) and all(found[name].strip() for name in ("Model", "Main"))
 
 
+@pytest.mark.unit
 def test_every_system_and_task_is_on_the_side_by_side_pages():
     files = site.runner_files()
     frameworks = {fid for runners in files.values() for _, fids in runners.values() for fid in fids}
@@ -32,6 +34,7 @@ def test_every_system_and_task_is_on_the_side_by_side_pages():
     assert any(path.suffix == ".jl" for _, (path, _) in files["gru"].items())
 
 
+@pytest.mark.unit
 def test_a_runner_without_its_markers_is_named(tmp_path):
     text = (ROOT / "runners" / "pytorch" / "cnn.py").read_text().replace("# ==== Evaluate ====", "# evaluate")
     (tmp_path / "cnn.py").write_text(text)
@@ -39,6 +42,7 @@ def test_a_runner_without_its_markers_is_named(tmp_path):
         site.sections(tmp_path / "cnn.py")
 
 
+@pytest.mark.unit
 def test_the_lessons_a_section_cites_are_found():
     assert site.lessons_in("ReLU after pooling (lesson 10), dropout off (lessons 4), TNC (lesson RNN 2), lesson 99") \
         == ["cnn-4", "cnn-10", "rnn-2"]
@@ -46,6 +50,7 @@ def test_the_lessons_a_section_cites_are_found():
 
 # ---------------------------------------------------------------- the Rosetta index's markers
 
+@pytest.mark.unit
 @pytest.mark.parametrize("task, package", [(t, p) for t, runners in site.runner_files().items() for p in runners])
 def test_every_runner_marks_every_concept_of_its_task(task, package):
     """`# rosetta: CONCEPT` above the lines that do it, in the task module or its package's shared files; a runner
@@ -59,6 +64,7 @@ def test_every_runner_marks_every_concept_of_its_task(task, package):
         assert all(text.strip() for _, _, text in snippets), (concept, path)
 
 
+@pytest.mark.unit
 def test_every_marker_in_the_runners_names_a_concept_of_its_file():
     """A task module may name only its task's concepts; a shared file (`__init__.py`, keras.R, common.jl) any."""
     files = [p for p in (ROOT / "runners").rglob("*") if p.suffix in rosetta.SOURCES]
@@ -69,6 +75,7 @@ def test_every_marker_in_the_runners_names_a_concept_of_its_file():
     assert all((t in rosetta.TASK_CONCEPTS) for t in site.TASKS)
 
 
+@pytest.mark.unit
 def test_a_marker_naming_no_concept_fails_with_its_file_and_line(tmp_path):
     lines = (ROOT / "runners" / "pytorch" / "cnn.py").read_text().splitlines()
     lines.insert(3, "# rosetta: optimiser")
@@ -81,6 +88,7 @@ def test_a_marker_naming_no_concept_fails_with_its_file_and_line(tmp_path):
         rosetta.concepts_of("cnn", tmp_path / "cnn.py")
 
 
+@pytest.mark.unit
 def test_a_cell_ends_at_a_blank_line_a_dedent_the_next_marker_or_end(tmp_path):
     (tmp_path / "cnn.R").write_text("""# rosetta: model
 model <- function(x) {
@@ -138,6 +146,7 @@ def built(run_folders, tmp_path_factory):
     return out, site.build(out, run_folders)
 
 
+@pytest.mark.unit
 def test_the_site_builds_every_page_and_links_only_inside_itself(built):
     out, summary = built
     assert all((out / name).is_file() for name in PAGES) and summary["plots"] >= 1
@@ -157,6 +166,7 @@ def test_the_site_builds_every_page_and_links_only_inside_itself(built):
         assert not re.search(r"""href=["'](?!#)|url\((?!#)""", path.read_text()), path
 
 
+@pytest.mark.unit
 def test_the_rosetta_pages_show_every_concept_linked_to_its_line(built):
     """Rows the task's concepts with their descriptions, a cell per runner, each snippet linked to its source page at
     the marked line (an anchor that exists there, on the line after the marker)."""
@@ -176,6 +186,7 @@ def test_the_rosetta_pages_show_every_concept_linked_to_its_line(built):
     assert all(f'href="rosetta-{t}.html"' in index for t in site.TASKS)
 
 
+@pytest.mark.unit
 def test_results_of_two_machine_classes_are_two_columns_with_their_records(built, run_folders):
     out, _ = built
     text = (out / "results-cnn.html").read_text()
@@ -188,6 +199,7 @@ def test_results_of_two_machine_classes_are_two_columns_with_their_records(built
     assert re.search(r'href="logs/run/demo-20261204-100000/[^"]+\.log"', group)
 
 
+@pytest.mark.unit
 def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(synthetic_data, tmp_path, monkeypatch):
     """A submission is a whole profile (the checker re-derives the plan): the smoke profile, run by the fake runners."""
     from scripts.launch.executors import LocalExecutor, RunSettings
@@ -214,6 +226,7 @@ def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(synthetic_d
     assert "community/someone-cpu" in (out / "results-cnn.html").read_text()
 
 
+@pytest.mark.unit
 def test_make_site_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert site.main([str(tmp_path), "--out", str(tmp_path / "site")]) == 2
     assert "not run folders" in capsys.readouterr().err
@@ -255,7 +268,7 @@ def only_local_requests(browser):
     return [n for n in names if not n.startswith("file://")]
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_in_a_browser_the_choosers_pick_columns_and_nothing_leaves_file(built, browser, tmp_path):
     out, _ = built
     for name in PAGES:
@@ -273,7 +286,7 @@ def test_in_a_browser_the_choosers_pick_columns_and_nothing_leaves_file(built, b
     assert browser.get_log("browser") == []
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_in_a_browser_the_filters_hide_columns_and_groups(built, browser, tmp_path):
     out, _ = built
     open_page(browser, out, "results-resnet50.html", tmp_path)
@@ -294,6 +307,7 @@ def test_in_a_browser_the_filters_hide_columns_and_groups(built, browser, tmp_pa
     assert browser.get_log("browser") == []
 
 
+@pytest.mark.unit
 def test_the_first_page_says_what_this_is_and_what_was_found(built):
     """A headline per task and reference (fastest, slowest, the factor), the systems, the date and commit, the
     original project, and the words the pages use."""
@@ -306,6 +320,7 @@ def test_the_first_page_says_what_this_is_and_what_was_found(built):
         assert f"<dt>{term}" in text, term
 
 
+@pytest.mark.unit
 def test_filters_are_hidden_until_javascript_shows_them_and_versions_have_one_spelling(built):
     out, _ = built
     text = (out / "results-resnet50.html").read_text()
@@ -315,7 +330,7 @@ def test_filters_are_hidden_until_javascript_shows_them_and_versions_have_one_sp
     assert report.version_text(91900, "cudnn") == "9.19.0" and report.version_text(8902, "cudnn") == "8.9.2"
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("width", [1440, 390])
 def test_in_a_browser_pages_fit_the_window(built, browser, width, tmp_path):
     """No page is wider than the window at 1440 px, with two and with four code columns, nor on a phone (390 px,

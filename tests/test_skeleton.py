@@ -9,6 +9,8 @@ from runners import FRAMEWORKS
 from scripts.plan.matrix import load
 from shared import params
 
+pytestmark = pytest.mark.unit
+
 SECTIONS = ["Config", "Data", "Model", "Train step", "Evaluate", "Main"]
 NAMES = {"load_data", "build_model", "evaluate", "main"}
 FRAMEWORK_MODULES = {"torch", "torchvision", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax", "mxnet",

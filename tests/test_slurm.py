@@ -51,7 +51,7 @@ def overlapping(a, b):
     return a["started_at"] < b["finished_at"] and b["started_at"] < a["finished_at"]
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_plan_runs_as_slurm_arrays_two_at_a_time_and_the_merge_runs_after_a_failure(tmp_path, synthetic_data):
     needs_cluster()
     data_root = tmp_path / "data"
@@ -97,7 +97,7 @@ def test_a_plan_runs_as_slurm_arrays_two_at_a_time_and_the_merge_runs_after_a_fa
     assert "--dependency=afterany:" in (run_dir / "slurm" / "merge.sbatch").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_slurm_without_gpus_or_with_too_small_nodes_is_refused_before_submitting(tmp_path):
     needs_cluster()
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "refused"))
@@ -111,6 +111,7 @@ def test_a_slurm_without_gpus_or_with_too_small_nodes_is_refused_before_submitti
         assert out.returncode == 2 and "need 2 GPUs on one node" in out.stderr and "has 1" in out.stderr
 
 
+@pytest.mark.unit
 def test_array_specs_gres_parsing_and_limits():
     assert slurm.array_spec([0, 1, 2, 4, 6, 7], 3) == "0-2,4,6-7%3"
     assert slurm.node_gpus("gpu:2\n(null)\ngpu:h100:8(S:0-1)\n") == 8 and slurm.node_gpus("(null)\n") == 0
@@ -120,6 +121,7 @@ def test_array_specs_gres_parsing_and_limits():
     slurm.check_cluster(plan_file, 1001, 2)
 
 
+@pytest.mark.unit
 def test_dry_run_writes_the_scripts_for_each_runtime(tmp_path, synthetic_data):
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "dry"))
     for runtime, prefix in (("pyxis", "registry.example.org#"), ("apptainer", "/shared/sif")):

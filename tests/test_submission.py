@@ -22,6 +22,8 @@ from scripts.run import execute
 from shared import params, sysinfo, timing
 from shared.timing import summarize
 
+pytestmark = pytest.mark.unit
+
 RUN_ID = "smoke-20261204-101500"
 TEST_HOST = "rosetta-test-host-7"
 NAME = "test-submission"

@@ -18,6 +18,8 @@ from scripts.plan.matrix import Plan, expand, load
 from scripts.run import execute, local_environments
 from shared.record import read_record
 
+pytestmark = pytest.mark.unit
+
 FAKE_CHECK = "exe:rosetta-fake-tool"
 
 

@@ -4,6 +4,8 @@ import pytest
 
 from shared import sysinfo, threads
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("usable, intra", [(2, 2), (1.5, 1), (0.5, 1), (16, 16)])
 def test_intra_op_is_the_usable_cpus_rounded_down_and_inter_op_one(usable, intra):

@@ -4,6 +4,8 @@ import pytest
 
 from shared import timing
 
+pytestmark = pytest.mark.unit
+
 
 class FakeClock:
     """time.perf_counter for shared.timing: advances only when a step runs (by that step's cost) and counts barriers."""

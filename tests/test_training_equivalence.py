@@ -10,16 +10,18 @@ reference of tests/train_reference.py (float64):
 A framework whose rule differs by design is checked against that variant of the reference (VARIANTS), and its
 record names the difference in `metrics.differences`.
 """
-import subprocess
+import functools
 
 import numpy as np
 import pytest
 
+import probe
 import train_reference
-from conftest import ROOT, framework_python, framework_tasks
+from conftest import framework_tasks
+from probe import batch
 from shared import canonical, params
 
-STEPS = 3
+STEPS = probe.TRAIN_STEPS
 LOSS_TOLERANCE = 1e-4      # float32 forward passes differ from the float64 reference by < 1e-6 here
 # Per array, after step 1 and after the last: (norm, largest element) of the update's error relative to the
 # reference update's. The norm checks the update as a whole (rate, momentum, loss reduction), the largest element any
@@ -44,16 +46,6 @@ for framework in ("tensorflow", "keras-tf", "r-keras"):
 VARIANTS["cntk", "gru"] = {**EPSILON_HAT, "reset_after": False, "one_bias": True}
 
 
-def batch(task):
-    """One fixed batch of the task's batch size: CIFAR-like images in [0, 1] or IMDB-length token ids, and labels."""
-    rng = np.random.default_rng(11)
-    p = params.TASK_PARAMS[task]
-    if task == "cnn":
-        return rng.random((p["batch_size"], 3, 32, 32), dtype=np.float32), rng.integers(0, 10, p["batch_size"])
-    tokens = rng.integers(1, p["max_features"], (p["batch_size"], p["maxlen"])).astype(np.int32)
-    return tokens, rng.integers(0, 2, p["batch_size"])
-
-
 def update_rule(task, variant):
     p = params.TASK_PARAMS[task]
     if task == "cnn":
@@ -63,19 +55,19 @@ def update_rule(task, variant):
                                 sparse_squares=variant.get("sparse_squares", False))
 
 
-def reference(framework, task, weights, x, y):
-    variant = VARIANTS.get((framework, task), {})
+def reference(framework, task):
+    """The float64 reference's (losses, weights after each step) from the canonical start on the fixed batch, for
+    the rule `framework` computes; computed once per task and rule in a session (most frameworks share one)."""
+    return _reference(task, tuple(sorted(VARIANTS.get((framework, task), {}).items())))
+
+
+@functools.cache
+def _reference(task, variant):
+    variant = dict(variant)
+    x, y = batch(task)
     forward = {key: variant[key] for key in ("reset_after", "one_bias") if key in variant}
-    return train_reference.train(task, weights, x, y.astype(np.int64), update_rule(task, variant), STEPS, **forward)
-
-
-def run_probe(framework, task, weights, x, y, tmp_path, tuning="default"):
-    np.savez(tmp_path / "in.npz", x=x, y=y.astype(np.int32), **weights)
-    proc = subprocess.run([str(framework_python(framework)), str(ROOT / "tests" / "fw_train_probe.py"), framework,
-                           task, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"), str(STEPS), tuning],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return np.load(tmp_path / "out.npz")
+    return train_reference.train(task, canonical.init_weights(task), x, y.astype(np.int64),
+                                 update_rule(task, variant), STEPS, **forward)
 
 
 def update_errors(out, start, expected, step):
@@ -97,16 +89,19 @@ TUNED = [(f, t) for f in ("pytorch", "jax", "keras-tf", "keras-jax", "keras-torc
     + [("tensorflow", "cnn")]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("framework, task, tuning", [(f, t, "default") for f, t in framework_tasks(["cnn", "gru"])]
-                         + [(f, t, "tuned") for f, t in TUNED])
-def test_same_training_steps(framework, task, tuning, tmp_path):
+@pytest.mark.framework
+@pytest.mark.parametrize("framework, task, tuning", [probe.param(f, t, "default")
+                                                     for f, t in framework_tasks(["cnn", "gru"])]
+                         + [probe.param(f, t, "tuned") for f, t in TUNED])
+@probe.job("train")
+def test_same_training_steps(framework, task, tuning, probes):
     """A tuned cell (compiled, fused, another memory layout) is held to the same reference as its default sibling:
-    the same work, whatever path it takes."""
+    the same work, whatever path it takes. The probe ran the runner's train_steps on these inputs (tests/probe.py)."""
+    job = probe.Job("train", task, tuning)
+    out = np.load(probe.outcome(probes.result(framework, job), framework, job))
     weights = canonical.init_weights(task)
     x, y = batch(task)
-    out = run_probe(framework, task, weights, x, y, tmp_path, tuning)
-    losses, expected = reference(framework, task, weights, x, y)
+    losses, expected = reference(framework, task)
     np.testing.assert_allclose(out["loss"], losses, rtol=0, atol=LOSS_TOLERANCE)
     start = train_reference.start(weights, VARIANTS.get((framework, task), {}).get("one_bias", False))
     for step in (1, STEPS):
@@ -117,6 +112,7 @@ def test_same_training_steps(framework, task, tuning, tmp_path):
             f"step {step}: update off the reference by (norm, largest element) {summary}"
 
 
+@pytest.mark.unit
 def test_reference_tells_the_update_rules_apart():
     """The check has teeth: each named variant moves the GRU's first-step update (or the CNN's third) far beyond the
     bounds, so a framework checked against the wrong rule fails (a short batch keeps this test fast)."""

@@ -527,6 +527,8 @@ from datetime import datetime as _datetime, timedelta as _timedelta, timezone as
 
 from hypothesis import HealthCheck, assume, given, settings, strategies as st  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 _ids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,12}\Z")
 _text = st.text(max_size=40) | st.sampled_from(["$\\undefinedmacro$", "$x^$", '"><img src=x onerror=alert(1)>',
                                                  "a | b\n| c |", "=HYPERLINK(\"x\")", "%s%n", "\\"])

@@ -24,6 +24,8 @@ from shared import timing
 from shared.params import params_hash, task_params
 from shared.record import write_record
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference" / "cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c"
 SECOND_RUN = ROOT / "tests" / "data" / "second-run"
@@ -1043,9 +1045,12 @@ def test_the_quality_margin_may_only_tighten(honest, tmp_path, capsys):
     assert verify.main(["--reference", str(REFERENCE), "--run", str(run), "--quality-margin", "0.01"]) in (0, 1)
 
 
-def test_a_run_whose_every_cell_failed_fails_and_is_not_incomparable(honest, tmp_path, capsys):
+def test_a_run_whose_every_cell_failed_fails_and_is_not_incomparable(honest, tmp_path, capsys, monkeypatch):
     """A broken install (every cell failed, or no record at all) was 'incomparable' (exit 3) where verify chose the
-    reference by the run's ok records; it is judged against this machine class's reference and fails."""
+    reference by the run's ok records; it is judged against this machine class's reference and fails. The machine
+    running the test is made the reference's class: on any other, an empty run has no reference (exit 3, rightly)."""
+    reference_class = verify.machine_class(next(iter(honest.values())))
+    monkeypatch.setattr(verify, "this_machine", lambda: (reference_class, {}))
     failed = {}
     for cell_id, record in honest.items():
         record = json.loads(json.dumps(record))

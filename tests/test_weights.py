@@ -168,6 +168,7 @@ def canonical_name(name):
     return weights.DENSENET_OLD_KEY.sub(r"\1\2", name)
 
 
+@pytest.mark.framework
 @pytest.mark.parametrize("fmt", ["zip", "legacy", "tar"])
 @pytest.mark.parametrize("task", list(TINY))
 def test_read_pth_gives_what_torch_saved(published, task, fmt):
@@ -179,6 +180,7 @@ def test_read_pth_gives_what_torch_saved(published, task, fmt):
         np.testing.assert_array_equal(state[name], array, err_msg=name)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("task", list(TINY))
 def test_download_check_convert_then_load(published, server, tmp_path, monkeypatch, task):
     files, expected = published
@@ -205,6 +207,7 @@ def test_download_check_convert_then_load(published, server, tmp_path, monkeypat
     assert len(server.requests) == 1
 
 
+@pytest.mark.unit
 def test_corrupt_download_is_deleted_and_reported(published, server, tmp_path, monkeypatch, capsys):
     files, _ = published
     name = publish(server, tmp_path, monkeypatch, "resnet50", files["resnet50", "zip"], prefix="00000000")
@@ -218,6 +221,7 @@ def test_corrupt_download_is_deleted_and_reported(published, server, tmp_path, m
     assert capsys.readouterr().err.startswith("error: ")
 
 
+@pytest.mark.unit
 def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_load(published, server, tmp_path,
                                                                                      monkeypatch):
     """torchvision publishes 32 bits of each file's SHA-256: a later download of the same URL must be the file first
@@ -248,12 +252,14 @@ def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_lo
     assert not npz.exists()
 
 
+@pytest.mark.unit
 def test_unreachable_server_says_how_to_work_offline(tmp_path, monkeypatch):
     monkeypatch.setitem(weights.SOURCES, "resnet50", "http://127.0.0.1:9/resnet50-11ad3fa6.pth")
     with pytest.raises(DataError, match="cannot download .*--from resnet50-11ad3fa6.pth"):
         weights.prepare(tmp_path, ["resnet50"])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("fmt", ["legacy", "tar"])
 def test_from_a_copied_file(published, tmp_path, monkeypatch, fmt):
     """Air-gapped hosts: a published file copied by hand is checked and converted; a wrong one is kept, reported."""
@@ -276,6 +282,7 @@ def test_from_a_copied_file(published, tmp_path, monkeypatch, fmt):
     assert weights.main(["--root", str(tmp_path / "data"), "--from", str(tmp_path / "densenet121-gone.pth")]) == 2
 
 
+@pytest.mark.unit
 def test_conversion_checks_every_name_and_shape():
     shapes = TINY["resnet50"]
     state = {name: np.zeros(shape, np.float32) for name, shape in shapes.items()}
@@ -288,12 +295,14 @@ def test_conversion_checks_every_name_and_shape():
         weights.to_canonical({**state, "layer9.0.conv1.weight": np.zeros(1)}, "resnet50", shapes)
 
 
+@pytest.mark.unit
 def test_densenet_old_keys_as_torchvision_renames_them():
     assert canonical_name("features.denseblock3.denselayer12.norm.2.running_var") == \
         "features.denseblock3.denselayer12.norm2.running_var"
     assert canonical_name("features.transition1.norm.weight") == "features.transition1.norm.weight"
 
 
+@pytest.mark.unit
 def test_a_file_that_would_run_code_is_refused(tmp_path):
     path = tmp_path / "evil.pth"
     path.write_bytes(pickle.dumps(print))                       # any global outside a state dict's few
@@ -301,6 +310,7 @@ def test_a_file_that_would_run_code_is_refused(tmp_path):
         weights.read_pth(path)
 
 
+@pytest.mark.unit
 def test_published_names_carry_their_hash_prefix():
     assert weights.hash_prefix(weights.SOURCES["resnet50"]) == "11ad3fa6"
     assert weights.hash_prefix(weights.SOURCES["densenet121"]) == "a639ec97"

@@ -2,7 +2,11 @@
 a wheel swapped in the folder since (scripts/launch/wheelhouse.py)."""
 import sys
 
+import pytest
+
 from scripts.launch import wheelhouse
+
+pytestmark = pytest.mark.unit
 
 
 def fill(folder, **wheels):

@@ -265,7 +265,7 @@ class EpochTimer(keras.callbacks.Callback):
 
 
 class OneBatch(keras.utils.PyDataset):
-    """`steps` copies of one batch (x, y): the training-equivalence test's input to `fit` (tests/fw_train_probe.py)."""
+    """`steps` copies of one batch (x, y): the training-equivalence test's input to `fit` (tests/fw_probe.py)."""
 
     def __init__(self, x, y, steps):
         super().__init__()

@@ -223,7 +223,7 @@ class EpochTimer(keras.callbacks.Callback):
 
 def fit_steps(model, x, y, steps, read_canonical):
     """`fit` on one batch `steps` times with the model as compiled by its runner (the training-equivalence test,
-    tests/fw_train_probe.py): (each step's loss as the runner's EpochTimer keeps it, the canonical weights after each
+    tests/fw_probe.py): (each step's loss as the runner's EpochTimer keeps it, the canonical weights after each
     step, read by a batch hook)."""
     timer, after = EpochTimer(), []
     weights = keras.callbacks.LambdaCallback(on_batch_end=lambda batch, logs: after.append(read_canonical(model)))

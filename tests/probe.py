@@ -1,0 +1,159 @@
+"""One process per framework for the framework tier: every probe job of a framework's selected tests, in one start.
+
+Starting a framework's environment costs seconds to minutes before any test work (TensorFlow's import, Theano's C
+compile of its ops, CNTK's and Caffe2's libraries). The forward-equivalence, training-equivalence and learnability tests
+used to start one process per framework × task × check; now the first of them that asks for a framework starts
+tests/fw_probe.py once in its environment, with every job of that framework's tests in this session (only those
+selected: `-k cnn` probes no GRU), and each test asserts on its own job's plain result, as it did on its own process.
+
+A job is (kind, task, tuning):
+- "forward": the canonical weights and a fixed input through `build_model` / `load_canonical` / `predict_logits`;
+- "train": the runner's `train_steps` from the canonical start on one fixed batch (tests/test_training_equivalence.py);
+- "run": the runner's whole cell through `python -m runners`' own `main`, at the tiny scale, writing its record.
+The probe runs the default jobs before any tuned one, so no tuned switch (a compiler cache, a global jit flag) can
+reach a default check. The multi-device cells (DenseNet-121 on two CPU devices) keep a process each: TensorFlow and JAX
+fix their device count when their runtime starts (runners/tensorflow/__init__.py, runners/jax/__init__.py).
+"""
+import json
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from shared import canonical, params
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = ROOT / "tests" / "fw_probe.py"
+TIMEOUT = 3600             # one framework's every job; a test that waits on the probe gets as long (see `job`)
+
+
+class Job(NamedTuple):
+    kind: str              # forward | train | run
+    task: str
+    tuning: str = "default"
+
+    @property
+    def name(self):
+        return f"{self.kind}-{self.task}-{self.tuning}"
+
+
+def job(kind):
+    """Decorator: the test asserts on the probe's `kind` job of its (framework, task[, tuning]) parameters."""
+    def mark(test):
+        test.probe_kind = kind
+        return pytest.mark.timeout(TIMEOUT)(test)
+    return mark
+
+
+def param(framework, *rest):
+    """A parametrize entry for a probe test: every test of one framework on the same xdist worker (one probe)."""
+    return pytest.param(framework, *rest, marks=pytest.mark.xdist_group(f"probe-{framework}"))
+
+
+def job_of(item):
+    kind = getattr(getattr(item, "function", None), "probe_kind", None)
+    spec = getattr(item, "callspec", None)
+    if kind is None or spec is None or "framework" not in spec.params:
+        return None, None
+    return spec.params["framework"], Job(kind, spec.params["task"], spec.params.get("tuning", "default"))
+
+
+# ---------------------------------------------------------------- each kind's inputs (fixed seeds)
+
+def inputs(task):
+    """The forward check's input batch."""
+    rng = np.random.default_rng(7)
+    if task == "cnn":
+        return rng.random((5, 3, 32, 32), dtype=np.float32)
+    if task == "gru":
+        return rng.integers(0, params.GRU["max_features"], (5, 23)).astype(np.int32)
+    return rng.standard_normal((2, 3, 64, 64), dtype=np.float32)   # ImageNet-normalized range; 64×64 keeps it fast
+
+
+def batch(task):
+    """One fixed batch of the task's batch size: CIFAR-like images in [0, 1] or IMDB-length token ids, and labels."""
+    rng = np.random.default_rng(11)
+    p = params.TASK_PARAMS[task]
+    if task == "cnn":
+        return rng.random((p["batch_size"], 3, 32, 32), dtype=np.float32), rng.integers(0, 10, p["batch_size"])
+    tokens = rng.integers(1, p["max_features"], (p["batch_size"], p["maxlen"])).astype(np.int32)
+    return tokens, rng.integers(0, 2, p["batch_size"])
+
+
+TRAIN_STEPS = 3
+
+
+def write_inputs(framework, job, folder, data):
+    """The job's entry of the plan tests/fw_probe.py reads, its input files written into `folder`."""
+    entry = {"name": job.name, "kind": job.kind, "task": job.task, "tuning": job.tuning,
+             "out": str(folder / f"{job.name}.out")}
+    if job.kind == "forward":
+        np.savez(folder / f"{job.name}.npz", x=inputs(job.task), **canonical.random_weights(job.task))
+        entry["in"] = str(folder / f"{job.name}.npz")
+    elif job.kind == "train":
+        x, y = batch(job.task)
+        np.savez(folder / f"{job.name}.npz", x=x, y=y.astype(np.int32), **canonical.init_weights(job.task))
+        entry.update({"in": str(folder / f"{job.name}.npz"), "steps": TRAIN_STEPS})
+    else:
+        entry["argv"] = [framework, job.task, "--data", str(data), "--out", entry["out"], "--device", "cpu",
+                         "--scale", "tiny", "--tuning", job.tuning]
+    return entry
+
+
+# ---------------------------------------------------------------- the session's probes
+
+class Probes:
+    """The probe results of this session, one probe process per framework, started on first use."""
+
+    def __init__(self, session, folder, python_of, data):
+        self.session, self.folder, self.python_of, self.data = session, folder, python_of, data
+        self.done, self.starts = {}, 0
+
+    def jobs(self, framework):
+        """The jobs of `framework`'s selected tests, default before tuned (forward, train, run in each)."""
+        wanted = {job for f, job in map(job_of, self.session.items) if f == framework}
+        order = {"forward": 0, "train": 1, "run": 2}
+        return sorted(wanted, key=lambda j: (j.tuning != "default", order[j.kind], j.task))
+
+    def result(self, framework, job):
+        if framework not in self.done:
+            self.done[framework] = self.start(framework, self.jobs(framework) or [job])
+        outcome = self.done[framework]
+        if isinstance(outcome, str):
+            pytest.fail(f"the {framework} probe did not finish: {outcome}")
+        entry = outcome.get(job.name)
+        if entry is None:
+            pytest.fail(f"the {framework} probe had no {job.name} job (was the test selected at collection?)")
+        return entry
+
+    def start(self, framework, jobs):
+        python = self.python_of(framework)
+        folder = self.folder / framework
+        folder.mkdir(parents=True, exist_ok=True)
+        plan = [write_inputs(framework, j, folder, self.data) for j in jobs]
+        (folder / "plan.json").write_text(json.dumps(plan, indent=1))
+        self.starts += 1
+        try:
+            proc = subprocess.run([str(python), str(PROBE), framework, str(folder / "plan.json")], cwd=ROOT,
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return f"timed out after {TIMEOUT} s running {[j.name for j in jobs]}"
+        found = {}
+        for entry in plan:
+            out, error = Path(entry["out"]), Path(entry["out"] + ".error")
+            found[entry["name"]] = {"error": error.read_text() if error.exists() else None,
+                                    "out": out if out.exists() else None, "log": (folder / "log.txt")}
+        (folder / "log.txt").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
+        if proc.returncode != 0 and not any(e["error"] for e in found.values()):
+            return f"exit {proc.returncode}: {proc.stderr[-3000:]}"
+        return found
+
+
+def outcome(entry, framework, job):
+    """The job's output file; the test fails with the job's own traceback where it raised."""
+    assert entry["error"] is None, f"{framework} {job.name} raised in the probe:\n{entry['error'][-3000:]}"
+    assert entry["out"] is not None, f"{framework} {job.name}: no output; probe log:\n" + \
+        entry["log"].read_text()[-3000:]
+    return entry["out"]
