@@ -7,6 +7,7 @@ layout (spaces, line breaks, indentation, comments) left out and strings compare
 code it names however it is laid out, and only a change of the code itself (another name, another operator, another
 constant) makes a mutation stop applying, which tests/test_bench.py then names.
 """
+
 import ast
 import functools
 import io
@@ -28,12 +29,12 @@ def _value(token):
     if token.type == tokenize.STRING:
         try:
             return ("str", ast.literal_eval(token.string))
-        except (ValueError, SyntaxError):      # an f-string: compared as written
+        except (ValueError, SyntaxError):  # an f-string: compared as written
             return ("str", token.string)
     return (token.type if token.type != tokenize.OP else token.exact_type, token.string)
 
 
-@functools.lru_cache(maxsize=64)   # a bench and its test look up many snippets in the same few files
+@functools.lru_cache(maxsize=64)  # a bench and its test look up many snippets in the same few files
 def tokens(text):
     """The code tokens of `text` (a whole file or a fragment of one) as (value, start, end) character offsets."""
     offset = _offsets(text)
@@ -42,7 +43,7 @@ def tokens(text):
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.type not in LAYOUT:
                 found.append((_value(token), offset(*token.start), offset(*token.end)))
-    except (tokenize.TokenError, IndentationError):   # a fragment that opens a bracket it does not close
+    except (tokenize.TokenError, IndentationError):  # a fragment that opens a bracket it does not close
         pass
     return tuple(found)
 
@@ -53,8 +54,11 @@ def spans(text, snippet):
     have = tokens(text)
     if not want:
         return []
-    return [(have[i][1], have[i + len(want) - 1][2]) for i in range(len(have) - len(want) + 1)
-            if have[i][0] == want[0] and [value for value, _, _ in have[i:i + len(want)]] == want]
+    return [
+        (have[i][1], have[i + len(want) - 1][2])
+        for i in range(len(have) - len(want) + 1)
+        if have[i][0] == want[0] and [value for value, _, _ in have[i : i + len(want)]] == want
+    ]
 
 
 def count(text, snippet):

@@ -10,6 +10,7 @@ own, so the submission tests can build their commit), with only the test files t
 killed when they fail (or time out). Targeted, not exhaustive: a kill rate over these says whether the checks are
 tested, not that the code is.
 """
+
 import argparse
 import os
 import shutil
@@ -34,111 +35,274 @@ class MutationError(Exception):
 class Mutation:
     name: str
     file: str
-    edits: tuple            # ((old, new), …): each old must occur exactly once, by tokens (bench/locate.py)
+    edits: tuple  # ((old, new), …): each old must occur exactly once, by tokens (bench/locate.py)
     tests: tuple = (UNTRUSTED,)
 
 
 M = Mutation
 MUTATIONS = (
     # ---- records.py: reading untrusted records
-    M("confined-and-safe-names", "scripts/results/records.py", (
-        ("if path == root or root not in path.parents:", "if False:"),
-        ('"properties": {"framework": _id, "task"', '"properties": {"framework": {"type": "string"}, "task"'),
-        ('"variant": _id,', '"variant": {"type": "string"},'))),
-    M("clock-skew-ten-years", "scripts/results/records.py", (
-        ("CLOCK_SKEW = timedelta(minutes=10)", "CLOCK_SKEW = timedelta(days=3650)"),)),
+    M(
+        "confined-and-safe-names",
+        "scripts/results/records.py",
+        (
+            ("if path == root or root not in path.parents:", "if False:"),
+            ('"properties": {"framework": _id, "task"', '"properties": {"framework": {"type": "string"}, "task"'),
+            ('"variant": _id,', '"variant": {"type": "string"},'),
+        ),
+    ),
+    M(
+        "clock-skew-ten-years",
+        "scripts/results/records.py",
+        (("CLOCK_SKEW = timedelta(minutes=10)", "CLOCK_SKEW = timedelta(days=3650)"),),
+    ),
     M("finished-before-started", "scripts/results/records.py", (("    if finished < started:", "    if False:"),)),
-    M("size-cap", "shared/record.py", (("    if st.st_size > cap:", "    if False:"),
-                                         ("    if len(data) > cap:", "    if False:"))),
+    M(
+        "size-cap",
+        "shared/record.py",
+        (("    if st.st_size > cap:", "    if False:"), ("    if len(data) > cap:", "    if False:")),
+    ),
     M("special-files-by-lstat", "shared/record.py", (("    for test, kind in KINDS:", "    for test, kind in ():"),)),
-    M("no-follow-open", "shared/record.py", (
-        ("os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK", "os.O_RDONLY"),)),
-    M("rfc-3339", "scripts/results/records.py", (
-        ("if not isinstance(text, str) or not RFC3339.fullmatch(text):", "if not isinstance(text, str):"),)),
-    M("quarantine-folder-link", "scripts/results/records.py", (
-        ("    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):", "    if False:"),)),
-    M("inconsistent-nan", "scripts/results/records.py", (
-        ("if isinstance(value, float) and not math.isfinite(value) or", "if False or"),), (SUBMISSION,)),
-    M("inconsistent-accuracy-range", "scripts/results/records.py", (
-        ("if number(value) and math.isfinite(value) and not 0 <= value <= 1:", "if False:"),), (SUBMISSION,)),
-    M("inconsistent-median", "scripts/results/records.py", (
-        ("if number(timing.get(key)) and differs(timing[key], figure):", "if False:"),), (SUBMISSION,)),
-    M("inconsistent-steady-batch", "scripts/results/records.py", (("elif wanted and all(differs(", "elif False and all(differs("),)),
+    M("no-follow-open", "shared/record.py", (("os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK", "os.O_RDONLY"),)),
+    M(
+        "rfc-3339",
+        "scripts/results/records.py",
+        (("if not isinstance(text, str) or not RFC3339.fullmatch(text):", "if not isinstance(text, str):"),),
+    ),
+    M(
+        "quarantine-folder-link",
+        "scripts/results/records.py",
+        (("    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):", "    if False:"),),
+    ),
+    M(
+        "inconsistent-nan",
+        "scripts/results/records.py",
+        (("isinstance(value, float) and not math.isfinite(value) or", "False or"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "inconsistent-accuracy-range",
+        "scripts/results/records.py",
+        (("if number(value) and math.isfinite(value) and not 0 <= value <= 1:", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "inconsistent-median",
+        "scripts/results/records.py",
+        (("if number(timing.get(key)) and differs(timing[key], figure):", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "inconsistent-steady-batch",
+        "scripts/results/records.py",
+        (("elif wanted and all(differs(", "elif False and all(differs("),),
+    ),
     # ---- merge.py: one cell per slot, the plan, the order of attempts
-    M("plan-run-id", "scripts/results/merge.py", (
-        ('if run_id is not None and record["run_id"] != run_id:', "if False:"),)),
-    M("plan-cells", "scripts/results/merge.py", (("if cell_ids is not None and cell_id(record) not in cell_ids:", "if False:"),)),
+    M(
+        "plan-run-id",
+        "scripts/results/merge.py",
+        (('if run_id is not None and record["run_id"] != run_id:', "if False:"),),
+    ),
+    M(
+        "plan-cells",
+        "scripts/results/merge.py",
+        (("if cell_ids is not None and cell_id(record) not in cell_ids:", "if False:"),),
+    ),
     M("one-cell-per-slot", "scripts/results/merge.py", (("        if wanted != cid:", "        if False:"),)),
     M("equal-times-tiebreak", "scripts/results/merge.py", ((", hashlib.sha256(canonical).hexdigest())", ")"),)),
-    M("log-plain-file", "scripts/results/merge.py", ((
-        'records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))', "shutil.copyfile(log, copy)"),)),
-    M("host-given-attempt", "scripts/results/merge.py", (("return (attempt or 0, *records.started", "return (0, *records.started"),)),
+    M(
+        "log-plain-file",
+        "scripts/results/merge.py",
+        (('records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))', "shutil.copyfile(log, copy)"),),
+    ),
+    M(
+        "host-given-attempt",
+        "scripts/results/merge.py",
+        (("return (attempt or 0, *records.started", "return (0, *records.started"),),
+    ),
     # ---- submission.py: what a submission proves
-    M("non-positive-time", "scripts/results/submission.py", (
-        ("or not math.isfinite(value) or value <= 0:", "or not math.isfinite(value):"),), (SUBMISSION,)),
-    M("non-positive-sample", "scripts/results/records.py", (
-        ("if any(number(v) and v <= 0 for v in kept):", "if False:"),), (SUBMISSION,)),
-    M("record-run-id", "scripts/results/submission.py", (('if record.get("run_id") != plan_file.run_id:', "if False:"),),
-      (SUBMISSION,)),
-    M("record-commit", "scripts/results/submission.py", (("if ran is not None and not commit.startswith(ran):", "if False:"),),
-      (SUBMISSION,)),
-    M("hosts-left", "scripts/results/submission.py", (
-        ('if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)]', "if False]"),), (SUBMISSION,)),
+    M(
+        "non-positive-time",
+        "scripts/results/submission.py",
+        (("or not math.isfinite(value) or value <= 0:", "or not math.isfinite(value):"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "non-positive-sample",
+        "scripts/results/records.py",
+        (("if any(number(v) and v <= 0 for v in kept):", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "record-run-id",
+        "scripts/results/submission.py",
+        (('if record.get("run_id") != plan_file.run_id:', "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "record-commit",
+        "scripts/results/submission.py",
+        (("if ran is not None and not commit.startswith(ran):", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "hosts-left",
+        "scripts/results/submission.py",
+        (('if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)]', "if False]"),),
+        (SUBMISSION,),
+    ),
     M("digests", "scripts/results/submission.py", (("elif digest(path) != expected:", "elif False:"),), (SUBMISSION,)),
-    M("plan-added-cells", "scripts/results/submission.py", (("for i in sorted(set(cells) - set(wanted))]", "for i in []]"),),
-      (SUBMISSION,)),
-    M("plan-removed-cells", "scripts/results/submission.py", (
-        ('"(removed: a submission is the whole profile)" for i in sorted(set(wanted) - set(cells))]',
-         '"(removed: a submission is the whole profile)" for i in []]'),), (SUBMISSION,)),
-    M("copied-samples", "scripts/results/submission.py", (("            if key in seen:", "            if False:"),),
-      (SUBMISSION,)),
-    M("calibration-floor", "scripts/results/submission.py", (('if best and best["share"] < CALIBRATION_FLOOR:',
-                                                             "if False:"),), (SUBMISSION,)),
-    M("one-cpu-class", "scripts/results/submission.py", (("    if len(cpu_classes) > 1:", "    if False:"),),
-      (SUBMISSION,)),
+    M(
+        "plan-added-cells",
+        "scripts/results/submission.py",
+        (("for i in sorted(set(cells) - set(wanted))]", "for i in []]"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "plan-removed-cells",
+        "scripts/results/submission.py",
+        (
+            (
+                '"(removed: a submission is the whole profile)" for i in sorted(set(wanted) - set(cells))]',
+                '"(removed: a submission is the whole profile)" for i in []]',
+            ),
+        ),
+        (SUBMISSION,),
+    ),
+    M(
+        "copied-samples",
+        "scripts/results/submission.py",
+        (("            if key in seen:", "            if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "calibration-floor",
+        "scripts/results/submission.py",
+        (('if best and best["share"] < CALIBRATION_FLOOR:', "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "one-cpu-class",
+        "scripts/results/submission.py",
+        (("    if len(cpu_classes) > 1:", "    if False:"),),
+        (SUBMISSION,),
+    ),
     # a red-team pass (2026-12-06): what a hostile submission did to the checker before these checks
-    M("commit-on-head", "scripts/results/submission.py", (('    ancestor_of = ancestor_of or "HEAD"',
-                                                          "    ancestor_of = ancestor_of"),), (SUBMISSION,)),
-    M("digests-link-followed", "scripts/results/submission.py", (
-        ("lines = records.read_plain(folder / DIGESTS).decode().splitlines()",
-         "lines = (folder / DIGESTS).read_text().splitlines()"),), (SUBMISSION,)),
-    M("signed-digests-read-raw", "scripts/results/submission.py", (
-        ("data = records.read_plain(Path(folder) / DIGESTS)", "data = (Path(folder) / DIGESTS).read_bytes()"),),
-      (SUBMISSION,)),
-    M("submission-folder-link", "scripts/results/submission.py", (
-        ("    if folder.is_symlink() or not folder.is_dir():", "    if not folder.is_dir():"),), (SUBMISSION,)),
-    M("names-printed-raw", "scripts/results/submission.py", (
-        ('return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))', "return str(text)"),),
-      (SUBMISSION,)),
-    M("inputs-not-required", "scripts/results/submission.py", (("return found + lacking(rel, record)", "return found"),),
-      (SUBMISSION,)),
-    M("accepted-removed", "scripts/results/submission.py", (("        if now is None:", "        if False:"),),
-      (SUBMISSION,)),
-    M("accepted-edited", "scripts/results/submission.py", (("            if changed:", "            if False:"),),
-      (SUBMISSION,)),
-    M("replayed-under-a-new-name", "scripts/results/submission.py", (
-        ('if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:',
-         "if False:"),), (SUBMISSION,)),
-    M("flops-per-sample-unchecked", "scripts/results/submission.py", (
-        ("if records.differs(per_sample, model):", "if False:"),), (SUBMISSION,)),
-    M("train-minutes-unchecked", "scripts/results/records.py", (
-        ("if number(minutes) and number(train) and differs(minutes * 60, train):", "if False:"),), (SUBMISSION,)),
-    M("physical-ceiling", "scripts/results/submission.py", (
-        ("if ceiling and isinstance(rate, (int, float)) and rate > ceiling:", "if False:"),), (SUBMISSION,)),
-    M("machine-class-rederived", "scripts/results/records.py", (("if derived != claimed:", "if False:"),),
-      (SUBMISSION,)),
-    M("signature-verify", "scripts/results/submission.py", (
-        ('code, out = ssh_keygen(["-Y", "verify",', 'code, out = 0, "" or ssh_keygen(["-Y", "verify",'),),
-      (SUBMISSION,)),
-    M("reproduce-within-tolerance", "scripts/reproduce.py", ((
-        "within = ratio is None or limit is None or 1 / limit <= ratio <= limit", "within = True"),), (SUBMISSION,)),
+    M(
+        "commit-on-head",
+        "scripts/results/submission.py",
+        (('    ancestor_of = ancestor_of or "HEAD"', "    ancestor_of = ancestor_of"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "digests-link-followed",
+        "scripts/results/submission.py",
+        (
+            (
+                "lines = records.read_plain(folder / DIGESTS).decode().splitlines()",
+                "lines = (folder / DIGESTS).read_text().splitlines()",
+            ),
+        ),
+        (SUBMISSION,),
+    ),
+    M(
+        "signed-digests-read-raw",
+        "scripts/results/submission.py",
+        (("data = records.read_plain(Path(folder) / DIGESTS)", "data = (Path(folder) / DIGESTS).read_bytes()"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "submission-folder-link",
+        "scripts/results/submission.py",
+        (("    if folder.is_symlink() or not folder.is_dir():", "    if not folder.is_dir():"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "names-printed-raw",
+        "scripts/results/submission.py",
+        (('return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))', "return str(text)"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "inputs-not-required",
+        "scripts/results/submission.py",
+        (("return found + lacking(rel, record)", "return found"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "accepted-removed",
+        "scripts/results/submission.py",
+        (("        if now is None:", "        if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "accepted-edited",
+        "scripts/results/submission.py",
+        (("            if changed:", "            if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "replayed-under-a-new-name",
+        "scripts/results/submission.py",
+        (
+            (
+                'if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:',
+                "if False:",
+            ),
+        ),
+        (SUBMISSION,),
+    ),
+    M(
+        "flops-per-sample-unchecked",
+        "scripts/results/submission.py",
+        (("if records.differs(per_sample, model):", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "train-minutes-unchecked",
+        "scripts/results/records.py",
+        (("if number(minutes) and number(train) and differs(minutes * 60, train):", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "physical-ceiling",
+        "scripts/results/submission.py",
+        (("if ceiling and isinstance(rate, (int, float)) and rate > ceiling:", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "machine-class-rederived",
+        "scripts/results/records.py",
+        (("if derived != claimed:", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "signature-verify",
+        "scripts/results/submission.py",
+        (('code, out = ssh_keygen(["-Y", "verify",', 'code, out = 0, "" or ssh_keygen(["-Y", "verify",'),),
+        (SUBMISSION,),
+    ),
+    M(
+        "reproduce-within-tolerance",
+        "scripts/reproduce.py",
+        (("within = ratio is None or limit is None or 1 / limit <= ratio <= limit", "within = True"),),
+        (SUBMISSION,),
+    ),
 )
 
 
 def snapshot(into):
     """The working tree as it is (tracked and untracked, not ignored files) copied into `into`, committed there."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                         check=True, capture_output=True).stdout.decode().split("\0")
+    out = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, out):
         source = ROOT / rel
         if source.is_file() and not source.is_symlink():
@@ -169,9 +333,14 @@ def run_one(mutation, base, timeout):
         started = time.time()
         env = {**os.environ, "HYPOTHESIS_EXAMPLES": "5", "PYTHONDONTWRITEBYTECODE": "1"}
         try:
-            done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                   *mutation.tests], cwd=tree, capture_output=True, text=True, timeout=timeout,
-                                  env=env)
+            done = subprocess.run(
+                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests],
+                cwd=tree,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+            )
             killed = done.returncode != 0
         except subprocess.TimeoutExpired:
             killed = True
@@ -189,14 +358,16 @@ def main(argv=None):
         base = Path(tmp) / "base"
         base.mkdir()
         snapshot(base)
-        for m in chosen:                 # every edit still applies, before any test runs
+        for m in chosen:  # every edit still applies, before any test runs
             apply_check = (base / m.file).read_text()
             missing = [old for old, _ in m.edits if locate.count(apply_check, old) != 1]
             if missing:
-                print(f"error: {m.name}: {missing[0]!r} is not once in {m.file}; update bench/mutate_safety.py",
-                      file=sys.stderr)
+                print(
+                    f"error: {m.name}: {missing[0]!r} is not once in {m.file}; update bench/mutate_safety.py",
+                    file=sys.stderr,
+                )
                 return 2
-        for tests in sorted({m.tests for m in chosen}):     # unmutated, they pass: a kill is the mutation's doing
+        for tests in sorted({m.tests for m in chosen}):  # unmutated, they pass: a kill is the mutation's doing
             outcome, seconds = run_one(Mutation("baseline", chosen[0].file, (), tests), base, args.timeout)
             if outcome != "survived":
                 print(f"error: {' '.join(tests)} fail without any mutation; fix them first", file=sys.stderr)

@@ -10,6 +10,7 @@ CONFIG.json holds the cell (RunConfig's fields) and its hyperparameters (`params
 {metrics, timing, switches} or {error: {message, skip}} (runners/rscript.R writes it). An R error becomes an RError
 whose message is R's own; a Skip raised by a Python helper the script calls stays a Skip.
 """
+
 import json
 import os
 import subprocess
@@ -26,8 +27,10 @@ from shared.runner import no_tuned_path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUT_TAIL_LINES = 30
-INSTALL_HINT = ("install R and reticulate (Debian: `apt-get install r-base-core r-cran-reticulate r-cran-jsonlite`) "
-                "or run the cell in its image")
+INSTALL_HINT = (
+    "install R and reticulate (Debian: `apt-get install r-base-core r-cran-reticulate r-cran-jsonlite`) "
+    "or run the cell in its image"
+)
 
 
 class RError(RuntimeError):
@@ -39,15 +42,28 @@ class RError(RuntimeError):
 def r_environment(extra=None):
     """The environment R runs in: reticulate drives this interpreter, which imports `shared` and `runners` from ROOT."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "RETICULATE_PYTHON": sys.executable, "PYTHONPATH": path, "ROSETTA_ROOT": str(ROOT),
-            "PYTHONUNBUFFERED": "1", **(extra or {})}
+    return {
+        **os.environ,
+        "RETICULATE_PYTHON": sys.executable,
+        "PYTHONPATH": path,
+        "ROSETTA_ROOT": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        **(extra or {}),
+    }
 
 
 def rscript(args, extra_env=None):
     """Run `Rscript --vanilla ARGS…`, streaming its output (stdout and stderr) to ours; returns (exit code, tail)."""
     try:
-        proc = subprocess.Popen(["Rscript", "--vanilla", *map(str, args)], cwd=ROOT, env=r_environment(extra_env),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            ["Rscript", "--vanilla", *map(str, args)],
+            cwd=ROOT,
+            env=r_environment(extra_env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
     except FileNotFoundError:
         raise Skip(f"R is not installed on this host (no Rscript on PATH): {INSTALL_HINT}") from None
     tail = deque(maxlen=OUTPUT_TAIL_LINES)
@@ -73,10 +89,21 @@ def read_result(path, code, tail, script):
 
 def config_of(cfg):
     """The cell as the R scripts read it (read_config)."""
-    return {"framework": cfg.framework, "task": cfg.task, "data": str(Path(cfg.data).resolve()), "out": str(cfg.out),
-            "precision": cfg.precision, "gpus": cfg.gpus, "device": cfg.device, "scale": cfg.scale,
-            "variant": cfg.variant, "run_id": cfg.run_id, "repeats": cfg.repeats, "switches": cfg.switches,
-            "params": cfg.params}
+    return {
+        "framework": cfg.framework,
+        "task": cfg.task,
+        "data": str(Path(cfg.data).resolve()),
+        "out": str(cfg.out),
+        "precision": cfg.precision,
+        "gpus": cfg.gpus,
+        "device": cfg.device,
+        "scale": cfg.scale,
+        "variant": cfg.variant,
+        "run_id": cfg.run_id,
+        "repeats": cfg.repeats,
+        "switches": cfg.switches,
+        "params": cfg.params,
+    }
 
 
 def run_script(script, cfg):
@@ -107,8 +134,11 @@ def r_versions():
 def r_info(framework_version):
     """The system block's R part: "R 4.2.2 / reticulate 1.28 / FRAMEWORK VERSION" and the two runtime versions."""
     r, reticulate = r_versions()
-    return {"framework_version": f"R {r} / reticulate {reticulate} / {framework_version}", "r_version": r,
-            "reticulate_version": reticulate}
+    return {
+        "framework_version": f"R {r} / reticulate {reticulate} / {framework_version}",
+        "r_version": r,
+        "reticulate_version": reticulate,
+    }
 
 
 class RModel:
@@ -139,9 +169,15 @@ def save_steps(output, result):
     """Write what an R script's train_steps returned, (losses, weights after each step), as tests/fw_probe.py
     writes it (called from R by rscript.R's train_probe)."""
     losses, after = result
-    np.savez(output, loss=np.asarray([float(v) for v in losses]),
-             **{f"{s}:{name}": np.asarray(w, np.float32) for s, weights in enumerate(after, start=1)
-                for name, w in weights.items()})
+    np.savez(
+        output,
+        loss=np.asarray([float(v) for v in losses]),
+        **{
+            f"{s}:{name}": np.asarray(w, np.float32)
+            for s, weights in enumerate(after, start=1)
+            for name, w in weights.items()
+        },
+    )
 
 
 def train_steps_in_r(script, cfg, weights, x, y, steps):
@@ -156,8 +192,9 @@ def train_steps_in_r(script, cfg, weights, x, y, steps):
             raise RError(f"the R training probe of {Path(script).name} failed (exit code {code}):\n{tail}")
         out = dict(np.load(output))
     losses = list(out.pop("loss"))
-    after = [{name.split(":", 1)[1]: w for name, w in out.items() if name.startswith(f"{s}:")}
-             for s in range(1, steps + 1)]
+    after = [
+        {name.split(":", 1)[1]: w for name, w in out.items() if name.startswith(f"{s}:")} for s in range(1, steps + 1)
+    ]
     return losses, after
 
 
@@ -166,9 +203,13 @@ def task(module_file):
     runner contract, build_model / load_canonical / predict_logits for the equivalence test (tests/fw_probe.py; the
     model is built in R when predict_logits runs) and train_steps for the training-equivalence test."""
     script = Path(module_file).with_suffix(".R")
-    return (lambda cfg: run_script(script, cfg), lambda cfg=None: RModel(script),
-            lambda model, weights: model.load_canonical(weights), lambda model, x: model.predict_logits(x),
-            lambda cfg, weights, x, y, steps: train_steps_in_r(script, cfg, weights, x, y, steps))
+    return (
+        lambda cfg: run_script(script, cfg),
+        lambda cfg=None: RModel(script),
+        lambda model, weights: model.load_canonical(weights),
+        lambda model, x: model.predict_logits(x),
+        lambda cfg, weights, x, y, steps: train_steps_in_r(script, cfg, weights, x, y, steps),
+    )
 
 
 def count_parameters(model):

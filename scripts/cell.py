@@ -9,6 +9,7 @@ not) and leaves RUN_DIR/cells/ID.json and RUN_DIR/logs/ID.log; `scripts.results.
 record says which host ran it (ROSETTA_HOST, default this machine's name) and on which GPUs (the CUDA_VISIBLE_DEVICES
 the scheduler gave the job). Exit status: 0 for ok or skipped, 1 for failed or timeout.
 """
+
 import argparse
 import os
 import platform
@@ -20,13 +21,13 @@ from scripts.launch import preflight
 from scripts.launch.compose import ComposeExecutor, ExecutorError, visible_gpus, wanted_hashes
 from scripts.launch.executors import LocalExecutor, RunSettings, SlurmContainerExecutor
 from scripts.launch.prepare import check_data, local_environments
-from scripts.paths import ROOT, DATA, RESULTS
+from scripts.paths import DATA, RESULTS, ROOT
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import MatrixError, load
 from scripts.run import RunError, describe, run_cell
 from shared import datasets
 
-INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")   # Slurm job arrays, Kubernetes Indexed Jobs
+INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")  # Slurm job arrays, Kubernetes Indexed Jobs
 RUNTIMES = ("plan", "local", "compose", "pyxis", "apptainer")
 
 
@@ -43,7 +44,7 @@ def devices_of(cell):
     if cell.device != "gpu":
         return ()
     given = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    return tuple(filter(None, given.split(","))) if given else visible_gpus()[:cell.gpus]
+    return tuple(filter(None, given.split(","))) if given else visible_gpus()[: cell.gpus]
 
 
 def one_cell(plan_file, planned):
@@ -58,8 +59,9 @@ def executor_for(plan_file, planned, runtime, matrix_path, prefix):
     one = one_cell(plan_file, planned)
     if runtime in ("pyxis", "apptainer"):
         hashes = wanted_hashes(one, load(matrix_path))
-        return SlurmContainerExecutor(runtime, {planned.id: planned.image}, prefix,
-                                      code_hashes={planned.id: hashes.get(planned.image)}), None
+        return SlurmContainerExecutor(
+            runtime, {planned.id: planned.image}, prefix, code_hashes={planned.id: hashes.get(planned.image)}
+        ), None
     if runtime == "compose":
         return ComposeExecutor.for_plan(one, load(matrix_path)), None
     pythons, unavailable = local_environments(one, load(matrix_path))
@@ -71,16 +73,22 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.cell", description=__doc__.split("\n")[0])
     ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
     pick = ap.add_mutually_exclusive_group()
-    pick.add_argument("--index", type=int, help=f"the cell's index in the plan (default: {' or '.join(INDEX_VARIABLES)})")
+    pick.add_argument(
+        "--index", type=int, help=f"the cell's index in the plan (default: {' or '.join(INDEX_VARIABLES)})"
+    )
     pick.add_argument("--cell", help="the cell's id")
     ap.add_argument("--run-dir", type=Path, help="where cells/ and logs/ go (default: results/RUN_ID)")
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
-    ap.add_argument("--runtime", choices=RUNTIMES, default="plan",
-                    help="how to start the runner: the plan's executor, or a Slurm site's container runtime")
+    ap.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="plan",
+        help="how to start the runner: the plan's executor, or a Slurm site's container runtime",
+    )
     ap.add_argument("--image-prefix", default="", help="pyxis: registry prefix of the images; apptainer: .sif folder")
     ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="for the local environments only")
     args = ap.parse_args(argv)
-    os.environ.setdefault("ROSETTA_HOST", platform.node())   # the record's host, also inside a container
+    os.environ.setdefault("ROSETTA_HOST", platform.node())  # the record's host, also inside a container
     try:
         plan_file = plans.read(args.plan)
         index = args.index if args.index is not None or args.cell else index_from_environment()
@@ -90,20 +98,29 @@ def main(argv=None):
     except (plans.PlanError, MatrixError, ExecutorError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    try:   # a host without the cell's data still leaves a record, so the merged report says why
+    try:  # a host without the cell's data still leaves a record, so the merged report says why
         check_data(one_cell(plan_file, planned), args.data_root)
     except (RunError, datasets.DataError) as e:
         unavailable = unavailable or ("failed", str(e))
     cell, devices = planned.cell, devices_of(planned.cell)
-    unfit = preflight.reason(cell, planned.image, planned.gpu_archs, preflight.host_gpus(), planned.ptx,
-                             planned.cuda) if devices else None
+    unfit = (
+        preflight.reason(cell, planned.image, planned.gpu_archs, preflight.host_gpus(), planned.ptx, planned.cuda)
+        if devices
+        else None
+    )
     if devices:
         os.environ["ROSETTA_GPU_IDS"] = ",".join(devices)
     run = RunSettings(plan_file.run_id, plan_file.plan.repeats, plan_file.plan.timeout_s, args.data_root.resolve())
     status, reason = unavailable or (None, None)
-    record = run_cell(executor, cell, run, run_dir, devices,
-                      unfit=unfit or (reason if status == "skipped" else None),
-                      broken=reason if status == "failed" else None)
+    record = run_cell(
+        executor,
+        cell,
+        run,
+        run_dir,
+        devices,
+        unfit=unfit or (reason if status == "skipped" else None),
+        broken=reason if status == "failed" else None,
+    )
     where = f" on GPU {','.join(devices)}" if devices else ""
     print(f"{cell.id}{where} ({os.environ['ROSETTA_HOST']}): {record['status']} — {describe(record)}")
     return 0 if record["status"] in ("ok", "skipped") else 1

@@ -27,6 +27,7 @@ in that Python (its NumPy, its CuPy): where it cannot, its cells are `skipped` w
 this GPU's reference with `python -m scripts.results.reference --from RUN` (results/reference/CLASS), which `python -m
 scripts.results.verify` then uses for runs of the same machine class.
 """
+
 import argparse
 import json
 import os
@@ -51,32 +52,47 @@ from shared import datasets, flops, params, timing
 from shared.record import write_atomic
 
 PROFILE = "gpu-check"
-PART_MINUTES = 6         # one part on paper: a device call of at most 8 minutes with the data and the tests …
-MAX_PARTS = 2            # … and two of them, the machine's start (1-2 minutes) beside, in a GPU session's 15
-MIN_CELL_SECONDS = 20               # a cell needs at least this long to start, run and write its record
-PRECISION_ORDER = ("fp32", "amp", "bf16", "tf32")   # most informative first, should the budget end early
+PART_MINUTES = 6  # one part on paper: a device call of at most 8 minutes with the data and the tests …
+MAX_PARTS = 2  # … and two of them, the machine's start (1-2 minutes) beside, in a GPU session's 15
+MIN_CELL_SECONDS = 20  # a cell needs at least this long to start, run and write its record
+PRECISION_ORDER = ("fp32", "amp", "bf16", "tf32")  # most informative first, should the budget end early
 
-WHEELS = ROOT / ".wheelhouse" / "gpu-check"           # make gpu-wheels puts Keras 3's wheels here …
-WHEEL_REQUIREMENTS = ROOT / "docker" / "gpu-check" / "requirements.txt"   # … pinned and hashed here
-SOURCES = ROOT / "docker" / "gpu-check" / "sources.txt"   # pure-Python source archives (Chainer), pinned and hashed
-UNRECORDED_SECONDS = 2              # a cell's interpreter start and imports before its record's clock starts
-FIXED_SECONDS = 15                  # the data (10 s on an H200 machine's 16 cores) beside the barrier tests (10 s)
+WHEELS = ROOT / ".wheelhouse" / "gpu-check"  # make gpu-wheels puts Keras 3's wheels here …
+WHEEL_REQUIREMENTS = ROOT / "docker" / "gpu-check" / "requirements.txt"  # … pinned and hashed here
+SOURCES = ROOT / "docker" / "gpu-check" / "sources.txt"  # pure-Python source archives (Chainer), pinned and hashed
+UNRECORDED_SECONDS = 2  # a cell's interpreter start and imports before its record's clock starts
+FIXED_SECONDS = 15  # the data (10 s on an H200 machine's 16 cores) beside the barrier tests (10 s)
 
 # The budget on paper: a cell's wall time in a GPU reference of this profile (results/reference/gpu-*, measured),
 # else a model fitted to the H200 run of 2026-12-04: its start (interpreter, framework, CUDA context, data, compile,
 # evaluation, calibration) plus its steps, each at least the step's launch latency or its FLOPs at the precision's
 # sustained rate.
-START_SECONDS = {"pytorch": 9.0, "jax": 17.0, "keras-jax": 22.0, "keras-torch": 15.0,   # Keras: its import on top
-                 "chainer": 15.0}
-STEP_SECONDS = {("pytorch", "cnn"): 1.9e-3, ("pytorch", "gru"): 2.5e-3, ("jax", "cnn"): 1.8e-3, ("jax", "gru"): 5e-3,
-                ("keras-jax", "cnn"): 2.5e-3, ("keras-torch", "cnn"): 4e-3,   # Keras: fit's per-step hooks on top
-                ("chainer", "cnn"): 4e-3}   # Keras' and Chainer's: guesses until a GPU reference holds them
+START_SECONDS = {
+    "pytorch": 9.0,
+    "jax": 17.0,
+    "keras-jax": 22.0,
+    "keras-torch": 15.0,  # Keras: its import on top
+    "chainer": 15.0,
+}
+STEP_SECONDS = {
+    ("pytorch", "cnn"): 1.9e-3,
+    ("pytorch", "gru"): 2.5e-3,
+    ("jax", "cnn"): 1.8e-3,
+    ("jax", "gru"): 5e-3,
+    ("keras-jax", "cnn"): 2.5e-3,
+    ("keras-torch", "cnn"): 4e-3,  # Keras: fit's per-step hooks on top
+    ("chainer", "cnn"): 4e-3,
+}  # Keras' and Chainer's: guesses until a GPU reference holds them
 # The tuned path (docs/tuned.md), guesses until a GPU reference holds them: its compilation on top of the start
 # (torch.compile with CUDA graphs; XLA's multi-step program), and a step at what the path is built to reach (one graph
 # replay per step; one dispatch per five steps).
 TUNED_START_SECONDS = {"pytorch": 45.0, "jax": 10.0}
-TUNED_STEP_SECONDS = {("pytorch", "cnn"): 0.5e-3, ("pytorch", "gru"): 1.5e-3, ("jax", "cnn"): 0.6e-3,
-                      ("jax", "gru"): 2.5e-3}
+TUNED_STEP_SECONDS = {
+    ("pytorch", "cnn"): 0.5e-3,
+    ("pytorch", "gru"): 1.5e-3,
+    ("jax", "cnn"): 0.6e-3,
+    ("jax", "gru"): 2.5e-3,
+}
 SUSTAINED_FLOPS = {"fp32": 25e12, "tf32": 120e12, "amp": 200e12, "bf16": 200e12}
 
 
@@ -92,7 +108,7 @@ def ordered(cells):
 def estimate_seconds(cell, repeats):
     """The cell's time on paper (see START_SECONDS): start + max(steps × latency, FLOPs / sustained rate)."""
     p = params.task_params(cell.task, cell.scale)
-    if cell.task == "resnet50":   # passes: a warm-up until two agree (about three), then the timed ones
+    if cell.task == "resnet50":  # passes: a warm-up until two agree (about three), then the timed ones
         samples = p["batches"] * p["batch_size"] * (3 + max(repeats, timing.MIN_SAMPLES))
         steps = 0
     else:
@@ -101,8 +117,10 @@ def estimate_seconds(cell, repeats):
         samples = steps * p["batch_size"]
     work = flops.per_sample(cell.task, p) * samples / SUSTAINED_FLOPS[cell.precision]
     tuned = cell.tuning != "default"
-    latency = steps * ((TUNED_STEP_SECONDS if tuned else STEP_SECONDS).get((cell.framework, cell.task)) or
-                       STEP_SECONDS.get((cell.framework, cell.task), 0.0))
+    latency = steps * (
+        (TUNED_STEP_SECONDS if tuned else STEP_SECONDS).get((cell.framework, cell.task))
+        or STEP_SECONDS.get((cell.framework, cell.task), 0.0)
+    )
     start = START_SECONDS.get(cell.framework, 20.0) + (TUNED_START_SECONDS.get(cell.framework, 30.0) if tuned else 0)
     return start + max(work, latency)
 
@@ -130,7 +148,9 @@ def measured_seconds(references=None):
         except records.RecordError:
             continue
         if record["status"] == "ok" and record["cell"]["variant"] == SYSTEM:
-            wall = (records.moment(record["finished_at"], "") - records.moment(record["started_at"], "")).total_seconds()
+            wall = (
+                records.moment(record["finished_at"], "") - records.moment(record["started_at"], "")
+            ).total_seconds()
             found[path.stem] = max(wall + UNRECORDED_SECONDS, found.get(path.stem, 0.0))
     return found
 
@@ -139,12 +159,33 @@ def install_wheels(python, site, wheels=WHEELS, requirements=WHEEL_REQUIREMENTS)
     """Install the wheels `requirements` names from the folder `wheels` into `site` with `python`'s pip, offline and
     each checked against its hash; None where that worked, else why not (in words a person can act on)."""
     if not any(Path(wheels).glob("*.whl")):
-        return (f"no wheels in {wheels}: run `make gpu-wheels` on a machine with a network and bring the folder "
-                "with the checkout (the device tool: carry .wheelhouse/gpu-check)")
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                           "--require-hashes", "--find-links", str(wheels), "--target", str(site), "--upgrade",
-                           "-r", str(requirements)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300)
+        return (
+            f"no wheels in {wheels}: run `make gpu-wheels` on a machine with a network and bring the folder "
+            "with the checkout (the device tool: carry .wheelhouse/gpu-check)"
+        )
+    proc = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            "--find-links",
+            str(wheels),
+            "--target",
+            str(site),
+            "--upgrade",
+            "-r",
+            str(requirements),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0:
         return f"pip could not install {requirements.name} from {wheels}: " + " ".join(proc.stdout.split())[-400:]
     return None
@@ -170,20 +211,26 @@ def install_sources(site, wheels=WHEELS, sources=SOURCES):
     for name, version, digest in pinned_sources(sources):
         archive = Path(wheels) / f"{name}-{version}.tar.gz"
         if not archive.exists():
-            return (f"no {archive.name} in {wheels}: run `make gpu-wheels` on a machine with a network and bring the "
-                    "folder with the checkout (the device tool: carry .wheelhouse/gpu-check)")
+            return (
+                f"no {archive.name} in {wheels}: run `make gpu-wheels` on a machine with a network and bring the "
+                "folder with the checkout (the device tool: carry .wheelhouse/gpu-check)"
+            )
         found = datasets.file_digest(archive, "sha256")
         if found != digest:
             return f"{archive.name} has SHA-256 {found}, not the {digest} {Path(sources).name} pins: refused"
         with tarfile.open(archive) as tar:
             names = tar.getnames()
             top = f"{name}-{version}/"
-            packages = {n[len(top):].split("/")[0] for n in names
-                        if n.startswith(top) and n.count("/") == 2 and n.endswith("/__init__.py")}
-            members = [m for m in tar.getmembers() if m.name.startswith(top) and m.name[len(top):].split("/")[0]
-                       in packages]
+            packages = {
+                n[len(top) :].split("/")[0]
+                for n in names
+                if n.startswith(top) and n.count("/") == 2 and n.endswith("/__init__.py")
+            }
+            members = [
+                m for m in tar.getmembers() if m.name.startswith(top) and m.name[len(top) :].split("/")[0] in packages
+            ]
             for member in members:
-                member.name = member.name[len(top):]
+                member.name = member.name[len(top) :]
             try:
                 tar.extractall(site, members=members, filter="data")
             except tarfile.FilterError as e:
@@ -206,9 +253,13 @@ print(json.dumps({"chainer": chainer.__version__, "numpy": numpy.__version__, "c
 def chainer_probe(python, site):
     """None where Chainer runs CHAINER_PROBE in `python` with `site` on its path, else why it cannot (its error)."""
     try:
-        proc = subprocess.run([str(python), "-c", CHAINER_PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=180,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])})
+        proc = subprocess.run(
+            [str(python), "-c", CHAINER_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])},
+        )
     except subprocess.TimeoutExpired:
         return "Chainer cannot run in this Python: its probe (a convolution on the GPU) took over 180 s"
     if proc.returncode == 0:
@@ -224,20 +275,34 @@ def barrier_tests(python, frameworks, run_dir, site=()):
     results = []
     for framework in frameworks:
         try:
-            proc = subprocess.run([str(python), "-m", "runners", "--barrier-check", framework, "gpu"], cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=180,
-                                  env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *map(str, site)])})
+            proc = subprocess.run(
+                [str(python), "-m", "runners", "--barrier-check", framework, "gpu"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *map(str, site)])},
+            )
             lines = proc.stdout.strip().splitlines()
-            result = json.loads(lines[-1]) if lines else {"framework": framework, "status": "failed",
-                                                          "reason": proc.stderr.strip()[-500:] or "no output"}
+            result = (
+                json.loads(lines[-1])
+                if lines
+                else {"framework": framework, "status": "failed", "reason": proc.stderr.strip()[-500:] or "no output"}
+            )
         except (subprocess.TimeoutExpired, ValueError) as e:
             result = {"framework": framework, "status": "failed", "reason": f"{type(e).__name__}: {e}"[:500]}
-        print(f"barrier {framework}: {result['status']}"
-              + (f" — barrier {result['barrier_seconds']:.3f} s, a device synchronize after it "
-                 f"{result['after_seconds'] * 1e3:.2f} ms, instead of it {result['control_seconds']:.3f} s"
-                 if result.get("barrier_seconds") is not None else f" — {result.get('reason')}"), flush=True)
+        print(
+            f"barrier {framework}: {result['status']}"
+            + (
+                f" — barrier {result['barrier_seconds']:.3f} s, a device synchronize after it "
+                f"{result['after_seconds'] * 1e3:.2f} ms, instead of it {result['control_seconds']:.3f} s"
+                if result.get("barrier_seconds") is not None
+                else f" — {result.get('reason')}"
+            ),
+            flush=True,
+        )
         results.append(result)
-    path = run_dir / "barriers.json"                  # a later part's tests join the earlier parts'
+    path = run_dir / "barriers.json"  # a later part's tests join the earlier parts'
     earlier = [r for r in json.loads(path.read_text()) if r.get("framework") not in frameworks] if path.exists() else []
     write_atomic(path, json.dumps(earlier + results, indent=1) + "\n")
     return results
@@ -248,30 +313,49 @@ def audit_line(record):
     audit = (record.get("timing") or {}).get("barrier_audit")
     if not audit:
         return ""
-    return (f"; barrier audit: {audit['checks']} edges, a device synchronize after the barrier ≤ "
-            f"{audit['max_after_seconds'] * 1e3:.2f} ms{', LEAKS ' + str(audit['leaks']) if audit['leaks'] else ''}")
+    return (
+        f"; barrier audit: {audit['checks']} edges, a device synchronize after the barrier ≤ "
+        f"{audit['max_after_seconds'] * 1e3:.2f} ms{', LEAKS ' + str(audit['leaks']) if audit['leaks'] else ''}"
+    )
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__.split("\n")[0])
     ap.add_argument("--python", default=sys.executable, help="the interpreter with the frameworks (default: this one)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the run folder is made (default: results/)")
-    ap.add_argument("--data-root", type=Path, default=DATA / "gpu-check",
-                    help="where the full-size synthetic twins are made (its synthetic/ folder)")
-    ap.add_argument("--part", type=int, choices=range(1, MAX_PARTS + 1),
-                    help="run this part only (default: every part, one after the other); part 1 makes a new run "
-                         "folder, a later part continues the newest (or --resume's)")
-    ap.add_argument("--resume", metavar="RUN", help="the run folder (under --results) a later part continues, or "
-                                                    "'latest' (the default for parts after the first)")
-    ap.add_argument("--budget-minutes", type=float, default=PART_MINUTES,
-                    help=f"a part's time: no cell of it starts once this much is spent (default {PART_MINUTES:g})")
-    ap.add_argument("--dry-run", action="store_true", help="list the cells in order and in parts, with their time on "
-                                                           "paper")
+    ap.add_argument(
+        "--data-root",
+        type=Path,
+        default=DATA / "gpu-check",
+        help="where the full-size synthetic twins are made (its synthetic/ folder)",
+    )
+    ap.add_argument(
+        "--part",
+        type=int,
+        choices=range(1, MAX_PARTS + 1),
+        help="run this part only (default: every part, one after the other); part 1 makes a new run "
+        "folder, a later part continues the newest (or --resume's)",
+    )
+    ap.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="the run folder (under --results) a later part continues, or "
+        "'latest' (the default for parts after the first)",
+    )
+    ap.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=PART_MINUTES,
+        help=f"a part's time: no cell of it starts once this much is spent (default {PART_MINUTES:g})",
+    )
+    ap.add_argument(
+        "--dry-run", action="store_true", help="list the cells in order and in parts, with their time on paper"
+    )
     args = ap.parse_args(argv)
     matrix = load()
     run_id = f"{PROFILE}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     plan_file = plans.make(matrix, PROFILE, run_id, executor="system")
-    planned = tuple(sorted(plan_file.cells, key=lambda p: rank(p.cell)))      # the plan in the order it runs
+    planned = tuple(sorted(plan_file.cells, key=lambda p: rank(p.cell)))  # the plan in the order it runs
     plan_file = replace(plan_file, cells=planned, plan=replace(plan_file.plan, cells=tuple(p.cell for p in planned)))
     cells = plan_file.plan.cells
     measured = measured_seconds()
@@ -279,42 +363,57 @@ def main(argv=None):
     cut = parts(cells, estimates, args.budget_minutes * 60)
     if args.dry_run:
         for number, part in enumerate(cut, 1):
-            print(f"part {number}: {FIXED_SECONDS + sum(estimates[c.id] for c in part):.0f} s on paper "
-                  f"(`--part {number}`)")
+            print(
+                f"part {number}: {FIXED_SECONDS + sum(estimates[c.id] for c in part):.0f} s on paper "
+                f"(`--part {number}`)"
+            )
             for cell in part:
                 print(f"  {cell.id:<46} {estimates[cell.id]:5.0f} s {'measured' if cell.id in measured else 'model'}")
         paper = sum(estimates.values()) + FIXED_SECONDS * len(cut)
-        print(f"{len(cells)} cells in {len(cut)} part{'s' * (len(cut) > 1)} of at most {args.budget_minutes:g} minutes "
-              f"(at most {MAX_PARTS}), {paper / 60:.1f} minutes on paper with the data and the barrier tests, on one "
-              f"H100/H200; {sum(c.id in measured for c in cells)} cells measured in a GPU reference, the others from "
-              "the model")
+        print(
+            f"{len(cells)} cells in {len(cut)} part{'s' * (len(cut) > 1)} of at most {args.budget_minutes:g} minutes "
+            f"(at most {MAX_PARTS}), {paper / 60:.1f} minutes on paper with the data and the barrier tests, on one "
+            f"H100/H200; {sum(c.id in measured for c in cells)} cells measured in a GPU reference, the others from "
+            "the model"
+        )
         return 0 if len(cut) <= MAX_PARTS else 1
     if args.part and args.part > len(cut):
-        print(f"error: the plan has {len(cut)} part{'s' * (len(cut) > 1)} at {args.budget_minutes:g} minutes each, "
-              f"not {args.part}", file=sys.stderr)
+        print(
+            f"error: the plan has {len(cut)} part{'s' * (len(cut) > 1)} at {args.budget_minutes:g} minutes each, "
+            f"not {args.part}",
+            file=sys.stderr,
+        )
         return 2
     try:
         python = check_interpreter(args.python)
         if args.part and args.part > 1 or args.resume:
             run_dir = run_dir_for(args.results, PROFILE, args.resume or "latest")
             if [c.id for c in plans.read(run_dir / "plan.json").plan.cells] != [c.id for c in cells]:
-                raise RunError(f"{run_dir} was planned with other cells than this checkout's gpu-check profile: "
-                               "start again with --part 1")
+                raise RunError(
+                    f"{run_dir} was planned with other cells than this checkout's gpu-check profile: "
+                    "start again with --part 1"
+                )
         else:
             run_dir = args.results / run_id
     except Exception as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not visible_gpus():
-        print("error: no GPU visible (`nvidia-smi` lists none): make gpu-check runs on a GPU machine; "
-              "`--dry-run` shows what it would do", file=sys.stderr)
+        print(
+            "error: no GPU visible (`nvidia-smi` lists none): make gpu-check runs on a GPU machine; "
+            "`--dry-run` shows what it would do",
+            file=sys.stderr,
+        )
         return 2
-    records.OWN_RECORDS_ONLY = True     # this process reads only what its own cells write (see records.py)
+    records.OWN_RECORDS_ONLY = True  # this process reads only what its own cells write (see records.py)
     if not (run_dir / "plan.json").exists():
         plans.write(run_dir / "plan.json", plan_file)
     summary_path = run_dir / "gpu-check.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else \
-        {"run_id": run_dir.name, "interpreter": str(python), "gpus": visible_gpus(), "parts": {}}
+    summary = (
+        json.loads(summary_path.read_text())
+        if summary_path.exists()
+        else {"run_id": run_dir.name, "interpreter": str(python), "gpus": visible_gpus(), "parts": {}}
+    )
     broken = False
     for number in [args.part] if args.part else range(1, len(cut) + 1):
         outcome = run_part(number, cut[number - 1], args, python, plan_file.plan, matrix, run_dir, estimates)
@@ -323,13 +422,18 @@ def main(argv=None):
     outputs = report.write_report(run_dir)
     print(outputs["markdown"].read_text())
     found = {p.stem: records.read(p)["status"] for p in sorted((run_dir / "cells").glob("*.json"))}
-    summary.update(statuses=found, not_run=[c.id for c in cells if c.id not in found],
-                   records_schema_checked=records.VALIDATOR is not None,
-                   leak_threshold={"seconds": timing.LEAK_SECONDS, "share": timing.LEAK_SHARE})
+    summary.update(
+        statuses=found,
+        not_run=[c.id for c in cells if c.id not in found],
+        records_schema_checked=records.VALIDATOR is not None,
+        leak_threshold={"seconds": timing.LEAK_SECONDS, "share": timing.LEAK_SHARE},
+    )
     write_atomic(summary_path, json.dumps(summary, indent=1) + "\n")
     counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(found.values()).items()))
-    print(f"gpu-check: {len(found)} of {len(cells)} cells recorded in {run_dir.name} ({counts})"
-          + (f"; not run yet: {len(summary['not_run'])} (the next part: `--part N`)" if summary["not_run"] else ""))
+    print(
+        f"gpu-check: {len(found)} of {len(cells)} cells recorded in {run_dir.name} ({counts})"
+        + (f"; not run yet: {len(summary['not_run'])} (the next part: `--part N`)" if summary["not_run"] else "")
+    )
     print(f"run folder: {run_dir}; as this GPU's reference: python -m scripts.results.reference --from {run_dir}")
     return 1 if broken else 0
 
@@ -354,15 +458,21 @@ def run_part(number, cells, args, python, plan, matrix, run_dir, estimates):
         unfit_chainer = None if no_chainer else chainer_probe(python, site)
         seconds["chainer"] = time.time() - step
         print(f"Chainer: {no_chainer or unfit_chainer or 'runs on the GPU'}", flush=True)
-    cannot = {c.framework for c in cells if (no_keras and c.framework.startswith("keras"))
-              or ((no_chainer or unfit_chainer) and c.framework == "chainer")}
+    cannot = {
+        c.framework
+        for c in cells
+        if (no_keras and c.framework.startswith("keras"))
+        or ((no_chainer or unfit_chainer) and c.framework == "chainer")
+    }
 
-    step = time.time()       # the data on the CPU while the barrier tests use the GPU
+    step = time.time()  # the data on the CPU while the barrier tests use the GPU
     with ThreadPoolExecutor(1) as thread:
-        data = thread.submit(datasets.prepare, args.data_root / "synthetic", synthetic=True,
-                             datasets=("cifar10", "imdb"), full_size=True)
-        barriers = barrier_tests(python, [f for f in dict.fromkeys(c.framework for c in cells) if f not in cannot],
-                                 run_dir, (site,))
+        data = thread.submit(
+            datasets.prepare, args.data_root / "synthetic", synthetic=True, datasets=("cifar10", "imdb"), full_size=True
+        )
+        barriers = barrier_tests(
+            python, [f for f in dict.fromkeys(c.framework for c in cells) if f not in cannot], run_dir, (site,)
+        )
         data.result()
     seconds["data_and_barrier_tests"] = time.time() - step
 
@@ -377,25 +487,40 @@ def run_part(number, cells, args, python, plan, matrix, run_dir, estimates):
             continue
         run = RunSettings(run_dir.name, plan.repeats, min(plan.timeout_s, left), args.data_root.resolve())
         began = time.time()
-        not_installed = no_keras if cell.framework.startswith("keras") else \
-            no_chainer if cell.framework == "chainer" else None
+        not_installed = (
+            no_keras if cell.framework.startswith("keras") else no_chainer if cell.framework == "chainer" else None
+        )
         unfit = unfit_chainer if cell.framework == "chainer" else None
         record = run_cell(executor, cell, run, run_dir, executor.gpu_ids[:1], unfit=unfit, broken=not_installed)
         statuses[cell.id], cell_seconds[cell.id] = record["status"], round(time.time() - began, 1)
-        print(f"[{len(statuses)}/{len(cells)}] {cell.id}: {record['status']} in {time.time() - began:.0f} s "
-              f"(on paper {estimates[cell.id]:.0f}) — {describe(record)}{audit_line(record)}", flush=True)
+        print(
+            f"[{len(statuses)}/{len(cells)}] {cell.id}: {record['status']} in {time.time() - began:.0f} s "
+            f"(on paper {estimates[cell.id]:.0f}) — {describe(record)}{audit_line(record)}",
+            flush=True,
+        )
     seconds["cells"] = time.time() - step
     seconds["total"] = time.time() - started
     counts = ", ".join(f"{n} {status}" for status, n in sorted(Counter(statuses.values()).items()))
-    print(f"part {number}: {len(statuses)} cells in {seconds['cells']:.0f} s ({counts}), data and barrier tests "
-          f"{seconds['data_and_barrier_tests']:.0f} s, total {seconds['total']:.0f} s of a "
-          f"{args.budget_minutes:g}-minute budget", flush=True)
+    print(
+        f"part {number}: {len(statuses)} cells in {seconds['cells']:.0f} s ({counts}), data and barrier tests "
+        f"{seconds['data_and_barrier_tests']:.0f} s, total {seconds['total']:.0f} s of a "
+        f"{args.budget_minutes:g}-minute budget",
+        flush=True,
+    )
     if not_started:
         print(f"not started, the budget was spent (the check is incomplete): {', '.join(not_started)}")
-    broken = [s for s in statuses.values() if s in ("failed", "timeout")] + \
-        [b for b in barriers if b["status"] == "failed"]
-    return {"budget_s": args.budget_minutes * 60, "seconds": seconds, "cell_seconds": cell_seconds,
-            "barrier_tests": barriers, "statuses": statuses, "not_started": not_started, "broken": len(broken)}
+    broken = [s for s in statuses.values() if s in ("failed", "timeout")] + [
+        b for b in barriers if b["status"] == "failed"
+    ]
+    return {
+        "budget_s": args.budget_minutes * 60,
+        "seconds": seconds,
+        "cell_seconds": cell_seconds,
+        "barrier_tests": barriers,
+        "statuses": statuses,
+        "not_started": not_started,
+        "broken": len(broken),
+    }
 
 
 if __name__ == "__main__":

@@ -5,15 +5,16 @@ The floor of scripts/ (docs/style.md, "The host side in wings"): it imports noth
 import it for a constant instead of importing the command or the wing that happens to use the constant most.
 Standard library only: `make setup` and the system-package check run it before any environment exists.
 """
+
 import hashlib
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]          # the checkout
-DATA = ROOT / "data"                                # synthetic/ and real/ (make data)
-RESULTS = ROOT / "results"                          # one folder per run, and the committed references
-REFERENCES = RESULTS / "reference"                  # reference records per machine class (make reference)
-COMMUNITY = RESULTS / "community"                   # accepted community submissions
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
+DATA = ROOT / "data"  # synthetic/ and real/ (make data)
+RESULTS = ROOT / "results"  # one folder per run, and the committed references
+REFERENCES = RESULTS / "reference"  # reference records per machine class (make reference)
+COMMUNITY = RESULTS / "community"  # accepted community submissions
 
 # The alphabet of every id that becomes part of a file name or a command line: run ids, cell ids, services, reference
 # names. Checked wherever such an id arrives from outside (a plan file, a record, a submission).

@@ -8,6 +8,7 @@ comparison, each cell on its own. The submission is checked first (scripts/resul
 not reproduced. Where runners/ and shared/ here are not the submission's, the commit's own are taken from git.
 Exit 0: every re-run cell agrees; 1: some disagree; 2: it could not reproduce (and says why).
 """
+
 import argparse
 import json
 import os
@@ -15,7 +16,7 @@ import random
 import sys
 import tempfile
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from scripts.launch.executors import RunSettings
@@ -46,29 +47,36 @@ def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None,
     folder = Path(folder)
     found = submission.findings(folder, repo)
     if found:
-        raise SubmissionError(f"{folder.name} is rejected by the checker ({len(found)} finding(s)): "
-                              "only an accepted submission is reproduced; run `check` for why")
+        raise SubmissionError(
+            f"{folder.name} is rejected by the checker ({len(found)} finding(s)): "
+            "only an accepted submission is reproduced; run `check` for why"
+        )
     manifest = json.loads((folder / submission.MANIFEST).read_text())
     here = submission.checkout_code_hash(repo)
     if here != manifest["code_hash"] and executor is not None:
-        raise SubmissionError(f"runners/ and shared/ here (code hash {here}) are not the submission's "
-                              f"({manifest['code_hash']}, commit {manifest['git_commit'][:12]}): the executor given "
-                              "would run other code; commit or stash your changes, or check out that commit")
+        raise SubmissionError(
+            f"runners/ and shared/ here (code hash {here}) are not the submission's "
+            f"({manifest['code_hash']}, commit {manifest['git_commit'][:12]}): the executor given "
+            "would run other code; commit or stash your changes, or check out that commit"
+        )
     recs = {Path(rel).stem: r for rel, r in submission.check_records(folder)[0].items()}
-    mine = sorted(i for i, r in recs.items() if r["status"] == "ok" and r["system"].get("machine_class")
-                  == local_class(r))
+    mine = sorted(
+        i for i, r in recs.items() if r["status"] == "ok" and r["system"].get("machine_class") == local_class(r)
+    )
     if not mine:
         classes = ", ".join(manifest["machine"]["machine_classes"])
-        raise SubmissionError(f"no ok cell of {folder.name} is of this machine's class "
-                              f"({local_class(next(iter(recs.values())))}); the submission's: {classes}. Reproduce it "
-                              "on a machine of that class")
+        raise SubmissionError(
+            f"no ok cell of {folder.name} is of this machine's class "
+            f"({local_class(next(iter(recs.values())))}); the submission's: {classes}. Reproduce it "
+            "on a machine of that class"
+        )
     if cells < 1:
         raise SubmissionError("--cells must be 1 or more")
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "big")
     chosen = sorted(random.Random(seed).sample(mine, min(cells, len(mine))))
     plan_file = plans.read(folder / submission.PLAN)
     picked = tuple(c for c in plan_file.cells if c.id in chosen)
-    run_id = f"reproduce-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    run_id = f"reproduce-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     plan_file = plans.PlanFile(replace(plan_file.plan, cells=tuple(c.cell for c in picked)), run_id, picked)
     out = Path(out or Path(tempfile.mkdtemp(prefix="rosetta-reproduce-")) / run_id)
     plans.write(out / submission.PLAN, plan_file)
@@ -78,8 +86,12 @@ def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None,
             # the runners and shared/ of the submission's commit, from git, in the framework environments here
             code = submission.runner_code_at(manifest["git_commit"], manifest["code_hash"], out.parent / "code", repo)
             executor = replace(executor, root=code)
-    execute(plan_file.plan, executor, out, RunSettings(run_id, plan_file.plan.repeats, plan_file.plan.timeout_s,
-                                                       Path(data_root or DATA).resolve()))
+    execute(
+        plan_file.plan,
+        executor,
+        out,
+        RunSettings(run_id, plan_file.plan.repeats, plan_file.plan.timeout_s, Path(data_root or DATA).resolve()),
+    )
     results = []
     for cell_id in chosen:
         try:
@@ -105,8 +117,10 @@ def reproduce_main(folder, cells, seed=None, data_root=None):
     for cell_id, agrees, words in results:
         print(f"{'AGREES   ' if agrees else 'DISAGREES'} {cell_id}: {words}")
     agree = sum(ok for _, ok, _ in results)
-    print(f"{Path(folder).name}: {agree} of {len(results)} re-run cells agree with the submission (seed {seed}; "
-          f"--seed {seed} re-draws the same cells)")
+    print(
+        f"{Path(folder).name}: {agree} of {len(results)} re-run cells agree with the submission (seed {seed}; "
+        f"--seed {seed} re-draws the same cells)"
+    )
     return 0 if agree == len(results) else 1
 
 

@@ -7,6 +7,7 @@ A run folder holds plan.json, cells/CELL_ID.json (one record per cell: the merge
 report (results.jsonl, results.csv, results.md, results.png). A cell that crashes or times out is recorded and the
 run goes on; records are only ever written whole (temp file + rename), so a killed run leaves nothing truncated.
 """
+
 import argparse
 import os
 import platform
@@ -22,7 +23,7 @@ from pathlib import Path
 
 try:
     from tqdm import tqdm
-except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack it: progress lines only, no bar
+except ImportError:  # a bare GPU machine's Python (make gpu-check) may lack it: progress lines only, no bar
     tqdm = None
 
 from scripts.launch import preflight, syspackages
@@ -73,8 +74,15 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
         log_tail = tail(log.read_text(errors="replace")) if log.exists() else ""
         where = placement()
         system = {**where, "gpu_ids": ",".join(devices) or where["gpu_ids"]}  # where it ran, not what it ran on
-        record = make_record(vars(cell), status, run_id=run.run_id, reason=reason, log_tail=log_tail,
-                             started_at=started_at, system=system)
+        record = make_record(
+            vars(cell),
+            status,
+            run_id=run.run_id,
+            reason=reason,
+            log_tail=log_tail,
+            started_at=started_at,
+            system=system,
+        )
         write_record(out, record)
         return record
 
@@ -89,7 +97,7 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
         code = proc.wait(timeout=run.timeout_s)
     except subprocess.TimeoutExpired:
         executor.stop(proc)
-        executor.collect(out)     # (a record written in the last moment is superseded by the host's)
+        executor.collect(out)  # (a record written in the last moment is superseded by the host's)
         return host_record("timeout", f"killed after the cell timeout of {run.timeout_s:.0f} s")
     executor.collect(out)
     if not (out.exists() and out.stat().st_mtime >= launched - 1):
@@ -101,17 +109,22 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
     claimed = Cell(**record["cell"]).id
     if claimed != cell.id or record["run_id"] != run.run_id:
         # one cell per slot: the record written for this cell must be this cell's, of this run
-        why = (f"the record written in the slot of cell {cell.id} (run {run.run_id}) is of cell {claimed} (run "
-               f"{record['run_id']}): one cell per slot")
+        why = (
+            f"the record written in the slot of cell {cell.id} (run {run.run_id}) is of cell {claimed} (run "
+            f"{record['run_id']}): one cell per slot"
+        )
         records.quarantine(run_dir, out, why)
         return host_record("failed", why)
     expected = getattr(executor, "expected_code_hash", lambda _: None)(cell)
     held = (record.get("system") or {}).get("code_hash")
     if expected and held != expected:
         # every image-based executor: a record never claims code its image does not hold
-        return host_record("failed", f"the cell ran in an image holding code {held or 'of no known hash'}, not this "
-                                     f"checkout's {expected}: rebuild it (make images, or apptainer build from the "
-                                     "rebuilt image) or run from the checkout it was built from")
+        return host_record(
+            "failed",
+            f"the cell ran in an image holding code {held or 'of no known hash'}, not this "
+            f"checkout's {expected}: rebuild it (make images, or apptainer build from the "
+            "rebuilt image) or run from the checkout it was built from",
+        )
     return record
 
 
@@ -127,7 +140,7 @@ def status_of(path):
     try:
         return records.read(path)["status"]
     except RecordError:
-        return "failed"     # quarantined by the report: not a result
+        return "failed"  # quarantined by the report: not a result
 
 
 def describe(record):
@@ -175,7 +188,7 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
     pool = GpuPool(executor.gpu_ids)
     bar = tqdm(total=len(todo), unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo) if tqdm else None
     progress, finished_cells = threading.Lock(), []
-    not_run = set(unfit) | set(broken)   # once, not per cell: plans of 10,000 cells
+    not_run = set(unfit) | set(broken)  # once, not per cell: plans of 10,000 cells
 
     def one(cell):
         started = time.time()
@@ -184,8 +197,10 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
         with progress:
             finished_cells.append(cell.id)
             on = f" on GPU {','.join(devices)}" if devices else ""
-            line = (f"[{done + len(finished_cells)}/{len(plan.cells)}] {cell.id}{on}: {record['status']} in "
-                    f"{time.time() - started:.0f} s — {describe(record)}")
+            line = (
+                f"[{done + len(finished_cells)}/{len(plan.cells)}] {cell.id}{on}: {record['status']} in "
+                f"{time.time() - started:.0f} s — {describe(record)}"
+            )
             if bar is not None:
                 bar.update()
                 tqdm.write(line, file=sys.stdout)
@@ -207,8 +222,10 @@ def check_interpreter(python):
     """The interpreter the system executor runs cells in: an executable file, else a RunError saying so."""
     path = Path(python)
     if not (path.is_file() and os.access(path, os.X_OK)):
-        raise RunError(f"--python {python}: no executable interpreter there; give the Python that has the "
-                       f"frameworks installed (e.g. --python $(which python3))")
+        raise RunError(
+            f"--python {python}: no executable interpreter there; give the Python that has the "
+            f"frameworks installed (e.g. --python $(which python3))"
+        )
     return path
 
 
@@ -238,15 +255,18 @@ def plan_for(args, matrix):
         except plans.PlanError as e:
             raise RunError(f"cannot resume {run_dir.name}: {e}") from e
     executor = "system" if args.python else None
-    plan_file = plans.read(args.plan) if args.plan else plans.make(matrix, args.profile,
-                                                                  run_dir_for(args.results, args.profile, None).name,
-                                                                  executor)
+    plan_file = (
+        plans.read(args.plan)
+        if args.plan
+        else plans.make(matrix, args.profile, run_dir_for(args.results, args.profile, None).name, executor)
+    )
     run_dir = args.results / plan_file.run_id
     if args.only:
         cells = tuple(c for c in plan_file.cells if any(text in c.id for text in args.only))
         if not cells:
-            raise RunError(f"--only {' '.join(map(repr, args.only))} matches no cell of profile "
-                           f"{plan_file.plan.profile}")
+            raise RunError(
+                f"--only {' '.join(map(repr, args.only))} matches no cell of profile {plan_file.plan.profile}"
+            )
         plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
     return plan_file, run_dir
 
@@ -254,32 +274,55 @@ def plan_for(args, matrix):
 def profile_list():
     """The profiles with their descriptions, for --help; a matrix that does not load says so instead."""
     try:
-        return "; ".join(f"{name} ({profile.description})" if getattr(profile, "description", None) else name
-                         for name, profile in load().profiles.items())
+        return "; ".join(
+            f"{name} ({profile.description})" if getattr(profile, "description", None) else name
+            for name, profile in load().profiles.items()
+        )
     except MatrixError as e:
         return f"(matrix.yaml does not load: {e})"
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m scripts.run", description=__doc__.split("\n")[0],
-                                 epilog=f"profiles in matrix.yaml: {profile_list()}")
+    ap = argparse.ArgumentParser(
+        prog="python -m scripts.run",
+        description=__doc__.split("\n")[0],
+        epilog=f"profiles in matrix.yaml: {profile_list()}",
+    )
     ap.add_argument("--profile", default="demo", help="the profile of matrix.yaml to run (default: demo; see below)")
     ap.add_argument("--plan", type=Path, help="run this plan file (python -m scripts.plan) instead of a profile")
-    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml",
-                    help="the matrix file the profile comes from (default: the checkout's matrix.yaml)")
+    ap.add_argument(
+        "--matrix",
+        type=Path,
+        default=ROOT / "matrix.yaml",
+        help="the matrix file the profile comes from (default: the checkout's matrix.yaml)",
+    )
     ap.add_argument("--resume", metavar="RUN|latest", help="continue a run folder instead of starting a new one")
-    ap.add_argument("--results", type=Path, default=RESULTS,
-                    help="where run folders are made (default: results/; the run is results/PROFILE-DATE-TIME)")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help="where run folders are made (default: results/; the run is results/PROFILE-DATE-TIME)",
+    )
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
-    ap.add_argument("--only", action="append", metavar="TEXT",
-                    help="run only cells whose id contains this text (repeat it: cells that contain any)")
-    ap.add_argument("--python", metavar="PATH",
-                    help="run every cell in this interpreter as it is (the system executor: no environment built, no "
-                         "image; the cells' variant is `system`), e.g. a GPU machine's own Python")
-    ap.add_argument("--no-system-packages", action="store_true",
-                    help="install no Debian package (also NO_SYSTEM_PACKAGES=1): cells that need one are skipped")
+    ap.add_argument(
+        "--only",
+        action="append",
+        metavar="TEXT",
+        help="run only cells whose id contains this text (repeat it: cells that contain any)",
+    )
+    ap.add_argument(
+        "--python",
+        metavar="PATH",
+        help="run every cell in this interpreter as it is (the system executor: no environment built, no "
+        "image; the cells' variant is `system`), e.g. a GPU machine's own Python",
+    )
+    ap.add_argument(
+        "--no-system-packages",
+        action="store_true",
+        help="install no Debian package (also NO_SYSTEM_PACKAGES=1): cells that need one are skipped",
+    )
     args = ap.parse_args(argv)
-    os.environ.setdefault("ROSETTA_HOST", platform.node())   # the records' host, also inside containers
+    os.environ.setdefault("ROSETTA_HOST", platform.node())  # the records' host, also inside containers
     try:
         matrix = load(args.matrix)
         plan_file, run_dir = plan_for(args, matrix)
@@ -288,26 +331,39 @@ def main(argv=None):
         setup = time.time()
         executor, unavailable = make_executor(plan, matrix, syspackages.refusal(args.no_system_packages), args.python)
         setup = time.time() - setup
-    except (MatrixError, RunError, EnvError, ExecutorError, datasets.DataError, plans.PlanError,
-            syspackages.SystemPackageError) as e:
+    except (
+        MatrixError,
+        RunError,
+        EnvError,
+        ExecutorError,
+        datasets.DataError,
+        plans.PlanError,
+        syspackages.SystemPackageError,
+    ) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if not args.resume:     # only once every check passed: a run folder exists only for a run that started
+    if not args.resume:  # only once every check passed: a run folder exists only for a run that started
         plans.write(run_dir / "plan.json", plan_file)
     run = RunSettings(plan_file.run_id, plan.repeats, plan.timeout_s, args.data_root.resolve())
-    print(f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor "
-          f"(set-up: {setup:.0f} s for system packages and environments)")
+    print(
+        f"run {run_dir} — profile {plan.profile}: {len(plan.cells)} cells via the {plan.executor} executor "
+        f"(set-up: {setup:.0f} s for system packages and environments)"
+    )
     gpus = preflight.host_gpus() if executor.gpu_ids else ()
     unfit = preflight.unfit_cells(plan, matrix, gpus)
     if unfit:
-        print(f"pre-flight: {len(unfit)} cells have no kernels for this host's GPUs "
-              f"({', '.join(sorted({g.name for g in gpus}))}); they are recorded as skipped")
+        print(
+            f"pre-flight: {len(unfit)} cells have no kernels for this host's GPUs "
+            f"({', '.join(sorted({g.name for g in gpus}))}); they are recorded as skipped"
+        )
     for fid, (status, reason) in unavailable.items():
         print(f"{fid}: no environment, its cells are recorded {status}: {reason}", file=sys.stderr)
-    unfit.update({c.id: unavailable[c.framework][1] for c in plan.cells
-                  if unavailable.get(c.framework, ("",))[0] == "skipped"})
-    broken = {c.id: unavailable[c.framework][1] for c in plan.cells
-              if unavailable.get(c.framework, ("",))[0] == "failed"}
+    unfit.update(
+        {c.id: unavailable[c.framework][1] for c in plan.cells if unavailable.get(c.framework, ("",))[0] == "skipped"}
+    )
+    broken = {
+        c.id: unavailable[c.framework][1] for c in plan.cells if unavailable.get(c.framework, ("",))[0] == "failed"
+    }
     cells = time.time()
     execute(plan, executor, run_dir, run, unfit, broken)
     cells = time.time() - cells

@@ -12,6 +12,7 @@ left only the last 10 ms for JAX's barrier to wait for, `queue_seconds` shows it
 A barrier passes when `after` is within LEAK_SECONDS or LEAK_SHARE of `barrier` and `control` is at least half of it.
 Without a GPU the check is skipped with the reason. Runs on Python 3.6 like the rest of `shared`.
 """
+
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from shared.runner import RunConfig
 from shared.timing import LEAK_SECONDS, LEAK_SHARE
 
 N = 8192
-PRODUCTS = 16           # 17.6 TFLOP: a third of a second on an H200 in fp32, long enough to see a leak
+PRODUCTS = 16  # 17.6 TFLOP: a third of a second on an H200 in fp32, long enough to see a leak
 
 
 def timed(fn):
@@ -31,8 +32,17 @@ def timed(fn):
 
 def check(framework, family, device="gpu"):
     """The self-test's result: status ok / failed / skipped with the three times and the reason."""
-    result = {"framework": framework, "status": "skipped", "reason": None, "n": N, "products": PRODUCTS,
-              "queue_seconds": None, "barrier_seconds": None, "after_seconds": None, "control_seconds": None}
+    result = {
+        "framework": framework,
+        "status": "skipped",
+        "reason": None,
+        "n": N,
+        "products": PRODUCTS,
+        "queue_seconds": None,
+        "barrier_seconds": None,
+        "after_seconds": None,
+        "control_seconds": None,
+    }
     if device != "gpu":
         result["reason"] = "the barrier self-test checks GPU barriers; this cell runs on the CPU"
         return result
@@ -46,7 +56,7 @@ def check(framework, family, device="gpu"):
         result["reason"] = f"no GPU for {framework}: {type(e).__name__}: {e}"[:300]
         return result
     matmul()
-    barrier()               # compile, autotune, allocate: outside every measurement
+    barrier()  # compile, autotune, allocate: outside every measurement
     sync = device_sync()
     if sync is None:
         result["reason"] = "no CUDA context in this process after the framework's GPU work (libcuda.so.1 missing?)"
@@ -66,11 +76,15 @@ def check(framework, family, device="gpu"):
     blind = result["control_seconds"] < 0.5 * result["barrier_seconds"]
     result["status"] = "failed" if leaked or blind else "ok"
     if leaked:
-        result["reason"] = (f"a device synchronize after the barrier still waited {result['after_seconds']:.4f} s "
-                            f"(the barrier took {result['barrier_seconds']:.4f} s): the barrier returns before the "
-                            "queued work ends, so the clock stops early")
+        result["reason"] = (
+            f"a device synchronize after the barrier still waited {result['after_seconds']:.4f} s "
+            f"(the barrier took {result['barrier_seconds']:.4f} s): the barrier returns before the "
+            "queued work ends, so the clock stops early"
+        )
     elif blind:
-        result["reason"] = (f"the device synchronize alone waited {result['control_seconds']:.4f} s for work the "
-                            f"barrier waited {result['barrier_seconds']:.4f} s for: it does not see this framework's "
-                            "streams, so the check proves nothing")
+        result["reason"] = (
+            f"the device synchronize alone waited {result['control_seconds']:.4f} s for work the "
+            f"barrier waited {result['barrier_seconds']:.4f} s for: it does not see this framework's "
+            "streams, so the check proves nothing"
+        )
     return result

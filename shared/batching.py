@@ -3,6 +3,7 @@
 Training drops the last partial batch (static shapes for cuDNN autotune and graph compilers, as the seed notebooks'
 generators did); evaluation never does: every test sample is scored exactly once.
 """
+
 import numpy as np
 
 from shared import params
@@ -19,7 +20,7 @@ def train_batches(n, batch_size, epoch, rank=0, world=1, seed=params.SEED):
     order = epoch_order(n, epoch, seed)
     global_batch = batch_size * world
     for start in range(0, n - global_batch + 1, global_batch):
-        yield order[start + rank * batch_size:start + (rank + 1) * batch_size]
+        yield order[start + rank * batch_size : start + (rank + 1) * batch_size]
 
 
 def eval_batches(n, batch_size):

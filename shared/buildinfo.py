@@ -13,6 +13,7 @@
 The result is cached in the environment (`sys.prefix/rosetta-build.json`, written at image build time), so a cell
 pays for the scan once per environment, not once per cell.
 """
+
 import collections
 import json
 import re
@@ -24,12 +25,34 @@ CACHE = Path(sys.prefix) / "rosetta-build.json"
 
 # Distributions whose kernels decide which GPUs an environment can use. NVIDIA's own libraries (cuBLAS, cuDNN, …)
 # carry kernels for every architecture of their CUDA release and are left out of the scan.
-FRAMEWORK_DISTS = ("torch", "tensorflow", "tensorflow-cpu", "keras", "jax", "jaxlib", "jax-cuda12-plugin",
-                   "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt", "flax", "mxnet", "mxnet-cu112",
-                   "mxnet-cu117", "chainer", "cupy-cuda11x", "cupy-cuda12x", "cntk", "cntk-gpu", "theano",
-                   "lasagne", "pygpu")
-VENDOR_LIBS = re.compile(r"lib(cudart|cudnn|cublas|cufft|curand|cusolver|cusparse|nccl|nvrtc|nvjitlink|nvToolsExt|"
-                         r"cupti|nvshmem|cufile|mkl|iomp)")
+FRAMEWORK_DISTS = (
+    "torch",
+    "tensorflow",
+    "tensorflow-cpu",
+    "keras",
+    "jax",
+    "jaxlib",
+    "jax-cuda12-plugin",
+    "jax-cuda13-plugin",
+    "jax-cuda12-pjrt",
+    "jax-cuda13-pjrt",
+    "flax",
+    "mxnet",
+    "mxnet-cu112",
+    "mxnet-cu117",
+    "chainer",
+    "cupy-cuda11x",
+    "cupy-cuda12x",
+    "cntk",
+    "cntk-gpu",
+    "theano",
+    "lasagne",
+    "pygpu",
+)
+VENDOR_LIBS = re.compile(
+    r"lib(cudart|cudnn|cublas|cufft|curand|cusolver|cusparse|nccl|nvrtc|nvjitlink|nvToolsExt|"
+    r"cupti|nvshmem|cufile|mkl|iomp)"
+)
 # Runtime wheels per library, newest naming first (CUDA 13 dropped the -cuXX suffix from most of them).
 RUNTIME_WHEELS = {
     "cuda": ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11"),
@@ -40,8 +63,16 @@ BUNDLED = {"cuda": "libcudart", "cudnn": "libcudnn", "nccl": "libnccl"}
 
 # Oldest Linux driver per CUDA major version under minor-version compatibility (CUDA's release notes, table 2/3);
 # before CUDA 11 every minor release needed its own driver. JIT-compiling PTX needs the driver of the exact release.
-MIN_DRIVER = {"13": "580.65.06", "12": "525.60.13", "11": "450.80.02", "10.2": "440.33", "10.1": "418.39",
-              "10.0": "410.48", "9.2": "396.26", "9.0": "384.81"}
+MIN_DRIVER = {
+    "13": "580.65.06",
+    "12": "525.60.13",
+    "11": "450.80.02",
+    "10.2": "440.33",
+    "10.1": "418.39",
+    "10.0": "410.48",
+    "9.2": "396.26",
+    "9.0": "384.81",
+}
 FATBIN_MAGIC = 0xBA55ED50
 ELF, PTX = 2, 1
 
@@ -51,7 +82,7 @@ def elf_sections(f):
     head = f.read(64)
     if head[:4] != b"\x7fELF" or head[4] != 2:
         return
-    shoff, = struct.unpack_from("<Q", head, 0x28)
+    (shoff,) = struct.unpack_from("<Q", head, 0x28)
     entsize, count, names_index = struct.unpack_from("<HHH", head, 0x3A)
     f.seek(shoff)
     raw = f.read(entsize * count)
@@ -59,7 +90,7 @@ def elf_sections(f):
     f.seek(headers[names_index][4])
     names = f.read(headers[names_index][5])
     for name_at, _, _, _, offset, size in headers:
-        yield names[name_at:names.index(b"\0", name_at)].decode(), offset, size
+        yield names[name_at : names.index(b"\0", name_at)].decode(), offset, size
 
 
 def fatbin_entries(path):
@@ -73,7 +104,7 @@ def fatbin_entries(path):
             if name != ".nv_fatbin":
                 continue
             pos, end = offset, offset + size
-            while pos + 16 <= end:       # fat binaries follow each other, 8-byte aligned
+            while pos + 16 <= end:  # fat binaries follow each other, 8-byte aligned
                 f.seek(pos)
                 magic, _, header_size, fat_size = struct.unpack("<IHHQ", f.read(16))
                 if magic != FATBIN_MAGIC:
@@ -94,10 +125,12 @@ def kernel_archs(counts):
     """(['sm_70', …], ['compute_80', …]) a library was built for: the architectures that carry at least half as many
     kernels as its best-covered one. A handful of kernels for another architecture (a bundled library's specialised
     kernels) does not make the library run there."""
+
     def pick(kind, prefix):
         per_arch = {sm: n for (k, sm), n in counts.items() if k == kind}
         top = max(per_arch.values(), default=0)
         return [f"{prefix}{sm}" for sm in sorted(per_arch) if per_arch[sm] * 2 >= top]
+
     return pick(ELF, "sm_"), pick(PTX, "compute_")
 
 
@@ -107,7 +140,7 @@ def distributions():
     found = {}
     for entry in map(Path, sys.path):
         for info in entry.glob("*.dist-info") if entry.is_dir() else ():
-            name, _, version = info.name[:-len(".dist-info")].partition("-")
+            name, _, version = info.name[: -len(".dist-info")].partition("-")
             found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), (version, info))
     return found
 
@@ -179,7 +212,7 @@ def inspect():
     for dist in frameworks:
         scanned = [(lib, fatbin_entries(lib)) for lib in native_libraries(dist, dists) if lib.is_file()]
         scanned = [(lib, counts) for lib, counts in scanned if counts]
-        if scanned:   # the framework's main kernel library (the most kernels) decides where it runs
+        if scanned:  # the framework's main kernel library (the most kernels) decides where it runs
             lib, counts = max(scanned, key=lambda pair: sum(pair[1].values()))
             sm, ptx = kernel_archs(counts)
             kernels[dist] = {"library": lib.name, "gpu_archs": sm, "ptx": ptx}
@@ -205,5 +238,5 @@ def cached():
     try:
         CACHE.write_text(json.dumps(report, indent=1) + "\n")
     except OSError:
-        pass          # a read-only environment: scan again next time
+        pass  # a read-only environment: scan again next time
     return report

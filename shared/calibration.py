@@ -14,6 +14,7 @@ set), `barrier()` waits for it; and on a GPU `device_copy(cfg, nbytes, pinned) -
 one host-to-device copy of `nbytes` from pinned (page-locked) or pageable host memory. Runs on Python 3.6 like the
 rest of `shared`.
 """
+
 import statistics
 import time
 
@@ -21,14 +22,14 @@ import numpy as np
 
 from shared import flops, peaks
 
-N = 1024            # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
-N_GPU = 8192        # … and on a GPU, where 1024² is far too small: on an H200 it gave JAX 34 TFLOP/s in bf16, so
-                    # ResNet-50 "used" 158 % of it (gpu-check, 2026-12-04); 8192² is ~1 TFLOP a product
-CALLS = 4           # products per timed sample
+N = 1024  # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
+N_GPU = 8192  # … and on a GPU, where 1024² is far too small: on an H200 it gave JAX 34 TFLOP/s in bf16, so
+# ResNet-50 "used" 158 % of it (gpu-check, 2026-12-04); 8192² is ~1 TFLOP a product
+CALLS = 4  # products per timed sample
 SAMPLES = 5
-REDUCED = {"amp": "float16", "bf16": "bfloat16", "tf32": "tfloat32"}   # the product a cell's kernels run
-BANDWIDTH_BYTES = 64 * 2 ** 20   # twice any CPU's last-level cache here (32 MiB), a quarter of the page faults of 256
-COPY_BYTES = 64 * 2 ** 20   # a host-to-device copy: larger than one batch of every task, a few ms on PCIe 5
+REDUCED = {"amp": "float16", "bf16": "bfloat16", "tf32": "tfloat32"}  # the product a cell's kernels run
+BANDWIDTH_BYTES = 64 * 2**20  # twice any CPU's last-level cache here (32 MiB), a quarter of the page faults of 256
+COPY_BYTES = 64 * 2**20  # a host-to-device copy: larger than one batch of every task, a few ms on PCIe 5
 
 
 def median_seconds(fn, barrier=lambda: None, calls=1, warm=1):
@@ -49,7 +50,7 @@ def median_seconds(fn, barrier=lambda: None, calls=1, warm=1):
 
 def gemm_rate(matmul, barrier, n=N):
     """FLOP/s of `matmul` (n×n × n×n): two untimed calls, then the median of SAMPLES samples of CALLS calls."""
-    return 2 * n ** 3 * CALLS / median_seconds(matmul, barrier, calls=CALLS, warm=2)
+    return 2 * n**3 * CALLS / median_seconds(matmul, barrier, calls=CALLS, warm=2)
 
 
 def host_bandwidth():
@@ -69,15 +70,19 @@ def device_copies(family, cfg):
     with the reason in "h2d_note"); {} on the CPU, whose batches never leave host memory."""
     if cfg.device != "gpu":
         return {}
-    block = {"h2d_pinned_bytes_per_s": None, "h2d_pageable_bytes_per_s": None, "h2d_bytes": COPY_BYTES,
-             "h2d_note": None}
+    block = {
+        "h2d_pinned_bytes_per_s": None,
+        "h2d_pageable_bytes_per_s": None,
+        "h2d_bytes": COPY_BYTES,
+        "h2d_note": None,
+    }
     if not hasattr(family, "device_copy"):
         block["h2d_note"] = "this runner package has no host-to-device copy probe"
         return block
     for kind, pinned in (("pinned", True), ("pageable", False)):
         try:
             block[f"h2d_{kind}_bytes_per_s"] = copy_rate(*family.device_copy(cfg, COPY_BYTES, pinned))
-        except Exception as e:   # as for the GEMM: the cell keeps its result, the record says why
+        except Exception as e:  # as for the GEMM: the cell keeps its result, the record says why
             block["h2d_note"] = f"{kind} copy failed: {type(e).__name__}: {e}"[:300]
     return block
 
@@ -96,19 +101,27 @@ def calibrate(family, cfg, system):
     package offers no GEMM, or a dtype fails on this device, the value is None with the reason. `system`: the
     record's system block (its CPU facts bound a plausible rate)."""
     n = N_GPU if cfg.device == "gpu" else N
-    block = {"gemm_n": n, "gemm_fp32_flops": None, "gemm_reduced_flops": None, "reduced_dtype": None,
-             "host_copy_bytes_per_s": host_bandwidth() if cfg.device == "cpu" else None, "note": None}
+    block = {
+        "gemm_n": n,
+        "gemm_fp32_flops": None,
+        "gemm_reduced_flops": None,
+        "reduced_dtype": None,
+        "host_copy_bytes_per_s": host_bandwidth() if cfg.device == "cpu" else None,
+        "note": None,
+    }
     if not hasattr(family, "gemm"):
         block["note"] = "this runner package has no calibration GEMM"
         return block
     try:
         block["gemm_fp32_flops"] = gemm_rate(*family.gemm(cfg, n, "float32"), n)
-    except Exception as e:   # a calibration that fails must not fail the cell: it says why instead
+    except Exception as e:  # a calibration that fails must not fail the cell: it says why instead
         block["note"] = f"fp32 GEMM failed: {type(e).__name__}: {e}"[:300]
     ceiling = cpu_ceiling(system) if cfg.device == "cpu" else None
     if ceiling and (block["gemm_fp32_flops"] or 0) > ceiling:
-        block["note"] = (f"implausible fp32 GEMM rate {block['gemm_fp32_flops'] / 1e9:.0f} GFLOP/s, above this CPU's "
-                         f"ceiling of {ceiling / 1e9:.0f}: the product did not run each time (a cached graph?)")
+        block["note"] = (
+            f"implausible fp32 GEMM rate {block['gemm_fp32_flops'] / 1e9:.0f} GFLOP/s, above this CPU's "
+            f"ceiling of {ceiling / 1e9:.0f}: the product did not run each time (a cached graph?)"
+        )
         block["gemm_fp32_flops"] = None
     dtype = REDUCED.get(cfg.precision)
     if dtype:
@@ -134,5 +147,10 @@ def efficiency(cfg, metrics, calibration, system=None):
     gemm = (calibration or {}).get("gemm_reduced_flops") or (calibration or {}).get("gemm_fp32_flops")
     devices = metrics.get("devices", 1) if cfg.device == "gpu" else 1
     peak, source = peaks.device_peak(system or {}, cfg.device, cfg.precision, devices)
-    return {"model_flops_per_sample": per_sample, "achieved_flops": achieved, "peak_flops": peak,
-            "peak_source": source, **peaks.shares(achieved, peak, gemm * devices if gemm else None)}
+    return {
+        "model_flops_per_sample": per_sample,
+        "achieved_flops": achieved,
+        "peak_flops": peak,
+        "peak_source": source,
+        **peaks.shares(achieved, peak, gemm * devices if gemm else None),
+    }

@@ -12,6 +12,7 @@ zero biases, Keras' GRU initializers; resnet50, densenet121: torchvision's initi
 `load(root, task)` uses the ImageNet weights of the `weights` step (shared/weights.py) where they are under the data
 root, else that seeded init, and says which.
 """
+
 import json
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from shared import params
 from shared.datasets import file_digest
 
 BN_ARRAYS = ("weight", "bias", "running_mean", "running_var")
-BN_STATISTICS = ("running_mean", "running_var")   # buffers, not parameters: not counted, not trained
+BN_STATISTICS = ("running_mean", "running_var")  # buffers, not parameters: not counted, not trained
 BN_EPS = 1e-5
 
 
@@ -35,11 +36,20 @@ def _resnet50():
     for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3)), start=1):
         for i in range(blocks):
             p = f"layer{stage}.{i}"
-            shapes.update({f"{p}.conv1.weight": (width, cin, 1, 1), **_bn(f"{p}.bn1", width),
-                           f"{p}.conv2.weight": (width, width, 3, 3), **_bn(f"{p}.bn2", width),  # stride here (v1.5)
-                           f"{p}.conv3.weight": (width * 4, width, 1, 1), **_bn(f"{p}.bn3", width * 4)})
-            if i == 0:                                     # projection shortcut (stride 2 from layer2 on)
-                shapes.update({f"{p}.downsample.0.weight": (width * 4, cin, 1, 1), **_bn(f"{p}.downsample.1", width * 4)})
+            shapes.update(
+                {
+                    f"{p}.conv1.weight": (width, cin, 1, 1),
+                    **_bn(f"{p}.bn1", width),
+                    f"{p}.conv2.weight": (width, width, 3, 3),
+                    **_bn(f"{p}.bn2", width),  # stride here (v1.5)
+                    f"{p}.conv3.weight": (width * 4, width, 1, 1),
+                    **_bn(f"{p}.bn3", width * 4),
+                }
+            )
+            if i == 0:  # projection shortcut (stride 2 from layer2 on)
+                shapes.update(
+                    {f"{p}.downsample.0.weight": (width * 4, cin, 1, 1), **_bn(f"{p}.downsample.1", width * 4)}
+                )
             cin = width * 4
     return shapes
 
@@ -50,31 +60,48 @@ def _densenet121(num_classes=14, growth=32, bn_size=4, blocks=(6, 12, 24, 16)):
     for b, layers in enumerate(blocks, start=1):
         for i in range(1, layers + 1):
             p = f"features.denseblock{b}.denselayer{i}"
-            shapes.update({**_bn(f"{p}.norm1", c), f"{p}.conv1.weight": (bn_size * growth, c, 1, 1),
-                           **_bn(f"{p}.norm2", bn_size * growth), f"{p}.conv2.weight": (growth, bn_size * growth, 3, 3)})
+            shapes.update(
+                {
+                    **_bn(f"{p}.norm1", c),
+                    f"{p}.conv1.weight": (bn_size * growth, c, 1, 1),
+                    **_bn(f"{p}.norm2", bn_size * growth),
+                    f"{p}.conv2.weight": (growth, bn_size * growth, 3, 3),
+                }
+            )
             c += growth
         if b < len(blocks):
             p = f"features.transition{b}"
             shapes.update({**_bn(f"{p}.norm", c), f"{p}.conv.weight": (c // 2, c, 1, 1)})
             c //= 2
-    shapes.update({**_bn("features.norm5", c), "classifier.weight": (num_classes, c), "classifier.bias": (num_classes,)})
+    shapes.update(
+        {**_bn("features.norm5", c), "classifier.weight": (num_classes, c), "classifier.bias": (num_classes,)}
+    )
     return shapes
 
 
 SHAPES = {
     "cnn": {
-        "conv1.weight": (50, 3, 3, 3), "conv1.bias": (50,),
-        "conv2.weight": (50, 50, 3, 3), "conv2.bias": (50,),
-        "conv3.weight": (100, 50, 3, 3), "conv3.bias": (100,),
-        "conv4.weight": (100, 100, 3, 3), "conv4.bias": (100,),
-        "fc1.weight": (512, 6400), "fc1.bias": (512,),
-        "fc2.weight": (10, 512), "fc2.bias": (10,),
+        "conv1.weight": (50, 3, 3, 3),
+        "conv1.bias": (50,),
+        "conv2.weight": (50, 50, 3, 3),
+        "conv2.bias": (50,),
+        "conv3.weight": (100, 50, 3, 3),
+        "conv3.bias": (100,),
+        "conv4.weight": (100, 100, 3, 3),
+        "conv4.bias": (100,),
+        "fc1.weight": (512, 6400),
+        "fc1.bias": (512,),
+        "fc2.weight": (10, 512),
+        "fc2.bias": (10,),
     },
     "gru": {
         "embedding.weight": (30_000, 125),
-        "gru.weight_ih": (300, 125), "gru.weight_hh": (300, 100),  # rows: r, z, n — 100 each
-        "gru.bias_ih": (300,), "gru.bias_hh": (300,),
-        "fc.weight": (2, 100), "fc.bias": (2,),
+        "gru.weight_ih": (300, 125),
+        "gru.weight_hh": (300, 100),  # rows: r, z, n — 100 each
+        "gru.bias_ih": (300,),
+        "gru.bias_hh": (300,),
+        "fc.weight": (2, 100),
+        "fc.bias": (2,),
     },
     "resnet50": _resnet50(),
     "densenet121": _densenet121(params.DENSENET121["num_classes"]),
@@ -96,14 +123,14 @@ def random_weights(task, seed=0):
         if kind == "running_var":
             out[name] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
             continue
-        if kind == "weight" and len(shape) == 1:                         # BatchNorm γ
+        if kind == "weight" and len(shape) == 1:  # BatchNorm γ
             out[name] = rng.uniform(0.8, 1.2, shape).astype(np.float32)
             continue
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
         if name == "embedding.weight":
             scale = 0.5
         elif len(shape) == 4:
-            scale = np.sqrt(2.0 / fan_in)                                # He: keeps ReLU nets' activations O(1)
+            scale = np.sqrt(2.0 / fan_in)  # He: keeps ReLU nets' activations O(1)
         else:
             scale = 1.0 / np.sqrt(fan_in) if len(shape) > 1 else 0.1
         out[name] = (rng.standard_normal(shape) * scale).astype(np.float32)
@@ -162,7 +189,7 @@ def init_weights(task, seed=params.SEED):
             out[name] = rng.uniform(-bound, bound, shape).astype(np.float32)
         elif kind in ("weight", "running_var"):
             out[name] = np.ones(shape, np.float32)
-        else:                                                            # BatchNorm β, running mean, dense bias
+        else:  # BatchNorm β, running mean, dense bias
             out[name] = np.zeros(shape, np.float32)
     return out
 
@@ -183,8 +210,10 @@ def check_digest(root, task, path):
     if expected:
         digest = file_digest(path, "sha256")
         if digest != expected:
-            raise ValueError(f"{path}: SHA-256 {digest}, not the {expected} its manifest recorded when it "
-                             f"was converted (changed since); rebuild it with `python -m shared.weights --root {root}`")
+            raise ValueError(
+                f"{path}: SHA-256 {digest}, not the {expected} its manifest recorded when it "
+                f"was converted (changed since); rebuild it with `python -m shared.weights --root {root}`"
+            )
 
 
 def load(root, task, seed=params.SEED):
@@ -200,8 +229,10 @@ def load(root, task, seed=params.SEED):
             if name in HEADS.get(task, ()):
                 continue
             if name not in stored or stored[name].shape != SHAPES[task][name]:
-                raise ValueError(f"{path}: {name} missing or of the wrong shape; rebuild it with "
-                                 f"`python -m shared.weights --root {root}`")
+                raise ValueError(
+                    f"{path}: {name} missing or of the wrong shape; rebuild it with "
+                    f"`python -m shared.weights --root {root}`"
+                )
             weights[name] = stored[name].astype(np.float32)
     return weights, "imagenet"
 

@@ -7,13 +7,15 @@ Layout under a data root (`data/real`, `data/synthetic`, or `/data/...` in a con
     chestxray14/prepared/{images,labels,split}.npy             resized once to 264, split by patient
     */manifest.json                                            written last: a dataset without one is not ready
 
-Run `python -m shared.datasets --root data/synthetic --synthetic` (tests, demo) or `--root data/real --real` (`make data`).
+Run `python -m shared.datasets --root data/synthetic --synthetic` (tests, demo) or `--root data/real --real`
+(`make data`).
 Add `--datasets NAME --force` to rebuild one dataset: a synthetic twin is generated again; real data is extracted and
 prepared again from its verified download (a download that fails its checksum is fetched again).
 
 Every file a loader reads is checked (present, the size the manifest recorded, parseable, the expected shapes), and a
 bad one raises DataError naming the dataset, the file and the command that rebuilds it.
 """
+
 import argparse
 import contextlib
 import hashlib
@@ -48,18 +50,55 @@ IMDB_SHA256 = "69664113be75683a8fe16e3ed0ab59fda8886cb3cd7ada244f7d9544e4676b9f"
 # NIH publishes no checksums for the ChestX-ray14 archives: each is checked by reading it whole (gzip's CRC catches a
 # corrupt or partial file) and the image count is checked against the CSV.
 CHEST_BOX = "https://nihcc.box.com/shared/static/"
-CHEST_ARCHIVES = [CHEST_BOX + key + ".gz" for key in (
-    "vfk49d74nhbxq3nqjg0900w5nvkorp5c", "i28rlmbvmfjbl8p2n3ril0pptcmcu9d1", "f1t00wrtdk94satdfb9olcolqx20z2jp",
-    "0aowwzs5lhjrceb3qp67ahp0rd1l1etg", "v5e3goj22zr6h8tzualxfsqlqaygfbsn", "asi7ikud9jwnkrnkj99jnpfkjdes7l6l",
-    "jn1b4mw4n6lnh74ovmcjb8y48h8xj07n", "tvpxmn7qyrgl0w8wfh9kqfjskv6nmm1j", "upyy3ml7qdumlgk2rfcvlb9k6gvqq2pj",
-    "l6nilvfa9cg3s28tqv1qc1olm3gnz54p", "hhq8fkdgvcari67vfhs7ppg2w6ni4jze", "ioqwiy20ihqwyr8pf4c24eazhh281pbu")]
+CHEST_ARCHIVES = [
+    CHEST_BOX + key + ".gz"
+    for key in (
+        "vfk49d74nhbxq3nqjg0900w5nvkorp5c",
+        "i28rlmbvmfjbl8p2n3ril0pptcmcu9d1",
+        "f1t00wrtdk94satdfb9olcolqx20z2jp",
+        "0aowwzs5lhjrceb3qp67ahp0rd1l1etg",
+        "v5e3goj22zr6h8tzualxfsqlqaygfbsn",
+        "asi7ikud9jwnkrnkj99jnpfkjdes7l6l",
+        "jn1b4mw4n6lnh74ovmcjb8y48h8xj07n",
+        "tvpxmn7qyrgl0w8wfh9kqfjskv6nmm1j",
+        "upyy3ml7qdumlgk2rfcvlb9k6gvqq2pj",
+        "l6nilvfa9cg3s28tqv1qc1olm3gnz54p",
+        "hhq8fkdgvcari67vfhs7ppg2w6ni4jze",
+        "ioqwiy20ihqwyr8pf4c24eazhh281pbu",
+    )
+]
 CHEST_PAGE = "https://nihcc.app.box.com/v/ChestXray-NIHCC"
-CHEST_LABELS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
-                "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia")
+CHEST_LABELS = (
+    "Atelectasis",
+    "Cardiomegaly",
+    "Effusion",
+    "Infiltration",
+    "Mass",
+    "Nodule",
+    "Pneumonia",
+    "Pneumothorax",
+    "Consolidation",
+    "Edema",
+    "Emphysema",
+    "Fibrosis",
+    "Pleural_Thickening",
+    "Hernia",
+)
 CHEST_CSV = "Data_Entry_2017.csv"
-CHEST_PINS = "archives.sha256.json"   # NIH publishes no hashes: each archive's, as first downloaded (pinned_download)
-CHEST_CSV_COLUMNS = ("Image Index", "Finding Labels", "Follow-up #", "Patient ID", "Patient Age", "Patient Gender",
-                     "View Position", "OriginalImage[Width", "Height]", "OriginalImagePixelSpacing[x", "y]")
+CHEST_PINS = "archives.sha256.json"  # NIH publishes no hashes: each archive's, as first downloaded (pinned_download)
+CHEST_CSV_COLUMNS = (
+    "Image Index",
+    "Finding Labels",
+    "Follow-up #",
+    "Patient ID",
+    "Patient Age",
+    "Patient Gender",
+    "View Position",
+    "OriginalImage[Width",
+    "Height]",
+    "OriginalImagePixelSpacing[x",
+    "y]",
+)
 
 
 class DataError(Exception):
@@ -67,24 +106,43 @@ class DataError(Exception):
 
 
 # What reading a truncated, overwritten or foreign file raises in pickle, zipfile, numpy and json.
-READ_ERRORS = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError,
-               MemoryError, pickle.UnpicklingError, zipfile.BadZipFile)
+READ_ERRORS = (
+    OSError,
+    EOFError,
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    OverflowError,
+    MemoryError,
+    pickle.UnpicklingError,
+    zipfile.BadZipFile,
+)
 
 
 class ArraysOnly(pickle.Unpickler):
     """An unpickler for data files: NumPy arrays, their dtypes and plain containers, nothing else. A pickle may name
     any importable callable (`os.system`), and a crafted CIFAR batch or imdb.npz of the right size would run it on
     load; these files need only what they hold, so every other global is refused with the name it asked for."""
-    ALLOWED = {(module + suffix, name) for module in ("numpy.core", "numpy._core")
-               for suffix, name in ((".multiarray", "_reconstruct"), (".multiarray", "scalar"))}
-    ALLOWED |= {("numpy", "ndarray"), ("numpy", "dtype"),
-                ("_codecs", "encode")}   # protocol 2 pickles carry an array's bytes as text, turned back by this
+
+    ALLOWED = {
+        (module + suffix, name)
+        for module in ("numpy.core", "numpy._core")
+        for suffix, name in ((".multiarray", "_reconstruct"), (".multiarray", "scalar"))
+    }
+    ALLOWED |= {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("_codecs", "encode"),
+    }  # protocol 2 pickles carry an array's bytes as text, turned back by this
 
     def find_class(self, module, name):
         if (module, name) in self.ALLOWED:
             return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refused to load {module}.{name}: a data file holds only arrays and lists "
-                                     "(a crafted or foreign file)")
+        raise pickle.UnpicklingError(
+            f"refused to load {module}.{name}: a data file holds only arrays and lists (a crafted or foreign file)"
+        )
 
 
 def unpickle(f):
@@ -100,15 +158,16 @@ def load_npz(path):
         for member in z.namelist():
             buffer = io.BytesIO(z.read(member))
             version = np.lib.format.read_magic(buffer)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             dtype = read_header(buffer)[2]
             if dtype.hasobject:
                 array = ArraysOnly(buffer, encoding="latin1").load()
             else:
                 buffer.seek(0)
                 array = np.lib.format.read_array(buffer, allow_pickle=False)
-            arrays[member[:-len(".npy")] if member.endswith(".npy") else member] = array
+            arrays[member[: -len(".npy")] if member.endswith(".npy") else member] = array
     return arrays
 
 
@@ -123,8 +182,10 @@ def damaged(root, dataset, path, problem, source=None):
     if source in ("real", "synthetic"):
         fix = f"rebuild it: `{rebuild_command(root, dataset, source)}`"
     else:
-        fix = (f"rebuild it: `{rebuild_command(root, dataset, 'real')}` (real data) or "
-               f"`{rebuild_command(root, dataset, 'synthetic')}` (synthetic twin)")
+        fix = (
+            f"rebuild it: `{rebuild_command(root, dataset, 'real')}` (real data) or "
+            f"`{rebuild_command(root, dataset, 'synthetic')}` (synthetic twin)"
+        )
     state = "is missing" if problem == "missing" else f"is damaged ({problem})"
     return DataError(f"{dataset}: {path} {state}; {fix}")
 
@@ -160,11 +221,17 @@ def check_files(root, dataset, manifest, names):
             raise damaged(root, dataset, path, "missing", manifest.get("source"))
         size = path.stat().st_size
         if name in recorded and size != recorded[name]:
-            raise damaged(root, dataset, path, f"{size} bytes where the manifest recorded {recorded[name]}: "
-                          "truncated or overwritten", manifest.get("source"))
+            raise damaged(
+                root,
+                dataset,
+                path,
+                f"{size} bytes where the manifest recorded {recorded[name]}: truncated or overwritten",
+                manifest.get("source"),
+            )
 
 
 # ---------------------------------------------------------------- downloads and manifests
+
 
 def file_digest(path, algorithm):
     h = hashlib.new(algorithm)
@@ -177,8 +244,10 @@ def file_digest(path, algorithm):
 def verify(path, algorithm, expected):
     actual = file_digest(path, algorithm)
     if actual != expected:
-        raise DataError(f"{path}: {algorithm} is {actual}, expected {expected}: the file is corrupt or partial; "
-                        f"delete it and download again")
+        raise DataError(
+            f"{path}: {algorithm} is {actual}, expected {expected}: the file is corrupt or partial; "
+            f"delete it and download again"
+        )
 
 
 def download(url, dest, algorithm=None, expected=None, opener=urllib.request.urlopen, replace_corrupt=False):
@@ -226,14 +295,17 @@ def pinned_download(url, dest, pins, opener=urllib.request.urlopen):
         if not isinstance(known, dict):
             raise ValueError("not an object")
     except ValueError as e:
-        raise DataError(f"{pins}: not a readable list of pinned hashes ({e}); delete it to trust the archives "
-                        "as they are downloaded next") from e
+        raise DataError(
+            f"{pins}: not a readable list of pinned hashes ({e}); delete it to trust the archives "
+            "as they are downloaded next"
+        ) from e
     if name in known:
         try:
             return download(url, dest, "sha256", known[name], opener=opener), known[name]
         except DataError as e:
-            raise DataError(f"{e} ({name} was pinned in {pins} when first downloaded: the server or the disk "
-                            "now has another file)") from e
+            raise DataError(
+                f"{e} ({name} was pinned in {pins} when first downloaded: the server or the disk now has another file)"
+            ) from e
     dest = download(url, dest, opener=opener)
     known[name] = file_digest(dest, "sha256")
     write_atomic(pins, json.dumps(known, indent=1, sort_keys=True) + "\n")
@@ -241,16 +313,20 @@ def pinned_download(url, dest, pins, opener=urllib.request.urlopen):
 
 
 def write_manifest(folder, dataset, source, **extra):
-    write_atomic(Path(folder) / "manifest.json",
-                 json.dumps({"dataset": dataset, "source": source, "created_at": now(), **extra}, indent=2) + "\n")
+    write_atomic(
+        Path(folder) / "manifest.json",
+        json.dumps({"dataset": dataset, "source": source, "created_at": now(), **extra}, indent=2) + "\n",
+    )
 
 
 def read_manifest(folder, dataset):
     path = Path(folder) / "manifest.json"
     root = Path(folder).parent
     if not path.exists():
-        raise DataError(f"{dataset} is not prepared under {folder}: run `make data` for the real data or "
-                        f"`python -m shared.datasets --root {root} --synthetic` for the synthetic twin")
+        raise DataError(
+            f"{dataset} is not prepared under {folder}: run `make data` for the real data or "
+            f"`python -m shared.datasets --root {root} --synthetic` for the synthetic twin"
+        )
     with reading(root, dataset, path, None):
         manifest = json.loads(path.read_text())
         if manifest.get("dataset") != dataset or manifest.get("source") not in ("real", "synthetic"):
@@ -286,8 +362,9 @@ def load_cifar10(root, train_samples=None, test_samples=None):
                     d = unpickle(f)
                 x, y = np.asarray(d[b"data"]), np.asarray(d[b"labels"])
                 if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3 * 32 * 32 or y.shape != (len(x),):
-                    raise ValueError(f"data {x.dtype}{list(x.shape)} and labels {list(y.shape)}, expected "
-                                     f"uint8[N, 3072] and [N]")
+                    raise ValueError(
+                        f"data {x.dtype}{list(x.shape)} and labels {list(y.shape)}, expected uint8[N, 3072] and [N]"
+                    )
                 if len(y) and (y.min() < 0 or y.max() > 9):
                     raise ValueError(f"labels outside 0..9 ({y.min()}..{y.max()})")
             xs.append(x)
@@ -298,7 +375,7 @@ def load_cifar10(root, train_samples=None, test_samples=None):
     x_test, y_test = read(CIFAR_BATCHES[5:])
     x_train, y_train = x_train[:train_samples], y_train[:train_samples]
     x_test, y_test = x_test[:test_samples], y_test[:test_samples]
-    scale = lambda x: (x.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0)
+    scale = lambda x: x.reshape(-1, 3, 32, 32).astype(np.float32) / 255.0
     return scale(x_train), y_train, scale(x_test), y_test
 
 
@@ -307,8 +384,15 @@ def prepare_cifar10_real(root, force=False):
     tarball = download(CIFAR_URL, folder / "cifar-10-python.tar.gz", "sha256", CIFAR_SHA256, replace_corrupt=force)
     with tarfile.open(tarball) as tar:
         tar.extractall(folder, filter="data")
-    write_manifest(folder, "cifar10", "real", url=CIFAR_URL, sha256=CIFAR_SHA256, md5=CIFAR_MD5,
-                   files=file_sizes(folder, [f"cifar-10-batches-py/{name}" for name in CIFAR_BATCHES]))
+    write_manifest(
+        folder,
+        "cifar10",
+        "real",
+        url=CIFAR_URL,
+        sha256=CIFAR_SHA256,
+        md5=CIFAR_MD5,
+        files=file_sizes(folder, [f"cifar-10-batches-py/{name}" for name in CIFAR_BATCHES]),
+    )
 
 
 def make_cifar10_synthetic(root, train=5120, test=1024, seed=params.SEED, test_blend=(0.7, 0.9)):
@@ -317,8 +401,8 @@ def make_cifar10_synthetic(root, train=5120, test=1024, seed=params.SEED, test_b
     Each class's pattern is a random black-and-white 16×16 checkerboard (2×2-pixel cells, per colour channel): the
     label is spread over hundreds of small local cues rather than a few strong pixels. Training images show their
     class's pattern; a test image blends it (weight .7-.9) with another class's, so a correct model still classifies
-    nearly all of them but with small margins: noise added at evaluation (dropout left on, seed lesson 4) then flips many predictions, which the
-    learnability test sees as a clear drop in accuracy.
+    nearly all of them but with small margins: noise added at evaluation (dropout left on, seed lesson 4) then flips
+    many predictions, which the learnability test sees as a clear drop in accuracy.
     """
     folder = Path(root) / "cifar10"
     out = folder / "cifar-10-batches-py"
@@ -328,18 +412,25 @@ def make_cifar10_synthetic(root, train=5120, test=1024, seed=params.SEED, test_b
 
     def images(n, blend):
         y = rng.integers(0, 10, n)
-        other = (y + rng.integers(1, 10, n)) % 10                     # any class but y
-        w = rng.uniform(*blend, (n, 1, 1, 1))                         # the label's share of the pattern
+        other = (y + rng.integers(1, 10, n)) % 10  # any class but y
+        w = rng.uniform(*blend, (n, 1, 1, 1))  # the label's share of the pattern
         x = 0.5 + 0.5 * (w * patterns[y] + (1 - w) * patterns[other]) + rng.normal(0, 0.02, (n, 3, 32, 32))
         return (np.clip(x, 0, 1) * 255).round().astype(np.uint8).reshape(n, -1), y
 
-    x, y = images(train, (1, 1))                                  # training images: pure patterns
+    x, y = images(train, (1, 1))  # training images: pure patterns
     for i, idx in enumerate(np.array_split(np.arange(train), 5), start=1):
         pickle_to(out / f"data_batch_{i}", {b"data": x[idx], b"labels": y[idx].tolist()})
     x, y = images(test, test_blend)
     pickle_to(out / "test_batch", {b"data": x, b"labels": y.tolist()})
-    write_manifest(folder, "cifar10", "synthetic", seed=seed, train=train, test=test,
-                   files=file_sizes(folder, [f"cifar-10-batches-py/{name}" for name in CIFAR_BATCHES]))
+    write_manifest(
+        folder,
+        "cifar10",
+        "synthetic",
+        seed=seed,
+        train=train,
+        test=test,
+        files=file_sizes(folder, [f"cifar-10-batches-py/{name}" for name in CIFAR_BATCHES]),
+    )
 
 
 def pickle_to(path, obj):
@@ -348,8 +439,10 @@ def pickle_to(path, obj):
 
 # ---------------------------------------------------------------- IMDB
 
-def load_imdb(root, max_features, maxlen, train_samples=None, test_samples=None,
-              start_char=1, oov_char=2, index_from=3):
+
+def load_imdb(
+    root, max_features, maxlen, train_samples=None, test_samples=None, start_char=1, oov_char=2, index_from=3
+):
     """(x_train, y_train, x_test, y_test): int32 (N, maxlen) word ids in the Keras convention, int32 labels.
 
     Word ids are start 1, OOV 2, rank r -> r + 3, ids >= max_features -> OOV; sequences padded with 0 and truncated
@@ -361,19 +454,21 @@ def load_imdb(root, max_features, maxlen, train_samples=None, test_samples=None,
     path = folder / "imdb.npz"
     out = []
     with reading(root, "imdb", path, manifest["source"]):
-        f = load_npz(path)      # Keras' file holds ragged lists as object arrays
+        f = load_npz(path)  # Keras' file holds ragged lists as object arrays
         splits = [(f["x_train"], f["y_train"], train_samples), (f["x_test"], f["y_test"], test_samples)]
         for seqs, labels, samples in splits:
             if seqs.ndim != 1 or labels.shape != seqs.shape or not set(np.unique(labels).tolist()) <= {0, 1}:
-                raise ValueError(f"reviews {list(seqs.shape)} and labels {list(labels.shape)} with values "
-                                 f"{np.unique(labels)[:5].tolist()}, expected [N] and [N] of 0/1")
+                raise ValueError(
+                    f"reviews {list(seqs.shape)} and labels {list(labels.shape)} with values "
+                    f"{np.unique(labels)[:5].tolist()}, expected [N] and [N] of 0/1"
+                )
             seqs, labels = seqs[:samples], labels[:samples]
             x = np.zeros((len(seqs), maxlen), np.int32)
             for i, seq in enumerate(seqs):
                 ids = np.concatenate([[start_char], np.asarray(seq, np.int64) + index_from])
                 ids[ids >= max_features] = oov_char
                 ids = ids[-maxlen:]
-                x[i, maxlen - len(ids):] = ids
+                x[i, maxlen - len(ids) :] = ids
             out += [x, np.asarray(labels, np.int32)]
     return tuple(out)
 
@@ -415,11 +510,13 @@ def make_imdb_synthetic(root, train=5120, test=1024, vocabulary=40_000, seed=par
     tmp = folder / "imdb.tmp.npz"
     np.savez(tmp, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
     tmp.rename(folder / "imdb.npz")
-    write_manifest(folder, "imdb", "synthetic", seed=seed, train=train, test=test,
-                   files=file_sizes(folder, ["imdb.npz"]))
+    write_manifest(
+        folder, "imdb", "synthetic", seed=seed, train=train, test=test, files=file_sizes(folder, ["imdb.npz"])
+    )
 
 
 # ---------------------------------------------------------------- ChestX-ray14
+
 
 def chest_labels(finding_labels):
     """'Effusion|Mass' -> 14-element multi-hot float32 in CHEST_LABELS order ('No Finding' is all zeros)."""
@@ -433,8 +530,8 @@ def split_by_patient(patient_ids, fractions, seed=params.SEED):
     np.random.default_rng(seed).shuffle(patients)
     cuts = np.cumsum(np.asarray(fractions[:2]) * len(patients)).round().astype(int)
     which = np.zeros(len(patients), np.int8)
-    which[cuts[0]:cuts[1]] = 1
-    which[cuts[1]:] = 2
+    which[cuts[0] : cuts[1]] = 1
+    which[cuts[1] :] = 2
     lookup = dict(zip(patients.tolist(), which.tolist()))
     return np.array([lookup[p] for p in np.asarray(patient_ids).tolist()], np.int8)
 
@@ -442,6 +539,7 @@ def split_by_patient(patient_ids, fractions, seed=params.SEED):
 def prepare_chestxray(root, size=params.DENSENET121["stored_size"]):
     """Resize every image of raw/ once to `size` into prepared/images.npy (uint8 N×size×size), with labels and split."""
     import csv
+
     from PIL import Image  # only data preparation decodes PNGs; runners read the prepared arrays
 
     folder = Path(root) / "chestxray14"
@@ -454,8 +552,10 @@ def prepare_chestxray(root, size=params.DENSENET121["stored_size"]):
     images_dir = raw / "images"
     missing = [r["Image Index"] for r in rows if not (images_dir / r["Image Index"]).exists()]
     if missing:
-        raise DataError(f"{len(missing)} of {len(rows)} images listed in {CHEST_CSV} are missing under {images_dir} "
-                        f"(first: {missing[0]}); re-run the download (`make data`)")
+        raise DataError(
+            f"{len(missing)} of {len(rows)} images listed in {CHEST_CSV} are missing under {images_dir} "
+            f"(first: {missing[0]}); re-run the download (`make data`)"
+        )
     out = folder / "prepared"
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "images.tmp.npy"
@@ -477,6 +577,7 @@ CHEST_PREPARED = [f"prepared/{name}.npy" for name in ("images", "labels", "split
 def raw_chestxray_complete(raw):
     """The CSV is there and every image it lists is extracted (then a rebuild only prepares again)."""
     import csv
+
     if not (raw / CHEST_CSV).exists():
         return False
     with open(raw / CHEST_CSV, newline="") as f:
@@ -496,8 +597,15 @@ def prepare_chestxray_real(root, force=False):
             raise DataError(f"{archive} is corrupt or partial ({e}); deleted it, run `make data` again") from e
     n = prepare_chestxray(root)
     pins = raw / CHEST_PINS
-    write_manifest(folder, "chestxray14", "real", images=n, page=CHEST_PAGE, files=file_sizes(folder, CHEST_PREPARED),
-                   archives_sha256=json.loads(pins.read_text()) if pins.exists() else None)
+    write_manifest(
+        folder,
+        "chestxray14",
+        "real",
+        images=n,
+        page=CHEST_PAGE,
+        files=file_sizes(folder, CHEST_PREPARED),
+        archives_sha256=json.loads(pins.read_text()) if pins.exists() else None,
+    )
 
 
 def make_chestxray_synthetic(root, n=640, size=300, seed=params.SEED):
@@ -519,13 +627,14 @@ def make_chestxray_synthetic(root, n=640, size=300, seed=params.SEED):
     for i in range(n):
         present = rng.random(len(CHEST_LABELS)) < (0.75 if rng.random() < 0.5 else 0.05)
         img = rng.normal(0.35, 0.08, (size, size))
-        for (cy, cx) in centers[present]:
+        for cy, cx in centers[present]:
             img += 0.6 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / 0.03)
         name = f"{i:08d}_000.png"
         Image.fromarray((np.clip(img, 0, 1) * 255).astype(np.uint8)).save(images_dir / name)
         findings = "|".join(np.asarray(CHEST_LABELS)[present]) or "No Finding"
         rows.append([name, findings, 0, i // 2 + 1, 50, "M", "PA", size, size, 0.143, 0.143])
     import csv
+
     with open(folder / "raw" / CHEST_CSV, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(CHEST_CSV_COLUMNS)
@@ -552,13 +661,23 @@ class ChestXray:
                     raise ValueError(f"{array.dtype}{list(array.shape)}, expected {expected}")
             return array
 
-        images = load("images.npy", lambda a: a.dtype == np.uint8 and a.ndim == 3 and a.shape[1] == a.shape[2],
-                      "uint8[N, S, S]", mmap_mode="r")
+        images = load(
+            "images.npy",
+            lambda a: a.dtype == np.uint8 and a.ndim == 3 and a.shape[1] == a.shape[2],
+            "uint8[N, S, S]",
+            mmap_mode="r",
+        )
         n = len(images)
-        labels = load("labels.npy", lambda a: a.shape == (n, len(CHEST_LABELS)) and np.isin(a, (0, 1)).all(),
-                      f"[{n}, {len(CHEST_LABELS)}] of 0/1 (N from images.npy)")
-        split_of = load("split.npy", lambda a: a.shape == (n,) and np.isin(a, (0, 1, 2)).all(),
-                        f"[{n}] of 0/1/2 (N from images.npy)")
+        labels = load(
+            "labels.npy",
+            lambda a: a.shape == (n, len(CHEST_LABELS)) and np.isin(a, (0, 1)).all(),
+            f"[{n}, {len(CHEST_LABELS)}] of 0/1 (N from images.npy)",
+        )
+        split_of = load(
+            "split.npy",
+            lambda a: a.shape == (n,) and np.isin(a, (0, 1, 2)).all(),
+            f"[{n}] of 0/1/2 (N from images.npy)",
+        )
         which = {"train": 0, "valid": 1, "test": 2}[split]
         index = np.flatnonzero(split_of == which)[:samples]
         self.images, self.labels, self.index = images, labels[index], index
@@ -586,7 +705,7 @@ class ChestXray:
             flip = rng.random(n) < 0.5
         out = np.empty((n, crop, crop), np.float32)
         for i in range(n):
-            patch = raw[i, top[i]:top[i] + crop, left[i]:left[i] + crop]
+            patch = raw[i, top[i] : top[i] + crop, left[i] : left[i] + crop]
             out[i] = patch[:, ::-1] if flip[i] else patch
         out /= 255.0
         mean = np.asarray(params.DENSENET121["imagenet_mean"], np.float32)[:, None, None]
@@ -623,7 +742,7 @@ def prepare(root, synthetic, datasets=tuple(SYNTHETIC), force=False, full_size=F
             if all(manifest.get(key) == value for key, value in size.items()):
                 print(f"{name}: ready in {folder}")
                 continue
-            rebuild = True                  # a twin of another size
+            rebuild = True  # a twin of another size
         if rebuild and folder.exists():
             if synthetic:
                 shutil.rmtree(folder)
@@ -642,13 +761,24 @@ def main(argv=None):
     kind = parser.add_mutually_exclusive_group(required=True)
     kind.add_argument("--synthetic", action="store_true", help="generate the small learnable twins")
     kind.add_argument("--real", action="store_true", help="download (checksum-verified) and prepare the real data")
-    parser.add_argument("--datasets", nargs="+", choices=list(SYNTHETIC), default=list(SYNTHETIC),
-                        help="only these datasets (default: all three)")
-    parser.add_argument("--full-size", action="store_true",
-                        help="synthetic CIFAR-10 and IMDB as large as the real sets (default: small twins)")
-    parser.add_argument("--force", action="store_true",
-                        help="rebuild even if present: regenerate a synthetic twin; re-extract and re-prepare real "
-                             "data from its verified downloads (fetching again any that fails its checksum)")
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=list(SYNTHETIC),
+        default=list(SYNTHETIC),
+        help="only these datasets (default: all three)",
+    )
+    parser.add_argument(
+        "--full-size",
+        action="store_true",
+        help="synthetic CIFAR-10 and IMDB as large as the real sets (default: small twins)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even if present: regenerate a synthetic twin; re-extract and re-prepare real "
+        "data from its verified downloads (fetching again any that fails its checksum)",
+    )
     args = parser.parse_args(argv)
     try:
         prepare(args.root, args.synthetic, args.datasets, args.force, args.full_size)

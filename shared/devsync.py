@@ -7,6 +7,7 @@ called instead of the barrier it waits for the queued work (scripts/gpu_check.py
 process already uses are touched: a CPU cell, or a process whose framework never started CUDA, gets None and no new
 context (which would cost GPU memory). Runs on Python 3.6 like the rest of `shared`.
 """
+
 import ctypes
 import time
 
@@ -23,19 +24,19 @@ class DeviceSync:
         try:
             cuda = ctypes.CDLL("libcuda.so.1")
         except OSError:
-            return None                 # no NVIDIA driver on this host
+            return None  # no NVIDIA driver on this host
         count = ctypes.c_int(0)
         if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-            return None                 # a driver but no usable device (or CUDA_VISIBLE_DEVICES empty)
+            return None  # a driver but no usable device (or CUDA_VISIBLE_DEVICES empty)
         contexts = []
         for index in range(count.value):
             device, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
             if cuda.cuDeviceGet(ctypes.byref(device), index) != 0:
                 continue
             if cuda.cuDevicePrimaryCtxGetState(device, ctypes.byref(flags), ctypes.byref(active)) or not active.value:
-                continue                # this process never used the device: creating a context would not help
+                continue  # this process never used the device: creating a context would not help
             context = ctypes.c_void_p()
-            if cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0:   # kept for the process's life
+            if cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device) == 0:  # kept for the process's life
                 contexts.append(context)
         return cls(cuda, contexts) if contexts else None
 

@@ -8,6 +8,7 @@ twice: for the input and for the weights), the usual convention (Kaplan et al. 2
 
 Runs on Python 3.6 like everything a runner imports from `shared`.
 """
+
 TRAINING_FACTOR = 3
 
 
@@ -21,8 +22,14 @@ def dense(n_in, n_out):
 
 def cnn(p):
     """The VGG-style CNN on 32×32×3: four 3×3 'same' convolutions (two 2×2 pools), dense 6400 → 512 → 10."""
-    return (conv(3, 50, 3, 32, 32) + conv(50, 50, 3, 32, 32) + conv(50, 100, 3, 16, 16) + conv(100, 100, 3, 16, 16)
-            + dense(100 * 8 * 8, 512) + dense(512, p["num_classes"]))
+    return (
+        conv(3, 50, 3, 32, 32)
+        + conv(50, 50, 3, 32, 32)
+        + conv(50, 100, 3, 16, 16)
+        + conv(100, 100, 3, 16, 16)
+        + dense(100 * 8 * 8, 512)
+        + dense(512, p["num_classes"])
+    )
 
 
 def gru(p):
@@ -39,15 +46,16 @@ def resnet50(p):
     """torchvision's ResNet-50 v1.5 up to global average pooling at `image_size`² (the stride in the 3×3 conv)."""
     size = out_size(p["image_size"], 7, 2, 3)
     flops = conv(3, 64, 7, size, size)
-    size = out_size(size, 3, 2, 1)                      # max pool
+    size = out_size(size, 3, 2, 1)  # max pool
     c_in = 64
     for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
         for block in range(blocks):
             s = stride if block == 0 else 1
             out = out_size(size, 3, s, 1)
-            flops += (conv(c_in, width, 1, size, size) + conv(width, width, 3, out, out)
-                      + conv(width, 4 * width, 1, out, out))
-            if block == 0:                              # the projected shortcut
+            flops += (
+                conv(c_in, width, 1, size, size) + conv(width, width, 3, out, out) + conv(width, 4 * width, 1, out, out)
+            )
+            if block == 0:  # the projected shortcut
                 flops += conv(c_in, 4 * width, 1, out, out)
             c_in, size = 4 * width, out
     return flops
@@ -58,13 +66,13 @@ def densenet121(p):
     size) at `crop_size`², with a new dense head of `num_classes` outputs."""
     size = out_size(p["crop_size"], 7, 2, 3)
     flops = conv(3, 64, 7, size, size)
-    size = out_size(size, 3, 2, 1)                      # max pool
+    size = out_size(size, 3, 2, 1)  # max pool
     channels = 64
     for i, layers in enumerate((6, 12, 24, 16)):
         for _ in range(layers):
             flops += conv(channels, 128, 1, size, size) + conv(128, 32, 3, size, size)
             channels += 32
-        if i < 3:                                       # transition: 1×1 conv to half the channels, 2×2 avg pool
+        if i < 3:  # transition: 1×1 conv to half the channels, 2×2 avg pool
             flops += conv(channels, channels // 2, 1, size, size)
             channels, size = channels // 2, size // 2
     return flops + dense(channels, p["num_classes"])

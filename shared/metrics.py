@@ -1,4 +1,5 @@
 """Metrics computed the same way for every framework, in NumPy, from the framework's outputs."""
+
 import numpy as np
 
 
@@ -42,4 +43,4 @@ def loss_metrics(step_losses, steps_per_epoch):
     if not losses or steps_per_epoch < 1:
         return {"final_loss": None, "loss_curve": []}
     last_epoch = losses[-steps_per_epoch:] if len(losses) >= steps_per_epoch else losses
-    return {"final_loss": float(np.mean(last_epoch)), "loss_curve": losses[:min(steps_per_epoch, LOSS_CURVE_STEPS)]}
+    return {"final_loss": float(np.mean(last_epoch)), "loss_curve": losses[: min(steps_per_epoch, LOSS_CURVE_STEPS)]}

@@ -3,6 +3,7 @@
 Values come from the seed notebooks (DESIGN.md, "The tasks"). Non-Python runners (R, Julia) read the same values from
 `params.json`, which `python -m shared.params` writes and a test keeps in sync.
 """
+
 import hashlib
 import json
 from pathlib import Path
@@ -20,10 +21,10 @@ DEFAULT_TUNING = "default"
 CNN = {
     "dataset": "cifar10",
     "num_classes": 10,
-    "input_shape": [3, 32, 32],      # C, H, W; pixels scaled to [0, 1]
+    "input_shape": [3, 32, 32],  # C, H, W; pixels scaled to [0, 1]
     "epochs": 10,
     "batch_size": 64,
-    "lr": 0.01,                       # SGD, plain momentum (no unit gain, seed lesson 8)
+    "lr": 0.01,  # SGD, plain momentum (no unit gain, seed lesson 8)
     "momentum": 0.9,
     "parameters": 3_441_592,
 }
@@ -31,13 +32,13 @@ CNN = {
 GRU = {
     "dataset": "imdb",
     "num_classes": 2,
-    "max_features": 30_000,           # vocabulary, Keras index convention (start 1, OOV 2, words from 3)
-    "maxlen": 150,                    # padded and truncated at the front, so the last step is real text
+    "max_features": 30_000,  # vocabulary, Keras index convention (start 1, OOV 2, words from 3)
+    "maxlen": 150,  # padded and truncated at the front, so the last step is real text
     "embedding_dim": 125,
     "hidden": 100,
     "epochs": 3,
     "batch_size": 64,
-    "lr": 1e-3,                       # Adam
+    "lr": 1e-3,  # Adam
     "beta1": 0.9,
     "beta2": 0.999,
     "eps": 1e-8,
@@ -48,22 +49,22 @@ RESNET50 = {
     "dataset": "random images",
     "image_size": 224,
     "batch_size": 32,
-    "batches": 40,                    # 1,280 images a timed pass
-    "features": 2048,                 # cut after global average pooling
+    "batches": 40,  # 1,280 images a timed pass
+    "features": 2048,  # cut after global average pooling
 }
 
 DENSENET121 = {
     "dataset": "chestxray14",
     "num_classes": 14,
-    "stored_size": 264,               # images are resized once to 264, then randomly cropped
+    "stored_size": 264,  # images are resized once to 264, then randomly cropped
     "crop_size": 224,
     "epochs": 5,
-    "batch_size": 64,                 # per device
-    "lr": 1e-4,                       # Adam, multiplied by the number of devices
+    "batch_size": 64,  # per device
+    "lr": 1e-4,  # Adam, multiplied by the number of devices
     "beta1": 0.9,
     "beta2": 0.999,
-    "eps": 1e-8,                      # DESIGN's ε in every framework (Keras' default would be 1e-7)
-    "split": [0.7, 0.1, 0.2],         # train / valid / test, by patient
+    "eps": 1e-8,  # DESIGN's ε in every framework (Keras' default would be 1e-7)
+    "split": [0.7, 0.1, 0.2],  # train / valid / test, by patient
     "imagenet_mean": [0.485, 0.456, 0.406],
     "imagenet_std": [0.229, 0.224, 0.225],
     # The input rule (README, "What every cell measures"): crops, flips and normalization run in background workers of
@@ -80,19 +81,33 @@ SCALE_OVERRIDES = {
         # Sized for the budget (cells ≤ 20 minutes on two AVX2 cores) with enough samples for a spread: the first
         # step, a warm-up of two to WARMUP_CAP windows (shared.timing.warm_windows), then at least five more windows
         # of shared.timing.window_steps(task) steps: 1 + 5 + 5 windows at the least, whatever the warm-up takes.
-        "cnn": {"epochs": 1, "train_samples": 1792, "test_samples": 256, "batch_size": 32},    # 56 steps: 11 windows
-        "gru": {"epochs": 1, "train_samples": 3584, "test_samples": 512},                     # 56 steps: 11 windows
+        "cnn": {"epochs": 1, "train_samples": 1792, "test_samples": 256, "batch_size": 32},  # 56 steps: 11 windows
+        "gru": {"epochs": 1, "train_samples": 3584, "test_samples": 512},  # 56 steps: 11 windows
         "resnet50": {"batches": 1, "batch_size": 8},  # 8 images of 224² a pass: warm-up until settled, 5 timed passes
-        "densenet121": {"epochs": 1, "train_samples": 352, "test_samples": 128, "batch_size": 16, "crop_size": 64,
-                        "stored_size": 80, "loader_workers": 1},  # two cores: one worker per device beside the two
+        "densenet121": {
+            "epochs": 1,
+            "train_samples": 352,
+            "test_samples": 128,
+            "batch_size": 16,
+            "crop_size": 64,
+            "stored_size": 80,
+            "loader_workers": 1,
+        },  # two cores: one worker per device beside the two
         # training devices; 11 steps of 2 × 16 crops of 64² (windows of one step: 1 + 10 windows)
     },
     "tiny": {
         "cnn": {"epochs": 2, "train_samples": 320, "test_samples": 256, "batch_size": 16},
         "gru": {"epochs": 2, "train_samples": 640, "test_samples": 256, "maxlen": 40, "batch_size": 16},
         "resnet50": {"batches": 1, "batch_size": 4, "image_size": 64},
-        "densenet121": {"epochs": 1, "train_samples": 88, "test_samples": 32, "crop_size": 32, "stored_size": 40,
-                        "batch_size": 4, "loader_workers": 1},   # 11 steps on two devices, 22 on one
+        "densenet121": {
+            "epochs": 1,
+            "train_samples": 88,
+            "test_samples": 32,
+            "crop_size": 32,
+            "stored_size": 40,
+            "batch_size": 4,
+            "loader_workers": 1,
+        },  # 11 steps on two devices, 22 on one
     },
 }
 
@@ -125,8 +140,14 @@ def params_hash(task, scale="full"):
 
 
 def as_json():
-    return json.dumps({"seed": SEED, "precisions": PRECISIONS, "tasks": TASK_PARAMS, "scales": SCALE_OVERRIDES},
-                      indent=2, sort_keys=True) + "\n"
+    return (
+        json.dumps(
+            {"seed": SEED, "precisions": PRECISIONS, "tasks": TASK_PARAMS, "scales": SCALE_OVERRIDES},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
 
 
 JSON_PATH = Path(__file__).with_name("params.json")

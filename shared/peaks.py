@@ -7,6 +7,7 @@ figure ("of its own GEMM"): it says how much of what that framework can reach on
 much of the device. Either share above 100 % is implausible (a clock that stops early, a peak that does not apply) and
 is flagged, never shown as an efficiency. Runs on Python 3.6 like the rest of `shared`.
 """
+
 import re
 
 TFLOPS = 1e12
@@ -14,7 +15,7 @@ TFLOPS = 1e12
 # datasheets (H100/H200: "NVIDIA H100 Tensor Core GPU" and "H200" datasheets, SXM form factor; A100: "NVIDIA A100
 # Tensor Core GPU" (SXM4 and PCIe alike); V100: "NVIDIA Tesla V100" (SXM2, PCIe); T4, L4, A10: their datasheets).
 # The datasheets print the tensor rates with sparsity; these are half of those. None: the GPU has no such unit.
-GPU_PEAKS = (   # (pattern on the slugged nvidia-smi name, {precision: TFLOP/s}), first match wins
+GPU_PEAKS = (  # (pattern on the slugged nvidia-smi name, {precision: TFLOP/s}), first match wins
     (r"h200", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "amp": 989.4}),
     (r"h100-pcie", {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "amp": 756.0}),
     (r"h100-(sxm|80gb-hbm3)", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "amp": 989.4}),
@@ -27,7 +28,7 @@ GPU_PEAKS = (   # (pattern on the slugged nvidia-smi name, {precision: TFLOP/s})
 )
 # FLOPs a CPU core retires per cycle in fp32 = FMA units × lanes × 2, where the flags alone would say more than the
 # core does: Zen 2-4 (AMD family 23 from model 0x30, family 25) run AVX-512 (Zen 4) on two 256-bit FMA pipes.
-CPU_CORE_FLOPS = (   # (vendor, family, lowest model, FLOP/cycle in fp32)
+CPU_CORE_FLOPS = (  # (vendor, family, lowest model, FLOP/cycle in fp32)
     ("AuthenticAMD", 25, 0, 2 * 8 * 2),
     ("AuthenticAMD", 23, 0x30, 2 * 8 * 2),
 )
@@ -88,24 +89,32 @@ def device_peak(system, device, precision, devices=1):
         facts = (system.get("gpu_facts") or [{}])[0]
         name = facts.get("name") or ((system.get("gpus") or [None])[0])
         peak = gpu_peak(name, precision) if name else None
-        return (peak * devices, f"{name} datasheet, dense {precision}") if peak else \
-            (None, f"no published {precision} peak for {name or 'this GPU'} in shared/peaks.py")
+        return (
+            (peak * devices, f"{name} datasheet, dense {precision}")
+            if peak
+            else (None, f"no published {precision} peak for {name or 'this GPU'} in shared/peaks.py")
+        )
     peak = cpu_peak(system, precision)
     if not peak:
-        return None, "no CPU clock in the record" if not (system.get("cpu_max_mhz") or system.get("cpu_mhz")) else \
-            f"no {precision} unit on this CPU"
+        return None, "no CPU clock in the record" if not (
+            system.get("cpu_max_mhz") or system.get("cpu_mhz")
+        ) else f"no {precision} unit on this CPU"
     clock = "max" if system.get("cpu_max_mhz") else "reported"
-    return peak, (f"{system.get('cpu_usable') or system.get('cpu_count')} cores × "
-                  f"{system.get('cpu_max_mhz') or system.get('cpu_mhz')} MHz ({clock}) × "
-                  f"{cpu_flops_per_cycle(system)} FLOP/cycle")
+    return peak, (
+        f"{system.get('cpu_usable') or system.get('cpu_count')} cores × "
+        f"{system.get('cpu_max_mhz') or system.get('cpu_mhz')} MHz ({clock}) × "
+        f"{cpu_flops_per_cycle(system)} FLOP/cycle"
+    )
 
 
 def shares(achieved, peak, gemm):
     """{efficiency (of the device's peak), efficiency_of_gemm (of its own GEMM), implausible: [words]}: a share
     above 1 is named in `implausible` and not given as an efficiency (None)."""
     out, implausible = {"efficiency": None, "efficiency_of_gemm": None}, []
-    for key, denominator, words in (("efficiency", peak, "the device's peak"),
-                                    ("efficiency_of_gemm", gemm, "its own GEMM")):
+    for key, denominator, words in (
+        ("efficiency", peak, "the device's peak"),
+        ("efficiency_of_gemm", gemm, "its own GEMM"),
+    ):
         if achieved and denominator:
             share = achieved / denominator
             if share > 1:

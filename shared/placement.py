@@ -14,6 +14,7 @@ shared/timing.py, outside the clock), so each sample says where the cores were w
 
 Linux only (fork and CPU affinity); None where the process may use fewer than two CPUs. Runs on Python 3.6.
 """
+
 import argparse
 import json
 import mmap
@@ -24,9 +25,9 @@ import subprocess
 import sys
 import time
 
-SECONDS = 0.2      # one measurement: about 700,000 round trips near, 400,000 apart
+SECONDS = 0.2  # one measurement: about 700,000 round trips near, 400,000 apart
 BETWEEN_SECONDS = 0.01  # one measurement between two timed windows: short, as it adds to the cell's time …
-CHUNK = 256        # … and robust: the median of its chunks of this many round trips, so that a framework thread still
+CHUNK = 256  # … and robust: the median of its chunks of this many round trips, so that a framework thread still
 #                    spinning after its window, which takes a CPU from the probe now and then, lifts a few chunks only
 
 
@@ -43,9 +44,9 @@ def round_trip_ns(seconds=SECONDS):
     pair = cpus()
     if pair is None:
         return None
-    page = mmap.mmap(-1, mmap.PAGESIZE)        # shared with the child: byte 0 the ball, 1 "stop", 2 "ready"
+    page = mmap.mmap(-1, mmap.PAGESIZE)  # shared with the child: byte 0 the ball, 1 "stop", 2 "ready"
     child = os.fork()
-    if child == 0:                             # the other end: answer every odd value with the next one
+    if child == 0:  # the other end: answer every odd value with the next one
         try:
             os.sched_setaffinity(0, [pair[1]])
             page[2] = 1
@@ -59,7 +60,7 @@ def round_trip_ns(seconds=SECONDS):
     while not page[2] and not gone and time.perf_counter() < deadline:
         gone = os.waitpid(child, os.WNOHANG) != (0, 0)
         time.sleep(0.001)
-    if not page[2]:                            # the child could not pin itself: nothing to bounce against
+    if not page[2]:  # the child could not pin itself: nothing to bounce against
         if not gone:
             os.kill(child, signal.SIGKILL)
             os.waitpid(child, 0)
@@ -103,12 +104,12 @@ def serve():
     trip in ns (JSON, null where it cannot be measured) written back. The other end is forked once and sleeps on a
     pipe between measurements, so that the pair costs the cell nothing while its windows are timed."""
     pair = cpus()
-    page, (wake_r, wake_w) = mmap.mmap(-1, mmap.PAGESIZE), os.pipe()   # byte 0 the ball, 1 "stop", 2 "playing"
+    page, (wake_r, wake_w) = mmap.mmap(-1, mmap.PAGESIZE), os.pipe()  # byte 0 the ball, 1 "stop", 2 "playing"
     child = os.fork() if pair else None
     if child == 0:
         try:
             os.sched_setaffinity(0, [pair[1]])
-            while os.read(wake_r, 1) == b"g":       # asleep until asked
+            while os.read(wake_r, 1) == b"g":  # asleep until asked
                 page[2] = 1
                 while not page[1]:
                     value = page[0]
@@ -121,7 +122,7 @@ def serve():
         os.sched_setaffinity(0, [pair[0]])
     for _ in sys.stdin:
         found = None
-        if pair:                                   # (a pair whose other end never answered is not asked again)
+        if pair:  # (a pair whose other end never answered is not asked again)
             os.write(wake_w, b"g")
             deadline = time.perf_counter() + 1
             while not page[2] and time.perf_counter() < deadline:
@@ -157,9 +158,13 @@ class Between:
         if cpus() is None:
             return
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "shared.placement", "--serve"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=os.path.dirname(
-                                             os.path.dirname(os.path.abspath(__file__))))
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "shared.placement", "--serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            )
         except OSError:
             self.proc = None
 
@@ -189,9 +194,13 @@ def measure():
     """{round_trip_ns, cpus} measured in a process of its own (a cell's process holds its framework's threads, which
     a fork should not copy), or None where it cannot be measured; never raises."""
     try:
-        proc = subprocess.run([sys.executable, "-m", "shared.placement"], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, timeout=30, cwd=os.path.dirname(os.path.dirname(
-                                  os.path.abspath(__file__))))
+        proc = subprocess.run(
+            [sys.executable, "-m", "shared.placement"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        )
         found = json.loads(proc.stdout.decode() or "null")
     except (OSError, ValueError, subprocess.SubprocessError):
         return None

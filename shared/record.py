@@ -5,6 +5,7 @@ Runners and the host both write records (the host only when a runner could not: 
 Like everything a runner imports from `shared`, this module runs on Python 3.6 and newer (CNTK 2.7 is a cp36 wheel):
 no `capture_output`, no `missing_ok`, dataclasses from the backport there.
 """
+
 import contextlib
 import json
 import os
@@ -21,7 +22,7 @@ STATUSES = ("ok", "failed", "skipped", "timeout")
 UMASK = os.umask(0o022)
 os.umask(UMASK)
 CELL_KEYS = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale", "tuning")
-OPTIONAL_CELL_KEYS = {"tuning": DEFAULT_TUNING}   # absent from records written before the axis existed: read so
+OPTIONAL_CELL_KEYS = {"tuning": DEFAULT_TUNING}  # absent from records written before the axis existed: read so
 
 
 class Skip(Exception):
@@ -36,7 +37,8 @@ class GpuMissing(RuntimeError):
         super().__init__(
             f"{asked} GPU(s) asked for, {visible} visible to {seen_by}. Check the NVIDIA driver (`nvidia-smi` lists "
             "the GPUs), CUDA_VISIBLE_DEVICES, that the framework's CUDA build is installed (not a CPU-only wheel), "
-            "and in a container the NVIDIA Container Toolkit (`docker run --rm --gpus all IMAGE nvidia-smi`)")
+            "and in a container the NVIDIA Container Toolkit (`docker run --rm --gpus all IMAGE nvidia-smi`)"
+        )
 
 
 class RecordError(Exception):
@@ -52,16 +54,22 @@ def git_commit(cwd=None):
     if os.environ.get("ROSETTA_GIT_COMMIT"):
         return os.environ["ROSETTA_GIT_COMMIT"]
     try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=cwd or Path(__file__).parent,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             universal_newlines=True, timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=cwd or Path(__file__).parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
 
 
-def make_record(cell, status, *, run_id=None, reason=None, log_tail=None, metrics=None, timing=None, system=None,
-                started_at=None):
+def make_record(
+    cell, status, *, run_id=None, reason=None, log_tail=None, metrics=None, timing=None, system=None, started_at=None
+):
     """A complete record; every key of the schema is present so CSV columns never depend on which cells ran."""
     assert status in STATUSES, status
     cell = {**OPTIONAL_CELL_KEYS, **cell}
@@ -113,17 +121,25 @@ def read_record(path):
     if not isinstance(record, dict):
         raise RecordError(f"{path}: a record is a JSON object, this is a {type(record).__name__}")
     if record.get("schema") != SCHEMA:
-        raise RecordError(f"{path}: record schema {record.get('schema')!r}, this code reads schema {SCHEMA}; "
-                          "merge it with the version of the project that wrote it, or re-run the cell")
+        raise RecordError(
+            f"{path}: record schema {record.get('schema')!r}, this code reads schema {SCHEMA}; "
+            "merge it with the version of the project that wrote it, or re-run the cell"
+        )
     return record
 
 
 # ---------------------------------------------------------------- reading a file that came from outside
 
-MAX_BYTES = 8 * 2**20                             # a record is a few KB; its log tail at most tens of KB
+MAX_BYTES = 8 * 2**20  # a record is a few KB; its log tail at most tens of KB
 
-KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
 
 
 def not_plain(path, cap=MAX_BYTES):

@@ -8,6 +8,7 @@ A task module provides `main(cfg) -> dict(metrics=..., timing=..., switches=...)
 `framework_info() -> dict(framework_version=..., cuda=..., cudnn=..., gpus=[...])`. Everything else — the record, the
 failure capture, the exit code — happens here, identically for every framework.
 """
+
 import argparse
 import os
 import sys
@@ -69,10 +70,12 @@ def at_least_one(text):
 def one_of(known):
     """A choice that is also checked when it comes from the environment: argparse checks `choices` only on the
     command line, but passes a string default through `type`."""
+
     def check(text):
         if text not in known:
             raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(known)})")
         return text
+
     return check
 
 
@@ -83,42 +86,92 @@ def parser(frameworks):
     p = argparse.ArgumentParser(prog="python -m runners", description="Run one benchmark cell; write one record.")
     p.add_argument("framework", choices=sorted(frameworks))
     p.add_argument("task", choices=params.TASKS)
-    p.add_argument("--data", type=Path, default=env("ROSETTA_DATA_DIR"), required=not env("ROSETTA_DATA_DIR"),
-                   help="data root (holds cifar10/, imdb/, chestxray14/)")
-    p.add_argument("--out", type=Path, help="result record (JSON) to write; default ROSETTA_OUT_DIR/FRAMEWORK-TASK.json",
-                   required=not env("ROSETTA_OUT_DIR"))
-    p.add_argument("--precision", type=one_of(params.PRECISIONS), choices=params.PRECISIONS,
-                   default=env("ROSETTA_PRECISION", "fp32"))
-    p.add_argument("--gpus", type=at_least_one, default=env("ROSETTA_GPUS", "1"),
-                   help="devices for data-parallel tasks (on CPU: processes), 1 or more")
-    p.add_argument("--device", type=one_of(params.DEVICES), choices=params.DEVICES,
-                   default=env("ROSETTA_DEVICE", "gpu"))
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=env("ROSETTA_DATA_DIR"),
+        required=not env("ROSETTA_DATA_DIR"),
+        help="data root (holds cifar10/, imdb/, chestxray14/)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="result record (JSON) to write; default ROSETTA_OUT_DIR/FRAMEWORK-TASK.json",
+        required=not env("ROSETTA_OUT_DIR"),
+    )
+    p.add_argument(
+        "--precision",
+        type=one_of(params.PRECISIONS),
+        choices=params.PRECISIONS,
+        default=env("ROSETTA_PRECISION", "fp32"),
+    )
+    p.add_argument(
+        "--gpus",
+        type=at_least_one,
+        default=env("ROSETTA_GPUS", "1"),
+        help="devices for data-parallel tasks (on CPU: processes), 1 or more",
+    )
+    p.add_argument(
+        "--device", type=one_of(params.DEVICES), choices=params.DEVICES, default=env("ROSETTA_DEVICE", "gpu")
+    )
     p.add_argument("--scale", type=one_of(params.SCALES), choices=params.SCALES, default=env("ROSETTA_SCALE", "full"))
-    p.add_argument("--variant", default=env("ROSETTA_VARIANT", "local"),
-                   help="image variant (CUDA/cuDNN combination) the cell runs in")
+    p.add_argument(
+        "--variant",
+        default=env("ROSETTA_VARIANT", "local"),
+        help="image variant (CUDA/cuDNN combination) the cell runs in",
+    )
     p.add_argument("--run-id", default=None)
     p.add_argument("--repeats", type=at_least_one, default=5, help="timed repeats where a task repeats (resnet50)")
-    p.add_argument("--tuning", type=one_of(params.TUNINGS), choices=params.TUNINGS,
-                   default=env("ROSETTA_TUNING", params.DEFAULT_TUNING),
-                   help="default: the framework's idiomatic code; tuned: its own fast path (the task module's TUNED "
-                        "switches), skipped where the module has none")
-    p.add_argument("--switch", type=parse_switch, action="append", default=[], metavar="NAME=VALUE",
-                   help="override one of the task module's performance switches (on/off or a value)")
+    p.add_argument(
+        "--tuning",
+        type=one_of(params.TUNINGS),
+        choices=params.TUNINGS,
+        default=env("ROSETTA_TUNING", params.DEFAULT_TUNING),
+        help="default: the framework's idiomatic code; tuned: its own fast path (the task module's TUNED "
+        "switches), skipped where the module has none",
+    )
+    p.add_argument(
+        "--switch",
+        type=parse_switch,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one of the task module's performance switches (on/off or a value)",
+    )
     return p
 
 
 def config_from_args(args):
     out = args.out or Path(os.environ["ROSETTA_OUT_DIR"]) / f"{args.framework}-{args.task}.json"
-    return RunConfig(framework=args.framework, task=args.task, data=args.data, out=out,
-                     precision=args.precision, gpus=args.gpus, device=args.device, scale=args.scale,
-                     variant=args.variant, run_id=args.run_id, repeats=args.repeats, switches=dict(args.switch),
-                     tuning=args.tuning)
+    return RunConfig(
+        framework=args.framework,
+        task=args.task,
+        data=args.data,
+        out=out,
+        precision=args.precision,
+        gpus=args.gpus,
+        device=args.device,
+        scale=args.scale,
+        variant=args.variant,
+        run_id=args.run_id,
+        repeats=args.repeats,
+        switches=dict(args.switch),
+        tuning=args.tuning,
+    )
 
 
 def cell_of(cfg, data):
-    return {"framework": cfg.framework, "task": cfg.task, "variant": cfg.variant, "precision": cfg.precision,
-            "gpus": cfg.gpus, "device": cfg.device, "data": data, "scale": cfg.scale,
-            "tuning": cfg.tuning}
+    return {
+        "framework": cfg.framework,
+        "task": cfg.task,
+        "variant": cfg.variant,
+        "precision": cfg.precision,
+        "gpus": cfg.gpus,
+        "device": cfg.device,
+        "data": data,
+        "scale": cfg.scale,
+        "tuning": cfg.tuning,
+    }
 
 
 def tail(text, lines=LOG_TAIL_LINES):
@@ -142,9 +195,9 @@ def run(cfg, load_task, framework_info, family=None):
     except DataError as e:
         data = "missing"
         status, reason = "failed", str(e)
-    before = placement.measure() if status == "ok" and cfg.device == "cpu" else None   # the cores' distance, ...
+    before = placement.measure() if status == "ok" and cfg.device == "cpu" else None  # the cores' distance, ...
     if status == "ok":
-        timing.between = placement.Between() if before else None   # ... at every window edge (shared/timing.py) ...
+        timing.between = placement.Between() if before else None  # ... at every window edge (shared/timing.py) ...
         try:
             info = framework_info()
             result = load_task(cfg).main(cfg)
@@ -157,12 +210,15 @@ def run(cfg, load_task, framework_info, family=None):
                 timing.between.close()
             timing.between = None
     system = system_info({**info, "switches": result.get("switches", {})})
-    system["threads"] = threads.applied()     # the thread rule as applied, and the CPU affinity (shared/threads.py)
-    if before and status == "ok":              # ... just before and just after the work (shared/placement.py);
+    system["threads"] = threads.applied()  # the thread rule as applied, and the CPU affinity (shared/threads.py)
+    if before and status == "ok":  # ... just before and just after the work (shared/placement.py);
         # a cell that skipped or failed did no work for the round trips to be around
         after = placement.measure() or {}
-        system["placement"] = {"before_ns": before["round_trip_ns"], "after_ns": after.get("round_trip_ns"),
-                               "cpus": before.get("cpus")}
+        system["placement"] = {
+            "before_ns": before["round_trip_ns"],
+            "after_ns": after.get("round_trip_ns"),
+            "cpus": before.get("cpus"),
+        }
     system["calibration"] = None
     if status == "ok" and family is not None:
         # After the cell, never before: TensorFlow and JAX fix their logical devices when their runtime starts, which
@@ -173,18 +229,32 @@ def run(cfg, load_task, framework_info, family=None):
         except Exception as e:  # a calibration that breaks must not cost the cell its result: the record says why
             system["calibration"] = {"note": f"calibration failed: {type(e).__name__}: {e}"[:300]}
     system["machine_class"] = machine_class(system, cfg.device, cfg.gpus)  # what verify and the report compare by
-    system["params_hash"] = params.params_hash(cfg.task, cfg.scale)         # … with the work the cell did
-    record = make_record(cell_of(cfg, data), status, run_id=cfg.run_id, reason=reason, log_tail=log_tail,
-                         metrics=result.get("metrics"), timing=result.get("timing"), system=system,
-                         started_at=started)
+    system["params_hash"] = params.params_hash(cfg.task, cfg.scale)  # … with the work the cell did
+    record = make_record(
+        cell_of(cfg, data),
+        status,
+        run_id=cfg.run_id,
+        reason=reason,
+        log_tail=log_tail,
+        metrics=result.get("metrics"),
+        timing=result.get("timing"),
+        system=system,
+        started_at=started,
+    )
     try:
         write_record(cfg.out, record)
-    except OSError as e:   # the folder went away or filled up during the cell: say so, never a traceback
-        print(f"error: the {status} record of this cell could not be written to {cfg.out}: {e.strerror or e}",
-              file=sys.stderr, flush=True)
+    except OSError as e:  # the folder went away or filled up during the cell: say so, never a traceback
+        print(
+            f"error: the {status} record of this cell could not be written to {cfg.out}: {e.strerror or e}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 2
-    summary = reason or ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                  for k, v in record["metrics"].items() if not isinstance(v, (list, dict)))
+    summary = reason or ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in record["metrics"].items()
+        if not isinstance(v, (list, dict))
+    )
     print(f"[{cfg.framework} {cfg.task} {cfg.precision}] {status}: {summary}", flush=True)
     return 1 if status == "failed" else 0
 
@@ -204,9 +274,12 @@ def cannot_write(out):
         uid, gid = os.getuid(), os.getgid()
         host = os.environ.get("ROSETTA_RESULTS_HOST")
         where = f"{folder} (on the host: {host}, ROSETTA_RESULTS)" if host else str(folder)
-        fix = (f"create it as yourself before the first run (`make setup` does, and writes your uid to .env), or "
-               f"`sudo chown -R {uid}:{gid} {host}`" if host else
-               f"`chown -R {uid}:{gid} {folder}` or choose another --out")
+        fix = (
+            f"create it as yourself before the first run (`make setup` does, and writes your uid to .env), or "
+            f"`sudo chown -R {uid}:{gid} {host}`"
+            if host
+            else f"`chown -R {uid}:{gid} {folder}` or choose another --out"
+        )
         return f"uid {uid} cannot write the results folder {where} ({e.strerror or e}): {fix}; nothing was run"
     return None
 
@@ -220,22 +293,31 @@ def twins_for_this_call(cfg):
     all). The orchestrator prepares its data itself and sets no scratch: a missing dataset there is an error."""
     scratch = os.environ.get("ROSETTA_TWINS_SCRATCH")
     dataset = params.task_params(cfg.task).get("dataset")
-    if (not scratch or os.environ.get("ROSETTA_DATASET") != "synthetic" or dataset not in SYNTHETIC
-            or (Path(cfg.data) / dataset / "manifest.json").exists()):
+    if (
+        not scratch
+        or os.environ.get("ROSETTA_DATASET") != "synthetic"
+        or dataset not in SYNTHETIC
+        or (Path(cfg.data) / dataset / "manifest.json").exists()
+    ):
         return cfg
     start = time.perf_counter()
     prepare(scratch, synthetic=True, datasets=(dataset,))
-    print(f"{dataset}: not in this call's data folder, so its synthetic twin was made in the container for this call "
-          f"({time.perf_counter() - start:.0f} s); to keep the twins in the data folder for later calls, run "
-          f"`docker compose run --rm data` (or this image's own `twins-FAMILY` service) once", flush=True)
+    print(
+        f"{dataset}: not in this call's data folder, so its synthetic twin was made in the container for this call "
+        f"({time.perf_counter() - start:.0f} s); to keep the twins in the data folder for later calls, run "
+        f"`docker compose run --rm data` (or this image's own `twins-FAMILY` service) once",
+        flush=True,
+    )
     return replace(cfg, data=Path(scratch))
 
 
 def no_tuned_path(cfg):
     """A tuned cell of a runner that has no fast path beyond its idiomatic code is skipped, saying so."""
     if cfg.tuning != params.DEFAULT_TUNING:
-        raise Skip(f"{cfg.framework} {cfg.task}: no tuned path is written for this task: its runner has only the "
-                   "idiomatic code of the default cell (docs/tuned.md lists the frameworks that have one)")
+        raise Skip(
+            f"{cfg.framework} {cfg.task}: no tuned path is written for this task: its runner has only the "
+            "idiomatic code of the default cell (docs/tuned.md lists the frameworks that have one)"
+        )
 
 
 def resolve_switches(defaults, cfg, tuned=None):
@@ -246,6 +328,7 @@ def resolve_switches(defaults, cfg, tuned=None):
         no_tuned_path(cfg)
     unknown = (set(cfg.switches) | set(tuned or {})) - set(defaults)
     if unknown:
-        raise ValueError(f"unknown switch(es) {sorted(unknown)} for {cfg.framework} {cfg.task}; "
-                         f"known: {sorted(defaults)}")
+        raise ValueError(
+            f"unknown switch(es) {sorted(unknown)} for {cfg.framework} {cfg.task}; known: {sorted(defaults)}"
+        )
     return {**defaults, **(tuned if cfg.tuning != params.DEFAULT_TUNING else {}), **cfg.switches}

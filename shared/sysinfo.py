@@ -1,4 +1,5 @@
 """System information for the result record: what the host is, and what the framework says it runs on."""
+
 import os
 import platform
 import re
@@ -8,16 +9,44 @@ import sys
 
 from shared import buildinfo
 
-
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-             "amx_fp16", "asimd", "sve", "sve2",    # what decides a CPU's GEMM rate (x86 and Arm) …
-             "avx_vnni", "avx512_vp2intersect", "avx_vnni_int8", "avx_ne_convert", "avx_ifma", "avx10")  # … and, with
+ISA_FLAGS = (
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "asimd",
+    "sve",
+    "sve2",  # what decides a CPU's GEMM rate (x86 and Arm) …
+    "avx_vnni",
+    "avx512_vp2intersect",
+    "avx_vnni_int8",
+    "avx_ne_convert",
+    "avx_ifma",
+    "avx10",
+)  # … and, with
 # the family/model/stepping, which generation it is where the VM names every CPU alike ("AMD EPYC"): Zen 5 has
 # avx_vnni and avx512_vp2intersect, Zen 4 neither; Sapphire Rapids has amx_*, Granite Rapids amx_fp16
-ISA_LEVELS = (("amx_bf16", "amx"), ("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"), ("avx2", "avx2"),
-              ("sve", "sve"), ("asimd", "neon"))     # the class names the best the CPU has
-GENERATION_FLAGS = (("avx_vnni", "avxvnni"), ("avx512_vp2intersect", "vp2intersect"), ("avx512_fp16", "fp16"),
-                    ("amx_fp16", "amxfp16"), ("avx_ne_convert", "neconvert"), ("avx10", "avx10"))
+ISA_LEVELS = (
+    ("amx_bf16", "amx"),
+    ("avx512_bf16", "avx512-bf16"),
+    ("avx512f", "avx512"),
+    ("avx2", "avx2"),
+    ("sve", "sve"),
+    ("asimd", "neon"),
+)  # the class names the best the CPU has
+GENERATION_FLAGS = (
+    ("avx_vnni", "avxvnni"),
+    ("avx512_vp2intersect", "vp2intersect"),
+    ("avx512_fp16", "fp16"),
+    ("amx_fp16", "amxfp16"),
+    ("avx_ne_convert", "neconvert"),
+    ("avx10", "avx10"),
+)
 
 
 def cpuinfo(generation=None):
@@ -26,9 +55,17 @@ def cpuinfo(generation=None):
     model and stepping (x86: `cpu family`, `model`, `stepping`; Arm: implementer, part, variant, revision)."""
     model, flags, cores = None, set(), set()
     package = None
-    keys = {"vendor_id": "cpu_vendor", "cpu family": "cpu_family", "model": "cpu_model_number",
-            "stepping": "cpu_stepping", "CPU implementer": "cpu_vendor", "CPU architecture": "cpu_family",
-            "CPU part": "cpu_model_number", "CPU variant": "cpu_stepping", "cpu MHz": "cpu_mhz"}
+    keys = {
+        "vendor_id": "cpu_vendor",
+        "cpu family": "cpu_family",
+        "model": "cpu_model_number",
+        "stepping": "cpu_stepping",
+        "CPU implementer": "cpu_vendor",
+        "CPU architecture": "cpu_family",
+        "CPU part": "cpu_model_number",
+        "CPU variant": "cpu_stepping",
+        "cpu MHz": "cpu_mhz",
+    }
     generation = {} if generation is None else generation
     try:
         with open("/proc/cpuinfo") as f:
@@ -61,8 +98,11 @@ def cgroup_cpus():
     """The cgroup's CPU quota in CPUs (`docker --cpus`, a pod's limit), or None: cgroup v2's cpu.max ('150000 100000';
     'max …' = none), else v1's cfs files (Docker on a v1 host; quota -1 = none)."""
     v2 = read_text("/sys/fs/cgroup/cpu.max")
-    quota, period = v2.split() if v2 else (read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
-                                           read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
+    quota, period = (
+        v2.split()
+        if v2
+        else (read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
+    )
     try:
         return int(quota) / int(period) if int(quota) > 0 else None
     except (TypeError, ValueError):
@@ -74,7 +114,7 @@ def cgroup_memory():
     near 2⁶³ = none)."""
     text = read_text("/sys/fs/cgroup/memory.max") or read_text("/sys/fs/cgroup/memory/memory.limit_in_bytes")
     try:
-        return int(text) if int(text) < 2 ** 60 else None
+        return int(text) if int(text) < 2**60 else None
     except (TypeError, ValueError):
         return None
 
@@ -101,7 +141,7 @@ def memory_gib():
     limit = cgroup_memory()
     if limit:
         total = min(total or limit, limit)
-    return round(total / 2 ** 30, 1) if total else None
+    return round(total / 2**30, 1) if total else None
 
 
 def gpu_facts():
@@ -111,8 +151,13 @@ def gpu_facts():
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     gpus = []
@@ -120,9 +165,16 @@ def gpu_facts():
         values = [v.strip() for v in line.split(",")]
         if len(values) == len(fields):
             name, memory, sm_clock, mem_clock, capability, driver = values
-            gpus.append({"name": name, "memory_mib": number(memory), "max_sm_clock_mhz": number(sm_clock),
-                         "max_memory_clock_mhz": number(mem_clock), "compute_capability": capability,
-                         "driver": driver})
+            gpus.append(
+                {
+                    "name": name,
+                    "memory_mib": number(memory),
+                    "max_sm_clock_mhz": number(sm_clock),
+                    "max_memory_clock_mhz": number(mem_clock),
+                    "compute_capability": capability,
+                    "driver": driver,
+                }
+            )
     return gpus
 
 
@@ -155,7 +207,7 @@ def machine_class(system, device, gpus=1):
     isa = next((name for flag, name in ISA_LEVELS if flag in flags), "isa-unknown" if not flags else "baseline")
     usable = system.get("cpu_usable") or system.get("cpu_count")
     cores = f"{usable if usable is not None else '?'}c"
-    if system.get("cpu_family") is None:    # a record made before the generation facts: the class format 1
+    if system.get("cpu_family") is None:  # a record made before the generation facts: the class format 1
         return f"cpu:{slug(system.get('cpu') or 'unknown')}:{isa}:{cores}"
     generation = slug(f"f{system['cpu_family']}-m{system.get('cpu_model_number')}-s{system.get('cpu_stepping')}")
     extra = "".join(f".{name}" for flag, name in GENERATION_FLAGS if flag in flags)
@@ -180,9 +232,13 @@ def nvidia_driver():
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             universal_newlines=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.split()
@@ -199,8 +255,10 @@ def placement():
     """Where a cell ran: the host that launched it (ROSETTA_HOST, passed into containers, whose own name is random;
     else this machine's name) and the host's GPU indices it was given (ROSETTA_GPU_IDS from the orchestrator, else the
     CUDA_VISIBLE_DEVICES a scheduler set; None when neither is set)."""
-    return {"host": safe_name(os.environ.get("ROSETTA_HOST") or platform.node()),
-            "gpu_ids": os.environ.get("ROSETTA_GPU_IDS") or os.environ.get("CUDA_VISIBLE_DEVICES") or None}
+    return {
+        "host": safe_name(os.environ.get("ROSETTA_HOST") or platform.node()),
+        "gpu_ids": os.environ.get("ROSETTA_GPU_IDS") or os.environ.get("CUDA_VISIBLE_DEVICES") or None,
+    }
 
 
 def cpu_facts():
@@ -211,11 +269,20 @@ def cpu_facts():
         mhz = round(float(generation.get("cpu_mhz")))
     except (TypeError, ValueError):
         mhz = None
-    return {"cpu": model, "cpu_vendor": generation.get("cpu_vendor"), "cpu_family": generation.get("cpu_family"),
-            "cpu_mhz": mhz, "cpu_max_mhz": round(int(max_khz) / 1000) if max_khz and max_khz.isdigit() else None,
-            "cpu_model_number": generation.get("cpu_model_number"), "cpu_stepping": generation.get("cpu_stepping"),
-            "cpu_flags": sorted(f for f in ISA_FLAGS if f in flags), "cpu_count": os.cpu_count(),
-            "cpu_physical_cores": physical, "cpu_usable": usable_cpus(), "memory_gib": memory_gib()}
+    return {
+        "cpu": model,
+        "cpu_vendor": generation.get("cpu_vendor"),
+        "cpu_family": generation.get("cpu_family"),
+        "cpu_mhz": mhz,
+        "cpu_max_mhz": round(int(max_khz) / 1000) if max_khz and max_khz.isdigit() else None,
+        "cpu_model_number": generation.get("cpu_model_number"),
+        "cpu_stepping": generation.get("cpu_stepping"),
+        "cpu_flags": sorted(f for f in ISA_FLAGS if f in flags),
+        "cpu_count": os.cpu_count(),
+        "cpu_physical_cores": physical,
+        "cpu_usable": usable_cpus(),
+        "memory_gib": memory_gib(),
+    }
 
 
 def system_info(framework):
@@ -229,13 +296,15 @@ def system_info(framework):
         **framework,
         "driver": nvidia_driver(),
         "python": platform.python_version(),
-        "interpreter": sys.executable,             # which Python ran the cell: a venv's, an image's, a machine's own
-        "executor": os.environ.get("ROSETTA_EXECUTOR"),   # local (venvs), system (one interpreter), compose, …
+        "interpreter": sys.executable,  # which Python ran the cell: a venv's, an image's, a machine's own
+        "executor": os.environ.get("ROSETTA_EXECUTOR"),  # local (venvs), system (one interpreter), compose, …
         **cpu_facts(),
         "gpu_facts": gpu_facts(),
         **placement(),
         "os": platform.platform(),
         "image": os.environ.get("ROSETTA_IMAGE"),  # set by the Dockerfile: which image a containerized cell ran in
-        "code_hash": os.environ.get("ROSETTA_CODE_HASH"),  # and the code it holds (scripts/launch/compose.py: code_hash)
-        "build": buildinfo.cached(),               # what the environment carries: CUDA, cuDNN, NCCL, GPU kernels
+        "code_hash": os.environ.get(
+            "ROSETTA_CODE_HASH"
+        ),  # and the code it holds (scripts/launch/compose.py: code_hash)
+        "build": buildinfo.cached(),  # what the environment carries: CUDA, cuDNN, NCCL, GPU kernels
     }

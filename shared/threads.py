@@ -8,13 +8,19 @@ divides `intra_op` among them (per_device). The rule is applied as environment v
 (runners/__main__.py), so it reaches every library that reads them at start; a variable the user set is kept and
 recorded as theirs. The record keeps what was applied and the CPU affinity (`system.threads`). Runs on Python 3.6.
 """
+
 import os
 
 from shared import sysinfo
 
 # variable → which count it carries
-VARIABLES = (("OMP_NUM_THREADS", "intra_op"), ("MKL_NUM_THREADS", "intra_op"), ("OPENBLAS_NUM_THREADS", "intra_op"),
-             ("TF_NUM_INTRAOP_THREADS", "intra_op"), ("TF_NUM_INTEROP_THREADS", "inter_op"))
+VARIABLES = (
+    ("OMP_NUM_THREADS", "intra_op"),
+    ("MKL_NUM_THREADS", "intra_op"),
+    ("OPENBLAS_NUM_THREADS", "intra_op"),
+    ("TF_NUM_INTRAOP_THREADS", "intra_op"),
+    ("TF_NUM_INTEROP_THREADS", "inter_op"),
+)
 _applied = {}
 
 
@@ -58,5 +64,11 @@ def applied(environ=None):
     if _applied:
         return dict(_applied)
     environ = os.environ if environ is None else environ
-    return {"usable_cpus": sysinfo.usable_cpus(), "affinity": affinity(), "intra_op": None, "inter_op": None,
-            "env": {name: environ.get(name) for name, _ in VARIABLES}, "set_by": None}
+    return {
+        "usable_cpus": sysinfo.usable_cpus(),
+        "affinity": affinity(),
+        "intra_op": None,
+        "inter_op": None,
+        "env": {name: environ.get(name) for name, _ in VARIABLES},
+        "set_by": None,
+    }

@@ -1,4 +1,5 @@
-"""Timing discipline (docs/style.md: pyperf, airbench, asv): warm-up apart, every sample kept, spread as IQR, noise flagged.
+"""Timing discipline (docs/style.md: pyperf, airbench, asv): warm-up apart, every sample kept, spread as IQR, noise
+flagged.
 
 Every clock edge calls the framework's own barrier (`torch.cuda.synchronize`, `block_until_ready`, `nd.waitall`, …)
 so that asynchronous GPU work is inside the interval it belongs to.
@@ -14,6 +15,7 @@ outside the clock (shared/placement.py): `round_trips_ns` in the timing block, o
 lists, so that each sample says whether the two cores were near or apart while it was timed (scripts/results/verify.py
 compares like with like).
 """
+
 import statistics
 import time
 from contextlib import contextmanager
@@ -22,19 +24,19 @@ import numpy as np
 
 from shared.devsync import device_sync
 
-WINDOW_STEPS = 5        # training steps per timed window: one sample, a barrier at each edge …
-TASK_WINDOW_STEPS = {"densenet121": 1}   # … but one step for DenseNet-121: its steps are long (a barrier costs little
+WINDOW_STEPS = 5  # training steps per timed window: one sample, a barrier at each edge …
+TASK_WINDOW_STEPS = {"densenet121": 1}  # … but one step for DenseNet-121: its steps are long (a barrier costs little
 #                                        against them) and few, and a demo cell needs five samples after its warm-up
-MIN_SAMPLES = 5         # fewer samples than this give no spread estimate
+MIN_SAMPLES = 5  # fewer samples than this give no spread estimate
 UNSTABLE_SPREAD = 0.10  # IQR / median above this marks a timing as noisy (†); it is flagged, never dropped
 WARMUP_AGREEMENT = 0.10  # warm-up lasts until two consecutive passes (training: windows) differ by less than this …
-WARMUP_CAP = 5           # … or this many have run (then `warm` says it did not settle)
-LEAK_SECONDS = 1e-3      # a CUDA device synchronize right after the barrier that takes longer than this …
-LEAK_SHARE = 0.02        # … and than this share of the interval found work the barrier did not wait for
+WARMUP_CAP = 5  # … or this many have run (then `warm` says it did not settle)
+LEAK_SECONDS = 1e-3  # a CUDA device synchronize right after the barrier that takes longer than this …
+LEAK_SHARE = 0.02  # … and than this share of the interval found work the barrier did not wait for
 
-_audit = []              # (interval, seconds a device synchronize took right after its closing barrier)
-between = None           # the cores' distance now (ns, or None), set by the harness for a CPU cell …
-_edges = []              # … and what it measured at each window edge
+_audit = []  # (interval, seconds a device synchronize took right after its closing barrier)
+between = None  # the cores' distance now (ns, or None), set by the harness for a CPU cell …
+_edges = []  # … and what it measured at each window edge
 
 
 def edge():
@@ -78,8 +80,12 @@ def barrier_audit():
         return None
     after = [seconds for _, seconds in _audit]
     leaks = sum(1 for interval, seconds in _audit if seconds > max(LEAK_SECONDS, LEAK_SHARE * interval))
-    return {"checks": len(_audit), "max_after_seconds": max(after),
-            "median_after_seconds": float(statistics.median(after)), "leaks": leaks}
+    return {
+        "checks": len(_audit),
+        "max_after_seconds": max(after),
+        "median_after_seconds": float(statistics.median(after)),
+        "leaks": leaks,
+    }
 
 
 def round_trips():
@@ -92,16 +98,36 @@ def summarize(values, warmup=None, unit="seconds", warm=None):
     spread (IQR / median) where there are MIN_SAMPLES or more, else None. `warmup` is the warm-up's seconds, `warm`
     whether the warm-up settled, `unit` what one value measures."""
     values = [float(v) for v in values]
-    block = {"warmup": warmup, "repeats": len(values), "values": values, "unit": unit, "warm": warm,
-             "median": None, "min": None, "max": None, "q1": None, "q3": None, "spread": None, "unstable": None,
-             "barrier_audit": barrier_audit(), **round_trips()}
+    block = {
+        "warmup": warmup,
+        "repeats": len(values),
+        "values": values,
+        "unit": unit,
+        "warm": warm,
+        "median": None,
+        "min": None,
+        "max": None,
+        "q1": None,
+        "q3": None,
+        "spread": None,
+        "unstable": None,
+        "barrier_audit": barrier_audit(),
+        **round_trips(),
+    }
     if not values:
         return block
     median = float(statistics.median(values))
     q1, q3 = (float(q) for q in np.percentile(values, [25, 75]))  # linear interpolation (Hyndman-Fan 7, as Julia)
     spread = (q3 - q1) / median if len(values) >= MIN_SAMPLES and median > 0 else None
-    block.update(median=median, min=min(values), max=max(values), q1=q1, q3=q3, spread=spread,
-                 unstable=None if spread is None else spread > UNSTABLE_SPREAD)
+    block.update(
+        median=median,
+        min=min(values),
+        max=max(values),
+        q1=q1,
+        q3=q3,
+        spread=spread,
+        unstable=None if spread is None else spread > UNSTABLE_SPREAD,
+    )
     return block
 
 
@@ -142,9 +168,9 @@ def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_
     the steps it holds; the first call is the warm-up, however many steps it takes."""
     epoch_seconds, warmup, out, windows = [], None, None, []
     for epoch in range(epochs):
-        probing = 0.0                                          # seconds of the epoch spent at window edges (edge())
+        probing = 0.0  # seconds of the epoch spent at window edges (edge())
         with stopwatch(barrier) as epoch_time:
-            in_window, window_start = 0, time.perf_counter()   # a window holds its batches' gathering too
+            in_window, window_start = 0, time.perf_counter()  # a window holds its batches' gathering too
             for batch in epoch_batches(epoch):
                 if warmup is None:
                     with stopwatch(barrier) as first:
@@ -214,13 +240,14 @@ def warm_windows(windows):
 
 def samples_of(windows):
     """The windows that are samples: those after the warm-up (warm_windows)."""
-    return list(windows[warm_windows(windows)[0]:])
+    return list(windows[warm_windows(windows)[0] :])
 
 
 def steady_state_seconds(epoch_seconds, warmup=None, steps=None, windows=None):
     """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median sample's
-    seconds per step (`windows`: the samples, after the warm-up) times every step of the run; without a full window, the epochs after the first (their median
-    times the number of epochs), or the one epoch minus its first step scaled back up to `steps` steps. None where
+    seconds per step (`windows`: the samples, after the warm-up) times every step of the run; without a full window,
+    the epochs after the first (their median times the number of epochs), or the one epoch minus its first step scaled
+    back up to `steps` steps. None where
     none of these can be known."""
     if windows and steps:
         return float(statistics.median(windows) * steps * len(epoch_seconds))
@@ -237,23 +264,36 @@ def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, 
     train_seconds = float(sum(epoch_seconds))
     steady = steady_state_seconds(epoch_seconds, warmup, steps, samples_of(windows or []))
     samples = samples_per_epoch * len(epoch_seconds)
-    return {"train_seconds": train_seconds, "epoch_seconds": [float(s) for s in epoch_seconds],
-            "steady_state_seconds": steady, "warmup_seconds": warmup,
-            "samples_per_second": samples / train_seconds,
-            "steady_samples_per_second": samples / steady if steady else None, **extra}
+    return {
+        "train_seconds": train_seconds,
+        "epoch_seconds": [float(s) for s in epoch_seconds],
+        "steady_state_seconds": steady,
+        "warmup_seconds": warmup,
+        "samples_per_second": samples / train_seconds,
+        "steady_samples_per_second": samples / steady if steady else None,
+        **extra,
+    }
 
 
 def train_timing(windows, warmup=None, window=WINDOW_STEPS):
     """The `timing` block of a training task: the seconds per step of the windows (`window` steps each) after the
     warm-up as its samples, the warm-up windows beside them, and whether the warm-up settled."""
     count, settled = warm_windows(windows)
-    return {**summarize(windows[count:], warmup=warmup, unit="seconds per step", warm=settled),
-            "warmup_windows": [float(w) for w in windows[:count]], "window_steps": window}
+    return {
+        **summarize(windows[count:], warmup=warmup, unit="seconds per step", warm=settled),
+        "warmup_windows": [float(w) for w in windows[:count]],
+        "window_steps": window,
+    }
 
 
 def extraction_metrics(timing, images, batch_size, image_size, **extra):
     """The `metrics` block of feature extraction: the median pass over `images` images, per 1,000 images (the seed's
     unit) and per second, plus what the task adds (weights, …)."""
-    return {"seconds_per_1000_images": timing["median"] / images * 1000,
-            "samples_per_second": images / timing["median"], "images": images, "image_size": image_size,
-            "batch_size": batch_size, **extra}
+    return {
+        "seconds_per_1000_images": timing["median"] / images * 1000,
+        "samples_per_second": images / timing["median"],
+        "images": images,
+        "image_size": image_size,
+        "batch_size": batch_size,
+        **extra,
+    }

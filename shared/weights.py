@@ -11,8 +11,8 @@ No torch here (shared/ stays framework-free): a .pth is read with a restricted u
 globals a state dict needs, in all three formats torch.save has written — the zip archive (torch >= 1.6), the pickle
 stream that preceded it, and the tar archive of the first releases (torchvision's oldest files may be either).
 """
+
 import argparse
-import hashlib
 import json
 import os
 import pickle
@@ -33,20 +33,31 @@ from shared.datasets import DataError, download, file_digest
 from shared.record import UMASK, now, write_atomic
 
 SOURCES = {  # torchvision's published ImageNet-1k weights
-    "resnet50": "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",       # IMAGENET1K_V2
+    "resnet50": "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",  # IMAGENET1K_V2
     "densenet121": "https://download.pytorch.org/models/densenet121-a639ec97.pth",  # IMAGENET1K_V1 (the only one)
 }
 # torchvision's own loader renames DenseNet's pre-0.4 keys (`denselayer1.norm.1.weight` -> `denselayer1.norm1.weight`).
 DENSENET_OLD_KEY = re.compile(
-    r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$")
+    r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$"
+)
 # Arrays a published file has that the canonical layout does not: the 1000-way ImageNet heads and BN step counters.
 DROPPED = re.compile(r"^(fc|classifier)\.(weight|bias)$|\.num_batches_tracked$")
 
 
 # ---------------------------------------------------------------- reading a .pth without torch
 
-DTYPES = {"DoubleStorage": "f8", "FloatStorage": "f4", "HalfStorage": "f2", "LongStorage": "i8", "IntStorage": "i4",
-          "ShortStorage": "i2", "CharStorage": "i1", "ByteStorage": "u1", "BoolStorage": "?", "UntypedStorage": "u1"}
+DTYPES = {
+    "DoubleStorage": "f8",
+    "FloatStorage": "f4",
+    "HalfStorage": "f2",
+    "LongStorage": "i8",
+    "IntStorage": "i4",
+    "ShortStorage": "i2",
+    "CharStorage": "i1",
+    "ByteStorage": "u1",
+    "BoolStorage": "?",
+    "UntypedStorage": "u1",
+}
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER, PROTOCOL_VERSION
 LEGACY_PROTOCOL = 1001
 
@@ -76,17 +87,19 @@ def _rebuild_parameter(data, *_):
     return data
 
 
-GLOBALS = {("collections", "OrderedDict"): OrderedDict,
-           ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
-           ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
-           ("torch._utils", "_rebuild_parameter"): _rebuild_parameter}
+GLOBALS = {
+    ("collections", "OrderedDict"): OrderedDict,
+    ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+}
 
 
 class Unpickler(pickle.Unpickler):
     """Knows a state dict's globals only, so a file cannot run code (torch.load's weights_only, without torch)."""
 
     def __init__(self, file, persistent_load=None, byteorder="<"):
-        super().__init__(file, encoding="utf-8")   # as torch.load: Python 2 strings become str
+        super().__init__(file, encoding="utf-8")  # as torch.load: Python 2 strings become str
         self._persistent = persistent_load
         self.byteorder = byteorder
 
@@ -95,7 +108,7 @@ class Unpickler(pickle.Unpickler):
             return GLOBALS[module, name]
         if module in ("torch", "torch.storage") and name in DTYPES:
             return StorageType(np.dtype(DTYPES[name]).newbyteorder(self.byteorder))
-        if module == "torch" and name.endswith("Tensor"):       # the tar format names each tensor's class
+        if module == "torch" and name.endswith("Tensor"):  # the tar format names each tensor's class
             return name
         raise pickle.UnpicklingError(f"unexpected global {module}.{name}: not a plain state dict")
 
@@ -150,10 +163,10 @@ def _read_legacy(f):
         if view is None:
             return roots[key]
         view_key, offset, size = view
-        return views.setdefault(view_key, roots[key][offset:offset + size])
+        return views.setdefault(view_key, roots[key][offset : offset + size])
 
     state = Unpickler(f, persistent_load, order).load()
-    for key in Unpickler(f).load():                   # storages follow in this order: int64 count, then the bytes
+    for key in Unpickler(f).load():  # storages follow in this order: int64 count, then the bytes
         storage = roots[key]
         (numel,) = struct.unpack(order + "q", f.read(8))
         raw = f.read(numel * storage.itemsize)
@@ -165,6 +178,7 @@ def _read_legacy(f):
 
 def _read_tar(tar):
     """torch's first format: tar members `storages`, `tensors` (raw geometry after each pickled header), `pickle`."""
+
     def member(name):
         f = tar.extractfile(name)
         if f is None:
@@ -184,12 +198,12 @@ def _read_tar(tar):
             raise pickle.UnpicklingError(f"storage {k} is truncated")
         storages[key(k)] = np.frombuffer(bytearray(raw), storage_type.dtype)
     for target, root, offset, numel in Unpickler(f).load():
-        storages[key(target)] = storages[key(root)][offset:offset + numel]
+        storages[key(target)] = storages[key(root)][offset : offset + numel]
     f = member("tensors")
     for _ in range(Unpickler(f).load()):
         k, storage_key, _tensor_type = Unpickler(f).load()
         (ndim,) = struct.unpack("<i", f.read(4))
-        f.read(4)                                     # ndim was written as 8 bytes
+        f.read(4)  # ndim was written as 8 bytes
         size = struct.unpack(f"<{ndim}q", f.read(8 * ndim))
         stride = struct.unpack(f"<{ndim}q", f.read(8 * ndim))
         (offset,) = struct.unpack("<q", f.read(8))
@@ -216,8 +230,17 @@ def read_pth(path):
             except tarfile.TarError:
                 with open(path, "rb") as f:
                     state = _read_legacy(f)
-    except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, AttributeError, struct.error,
-            zipfile.BadZipFile, OSError) as e:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        KeyError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        struct.error,
+        zipfile.BadZipFile,
+        OSError,
+    ) as e:
         raise DataError(f"{path}: not a readable torch state dict ({type(e).__name__}: {e})") from e
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
         raise DataError(f"{path}: holds {type(state).__name__}, not a state dict of tensors")
@@ -225,6 +248,7 @@ def read_pth(path):
 
 
 # ---------------------------------------------------------------- conversion to the canonical layout
+
 
 def to_canonical(state, task, shapes=None):
     """A torchvision state dict -> the canonical arrays of `task` (float32), every name and shape checked.
@@ -240,11 +264,13 @@ def to_canonical(state, task, shapes=None):
         if DROPPED.search(name) and name not in expected:
             continue
         if name not in expected:
-            raise DataError(f"{task}: the file has {name}, which the canonical layout does not: not torchvision's "
-                            f"{task}?")
+            raise DataError(
+                f"{task}: the file has {name}, which the canonical layout does not: not torchvision's {task}?"
+            )
         if tuple(array.shape) != tuple(expected[name]):
-            raise DataError(f"{task}: {name} has shape {tuple(array.shape)}, the canonical layout "
-                            f"{tuple(expected[name])}")
+            raise DataError(
+                f"{task}: {name} has shape {tuple(array.shape)}, the canonical layout {tuple(expected[name])}"
+            )
         out[name] = np.ascontiguousarray(array, np.float32)
     missing = sorted(set(expected) - set(out))
     if missing:
@@ -253,6 +279,7 @@ def to_canonical(state, task, shapes=None):
 
 
 # ---------------------------------------------------------------- the step
+
 
 def hash_prefix(url_or_name):
     """torchvision's convention: the 8+ hex characters after the last dash of the file name start its SHA-256."""
@@ -266,8 +293,10 @@ def hash_prefix(url_or_name):
 def check_prefix(path, prefix):
     digest = file_digest(path, "sha256")
     if not digest.startswith(prefix):
-        raise DataError(f"{path}: its SHA-256 starts {digest[:len(prefix)]}, the published file's {prefix}: the file "
-                        f"is corrupt, partial or another file")
+        raise DataError(
+            f"{path}: its SHA-256 starts {digest[: len(prefix)]}, the published file's {prefix}: the file "
+            f"is corrupt, partial or another file"
+        )
     return digest
 
 
@@ -280,7 +309,7 @@ def save_npz_atomic(path, arrays):
             np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~UMASK)                  # mkstemp's 0600 would hide the file from container users
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's 0600 would hide the file from container users
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -309,9 +338,14 @@ def convert(root, task, pth, source, digest=None):
     weights = to_canonical(read_pth(pth), task)
     save_npz_atomic(canonical.weights_path(root, task), weights)
     manifest = read_manifest(root)
-    manifest["tasks"][task] = {"url": SOURCES[task], "from": str(source), "sha256": digest, "arrays": len(weights),
-                               "npz_sha256": file_digest(canonical.weights_path(root, task), "sha256"),
-                               "created_at": now()}
+    manifest["tasks"][task] = {
+        "url": SOURCES[task],
+        "from": str(source),
+        "sha256": digest,
+        "arrays": len(weights),
+        "npz_sha256": file_digest(canonical.weights_path(root, task), "sha256"),
+        "created_at": now(),
+    }
     write_atomic(manifest_path(root), json.dumps(manifest, indent=2) + "\n")
     return canonical.weights_path(root, task)
 
@@ -321,22 +355,26 @@ def fetch(root, task, opener=urllib.request.urlopen):
     url = SOURCES[task]
     dest = Path(root) / "weights" / "torchvision" / Path(url).name
     try:
-        download(url, dest, opener=opener)            # resumes a .part file; the hash prefix is checked below
+        download(url, dest, opener=opener)  # resumes a .part file; the hash prefix is checked below
     except OSError as e:
-        raise DataError(f"cannot download {url}: {e}; check the network, or fetch the file on another machine and "
-                        f"run `python -m shared.weights --root {root} --from {dest.name}`") from e
+        raise DataError(
+            f"cannot download {url}: {e}; check the network, or fetch the file on another machine and "
+            f"run `python -m shared.weights --root {root} --from {dest.name}`"
+        ) from e
     try:
         digest = check_prefix(dest, hash_prefix(url))
     except DataError as e:
-        dest.unlink()                                 # never leave a bad file to be found again
+        dest.unlink()  # never leave a bad file to be found again
         raise DataError(f"{e}; deleted it: run `python -m shared.weights --root {root}` to download it again") from e
     # torchvision publishes 32 bits of the hash, which a crafted file can match: the full SHA-256 of the file as
     # first downloaded (kept in the manifest) must match every later download of the same URL.
     first = read_manifest(root)["tasks"].get(task, {})
     if first.get("url") == url and first.get("sha256") and first["sha256"] != digest:
-        raise DataError(f"{dest}: SHA-256 {digest}, but this URL gave {first['sha256']} when first downloaded "
-                        f"(the prefix {hash_prefix(url)} matches both): another file; if you trust it, delete the "
-                        f"{task} entry of {manifest_path(root)} and run `python -m shared.weights --root {root}`")
+        raise DataError(
+            f"{dest}: SHA-256 {digest}, but this URL gave {first['sha256']} when first downloaded "
+            f"(the prefix {hash_prefix(url)} matches both): another file; if you trust it, delete the "
+            f"{task} entry of {manifest_path(root)} and run `python -m shared.weights --root {root}`"
+        )
     return convert(root, task, dest, url, digest)
 
 
@@ -369,10 +407,17 @@ def prepare(root, tasks=tuple(SOURCES), files=(), opener=urllib.request.urlopen)
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m shared.weights", description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, help="data root, e.g. data/real (the weights go to ROOT/weights)")
-    parser.add_argument("--tasks", nargs="+", choices=list(SOURCES),
-                        help="default: both, or with --from only the files given")
-    parser.add_argument("--from", dest="files", nargs="+", default=[], metavar="FILE",
-                        help="convert published .pth files copied by hand instead of downloading them")
+    parser.add_argument(
+        "--tasks", nargs="+", choices=list(SOURCES), help="default: both, or with --from only the files given"
+    )
+    parser.add_argument(
+        "--from",
+        dest="files",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="convert published .pth files copied by hand instead of downloading them",
+    )
     args = parser.parse_args(argv)
     try:
         prepare(args.root, args.tasks or ([] if args.files else list(SOURCES)), args.files)

@@ -7,6 +7,7 @@ Every test carries exactly one tier marker, by what it needs (docs/testing.md): 
 network. `--framework ID` (make test FW=ID) keeps the tests of one framework; a unit test that asks for a framework's
 environment fails, naming the tier it belongs in.
 """
+
 import json
 import os
 import subprocess
@@ -18,16 +19,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runners import FRAMEWORKS  # noqa: E402
-from scripts.plan.matrix import load  # noqa: E402
-from scripts.launch.venvs import python_of  # noqa: E402
-from shared import datasets  # noqa: E402
-
 import probe  # noqa: E402
+
+from runners import FRAMEWORKS  # noqa: E402
+from scripts.launch.venvs import python_of  # noqa: E402
+from scripts.plan.matrix import load  # noqa: E402
+from shared import datasets  # noqa: E402
 
 IN_CI = os.environ.get("CI") == "true"
 TIERS = ("unit", "framework", "integration", "network")
-_running = {"tiers": ()}     # the tier markers of the test running now in this process
+_running = {"tiers": ()}  # the tier markers of the test running now in this process
 
 
 def tiers_of(item):
@@ -51,7 +52,7 @@ def pytest_collection_modifyitems(config, items):
         chosen = [item for item in items if framework_of(item) == wanted]
         config.hook.pytest_deselected(items=[item for item in items if framework_of(item) != wanted])
         items[:] = chosen
-    listing = os.environ.get("ROSETTA_TIER_LIST")   # tests/test_tiers.py: every collected test and its tiers
+    listing = os.environ.get("ROSETTA_TIER_LIST")  # tests/test_tiers.py: every collected test and its tiers
     if listing:
         Path(listing).write_text(json.dumps({item.nodeid: tiers_of(item) for item in items}))
 
@@ -76,10 +77,28 @@ def framework_python(framework):
 
 def run_runner(framework, task, out, *args, data=None, timeout=600, env=None):
     """`python -m runners FRAMEWORK TASK …` in the framework's environment; returns the CompletedProcess."""
-    argv = [str(framework_python(framework)), "-m", "runners", framework, task, "--data", str(data),
-            "--out", str(out), "--device", "cpu", *args]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    argv = [
+        str(framework_python(framework)),
+        "-m",
+        "runners",
+        framework,
+        task,
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        *args,
+    ]
+    return subprocess.run(
+        argv,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
 
 
 # ---------------------------------------------------------------- records as a slower (or faster) install makes them
@@ -106,8 +125,7 @@ def scale_clocks(record, factor):
     for key in ("median", "min", "max", "q1", "q3", "warmup"):
         if timing.get(key) is not None:
             timing[key] *= factor
-    for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "train_minutes",
-                "warmup_seconds"):
+    for key in ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "train_minutes", "warmup_seconds"):
         if metrics.get(key) is not None:
             metrics[key] *= factor
     if metrics.get("epoch_seconds"):

@@ -1,5 +1,6 @@
 """Run the demo profile's cells through scripts.run.execute with the fake runners (a separate process, so the
 resume test can kill it). Usage: python tests/fake_run.py RUN_DIR DATA_ROOT"""
+
 import sys
 from dataclasses import replace
 from pathlib import Path

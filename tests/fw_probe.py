@@ -12,6 +12,7 @@ PLAN.json lists the jobs, each with its files:
   OUT.rc gets main's exit code.
 A job that raises writes its traceback to OUT.error and the probe goes on with the next.
 """
+
 import importlib
 import json
 import os
@@ -22,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from runners import prepare_environment  # noqa: E402
-from shared import threads  # noqa: E402
-from shared.runner import RunConfig  # noqa: E402
+from runners import prepare_environment
+from shared import threads
+from shared.runner import RunConfig
 
 
 def forward(framework, package, job):
@@ -35,7 +36,7 @@ def forward(framework, package, job):
     model = module.build_model()
     module.load_canonical(model, data)
     logits = module.predict_logits(model, x)
-    with open(job["out"], "wb") as f:       # np.savez would append .npz to a name without it
+    with open(job["out"], "wb") as f:  # np.savez would append .npz to a name without it
         np.savez(f, logits=np.asarray(logits, np.float32), parameters=family.count_parameters(model))
 
 
@@ -44,30 +45,43 @@ def train(framework, package, job):
     module = importlib.import_module(f"runners.{package}.{task}")
     data = dict(np.load(job["in"]))
     x, y = data.pop("x"), data.pop("y")
-    cfg = RunConfig(framework=framework, task=task, data=Path("."), out=Path(job["out"]), device="cpu",
-                    scale="full", switches={"dropout": False} if task == "cnn" else {}, tuning=job["tuning"])
+    cfg = RunConfig(
+        framework=framework,
+        task=task,
+        data=Path("."),
+        out=Path(job["out"]),
+        device="cpu",
+        scale="full",
+        switches={"dropout": False} if task == "cnn" else {},
+        tuning=job["tuning"],
+    )
     losses, after = module.train_steps(cfg, data, x, y, int(job["steps"]))
-    arrays = {f"{s}:{name}": np.asarray(w, np.float32) for s, weights in enumerate(after, start=1)
-              if weights is not None for name, w in weights.items()}   # None: a step inside a tuned cell's chunk
-    with open(job["out"], "wb") as f:       # np.savez would append .npz to a name without it
+    arrays = {
+        f"{s}:{name}": np.asarray(w, np.float32)
+        for s, weights in enumerate(after, start=1)
+        if weights is not None
+        for name, w in weights.items()
+    }  # None: a step inside a tuned cell's chunk
+    with open(job["out"], "wb") as f:  # np.savez would append .npz to a name without it
         np.savez(f, loss=np.asarray(losses, np.float64), **arrays)
 
 
 def run(framework, package, job):
     from runners.__main__ import main
+
     code = main(job["argv"])
     Path(job["out"] + ".rc").write_text(str(code))
 
 
 def main(framework, plan):
     os.environ.setdefault("ROSETTA_DEVICE", "cpu")  # a CPU probe, also for backends that pick it at import
-    threads.apply()                                 # the thread rule a runner process applies before any import
+    threads.apply()  # the thread rule a runner process applies before any import
     package = prepare_environment(framework)
     for job in json.loads(Path(plan).read_text()):
         print(f"--- {framework} {job['name']}", flush=True)
         try:
             {"forward": forward, "train": train, "run": run}[job["kind"]](framework, package, job)
-        except BaseException:   # the job fails, its test says why; the probe goes on with the next job
+        except BaseException:  # the job fails, its test says why; the probe goes on with the next job
             Path(job["out"] + ".error").write_text(traceback.format_exc())
     return 0
 

@@ -14,6 +14,7 @@ The probe runs the default jobs before any tuned one, so no tuned switch (a comp
 reach a default check. The multi-device cells (DenseNet-121 on two CPU devices) keep a process each: TensorFlow and JAX
 fix their device count when their runtime starts (runners/tensorflow/__init__.py, runners/jax/__init__.py).
 """
+
 import json
 import subprocess
 from pathlib import Path
@@ -26,11 +27,11 @@ from shared import canonical, params
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "tests" / "fw_probe.py"
-TIMEOUT = 3600             # one framework's every job; a test that waits on the probe gets as long (see `job`)
+TIMEOUT = 3600  # one framework's every job; a test that waits on the probe gets as long (see `job`)
 
 
 class Job(NamedTuple):
-    kind: str              # forward | train | run
+    kind: str  # forward | train | run
     task: str
     tuning: str = "default"
 
@@ -41,9 +42,11 @@ class Job(NamedTuple):
 
 def job(kind):
     """Decorator: the test asserts on the probe's `kind` job of its (framework, task[, tuning]) parameters."""
+
     def mark(test):
         test.probe_kind = kind
         return pytest.mark.timeout(TIMEOUT)(test)
+
     return mark
 
 
@@ -62,6 +65,7 @@ def job_of(item):
 
 # ---------------------------------------------------------------- each kind's inputs (fixed seeds)
 
+
 def inputs(task):
     """The forward check's input batch."""
     rng = np.random.default_rng(7)
@@ -69,7 +73,7 @@ def inputs(task):
         return rng.random((5, 3, 32, 32), dtype=np.float32)
     if task == "gru":
         return rng.integers(0, params.GRU["max_features"], (5, 23)).astype(np.int32)
-    return rng.standard_normal((2, 3, 64, 64), dtype=np.float32)   # ImageNet-normalized range; 64×64 keeps it fast
+    return rng.standard_normal((2, 3, 64, 64), dtype=np.float32)  # ImageNet-normalized range; 64×64 keeps it fast
 
 
 def batch(task):
@@ -87,8 +91,13 @@ TRAIN_STEPS = 3
 
 def write_inputs(framework, job, folder, data):
     """The job's entry of the plan tests/fw_probe.py reads, its input files written into `folder`."""
-    entry = {"name": job.name, "kind": job.kind, "task": job.task, "tuning": job.tuning,
-             "out": str(folder / f"{job.name}.out")}
+    entry = {
+        "name": job.name,
+        "kind": job.kind,
+        "task": job.task,
+        "tuning": job.tuning,
+        "out": str(folder / f"{job.name}.out"),
+    }
     if job.kind == "forward":
         np.savez(folder / f"{job.name}.npz", x=inputs(job.task), **canonical.random_weights(job.task))
         entry["in"] = str(folder / f"{job.name}.npz")
@@ -97,12 +106,25 @@ def write_inputs(framework, job, folder, data):
         np.savez(folder / f"{job.name}.npz", x=x, y=y.astype(np.int32), **canonical.init_weights(job.task))
         entry.update({"in": str(folder / f"{job.name}.npz"), "steps": TRAIN_STEPS})
     else:
-        entry["argv"] = [framework, job.task, "--data", str(data), "--out", entry["out"], "--device", "cpu",
-                         "--scale", "tiny", "--tuning", job.tuning]
+        entry["argv"] = [
+            framework,
+            job.task,
+            "--data",
+            str(data),
+            "--out",
+            entry["out"],
+            "--device",
+            "cpu",
+            "--scale",
+            "tiny",
+            "--tuning",
+            job.tuning,
+        ]
     return entry
 
 
 # ---------------------------------------------------------------- the session's probes
+
 
 class Probes:
     """The probe results of this session, one probe process per framework, started on first use."""
@@ -136,15 +158,23 @@ class Probes:
         (folder / "plan.json").write_text(json.dumps(plan, indent=1))
         self.starts += 1
         try:
-            proc = subprocess.run([str(python), str(PROBE), framework, str(folder / "plan.json")], cwd=ROOT,
-                                  capture_output=True, text=True, timeout=TIMEOUT)
+            proc = subprocess.run(
+                [str(python), str(PROBE), framework, str(folder / "plan.json")],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
         except subprocess.TimeoutExpired:
             return f"timed out after {TIMEOUT} s running {[j.name for j in jobs]}"
         found = {}
         for entry in plan:
             out, error = Path(entry["out"]), Path(entry["out"] + ".error")
-            found[entry["name"]] = {"error": error.read_text() if error.exists() else None,
-                                    "out": out if out.exists() else None, "log": (folder / "log.txt")}
+            found[entry["name"]] = {
+                "error": error.read_text() if error.exists() else None,
+                "out": out if out.exists() else None,
+                "log": (folder / "log.txt"),
+            }
         (folder / "log.txt").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
         if proc.returncode != 0 and not any(e["error"] for e in found.values()):
             return f"exit {proc.returncode}: {proc.stderr[-3000:]}"
@@ -154,6 +184,7 @@ class Probes:
 def outcome(entry, framework, job):
     """The job's output file; the test fails with the job's own traceback where it raised."""
     assert entry["error"] is None, f"{framework} {job.name} raised in the probe:\n{entry['error'][-3000:]}"
-    assert entry["out"] is not None, f"{framework} {job.name}: no output; probe log:\n" + \
-        entry["log"].read_text()[-3000:]
+    assert entry["out"] is not None, (
+        f"{framework} {job.name}: no output; probe log:\n" + entry["log"].read_text()[-3000:]
+    )
     return entry["out"]

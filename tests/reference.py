@@ -8,6 +8,7 @@ run at 64×64, batch 2, in about a second.
 The keyword arguments name deliberate variants (ResNet v1, another ε, TensorFlow's "same" padding): the test that
 proves the reference has teeth runs them.
 """
+
 import numpy as np
 
 from shared.canonical import BN_EPS
@@ -28,7 +29,9 @@ def conv2d(x, w, stride=1, pad=0):
         cols = np.empty((n, c, kh, kw, ho, wo), x.dtype)
         for i in range(kh):
             for j in range(kw):
-                cols[:, :, i, j] = x[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride]
+                cols[:, :, i, j] = x[
+                    :, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride
+                ]
         cols = cols.reshape(n, c * kh * kw, ho * wo)
     return np.matmul(w.reshape(o, -1), cols).reshape(n, o, ho, wo)
 
@@ -51,8 +54,11 @@ def maxpool(x, k, stride, pad=0):
     x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
     h, w = x.shape[2:]
     ho, wo = (h - k) // stride + 1, (w - k) // stride + 1
-    windows = [x[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride]
-               for i in range(k) for j in range(k)]
+    windows = [
+        x[:, :, i : i + stride * (ho - 1) + 1 : stride, j : j + stride * (wo - 1) + 1 : stride]
+        for i in range(k)
+        for j in range(k)
+    ]
     return np.max(windows, axis=0)
 
 
@@ -81,7 +87,7 @@ def cnn_forward(W, x):
     x = relu(maxpool2(conv2d_same(x, W["conv2.weight"], W["conv2.bias"])))
     x = relu(conv2d_same(x, W["conv3.weight"], W["conv3.bias"]))
     x = relu(maxpool2(conv2d_same(x, W["conv4.weight"], W["conv4.bias"])))
-    x = x.reshape(len(x), -1)                                  # C·H·W
+    x = x.reshape(len(x), -1)  # C·H·W
     x = relu(x @ W["fc1.weight"].T + W["fc1.bias"])
     return x @ W["fc2.weight"].T + W["fc2.bias"]
 
@@ -93,7 +99,7 @@ def sigmoid(x):
 def gru_forward(W, tokens, reset_after=True):
     """Embedding -> GRU (gates r, z, n) -> last hidden state -> dense. `reset_after=False` is the original GRU
     (reset gate applied to h before the recurrent matmul, as Keras' reset_after=False and some old frameworks)."""
-    emb = W["embedding.weight"][tokens]                        # (N, T, E)
+    emb = W["embedding.weight"][tokens]  # (N, T, E)
     Wi, Wh, bi, bh = W["gru.weight_ih"], W["gru.weight_hh"], W["gru.bias_ih"], W["gru.bias_hh"]
     H = Wh.shape[1]
     h = np.zeros((len(tokens), H), np.float32)
@@ -101,11 +107,11 @@ def gru_forward(W, tokens, reset_after=True):
         gi = emb[:, t] @ Wi.T + bi
         gh = h @ Wh.T + bh
         r = sigmoid(gi[:, :H] + gh[:, :H])
-        z = sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+        z = sigmoid(gi[:, H : 2 * H] + gh[:, H : 2 * H])
         if reset_after:
-            n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+            n = np.tanh(gi[:, 2 * H :] + r * gh[:, 2 * H :])
         else:
-            n = np.tanh(gi[:, 2 * H:] + (r * h) @ Wh[2 * H:].T + bh[2 * H:])
+            n = np.tanh(gi[:, 2 * H :] + (r * h) @ Wh[2 * H :].T + bh[2 * H :])
         h = (1 - z) * n + z * h
     return h @ W["fc.weight"].T + W["fc.bias"]
 
@@ -117,6 +123,7 @@ def resnet50_forward(W, x, v1=False, eps=BN_EPS, tf_same=False):
     pads strided convs and the stem's max pool the TensorFlow "same" way (extra zero at the bottom/right) instead of
     torchvision's symmetric padding; `eps` changes every BatchNorm's ε.
     """
+
     def conv(x, w, stride):
         k = w.shape[2]
         if tf_same and stride > 1:
@@ -126,10 +133,11 @@ def resnet50_forward(W, x, v1=False, eps=BN_EPS, tf_same=False):
     def bn(x, prefix):
         return batchnorm(x, W, prefix, eps)
 
-    x = relu(bn(conv(x, W["conv1.weight"], 2), "bn1"))                 # 7×7/2, pad 3
+    x = relu(bn(conv(x, W["conv1.weight"], 2), "bn1"))  # 7×7/2, pad 3
     if tf_same:
-        x = np.pad(x, ((0, 0), (0, 0), same_padding(x.shape[2], 3, 2), same_padding(x.shape[3], 3, 2)),
-                   constant_values=-np.inf)
+        x = np.pad(
+            x, ((0, 0), (0, 0), same_padding(x.shape[2], 3, 2), same_padding(x.shape[3], 3, 2)), constant_values=-np.inf
+        )
         x = maxpool(x, 3, 2)
     else:
         x = maxpool(x, 3, 2, pad=1)
@@ -140,10 +148,10 @@ def resnet50_forward(W, x, v1=False, eps=BN_EPS, tf_same=False):
             out = relu(bn(conv(x, W[f"{p}.conv1.weight"], stride if v1 else 1), f"{p}.bn1"))
             out = relu(bn(conv(out, W[f"{p}.conv2.weight"], 1 if v1 else stride), f"{p}.bn2"))
             out = bn(conv(out, W[f"{p}.conv3.weight"], 1), f"{p}.bn3")
-            if i == 0:                                                  # projection shortcut
+            if i == 0:  # projection shortcut
                 x = bn(conv(x, W[f"{p}.downsample.0.weight"], stride), f"{p}.downsample.1")
             x = relu(out + x)
-    return x.mean(axis=(2, 3))                                          # global average pooling -> (N, 2048)
+    return x.mean(axis=(2, 3))  # global average pooling -> (N, 2048)
 
 
 def densenet121_forward(W, x, eps=BN_EPS):
@@ -153,6 +161,7 @@ def densenet121_forward(W, x, eps=BN_EPS):
     are BN-ReLU-conv1×1 (halving channels)-avgpool 2/2; the features end in BN (norm5), then ReLU, global average
     pooling and the classifier.
     """
+
     def bn_relu(x, prefix):
         return relu(batchnorm(x, W, prefix, eps))
 

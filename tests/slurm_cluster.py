@@ -1,7 +1,9 @@
 """A real single-node Slurm for the tests: munged, slurmctld and slurmd from Debian 12's packages, on the loopback
 address, with fake GPUs (character devices, which is what slurmd's gres.conf accepts), started in seconds and stopped
-afterwards. Needs root (mknod, daemons) and the packages `slurmctld slurmd slurm-client munge` (`make test` installs them as root: tests/apt-packages.txt).
+afterwards. Needs root (mknod, daemons) and the packages `slurmctld slurmd slurm-client munge` (`make test` installs
+them as root: tests/apt-packages.txt).
 """
+
 import os
 import shutil
 import socket
@@ -18,7 +20,9 @@ def missing():
     """Why a cluster cannot be started here, or None."""
     absent = [d for d in DAEMONS if not shutil.which(d) and not Path("/usr/sbin", d).exists()]
     if absent:
-        return f"no {', '.join(absent)}: apt-get install slurmctld slurmd slurm-client munge (`make test` does, as root)"
+        return (
+            f"no {', '.join(absent)}: apt-get install slurmctld slurmd slurm-client munge (`make test` does, as root)"
+        )
     if os.geteuid() != 0:
         return "starting Slurm's daemons and making GPU device files needs root"
     return None
@@ -66,31 +70,52 @@ PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 def single_node_slurm(gpus=2, cpus=2):
     """Yield the environment (SLURM_CONF) of a running one-node cluster with `gpus` fake GPUs; stop it afterwards."""
     folder = Path(tempfile.mkdtemp(prefix="rosetta-slurm-"))
-    folder.chmod(0o755)                   # munged runs as `munge` and must reach its socket folder
+    folder.chmod(0o755)  # munged runs as `munge` and must reach its socket folder
     host = socket.gethostname().split(".")[0]
     for sub in ("state", "spool", "dev", "munge"):
         (folder / sub).mkdir()
     shutil.chown(folder / "munge", "munge", "munge")
     for i in range(gpus):
-        os.mknod(folder / "dev" / f"gpu{i}", 0o600 | 0o020000, os.makedev(195, i))   # like /dev/nvidiaN
+        os.mknod(folder / "dev" / f"gpu{i}", 0o600 | 0o020000, os.makedev(195, i))  # like /dev/nvidiaN
     ctld_port, d_port = free_ports(2)
     conf = folder / "slurm.conf"
-    conf.write_text(CONF.format(host=host, dir=folder, ctld_port=ctld_port, d_port=d_port, cpus=cpus,
-                                gres_types="GresTypes=gpu\n" if gpus else "", gres=f" Gres=gpu:{gpus}" if gpus else ""))
+    conf.write_text(
+        CONF.format(
+            host=host,
+            dir=folder,
+            ctld_port=ctld_port,
+            d_port=d_port,
+            cpus=cpus,
+            gres_types="GresTypes=gpu\n" if gpus else "",
+            gres=f" Gres=gpu:{gpus}" if gpus else "",
+        )
+    )
     if gpus:
         (folder / "gres.conf").write_text(f"NodeName={host} Name=gpu File={folder}/dev/gpu[0-{gpus - 1}]\n")
     env = {**os.environ, "SLURM_CONF": str(conf)}
     try:
-        subprocess.run(["runuser", "-u", "munge", "--", "munged", f"--socket={folder}/munge/munge.sock",
-                        f"--pid-file={folder}/munge/munged.pid", f"--log-file={folder}/munge/munged.log",
-                        f"--seed-file={folder}/munge/seed"], check=True)
+        subprocess.run(
+            [
+                "runuser",
+                "-u",
+                "munge",
+                "--",
+                "munged",
+                f"--socket={folder}/munge/munge.sock",
+                f"--pid-file={folder}/munge/munged.pid",
+                f"--log-file={folder}/munge/munged.log",
+                f"--seed-file={folder}/munge/seed",
+            ],
+            check=True,
+        )
         subprocess.run(["slurmctld", "-i"], env=env, check=True)
         subprocess.run(["slurmd"], env=env, check=True)
         deadline = time.time() + 30
-        while "idle" not in subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True,
-                                           text=True).stdout:
+        while "idle" not in subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True).stdout:
             if time.time() > deadline:
-                raise RuntimeError(f"the test cluster did not come up: {(folder / 'slurmctld.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"the test cluster did not come up: {(folder / 'slurmctld.log').read_text()[-2000:]}"
+                )
             time.sleep(0.3)
         yield env
     finally:

@@ -2,12 +2,12 @@
 the blob the training net's last operator writes, CNTK's a scalar computed from the parameter its learner updates
 last. Each test trains one real step of the runner's cnn on the CPU and checks that the barrier returns the value the
 step just wrote: a barrier that returns nothing, or reads a value the step does not change, fails."""
+
 import json
 import subprocess
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, framework_python
 
 pytestmark = pytest.mark.framework
@@ -59,8 +59,13 @@ print(json.dumps(out))
 
 
 def probe(framework, code):
-    out = subprocess.run([str(framework_python(framework)), "-c", code.format(root=str(ROOT))],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [str(framework_python(framework)), "-c", code.format(root=str(ROOT))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -2,6 +2,7 @@
 mutation's code occurs exactly once in its file (by tokens, bench/locate.py) and changes it, and the tests that guard
 it exist. A refactor that rewrites a check fails here, in the unit tier, instead of breaking the next bench run; a
 line only re-wrapped, re-quoted or re-commented does not."""
+
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 EDITS = [(name, file, old, new, tuple(tests)) for name, file, old, new, tests in mutate_verdicts.MUTATIONS] + [
-    (m.name, m.file, old, new, m.tests) for m in mutate_safety.MUTATIONS for old, new in m.edits]
+    (m.name, m.file, old, new, m.tests) for m in mutate_safety.MUTATIONS for old, new in m.edits
+]
 SOURCES = {file: (ROOT / file).read_text() for _, file, *_ in EDITS}
 
 
@@ -28,19 +30,24 @@ def test_no_two_mutations_share_a_name():
     assert len(names) == len(set(names))
 
 
-SOURCE = '''LIMIT = 1.25  # the whole run's
+SOURCE = """LIMIT = 1.25  # the whole run's
 def judge(rest, same_class):
     off = same_class and (rest > LIMIT or rest < 1 / LIMIT)
     return f(key='a')
-'''
+"""
 
 
-@pytest.mark.parametrize("layout", [
-    SOURCE,
-    SOURCE.replace("  # the whole run's", "  # reworded: the run as a whole"),
-    SOURCE.replace("(rest > LIMIT or rest < 1 / LIMIT)", "(\n        rest > LIMIT\n        or rest < 1 / LIMIT\n    )"),
-    SOURCE.replace("key='a'", 'key="a"').replace("LIMIT = 1.25", "LIMIT=1.25"),
-])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        SOURCE,
+        SOURCE.replace("  # the whole run's", "  # reworded: the run as a whole"),
+        SOURCE.replace(
+            "(rest > LIMIT or rest < 1 / LIMIT)", "(\n        rest > LIMIT\n        or rest < 1 / LIMIT\n    )"
+        ),
+        SOURCE.replace("key='a'", 'key="a"').replace("LIMIT = 1.25", "LIMIT=1.25"),
+    ],
+)
 def test_a_mutation_finds_its_code_however_it_is_laid_out(layout):
     mutated = locate.apply(layout, "off = same_class and (rest > LIMIT or rest < 1 / LIMIT)", "off = False")
     assert "off = False" in mutated and "rest > LIMIT" not in mutated and mutated.count("LIMIT") == 1

@@ -3,13 +3,14 @@ runners' own `make_learner` — the cnn's `momentum_sgd(learning_parameter_sched
 `adam(learning_parameter_schedule_per_sample(lr), epsilon=eps·batch, unit_gain=True)` — over CNTK's summed criterion
 must take the steps of mean-loss SGD with plain momentum (PyTorch's SGD) and of mean-loss Adam (ε before the bias
 correction: CNTK's form, the difference from PyTorch's Adam that the gru records)."""
+
 import json
 import subprocess
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, framework_python
+
 from shared import params
 
 # case -> (runner, its hyperparameters). The GRU's ε (1e-8) is far below √v here, so a wrong ε conversion would not
@@ -53,10 +54,10 @@ def numpy_steps(x, y, w, optimizer, p):
     w, m, v, steps = w.astype(np.float64), 0.0, 0.0, []
     for t in range(1, 4):
         g = mean_gradient(x, y, w)
-        if optimizer == "sgd":                      # PyTorch's SGD momentum: v = μv + g, w -= lr·v
+        if optimizer == "sgd":  # PyTorch's SGD momentum: v = μv + g, w -= lr·v
             m = p["momentum"] * m + g
             w = w - p["lr"] * m
-        else:                                        # Adam, ε added to √v before the bias correction
+        else:  # Adam, ε added to √v before the bias correction
             m = p["beta1"] * m + (1 - p["beta1"]) * g
             v = p["beta2"] * v + (1 - p["beta2"]) * g * g
             w = w - p["lr"] * np.sqrt(1 - p["beta2"] ** t) / (1 - p["beta1"] ** t) * m / (np.sqrt(v) + p["eps"])
@@ -76,9 +77,17 @@ def problem():
 @pytest.fixture(scope="module")
 def cntk_steps(problem):
     """The weights after each of three CNTK steps, per case (one CNTK process for all cases)."""
-    out = subprocess.run([str(framework_python("cntk")), "-c", PROBE.format(root=str(ROOT)),
-                          json.dumps([a.tolist() for a in problem] + [CASES])],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            str(framework_python("cntk")),
+            "-c",
+            PROBE.format(root=str(ROOT)),
+            json.dumps([a.tolist() for a in problem] + [CASES]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -88,7 +97,7 @@ def cntk_steps(problem):
 def test_cntk_learners_take_the_mean_loss_steps(case, problem, cntk_steps):
     optimizer = "sgd" if case == "sgd" else "adam"
     expected = numpy_steps(*problem, optimizer, CASES[case][1])
-    for step, (got, want) in enumerate(zip(cntk_steps[case], expected), start=1):
+    for step, (got, want) in enumerate(zip(cntk_steps[case], expected, strict=False), start=1):
         np.testing.assert_allclose(np.array(got), want, rtol=1e-4, atol=1e-6, err_msg=f"{case}, step {step}")
 
 

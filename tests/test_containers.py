@@ -1,5 +1,6 @@
 """The container path: compose.yaml agrees with matrix.yaml, GPU reservations are right (read from `compose config`),
 preflight errors say what to do, and — where a Docker engine runs (always in CI) — cells run in the images."""
+
 import dataclasses
 import json
 import os
@@ -9,8 +10,8 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import IN_CI, ROOT
+
 from scripts.launch import compose
 from scripts.launch.compose import ComposeExecutor, ExecutorError
 from scripts.launch.executors import RunSettings
@@ -23,8 +24,9 @@ pytestmark = pytest.mark.xdist_group("compose")
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 TWINS_SERVICES = {name: s for name, s in COMPOSE["services"].items() if name.startswith("twins-")}
-BENCHMARK_SERVICES = {name: s for name, s in COMPOSE["services"].items()
-                      if name != "data" and name not in TWINS_SERVICES}
+BENCHMARK_SERVICES = {
+    name: s for name, s in COMPOSE["services"].items() if name != "data" and name not in TWINS_SERVICES
+}
 
 
 @pytest.mark.unit
@@ -43,7 +45,7 @@ def test_compose_services_and_matrix_agree_both_ways():
         assert TWINS_SERVICES[f"twins-{family}"]["image"] == service["image"]
         assert service["pull_policy"] == "never" and service["build"]["context"] == "docker/not-built"
         assert service["build"]["args"]["FAMILY"] == family
-        assert matrix.frameworks[service["build"]["args"]["FRAMEWORK"]].family == family   # a `make images` id
+        assert matrix.frameworks[service["build"]["args"]["FRAMEWORK"]].family == family  # a `make images` id
     families = {matrix.frameworks[s["command"][0]].family for s in BENCHMARK_SERVICES.values()}
     assert {f"twins-{family}" for family in families} == set(TWINS_SERVICES)
 
@@ -53,11 +55,11 @@ def test_benchmark_services_are_offline_with_read_only_data():
     for service in BENCHMARK_SERVICES.values():
         assert service["network_mode"] == "none"
         assert "${ROSETTA_DATA:-./data}:/data:ro" in service["volumes"]
-        assert "${ROSETTA_RESULTS:-./results/compose}:/results" in service["volumes"]   # never results/ itself
+        assert "${ROSETTA_RESULTS:-./results/compose}:/results" in service["volumes"]  # never results/ itself
         assert service["environment"]["ROSETTA_OUT_DIR"] == "/results"
     gpu = yaml.safe_load((ROOT / "compose.gpu.yaml").read_text())
     assert set(gpu["services"]) == set(BENCHMARK_SERVICES)
-    for service in TWINS_SERVICES.values():    # the one writable /data a benchmark waits for: no network, no results
+    for service in TWINS_SERVICES.values():  # the one writable /data a benchmark waits for: no network, no results
         assert service["network_mode"] == "none" and service["volumes"] == ["${ROSETTA_DATA:-./data}:/data"]
         assert service["command"] == ["${ROSETTA_DATASET:-synthetic}"] and "depends_on" not in service
 
@@ -75,8 +77,14 @@ def compose_command():
 @pytest.mark.integration
 def test_gpu_host_selects_the_cuda_image_and_reserves_the_cells_gpus():
     env = {**os.environ, "ROSETTA_VARIANT": "cu130", "ROSETTA_GPU_IDS": "2,3", "ROSETTA_DEVICE": "gpu"}
-    out = subprocess.run([*compose_command(), "-f", "compose.yaml", "-f", "compose.gpu.yaml", "config"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [*compose_command(), "-f", "compose.yaml", "-f", "compose.gpu.yaml", "config"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     service = yaml.safe_load(out)["services"]["pytorch-densenet121"]
     assert service["image"] == "rosetta/pytorch:cu130"
     device = service["deploy"]["resources"]["reservations"]["devices"][0]
@@ -90,21 +98,29 @@ def test_cell_command_translates_paths_and_gpus(tmp_path):
     cell = Cell("pytorch", "densenet121", "cu130", "bf16", 2, "gpu", "real", "full")
     out = tmp_path / "results" / "full-1" / "cells" / f"{cell.id}.json"
     argv, env = executor.command(cell, out, RunSettings("full-1", 5, 60.0, tmp_path / "data"), ("0", "1"))
-    assert argv[argv.index("run"):argv.index("run") + 6] == ["run", "--rm", "--no-deps", "--name",
-                                                              "rosetta-full-1-" + cell.id, "pytorch-densenet121"]
-    args = argv[argv.index("pytorch-densenet121") + 1:]
+    assert argv[argv.index("run") : argv.index("run") + 6] == [
+        "run",
+        "--rm",
+        "--no-deps",
+        "--name",
+        "rosetta-full-1-" + cell.id,
+        "pytorch-densenet121",
+    ]
+    args = argv[argv.index("pytorch-densenet121") + 1 :]
     assert args[:2] == ["pytorch", "densenet121"]
     assert args[args.index("--out") + 1] == f"/results/{cell.id}.json"
     assert args[args.index("--data") + 1] == "/data/real" and args[args.index("--gpus") + 1] == "2"
     assert env["ROSETTA_GPU_IDS"] == "0,1" and env["ROSETTA_VARIANT"] == "cu130"
-    assert env["ROSETTA_RESULTS"] == str(out.parent / f".{cell.id}")    # the cell's own folder, not the run's
+    assert env["ROSETTA_RESULTS"] == str(out.parent / f".{cell.id}")  # the cell's own folder, not the run's
     assert env["ROSETTA_DATA"] == str(tmp_path / "data")
-    assert env["ROSETTA_REGISTRY"] == ""    # the local names for_plan checked, whatever .env says
-    assert env["ROSETTA_TWINS_SCRATCH"] == ""   # the run prepared its data: never made on the way
-    assert "-p" not in argv[:argv.index("run")]
+    assert env["ROSETTA_REGISTRY"] == ""  # the local names for_plan checked, whatever .env says
+    assert env["ROSETTA_TWINS_SCRATCH"] == ""  # the run prepared its data: never made on the way
+    assert "-p" not in argv[: argv.index("run")]
     named = ComposeExecutor(("docker", "compose"), "docker", project="rosetta-test-x")
     argv, _ = named.command(cell, out, RunSettings("full-1", 5, 60.0, tmp_path / "data"))
-    assert argv[argv.index("-p"):argv.index("-p") + 2] == ["-p", "rosetta-test-x"] and argv.index("-p") < argv.index("run")
+    assert argv[argv.index("-p") : argv.index("-p") + 2] == ["-p", "rosetta-test-x"] and argv.index("-p") < argv.index(
+        "run"
+    )
 
 
 @pytest.mark.integration
@@ -119,13 +135,21 @@ def test_each_cell_gets_its_share_of_the_host(tmp_path, monkeypatch):
     _, env = cpu.command(Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "demo"), out, run)
     assert (env["ROSETTA_CPUS"], env["ROSETTA_MEMORY"]) == ("16", "128g")
     gpu = ComposeExecutor(("docker", "compose"), "docker", ("compose.yaml", "compose.gpu.yaml"), ("0", "1", "2", "3"))
-    _, env = gpu.command(Cell("pytorch", "densenet121", "cu130", "fp32", 2, "gpu", "real", "full"), out, run, ("0", "1"))
+    _, env = gpu.command(
+        Cell("pytorch", "densenet121", "cu130", "fp32", 2, "gpu", "real", "full"), out, run, ("0", "1")
+    )
     assert (env["ROSETTA_CPUS"], env["ROSETTA_MEMORY"]) == ("8", "64g")
-    config = subprocess.run([*compose_command(), "-f", "compose.yaml", "config"], cwd=ROOT, capture_output=True,
-                            env={**os.environ, **env}, text=True, check=True).stdout
+    config = subprocess.run(
+        [*compose_command(), "-f", "compose.yaml", "config"],
+        cwd=ROOT,
+        capture_output=True,
+        env={**os.environ, **env},
+        text=True,
+        check=True,
+    ).stdout
     for name, service in yaml.safe_load(config)["services"].items():
         if name != "data":
-            assert float(service["cpus"]) == 8 and service["mem_limit"] in ("64g", 64 * 2 ** 30), name
+            assert float(service["cpus"]) == 8 and service["mem_limit"] in ("64g", 64 * 2**30), name
             assert service["memswap_limit"] == service["mem_limit"], name
 
 
@@ -150,11 +174,15 @@ def test_missing_image_and_missing_nvidia_runtime_are_named(monkeypatch):
     with pytest.raises(ExecutorError, match=r"rosetta/pytorch:cu128.*make images FRAMEWORK=pytorch VARIANT=cu128"):
         ComposeExecutor.for_plan(plan, matrix)
     monkeypatch.setattr(compose, "missing_images", lambda docker, images: [])
-    monkeypatch.setattr(compose, "image_code_hash", lambda docker, image: "0123456789abcdef")   # built elsewhen
-    with pytest.raises(ExecutorError, match=r"built from other code than this checkout: rosetta/pytorch:cu130 \(holds "
-                                            r"code 0123456789abcdef.*make images FRAMEWORK=keras-tf VARIANT=cuda"):
+    monkeypatch.setattr(compose, "image_code_hash", lambda docker, image: "0123456789abcdef")  # built elsewhen
+    with pytest.raises(
+        ExecutorError,
+        match=r"built from other code than this checkout: rosetta/pytorch:cu130 \(holds "
+        r"code 0123456789abcdef.*make images FRAMEWORK=keras-tf VARIANT=cuda",
+    ):
         ComposeExecutor.for_plan(plan, matrix)
-    monkeypatch.setattr(compose, "image_code_hash", lambda docker, image: compose.wanted_hashes(plan, matrix)[image])
+    wanted = compose.wanted_hashes(plan, matrix)
+    monkeypatch.setattr(compose, "image_code_hash", lambda docker, image: wanted[image])
     with pytest.raises(ExecutorError, match="no NVIDIA runtime: install the NVIDIA Container Toolkit"):
         ComposeExecutor.for_plan(plan, matrix)
     monkeypatch.setattr(compose, "check_engine", lambda docker: {"Runtimes": {"nvidia": {}}})
@@ -164,6 +192,7 @@ def test_missing_image_and_missing_nvidia_runtime_are_named(monkeypatch):
 
 
 # ---------------------------------------------------------------- with an engine (CI always has one)
+
 
 @pytest.fixture(scope="module")
 def engine():
@@ -185,21 +214,29 @@ def engine():
 def test_docker_compose_run_pytorch_cnn_alone(engine, by_hand, synthetic_data, tmp_path):
     results = tmp_path / "results"
     results.mkdir()
-    env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
-           "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()),
-           # the CPU path whatever a developer's `make setup` put in .env (shell variables win over it)
-           "COMPOSE_FILE": "compose.yaml", "ROSETTA_VARIANT": "cpu", "ROSETTA_DEVICE": "cpu",
-           "ROSETTA_CPUS": "1.5", "ROSETTA_MEMORY": "6g"}    # a limit the record must read back
-    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "ROSETTA_DATA": str(synthetic_data.parent),
+        "ROSETTA_RESULTS": str(results),
+        "ROSETTA_UID": str(os.getuid()),
+        "ROSETTA_GID": str(os.getgid()),
+        # the CPU path whatever a developer's `make setup` put in .env (shell variables win over it)
+        "COMPOSE_FILE": "compose.yaml",
+        "ROSETTA_VARIANT": "cpu",
+        "ROSETTA_DEVICE": "cpu",
+        "ROSETTA_CPUS": "1.5",
+        "ROSETTA_MEMORY": "6g",
+    }  # a limit the record must read back
+    proc = subprocess.run(
+        [*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     record = read_record(results / "pytorch-cnn.json")
     assert record["status"] == "ok" and record["cell"]["scale"] == "tiny" and record["cell"]["data"] == "synthetic"
     assert record["system"]["image"] == "rosetta/pytorch:cpu"
     assert record["system"]["cpu_usable"] == 1.5 and record["system"]["memory_gib"] == 6.0
-    assert record["system"]["build"]["frameworks"]["torch"] and record["system"]["build"]["cuda"]   # what it carries
+    assert record["system"]["build"]["frameworks"]["torch"] and record["system"]["build"]["cuda"]  # what it carries
     assert (results / "pytorch-cnn.json").stat().st_uid == os.getuid()
-
 
 
 @pytest.mark.integration
@@ -208,11 +245,21 @@ def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, by_hand, 
     (offline, as the service's user, with the capabilities compose.yaml grants it)."""
     results = tmp_path / "results"
     results.mkdir()
-    env = {**os.environ, "ROSETTA_DATA": str(synthetic_data.parent), "ROSETTA_RESULTS": str(results),
-           "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())}
-    proc = subprocess.run([*by_hand, "run", "--rm", "-T", "chainer-densenet121",
-                           "chainer", "densenet121", "--gpus", "2"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "ROSETTA_DATA": str(synthetic_data.parent),
+        "ROSETTA_RESULTS": str(results),
+        "ROSETTA_UID": str(os.getuid()),
+        "ROSETTA_GID": str(os.getgid()),
+    }
+    proc = subprocess.run(
+        [*by_hand, "run", "--rm", "-T", "chainer-densenet121", "chainer", "densenet121", "--gpus", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     record = read_record(results / "chainer-densenet121.json")
     assert record["status"] == "ok", record["reason"]
@@ -220,18 +267,19 @@ def test_chainermn_runs_two_mpi_processes_inside_its_container(engine, by_hand, 
     assert record["metrics"]["devices"] == 2 and switches["processes"] == 2
     assert switches["data_parallel"] == "ChainerMN" and switches["communicator"] == "naive"
 
+
 @pytest.mark.integration
 def test_container_profile_through_the_compose_executor(engine, project, synthetic_data, tmp_path):
     matrix = load()
     plan = expand(matrix, "containers")
     run_dir = tmp_path / "containers-1"
     executor = dataclasses.replace(ComposeExecutor.for_plan(plan, matrix), project=project)
-    execute(plan, executor, run_dir,
-            RunSettings(run_dir.name, 1, 900.0, synthetic_data.parent))
+    execute(plan, executor, run_dir, RunSettings(run_dir.name, 1, 900.0, synthetic_data.parent))
     records = [read_record(run_dir / "cells" / f"{c.id}.json") for c in plan.cells]
     assert [r["status"] for r in records] == ["ok"] * len(plan.cells), [r["reason"] for r in records]
-    assert {r["system"]["image"] for r in records} == {f"rosetta/{matrix.frameworks[c.framework].family}:cpu"
-                                                      for c in plan.cells}
+    assert {r["system"]["image"] for r in records} == {
+        f"rosetta/{matrix.frameworks[c.framework].family}:cpu" for c in plan.cells
+    }
     assert all(r["run_id"] == run_dir.name for r in records)
 
 
@@ -246,25 +294,31 @@ def test_a_container_can_write_only_its_own_cells_folder(engine, project, synthe
     other.write_text("{}")
     (results / "reference").mkdir()
     before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
-    executor = ComposeExecutor(tuple(compose.compose_cli(engine)), engine, ("compose.yaml",),
-                               env={"ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())},
-                               project=project)
+    executor = ComposeExecutor(
+        tuple(compose.compose_cli(engine)),
+        engine,
+        ("compose.yaml",),
+        env={"ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid())},
+        project=project,
+    )
     cell = Cell("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "tiny")
     out = run_dir / "cells" / f"{cell.id}.json"
     from scripts.launch.executors import prepare_own_folder
+
     prepare_own_folder(out)
     argv, env = executor.command(cell, out, RunSettings("full-1", 1, 60.0, synthetic_data.parent))
-    attempts = ("echo x > /results/../cells/other-cell.json; echo x > /results/../../reference/forged.json; "
-                "echo x > /results/../escape; mkdir -p /results/../x; ls -la /results/..; echo mine > /results/" +
-                out.name)
+    attempts = (
+        "echo x > /results/../cells/other-cell.json; echo x > /results/../../reference/forged.json; "
+        "echo x > /results/../escape; mkdir -p /results/../x; ls -la /results/..; echo mine > /results/" + out.name
+    )
     service = argv.index(f"{cell.framework}-{cell.task}")
     argv = argv[:service] + ["-T", "--entrypoint", "sh", argv[service], "-c", attempts]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     executor.collect(out)
-    assert out.read_text() == "mine\n"                                    # its own record came back
+    assert out.read_text() == "mine\n"  # its own record came back
     after = {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and p != out}
-    assert after == before                                               # nothing else changed or appeared
+    assert after == before  # nothing else changed or appeared
     assert not (out.parent / f".{cell.id}").exists()
 
 
@@ -299,32 +353,53 @@ def test_an_image_built_before_a_runner_change_is_refused(tmp_path, monkeypatch)
     (tmp_path / "runners" / "pytorch" / "__pycache__").mkdir(exist_ok=True)
     changed = compose.code_hash("pytorch", cpu)
     (tmp_path / "runners" / "pytorch" / "__pycache__" / "x.pyc").write_bytes(b"compiled")
-    assert compose.code_hash("pytorch", cpu) == changed                 # byte code is not code
+    assert compose.code_hash("pytorch", cpu) == changed  # byte code is not code
 
 
 # ---------------------------------------------------------------- `docker compose run SERVICE` by hand, on first use
+
 
 @pytest.mark.integration
 @pytest.mark.parametrize("registry", ["", "ghcr.io/owner/"])
 def test_compose_config_names_images_with_and_without_a_registry(registry):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ROSETTA_", "COMPOSE_"))}
     env.update({"ROSETTA_VARIANT": "cu130", **({"ROSETTA_REGISTRY": registry} if registry else {})})
-    out = subprocess.run([*compose_command(), "-f", "compose.yaml", "config"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [*compose_command(), "-f", "compose.yaml", "config"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     services = yaml.safe_load(out)["services"]
     assert services["pytorch-cnn"]["image"] == f"{registry}rosetta/pytorch:cu130"
     assert services["twins-pytorch"]["image"] == f"{registry}rosetta/pytorch:cu130"
     assert services["keras-jax-gru"]["image"] == f"{registry}rosetta/keras:cu130"
-    assert services["pytorch-cnn"]["build"]["args"] == {"FAMILY": "pytorch", "FRAMEWORK": "pytorch",
-                                                        "VARIANT": "cu130", "REGISTRY": registry}
+    assert services["pytorch-cnn"]["build"]["args"] == {
+        "FAMILY": "pytorch",
+        "FRAMEWORK": "pytorch",
+        "VARIANT": "cu130",
+        "REGISTRY": registry,
+    }
 
 
 def project_env(data, results, **more):
     """A by-hand run: the CPU path whatever a developer's `make setup` put in .env (shell variables win over it)."""
-    return {**os.environ, "ROSETTA_DATA": str(data), "ROSETTA_RESULTS": str(results),
-            "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()), "COMPOSE_FILE": "compose.yaml",
-            "ROSETTA_VARIANT": "cpu", "ROSETTA_DEVICE": "cpu", "ROSETTA_REGISTRY": "", "ROSETTA_CPUS": "2",
-            "ROSETTA_MEMORY": "6g", **more}
+    return {
+        **os.environ,
+        "ROSETTA_DATA": str(data),
+        "ROSETTA_RESULTS": str(results),
+        "ROSETTA_UID": str(os.getuid()),
+        "ROSETTA_GID": str(os.getgid()),
+        "COMPOSE_FILE": "compose.yaml",
+        "ROSETTA_VARIANT": "cpu",
+        "ROSETTA_DEVICE": "cpu",
+        "ROSETTA_REGISTRY": "",
+        "ROSETTA_CPUS": "2",
+        "ROSETTA_MEMORY": "6g",
+        **more,
+    }
 
 
 def default_project():
@@ -337,9 +412,11 @@ def left_under(project):
     """What exists of `project` (containers, also stopped ones; networks; volumes), by compose's own label."""
     docker, label = compose.docker_cli(), f"label=com.docker.compose.project={project}"
     found = {}
-    for kind, argv in (("containers", ["ps", "-a", "--format", "{{.Names}} ({{.Status}})"]),
-                       ("networks", ["network", "ls", "--format", "{{.Name}}"]),
-                       ("volumes", ["volume", "ls", "--format", "{{.Name}}"])):
+    for kind, argv in (
+        ("containers", ["ps", "-a", "--format", "{{.Names}} ({{.Status}})"]),
+        ("networks", ["network", "ls", "--format", "{{.Name}}"]),
+        ("volumes", ["volume", "ls", "--format", "{{.Name}}"]),
+    ):
         out = subprocess.run([docker, *argv, "--filter", label], capture_output=True, text=True, timeout=60)
         found[kind] = sorted(out.stdout.split("\n")[:-1]) if out.returncode == 0 else [f"?: {out.stderr.strip()}"]
     return found
@@ -376,8 +453,9 @@ def test_an_image_that_is_not_built_is_named_with_the_command_that_builds_it(by_
     """No pull from Docker Hub (whose rosetta/… is not ours): the image, its variant, and `make images`."""
     (tmp_path / "data").mkdir()
     env = project_env(tmp_path / "data", tmp_path, ROSETTA_VARIANT="cu999")
-    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "rosetta/pytorch:cu999 is not on this host" in said, said[-3000:]
@@ -397,28 +475,54 @@ def test_every_call_works_on_its_own_data_folder(by_hand, tmp_path):
     for name in ("first", "second"):
         data = tmp_path / name
         data.mkdir()
-        proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=project_env(data, results),
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [*by_hand, "run", "--rm", "pytorch-cnn"],
+            cwd=ROOT,
+            env=project_env(data, results),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         assert "] ok:" in proc.stdout and "made in the container for this call" in proc.stdout
         assert read_record(results / "pytorch-cnn.json")["status"] == "ok"
-        assert list(data.iterdir()) == []                              # /data stayed read-only
-    assert not subprocess.run([compose.docker_cli(), "ps", "-aq", "--filter",
-                               f"label=com.docker.compose.project={by_hand[-1]}"],
-                              capture_output=True, text=True).stdout.strip()   # nothing left to restart
+        assert list(data.iterdir()) == []  # /data stayed read-only
+    assert not subprocess.run(
+        [compose.docker_cli(), "ps", "-aq", "--filter", f"label=com.docker.compose.project={by_hand[-1]}"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()  # nothing left to restart
     # asked for real data that is absent: nothing is made, the cell says what to do
-    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, capture_output=True, text=True,
-                          env=project_env(data, results, ROSETTA_DATASET="real"), timeout=600)
+    proc = subprocess.run(
+        [*by_hand, "run", "--rm", "pytorch-cnn"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=project_env(data, results, ROSETTA_DATASET="real"),
+        timeout=600,
+    )
     assert proc.returncode != 0
     assert "not prepared under /data/real" in proc.stdout + proc.stderr and "make data" in proc.stdout + proc.stderr
     assert list(data.iterdir()) == []
     # kept in the data folder by the family's twins service, then read from there
-    proc = subprocess.run([*by_hand, "run", "--rm", "twins-pytorch"], cwd=ROOT, env=project_env(data, results),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [*by_hand, "run", "--rm", "twins-pytorch"],
+        cwd=ROOT,
+        env=project_env(data, results),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert {p.name for p in (data / "synthetic").iterdir()} == {"cifar10", "imdb", "chestxray14"}
-    proc = subprocess.run([*by_hand, "run", "--rm", "pytorch-cnn"], cwd=ROOT, env=project_env(data, results),
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [*by_hand, "run", "--rm", "pytorch-cnn"],
+        cwd=ROOT,
+        env=project_env(data, results),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0 and "made in the container" not in proc.stdout, proc.stdout[-2000:]
 
 
@@ -432,19 +536,27 @@ def test_an_unwritable_results_folder_is_named_before_any_work(by_hand, tmp_path
     data.mkdir()
     results.mkdir(mode=0o555)
     try:
-        proc = subprocess.run([*by_hand, "run", "--rm", "-T", "pytorch-cnn"], cwd=ROOT,
-                              env=project_env(data, results), capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [*by_hand, "run", "--rm", "-T", "pytorch-cnn"],
+            cwd=ROOT,
+            env=project_env(data, results),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         results.chmod(0o755)
     said = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Traceback" not in said, said[-3000:]
-    assert (f"error: uid {os.getuid()} cannot write the results folder /results (on the host: {results}, "
-            "ROSETTA_RESULTS)") in said, said[-3000:]
+    assert (
+        f"error: uid {os.getuid()} cannot write the results folder /results (on the host: {results}, ROSETTA_RESULTS)"
+    ) in said, said[-3000:]
     assert "`make setup` does" in said and f"sudo chown -R {os.getuid()}:{os.getgid()} {results}" in said
-    assert list(results.iterdir()) == [] and "cifar10" not in said                  # nothing ran
+    assert list(results.iterdir()) == [] and "cifar10" not in said  # nothing ran
 
 
 # ---------------------------------------------------------------- last: what the suite left behind
+
 
 @pytest.mark.integration
 def test_after_the_compose_tests_the_users_own_call_works_and_nothing_is_left(engine, tmp_path):
@@ -456,12 +568,18 @@ def test_after_the_compose_tests_the_users_own_call_works_and_nothing_is_left(en
     before = left_under(default_project())
     assert before == {"containers": [], "networks": [], "volumes": before["volumes"]}, before
     if IN_CI:
-        assert before["volumes"] == [], before          # a fresh machine: nothing of ours at all
+        assert before["volumes"] == [], before  # a fresh machine: nothing of ours at all
     data, results = tmp_path / "data", tmp_path / "results"
     data.mkdir()
     results.mkdir()
-    proc = subprocess.run([*compose_command(), "run", "--rm", "pytorch-cnn"], cwd=ROOT,
-                          env=project_env(data, results), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [*compose_command(), "run", "--rm", "pytorch-cnn"],
+        cwd=ROOT,
+        env=project_env(data, results),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert json.loads((results / "pytorch-cnn.json").read_text())["status"] == "ok"
-    assert left_under(default_project()) == before      # compose.yaml declares no named volume to make either
+    assert left_under(default_project()) == before  # compose.yaml declares no named volume to make either

@@ -1,4 +1,5 @@
 """Data: checksum-verified resumable downloads, the Keras IMDB convention, the patient split, the shared order."""
+
 import hashlib
 import io
 import json
@@ -31,6 +32,7 @@ def opener_serving(payload, honour_range=True):
         if start and honour_range:
             return FakeResponse(payload[start:], status=206)
         return FakeResponse(payload)
+
     return opener
 
 
@@ -58,8 +60,9 @@ def test_partial_download_resumes_where_the_server_allows(tmp_path):
 
 def test_partial_download_restarts_when_the_server_ignores_range(tmp_path):
     (tmp_path / "f.bin.part").write_bytes(b"garbage" * 10)
-    datasets.download("http://x/f", tmp_path / "f.bin", "sha256", SHA,
-                      opener=opener_serving(PAYLOAD, honour_range=False))
+    datasets.download(
+        "http://x/f", tmp_path / "f.bin", "sha256", SHA, opener=opener_serving(PAYLOAD, honour_range=False)
+    )
     assert (tmp_path / "f.bin").read_bytes() == PAYLOAD
 
 
@@ -74,15 +77,15 @@ def test_a_file_nobody_publishes_a_hash_of_is_pinned_when_first_downloaded(tmp_p
     fine; a file changed on the disk, or another file from the server, is refused and never used."""
     pins, dest = tmp_path / "pins.json", tmp_path / "images_001.tar.gz"
     serving = {"payload": PAYLOAD}
-    opener = lambda request: opener_serving(serving["payload"])(request)    # noqa: E731 (what the server has now)
+    opener = lambda request: opener_serving(serving["payload"])(request)
     assert datasets.pinned_download("http://x/a", dest, pins, opener) == (dest, SHA)
     assert json.loads(pins.read_text()) == {"images_001.tar.gz": SHA}
-    assert datasets.pinned_download("http://x/a", dest, pins, opener) == (dest, SHA)          # the same file: fine
-    dest.write_bytes(PAYLOAD[:-1] + b"!")                                               # changed on the disk
+    assert datasets.pinned_download("http://x/a", dest, pins, opener) == (dest, SHA)  # the same file: fine
+    dest.write_bytes(PAYLOAD[:-1] + b"!")  # changed on the disk
     with pytest.raises(datasets.DataError, match="pinned in .*pins.json when first downloaded"):
         datasets.pinned_download("http://x/a", dest, pins, opener)
     dest.unlink()
-    serving["payload"] = PAYLOAD[::-1]                                                  # the server's file changed
+    serving["payload"] = PAYLOAD[::-1]  # the server's file changed
     with pytest.raises(datasets.DataError, match="another file"):
         datasets.pinned_download("http://x/a", dest, pins, opener)
     assert not dest.exists() and json.loads(pins.read_text()) == {"images_001.tar.gz": SHA}
@@ -162,9 +165,14 @@ LOADERS = {
     "imdb": lambda root: datasets.load_imdb(root, 30_000, 40),
     "chestxray14": lambda root: datasets.ChestXray(root, "train", stored_size=40),
 }
-FILES = [("cifar10", "cifar-10-batches-py/data_batch_3"), ("cifar10", "cifar-10-batches-py/test_batch"),
-         ("imdb", "imdb.npz"), ("chestxray14", "prepared/images.npy"), ("chestxray14", "prepared/labels.npy"),
-         ("chestxray14", "prepared/split.npy")]
+FILES = [
+    ("cifar10", "cifar-10-batches-py/data_batch_3"),
+    ("cifar10", "cifar-10-batches-py/test_batch"),
+    ("imdb", "imdb.npz"),
+    ("chestxray14", "prepared/images.npy"),
+    ("chestxray14", "prepared/labels.npy"),
+    ("chestxray14", "prepared/split.npy"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +214,7 @@ def test_a_damaged_file_names_dataset_file_and_fix(twins, dataset, name, damage)
     elif damage == "overwritten":  # same size, so only reading it can tell
         path.write_bytes(bytes(np.random.default_rng(0).integers(0, 256, len(data), np.uint8)))
     else:
-        path.write_bytes(data[:len(data) // 2])
+        path.write_bytes(data[: len(data) // 2])
         if damage == "truncated, no recorded size":
             forget_sizes(twins, dataset)
     with pytest.raises(datasets.DataError) as error:
@@ -238,20 +246,45 @@ def rewrite(root, dataset, name, save):
 
 
 WRONG_SHAPES = [
-    ("cifar10", "cifar-10-batches-py/data_batch_2", "expected uint8\\[N, 3072\\]",
-     lambda p: datasets.pickle_to(p, {b"data": np.zeros((10, 32, 32, 3), np.uint8), b"labels": [0] * 10})),
-    ("cifar10", "cifar-10-batches-py/test_batch", "labels outside 0..9",
-     lambda p: datasets.pickle_to(p, {b"data": np.zeros((2, 3072), np.uint8), b"labels": [3, 10]})),
-    ("cifar10", "cifar-10-batches-py/test_batch", "KeyError",
-     lambda p: datasets.pickle_to(p, {b"images": np.zeros((2, 3072), np.uint8)})),
+    (
+        "cifar10",
+        "cifar-10-batches-py/data_batch_2",
+        "expected uint8\\[N, 3072\\]",
+        lambda p: datasets.pickle_to(p, {b"data": np.zeros((10, 32, 32, 3), np.uint8), b"labels": [0] * 10}),
+    ),
+    (
+        "cifar10",
+        "cifar-10-batches-py/test_batch",
+        "labels outside 0..9",
+        lambda p: datasets.pickle_to(p, {b"data": np.zeros((2, 3072), np.uint8), b"labels": [3, 10]}),
+    ),
+    (
+        "cifar10",
+        "cifar-10-batches-py/test_batch",
+        "KeyError",
+        lambda p: datasets.pickle_to(p, {b"images": np.zeros((2, 3072), np.uint8)}),
+    ),
     ("imdb", "imdb.npz", "KeyError", lambda p: np.savez(open(p, "wb"), x_train=np.zeros(3))),
-    ("imdb", "imdb.npz", "of 0/1",
-     lambda p: np.savez(open(p, "wb"), x_train=np.zeros((2, 5)), y_train=np.zeros(2), x_test=np.zeros(1),
-                        y_test=np.array([2]))),
-    ("chestxray14", "prepared/images.npy", "expected uint8\\[N, S, S\\]",
-     lambda p: np.save(p, np.zeros((20, 264, 200), np.uint8))),
-    ("chestxray14", "prepared/labels.npy", "expected \\[20, 14\\]",
-     lambda p: np.save(p, np.zeros((19, 14), np.float32))),
+    (
+        "imdb",
+        "imdb.npz",
+        "of 0/1",
+        lambda p: np.savez(
+            open(p, "wb"), x_train=np.zeros((2, 5)), y_train=np.zeros(2), x_test=np.zeros(1), y_test=np.array([2])
+        ),
+    ),
+    (
+        "chestxray14",
+        "prepared/images.npy",
+        "expected uint8\\[N, S, S\\]",
+        lambda p: np.save(p, np.zeros((20, 264, 200), np.uint8)),
+    ),
+    (
+        "chestxray14",
+        "prepared/labels.npy",
+        "expected \\[20, 14\\]",
+        lambda p: np.save(p, np.zeros((19, 14), np.float32)),
+    ),
     ("chestxray14", "prepared/split.npy", "of 0/1/2", lambda p: np.save(p, np.full(20, 3, np.int8))),
 ]
 
@@ -286,8 +319,9 @@ def test_real_data_advises_the_real_rebuild(twins):
 
 def test_force_refetches_a_real_download_that_fails_its_checksum(tmp_path):
     (tmp_path / "f.bin").write_bytes(b"tampered")
-    datasets.download("http://x/f", tmp_path / "f.bin", "sha256", SHA, opener=opener_serving(PAYLOAD),
-                      replace_corrupt=True)
+    datasets.download(
+        "http://x/f", tmp_path / "f.bin", "sha256", SHA, opener=opener_serving(PAYLOAD), replace_corrupt=True
+    )
     assert (tmp_path / "f.bin").read_bytes() == PAYLOAD
 
 

@@ -1,5 +1,6 @@
 """What keeps the suite within a shared, tight disk (CI's): environments share identical files, `make images LEAN=1`
 drops each wheelhouse after its last image, and the images share the layer that names no family."""
+
 import os
 import re
 import shutil
@@ -20,15 +21,17 @@ def test_identical_files_of_two_environments_become_one_and_different_ones_stay_
         site.mkdir(parents=True)
         (site / "big.so").write_bytes(b"the same library" * 4096)
         (site / "own.py").write_text(f"name = {env!r}\n")
-        (site / "same.py").write_text("import os\n")     # a source: its .pyc holds its time, so never linked
+        (site / "same.py").write_text("import os\n")  # a source: its .pyc holds its time, so never linked
         (site / "tool").write_bytes(b"the same bytes, another mode")
     (tmp_path / "r-keras" / "site-packages" / "tool").chmod(0o755)
-    os.utime(tmp_path / "tensorflow" / "site-packages" / "big.so", (0, 0))   # pip's install times differ
+    os.utime(tmp_path / "tensorflow" / "site-packages" / "big.so", (0, 0))  # pip's install times differ
     monkeypatch.setattr(venvs, "VENVS", tmp_path)
     venvs.share_identical_files()
-    inode = {name: {(tmp_path / env / "site-packages" / name).stat().st_ino for env in ("tensorflow", "r-keras")}
-             for name in ("big.so", "own.py", "tool", "same.py")}
-    assert len(inode["big.so"]) == 1                    # one copy on the disk
+    inode = {
+        name: {(tmp_path / env / "site-packages" / name).stat().st_ino for env in ("tensorflow", "r-keras")}
+        for name in ("big.so", "own.py", "tool", "same.py")
+    }
+    assert len(inode["big.so"]) == 1  # one copy on the disk
     assert len(inode["own.py"]) == 2 and len(inode["tool"]) == 2 and len(inode["same.py"]) == 2
     assert (tmp_path / "r-keras" / "site-packages" / "own.py").read_text() == "name = 'r-keras'\n"
 
@@ -36,8 +39,11 @@ def test_identical_files_of_two_environments_become_one_and_different_ones_stay_
 def test_lean_removes_a_wheelhouse_after_its_last_image_only(tmp_path, monkeypatch):
     matrix = load()
     pytorch = matrix.frameworks["pytorch"].variants
-    pairs = [("pytorch", pytorch["cpu"]), ("pytorch", pytorch["cu130"]), ("chainer",
-                                                                          matrix.frameworks["chainer"].variants["cpu"])]
+    pairs = [
+        ("pytorch", pytorch["cpu"]),
+        ("pytorch", pytorch["cu130"]),
+        ("chainer", matrix.frameworks["chainer"].variants["cpu"]),
+    ]
     monkeypatch.setattr(images, "ROOT", tmp_path)
     monkeypatch.setattr(images, "wanted", lambda *args: pairs)
     monkeypatch.setattr(images, "docker_cli", lambda: "docker")
@@ -53,9 +59,11 @@ def test_lean_removes_a_wheelhouse_after_its_last_image_only(tmp_path, monkeypat
         images.wheelhouse_of(family, variant).mkdir(parents=True, exist_ok=True)
     monkeypatch.setattr(images, "build", build)
     assert images.main(["--profile", "containers", "--lean"]) == 0
-    assert seen == [("rosetta/pytorch:cpu", ["chainer-requirements", "pytorch-requirements"]),
-                    ("rosetta/pytorch:cu130", ["chainer-requirements", "pytorch-requirements"]),   # shared: kept
-                    ("rosetta/chainer:cpu", ["chainer-requirements"])]
+    assert seen == [
+        ("rosetta/pytorch:cpu", ["chainer-requirements", "pytorch-requirements"]),
+        ("rosetta/pytorch:cu130", ["chainer-requirements", "pytorch-requirements"]),  # shared: kept
+        ("rosetta/chainer:cpu", ["chainer-requirements"]),
+    ]
     assert list((tmp_path / ".wheelhouse").iterdir()) == []
 
 
@@ -77,5 +85,5 @@ def test_the_shared_dockerfile_installs_the_common_packages_before_anything_name
     final_stage = (ROOT / "docker" / "Dockerfile").read_text().split("FROM ${BASE_IMAGE}")[1]
     instructions = [line for line in final_stage.splitlines() if re.match(r"(RUN|COPY|ARG|ENV) ", line)]
     common = next(i for i, line in enumerate(instructions) if line.startswith("RUN apt-get"))
-    assert not any("FAMILY" in line for line in instructions[:common])      # a declared ARG is in a RUN's key too
+    assert not any("FAMILY" in line for line in instructions[:common])  # a declared ARG is in a RUN's key too
     assert instructions[common + 1] == "ARG FAMILY=pytorch"

@@ -1,22 +1,29 @@
 """The documentation is true: every command it quotes exists (make targets and their variables, `python -m` modules
 and their flags), every local link resolves, and the README stays a front door (short, its results made from the
 committed references)."""
+
 import re
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.unit
 
-DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md")),
-        *sorted((ROOT / "results").glob("*/README.md"))]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
+    ROOT / "CHANGELOG.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "results").glob("*/README.md")),
+]
 MAKEFILE = (ROOT / "Makefile").read_text()
 TARGETS = set(re.findall(r"^([a-z][a-z-]*):", MAKEFILE, flags=re.M))
 # Modules whose flags live elsewhere: the runner contract's flags are shared/runner.py's parser.
-FLAG_SOURCES = {"runners": ["runners/__main__.py", "shared/runner.py"],
-                "scripts.plan": ["scripts/plan/__main__.py", "scripts/plan/planfile.py"]}
+FLAG_SOURCES = {
+    "runners": ["runners/__main__.py", "shared/runner.py"],
+    "scripts.plan": ["scripts/plan/__main__.py", "scripts/plan/planfile.py"],
+}
 
 
 def quoted(text):
@@ -35,7 +42,7 @@ def commands(snippet, program):
         for part in re.split(r";|&&|\|\||\$\(|\)", line):
             match = re.search(program, part)
             if match:
-                found.append(part[match.start():].strip())
+                found.append(part[match.start() :].strip())
     return found
 
 
@@ -82,7 +89,7 @@ def test_quoted_python_modules_and_flags_exist(doc):
         for command in commands(snippet, r"python3? -m [\w.]+"):
             module = command.split()[2]
             if module.split(".")[0] not in ("scripts", "shared", "runners", "tests"):
-                continue        # pytest, pip, venv: not ours
+                continue  # pytest, pip, venv: not ours
             source = module_source(module)
             if source is None:
                 wrong.append(f"{command!r}: no module {module}")
@@ -119,14 +126,20 @@ def test_the_readme_is_a_front_door():
 def test_the_readme_results_are_the_committed_references():
     """`python -m scripts.results.glance --write` made them; a reference regenerated without it fails here."""
     from scripts.results import glance
+
     text = (ROOT / "README.md").read_text()
-    assert glance.replaced(text, glance.block()) == text, "README.md's results are stale: python -m scripts.results.glance --write"
+    assert glance.replaced(text, glance.block()) == text, (
+        "README.md's results are stale: python -m scripts.results.glance --write"
+    )
     assert "Lower is better" in text and "(×1.00)" in text
 
 
-CLIS = sorted(p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
-              for folder in ("scripts", "shared") for p in (ROOT / folder).glob("*.py")
-              if "argparse.ArgumentParser" in p.read_text())
+CLIS = sorted(
+    p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+    for folder in ("scripts", "shared")
+    for p in (ROOT / folder).glob("*.py")
+    if "argparse.ArgumentParser" in p.read_text()
+)
 
 
 @pytest.mark.parametrize("module", CLIS)
@@ -134,11 +147,17 @@ def test_every_command_line_option_says_what_it_does(module):
     """`--help` documents every option: an option line with no text beside or under it is a missing help=."""
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
+
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
-    bare = [line.strip() for i, line in enumerate(lines)
-            if re.match(r"^  -\S.*?$", line) and not re.search(r"\S\s{2,}\S", line.strip())
-            and not re.match(r"^\s{10,}\S", lines[i + 1] if i + 1 < len(lines) else "")]
+    bare = [
+        line.strip()
+        for i, line in enumerate(lines)
+        if re.match(r"^  -\S.*?$", line)
+        and not re.search(r"\S\s{2,}\S", line.strip())
+        and not re.match(r"^\s{10,}\S", lines[i + 1] if i + 1 < len(lines) else "")
+    ]
     assert bare == [], f"{module} --help: no help text for {bare}"

@@ -7,15 +7,16 @@ Measured by hand (64×64, batch 2): the float32 reference and torchvision's floa
 float64 run by < 1e-6 of that scale, so 1e-4 leaves ~100× room for other kernels' summation orders, while the
 mistakes this test exists to catch move the output by 70× to 3000× more (test_reference_has_teeth below).
 """
+
 import functools
 
 import numpy as np
-import pytest
-
 import probe
+import pytest
 from conftest import framework_tasks
 from probe import inputs
 from reference import cnn_forward, densenet121_forward, gru_forward, resnet50_forward
+
 from shared import canonical, params
 
 TASKS = ["cnn", "gru", "resnet50", "densenet121"]
@@ -68,8 +69,9 @@ def test_same_weights_same_logits(framework, task, probes):
     if task in ("cnn", "gru"):
         np.testing.assert_allclose(out["logits"], expected, rtol=1e-4, atol=1e-4)
     else:
-        np.testing.assert_allclose(out["logits"], expected, rtol=0,
-                                   atol=SCALE_TOLERANCE * float(np.abs(expected).max()))
+        np.testing.assert_allclose(
+            out["logits"], expected, rtol=0, atol=SCALE_TOLERANCE * float(np.abs(expected).max())
+        )
     assert expected_parameters(task) == canonical.count(task)
     assert int(out["parameters"]) == expected_parameters(task, framework)
 
@@ -79,8 +81,9 @@ def test_same_weights_same_logits(framework, task, probes):
 def test_canonical_layout_is_torchvision(task):
     """The canonical shapes add up to torchvision's parameter counts (BatchNorm statistics excluded)."""
     assert canonical.count(task) == TORCHVISION_PARAMETERS[task]
-    assert sum(canonical.is_statistic(name) for name in canonical.SHAPES[task]) == \
-        2 * sum(name.endswith(".running_var") for name in canonical.SHAPES[task])
+    assert sum(canonical.is_statistic(name) for name in canonical.SHAPES[task]) == 2 * sum(
+        name.endswith(".running_var") for name in canonical.SHAPES[task]
+    )
 
 
 @pytest.mark.unit
@@ -91,12 +94,15 @@ def test_reference_distinguishes_gru_variants():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("task, variant", [
-    ("resnet50", {"v1": True}),            # the stride on the first 1×1 conv (ResNet v1, Keras' ResNet50)
-    ("resnet50", {"tf_same": True}),       # TensorFlow "same" padding on strided convs instead of symmetric zeros
-    ("resnet50", {"eps": 1e-3}),           # Keras' default BatchNorm ε instead of 1e-5
-    ("densenet121", {"eps": 1e-3}),
-])
+@pytest.mark.parametrize(
+    "task, variant",
+    [
+        ("resnet50", {"v1": True}),  # the stride on the first 1×1 conv (ResNet v1, Keras' ResNet50)
+        ("resnet50", {"tf_same": True}),  # TensorFlow "same" padding on strided convs instead of symmetric zeros
+        ("resnet50", {"eps": 1e-3}),  # Keras' default BatchNorm ε instead of 1e-5
+        ("densenet121", {"eps": 1e-3}),
+    ],
+)
 def test_reference_has_teeth(task, variant):
     """Each mistake a port is likely to make moves the output far beyond the equivalence tolerance."""
     weights, x = canonical.random_weights(task), inputs(task)

@@ -2,6 +2,7 @@
 image reports. The checks that need no network or engine run everywhere; CI also resolves every GPU variant's pins
 against PyPI for the Debian base's Python, and builds PyTorch's CUDA 13.0 image, its cuDNN-upgrade sibling and the
 legacy Caffe2 CUDA 10.2 image, then reads what they carry (no GPU needed)."""
+
 import json
 import re
 import subprocess
@@ -9,8 +10,8 @@ import sys
 from dataclasses import replace
 
 import pytest
-
 from conftest import IN_CI, ROOT
+
 from scripts.launch import images, wheelhouse
 from scripts.launch.compose import ExecutorError, check_engine, docker_cli
 from scripts.plan.matrix import load
@@ -47,8 +48,9 @@ def pins(path):
 
 
 def matches(declared, versions):
-    return sorted(declared) == sorted({d for d in declared for v in versions if v == d or v.startswith(d + ".")}) \
-        and all(any(v == d or v.startswith(d + ".") for d in declared) for v in versions)
+    return sorted(declared) == sorted(
+        {d for d in declared for v in versions if v == d or v.startswith(d + ".")}
+    ) and all(any(v == d or v.startswith(d + ".") for d in declared) for v in versions)
 
 
 @pytest.mark.unit
@@ -59,8 +61,9 @@ def test_declared_cuda_and_cudnn_are_the_pinned_wheels(key):
     runtimes = [v for n, v in pinned.items() if RUNTIME.match(n)]
     cudnns = [v for n, v in pinned.items() if CUDNN.match(n)]
     if variant.parent:
-        runtimes = runtimes or [v for n, v in pins(gpu_variants()[key[0], variant.parent].requirements).items()
-                                if RUNTIME.match(n)]
+        runtimes = runtimes or [
+            v for n, v in pins(gpu_variants()[key[0], variant.parent].requirements).items() if RUNTIME.match(n)
+        ]
     if key in BUNDLED:
         assert not runtimes, f"{key} is listed as bundling its CUDA but pins NVIDIA's runtime wheel"
         return
@@ -85,31 +88,41 @@ def test_pytorch_offers_two_cuda_builds_and_a_cudnn_only_upgrade():
     sibling = next(v for v in gpu.values() if v.parent)
     parent = gpu[sibling.parent]
     assert sibling.cuda == parent.cuda and sibling.cudnn != parent.cudnn
-    assert sibling.cudnn[0].split(".")[0] == parent.cudnn[0].split(".")[0]    # same cuDNN major: ABI-compatible
-    assert set(pins(sibling.requirements)) == {"nvidia-cudnn-cu13"}            # it swaps cuDNN and nothing else
+    assert sibling.cudnn[0].split(".")[0] == parent.cudnn[0].split(".")[0]  # same cuDNN major: ABI-compatible
+    assert set(pins(sibling.requirements)) == {"nvidia-cudnn-cu13"}  # it swaps cuDNN and nothing else
 
 
 CU130 = load().frameworks["pytorch"].variants["cu130"]
-REPORT = {"frameworks": {"torch": "2.14.1"}, "cuda": ["13.0.96"], "cudnn": ["9.24.0.43"], "nccl": ["2.30.7"],
-          "kernels": {"torch": {"library": "libtorch_cuda.so", "gpu_archs": list(CU130.gpu_archs), "ptx": []}},
-          "gpu_archs": list(CU130.gpu_archs), "ptx": [], "min_driver": "580.65.06"}
+REPORT = {
+    "frameworks": {"torch": "2.14.1"},
+    "cuda": ["13.0.96"],
+    "cudnn": ["9.24.0.43"],
+    "nccl": ["2.30.7"],
+    "kernels": {"torch": {"library": "libtorch_cuda.so", "gpu_archs": list(CU130.gpu_archs), "ptx": []}},
+    "gpu_archs": list(CU130.gpu_archs),
+    "ptx": [],
+    "min_driver": "580.65.06",
+}
 
 
 @pytest.mark.unit
 def test_an_image_that_carries_what_it_declares_passes():
     assert images.mismatches(CU130, REPORT) == []
     cpu = load().frameworks["pytorch"].variants["cpu"]
-    assert images.mismatches(cpu, REPORT) == []          # the CPU image may carry CUDA: it declares nothing
+    assert images.mismatches(cpu, REPORT) == []  # the CPU image may carry CUDA: it declares nothing
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("change, named", [
-    ({"cuda": ["12.8.90"]}, "cuda"),
-    ({"cudnn": []}, "cudnn"),                             # a GPU image that lost its cuDNN wheel
-    ({"cudnn": ["9.24.0.43", "9.28.1.4"]}, "cudnn"),      # two cuDNNs where one is declared
-    ({"gpu_archs": ["sm_80", "sm_90"]}, "gpu_archs"),
-    ({"ptx": ["compute_120"]}, "ptx"),
-])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"cuda": ["12.8.90"]}, "cuda"),
+        ({"cudnn": []}, "cudnn"),  # a GPU image that lost its cuDNN wheel
+        ({"cudnn": ["9.24.0.43", "9.28.1.4"]}, "cudnn"),  # two cuDNNs where one is declared
+        ({"gpu_archs": ["sm_80", "sm_90"]}, "gpu_archs"),
+        ({"ptx": ["compute_120"]}, "ptx"),
+    ],
+)
 def test_an_image_that_differs_from_its_declaration_is_named(change, named):
     problems = images.mismatches(CU130, {**REPORT, **change})
     assert len(problems) == 1 and problems[0].startswith(named)
@@ -132,9 +145,11 @@ def test_a_variant_names_its_own_dockerfile_and_the_others_keep_their_familys():
     theano = load().frameworks["keras2-theano"].variants
     assert images.dockerfile("theano", theano["cu118"]) == ROOT / "docker" / "theano" / "gpu.Dockerfile"
     assert images.dockerfile("theano", theano["cpu"]) == ROOT / "docker" / "pyenv.Dockerfile"
-    assert not images.needs_pyenv(theano["cu118"])                       # bullseye's own python3 (3.9)
-    assert images.dockerfile("julia-knet", load().frameworks["julia-knet"].variants["cpu"]) == \
-        ROOT / "docker" / "julia-knet" / "Dockerfile"
+    assert not images.needs_pyenv(theano["cu118"])  # bullseye's own python3 (3.9)
+    assert (
+        images.dockerfile("julia-knet", load().frameworks["julia-knet"].variants["cpu"])
+        == ROOT / "docker" / "julia-knet" / "Dockerfile"
+    )
     assert images.dockerfile("pytorch", CU130) == ROOT / "docker" / "Dockerfile"
 
 
@@ -145,11 +160,29 @@ def resolve(variant):
     tags = wheelhouse.platform_tags(wheelhouse.glibc_minor(variant.glibc), "x86_64")
     # --no-cache-dir: older wheels have no separate metadata on PyPI, so pip fetches them whole (1–4 GB a variant)
     # into a temporary folder it removes; the cache would keep a second copy of each on CI's disk.
-    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--no-cache-dir",
-            "--report", "-",
-            "--python-version", variant.python, "--implementation", "cp", "--only-binary", ":all:",
-            "--target", "/nonexistent", *(a for t in tags for a in ("--platform", t)),
-            *(["--no-deps"] if variant.parent else []), *(a for f in files for a in ("-r", str(ROOT / f)))]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--no-cache-dir",
+        "--report",
+        "-",
+        "--python-version",
+        variant.python,
+        "--implementation",
+        "cp",
+        "--only-binary",
+        ":all:",
+        "--target",
+        "/nonexistent",
+        *(a for t in tags for a in ("--platform", t)),
+        *(["--no-deps"] if variant.parent else []),
+        *(a for f in files for a in ("-r", str(ROOT / f))),
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, f"{variant.requirements} does not resolve: {out.stderr[-1500:]}"
     return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
@@ -164,8 +197,13 @@ def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
     # PyTorch's cu130 and its cuDNN sibling are built (and inspected) by the test below.
     wheel_route = {k: v for k, v in gpu_variants().items() if k not in BUNDLED and k not in BUILT}
     variants = {k: v for k, v in wheel_route.items() if not wheelhouse.sdist_requirements(ROOT / v.requirements)}
-    variants.update({k: replace(v, requirements=str(sdist_free(v))) for k, v in wheel_route.items()
-                     if wheelhouse.sdist_requirements(ROOT / v.requirements)})
+    variants.update(
+        {
+            k: replace(v, requirements=str(sdist_free(v)))
+            for k, v in wheel_route.items()
+            if wheelhouse.sdist_requirements(ROOT / v.requirements)
+        }
+    )
     # One at a time: each resolution holds its variant's wheels on disk until it ends (CI ran out of disk with four).
     resolved = {key: resolve(variant) for key, variant in variants.items()}
     for key, versions in resolved.items():
@@ -199,18 +237,22 @@ def engine():
 
 
 def inspect(docker, tag):
-    return json.loads(subprocess.run([docker, "run", "--rm", "--network", "none", tag, "--inspect"], check=True,
-                                     capture_output=True, text=True).stdout)
+    return json.loads(
+        subprocess.run(
+            [docker, "run", "--rm", "--network", "none", tag, "--inspect"], check=True, capture_output=True, text=True
+        ).stdout
+    )
 
 
 @pytest.mark.network
 def test_gpu_images_build_here_and_report_their_cuda_cudnn_and_architectures(engine, gpu_images_removed_after):
     """PyTorch's CUDA 13.0 image, its cuDNN-only sibling and Caffe2's CUDA 10.2 image build from the local Debian
     base with no registry; `make images` itself refuses an image whose report differs from matrix.yaml."""
-    assert images.main(["--framework", "pytorch", "--variant", "cu130-cudnn928"]) == 0   # builds cu130 first
+    assert images.main(["--framework", "pytorch", "--variant", "cu130-cudnn928"]) == 0  # builds cu130 first
     assert images.main(["--framework", "caffe2", "--variant", "cu102"]) == 0
-    cu130, sibling, caffe2 = (inspect(engine, t) for t in ("rosetta/pytorch:cu130", "rosetta/pytorch:cu130-cudnn928",
-                                                           "rosetta/caffe2:cu102"))
+    cu130, sibling, caffe2 = (
+        inspect(engine, t) for t in ("rosetta/pytorch:cu130", "rosetta/pytorch:cu130-cudnn928", "rosetta/caffe2:cu102")
+    )
     variants = load().frameworks["pytorch"].variants
     assert cu130["cuda"] == sibling["cuda"] and cu130["cuda"][0].startswith("13.0.")
     assert cu130["cudnn"] != sibling["cudnn"]
@@ -219,9 +261,15 @@ def test_gpu_images_build_here_and_report_their_cuda_cudnn_and_architectures(eng
     assert cu130["gpu_archs"] == list(variants["cu130"].gpu_archs) == sibling["gpu_archs"]
     assert caffe2["cuda"] == ["10.2"] and caffe2["gpu_archs"] == ["sm_37", "sm_50", "sm_60", "sm_70"]
     assert caffe2["frameworks"]["torch"] == "1.8.1"
-    gpu = json.loads(subprocess.run([engine, "image", "inspect", "rosetta/pytorch:gpu", "rosetta/pytorch:cu130"],
-                                    check=True, capture_output=True, text=True).stdout)
-    assert gpu[0]["Id"] == gpu[1]["Id"]                   # `make setup`'s rosetta/FAMILY:gpu is the first GPU variant
+    gpu = json.loads(
+        subprocess.run(
+            [engine, "image", "inspect", "rosetta/pytorch:gpu", "rosetta/pytorch:cu130"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    assert gpu[0]["Id"] == gpu[1]["Id"]  # `make setup`'s rosetta/FAMILY:gpu is the first GPU variant
 
 
 @pytest.fixture
@@ -229,7 +277,12 @@ def gpu_images_removed_after(engine):
     """The GPU images and their dangling build cache are gone once their test has read them:
     nothing else in the suite runs them, and CI's disk is shared with every other image and environment."""
     yield
-    tags = ["rosetta/pytorch:cu130-cudnn928", "rosetta/pytorch:cu130", "rosetta/pytorch:gpu", "rosetta/caffe2:cu102",
-            "rosetta/caffe2:gpu"]
+    tags = [
+        "rosetta/pytorch:cu130-cudnn928",
+        "rosetta/pytorch:cu130",
+        "rosetta/pytorch:gpu",
+        "rosetta/caffe2:cu102",
+        "rosetta/caffe2:gpu",
+    ]
     subprocess.run([engine, "image", "rm", "--force", *tags], capture_output=True)
-    subprocess.run([engine, "builder", "prune", "--force"], capture_output=True)   # dangling cache only
+    subprocess.run([engine, "builder", "prune", "--force"], capture_output=True)  # dangling cache only

@@ -7,6 +7,7 @@ Python 3.9 + NumPy of bullseye for the contract side, made without a registry: `
 (about 1.5–4 minutes, 530 MB, once per engine). Outside CI a missing engine or mmdebstrap skips them; in CI it fails.
 The Knet model code (cnn.jl, gru.jl, resnet50.jl past `using Knet`) never runs here.
 """
+
 import json
 import os
 import re
@@ -16,8 +17,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import IN_CI, ROOT
+
 from runners.julia_knet import CONTRACT_TIMES
 from scripts.launch import compose
 from scripts.launch.compose import ExecutorError
@@ -32,8 +33,10 @@ JULIA_PACKAGES = "julia,python3,python3-numpy"
 JULIA_DIR = ROOT / "runners" / "julia_knet"
 JULIA_FILES = sorted(JULIA_DIR.glob("*.jl"))
 TASKS = ("cnn", "gru", "resnet50")
-KNET_MISSING = ("Knet is not installed in this Julia (1.5.3): Julia's package registry was unreachable when this "
-                "environment was built; build the julia-knet image on a host that reaches it")
+KNET_MISSING = (
+    "Knet is not installed in this Julia (1.5.3): Julia's package registry was unreachable when this "
+    "environment was built; build the julia-knet image on a host that reaches it"
+)
 
 
 def unavailable(message):
@@ -52,8 +55,7 @@ def julia_image():
     if subprocess.run([docker, "image", "inspect", JULIA_IMAGE], capture_output=True).returncode != 0:
         if not shutil.which("mmdebstrap"):
             unavailable(f"{JULIA_IMAGE} missing and no mmdebstrap to build it (`apt-get install mmdebstrap`)")
-        build = (f"mmdebstrap --variant=minbase --include={JULIA_PACKAGES} bullseye - "
-                 f"| {docker} import - {JULIA_IMAGE}")
+        build = f"mmdebstrap --variant=minbase --include={JULIA_PACKAGES} bullseye - | {docker} import - {JULIA_IMAGE}"
         proc = subprocess.run(["bash", "-o", "pipefail", "-c", build], capture_output=True, text=True, timeout=1200)
         assert proc.returncode == 0, proc.stderr[-3000:]
     return docker
@@ -66,9 +68,26 @@ def in_julia_image(docker, argv, *, data=None, out=None, env=()):
     mounts += ["-v", f"{data}:/data:ro"] if data else []
     mounts += ["-v", f"{out}:/out"] if out else []
     envs = [a for name in ("PYTHONDONTWRITEBYTECODE=1", *env) for a in ("-e", name)]
-    return subprocess.run([docker, "run", "--rm", "--network", "none", "-u", f"{os.getuid()}:{os.getgid()}",
-                           *mounts, *envs, "-w", "/repo", JULIA_IMAGE, *argv],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            docker,
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-u",
+            f"{os.getuid()}:{os.getgid()}",
+            *mounts,
+            *envs,
+            "-w",
+            "/repo",
+            JULIA_IMAGE,
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 # ---------------------------------------------------------------- without an engine
@@ -96,10 +115,29 @@ def test_julia_task_files_have_the_runner_skeleton(task):
 def test_without_julia_the_cell_is_skipped_with_the_reason(task, synthetic_data, tmp_path):
     out = tmp_path / "r.json"
     env = {k: v for k, v in os.environ.items() if k != "ROSETTA_JULIA"}
-    env.update(PATH=os.path.dirname(sys.executable), PYTHONPATH=str(ROOT))   # a PATH with no julia on it
-    proc = subprocess.run([sys.executable, "-m", "runners", "julia-knet", task, "--data", str(synthetic_data),
-                           "--out", str(out), "--device", "cpu", "--scale", "tiny"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env.update(PATH=os.path.dirname(sys.executable), PYTHONPATH=str(ROOT))  # a PATH with no julia on it
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runners",
+            "julia-knet",
+            task,
+            "--data",
+            str(synthetic_data),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--scale",
+            "tiny",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     record = read_record(out)
     assert proc.returncode == 0 and record["status"] == "skipped", proc.stdout + proc.stderr
     assert record["reason"].startswith("julia is not installed on this host")
@@ -107,6 +145,7 @@ def test_without_julia_the_cell_is_skipped_with_the_reason(task, synthetic_data,
 
 
 # ---------------------------------------------------------------- in Debian's Julia
+
 
 @pytest.mark.integration
 def test_every_julia_file_parses_with_debians_julia(julia_image):
@@ -120,8 +159,9 @@ def test_every_julia_file_parses_with_debians_julia(julia_image):
 def test_the_parse_check_catches_a_syntax_error(julia_image, tmp_path):
     """The check above would pass vacuously if Julia's parser errors never reached it."""
     (tmp_path / "bad.jl").write_text("x = (1,\nfunction f()\n")
-    proc = in_julia_image(julia_image, ["julia", "--startup-file=no", "tests/julia/parse_check.jl", "/out/bad.jl"],
-                          out=tmp_path)
+    proc = in_julia_image(
+        julia_image, ["julia", "--startup-file=no", "tests/julia/parse_check.jl", "/out/bad.jl"], out=tmp_path
+    )
     assert proc.stdout.startswith("error /out/bad.jl"), proc.stdout + proc.stderr
 
 
@@ -129,14 +169,18 @@ def numpy_arrays(task, root):
     """What the Python side hands Julia, loaded here the same way (shared/), to compare with what Julia read."""
     p = params.task_params(task, "tiny")
     if task == "cnn":
-        names, arrays = ("x_train", "y_train", "x_test", "y_test"), datasets.load_cifar10(
-            root, p["train_samples"], p["test_samples"])
+        names, arrays = (
+            ("x_train", "y_train", "x_test", "y_test"),
+            datasets.load_cifar10(root, p["train_samples"], p["test_samples"]),
+        )
     elif task == "gru":
-        names, arrays = ("x_train", "y_train", "x_test", "y_test"), datasets.load_imdb(
-            root, p["max_features"], p["maxlen"], p["train_samples"], p["test_samples"])
+        names, arrays = (
+            ("x_train", "y_train", "x_test", "y_test"),
+            datasets.load_imdb(root, p["max_features"], p["maxlen"], p["train_samples"], p["test_samples"]),
+        )
     else:
         return canonical.load(root, "resnet50")[0]
-    return {**dict(zip(names, arrays)), **canonical.init_weights(task)}   # the data and the shared start
+    return {**dict(zip(names, arrays, strict=False)), **canonical.init_weights(task)}  # the data and the shared start
 
 
 @pytest.mark.integration
@@ -147,17 +191,57 @@ def test_the_contract_part_runs_in_julia_and_makes_a_valid_record(task, julia_im
     the result; shared.runner makes the record. Everything must equal what the Python side computes."""
     out = tmp_path / "out"
     out.mkdir()
-    proc = in_julia_image(julia_image, ["python3", "-m", "runners", "julia-knet", task, "--data", "/data/synthetic",
-                                        "--out", f"/out/{task}.json", "--device", "cpu", "--scale", "tiny",
-                                        "--run-id", "julia-check"],
-                          data=synthetic_data.parent, out=out, env=("ROSETTA_JULIA_CONTRACT_CHECK=1",))
+    proc = in_julia_image(
+        julia_image,
+        [
+            "python3",
+            "-m",
+            "runners",
+            "julia-knet",
+            task,
+            "--data",
+            "/data/synthetic",
+            "--out",
+            f"/out/{task}.json",
+            "--device",
+            "cpu",
+            "--scale",
+            "tiny",
+            "--run-id",
+            "julia-check",
+        ],
+        data=synthetic_data.parent,
+        out=out,
+        env=("ROSETTA_JULIA_CONTRACT_CHECK=1",),
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     record = read_record(out / f"{task}.json")
-    assert set(record) == {"schema", "run_id", "cell", "status", "reason", "log_tail", "metrics", "timing", "system",
-                           "started_at", "finished_at", "git_commit"}
+    assert set(record) == {
+        "schema",
+        "run_id",
+        "cell",
+        "status",
+        "reason",
+        "log_tail",
+        "metrics",
+        "timing",
+        "system",
+        "started_at",
+        "finished_at",
+        "git_commit",
+    }
     assert record["status"] == "ok" and record["run_id"] == "julia-check"
-    assert record["cell"] == {"framework": "julia-knet", "task": task, "variant": "local", "precision": "fp32",
-                              "gpus": 1, "device": "cpu", "data": "synthetic", "scale": "tiny", "tuning": "default"}
+    assert record["cell"] == {
+        "framework": "julia-knet",
+        "task": task,
+        "variant": "local",
+        "precision": "fp32",
+        "gpus": 1,
+        "device": "cpu",
+        "data": "synthetic",
+        "scale": "tiny",
+        "tuning": "default",
+    }
     assert {"python", "cpu", "framework_version", "cuda", "cudnn", "driver", "gpus", "host"} <= set(record["system"])
     assert record["system"]["julia_version"] == "1.5.3" and record["system"]["knet_version"] is None
 
@@ -168,7 +252,7 @@ def test_the_contract_part_runs_in_julia_and_makes_a_valid_record(task, julia_im
     expected = timing.train_metrics(seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows)
     metrics = record["metrics"]
     for key, value in expected.items():
-        assert metrics[key] == pytest.approx(value), key   # floats and the list of epoch seconds
+        assert metrics[key] == pytest.approx(value), key  # floats and the list of epoch seconds
     summary = timing.train_timing(windows, warmup=warmup)
     assert set(record["timing"]) == set(summary)
     for key, value in summary.items():
@@ -193,11 +277,28 @@ def test_the_contract_part_runs_in_julia_and_makes_a_valid_record(task, julia_im
 @pytest.mark.integration
 def test_without_knet_the_cell_is_skipped_with_the_reason(julia_image, synthetic_data, tmp_path):
     """Debian's Julia without Knet, as on every machine of this project: `skipped`, exit 0, the exact reason."""
-    proc = in_julia_image(julia_image, ["python3", "-m", "runners", "julia-knet", "cnn", "--data", "/data/synthetic",
-                                        "--out", "/out/cnn.json", "--device", "gpu", "--scale", "tiny"],
-                          data=synthetic_data.parent, out=tmp_path)
+    proc = in_julia_image(
+        julia_image,
+        [
+            "python3",
+            "-m",
+            "runners",
+            "julia-knet",
+            "cnn",
+            "--data",
+            "/data/synthetic",
+            "--out",
+            "/out/cnn.json",
+            "--device",
+            "gpu",
+            "--scale",
+            "tiny",
+        ],
+        data=synthetic_data.parent,
+        out=tmp_path,
+    )
     record = read_record(tmp_path / "cnn.json")
     assert proc.returncode == 0 and record["status"] == "skipped", proc.stdout + proc.stderr
     assert record["reason"] == KNET_MISSING
     assert record["system"]["julia_version"] == "1.5.3" and record["system"]["framework_version"] is None
-    assert json.dumps(record)   # plain JSON all through
+    assert json.dumps(record)  # plain JSON all through

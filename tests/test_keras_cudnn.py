@@ -3,11 +3,11 @@ and runners/r_keras/gru.R): what ran, not what the device allows. A GPU cell wit
 generic loop, JAX has no fused GRU, Keras' torch GRU leaves cuDNN under torch.compile, and where Keras' own dispatch
 test (backend.cudnn_ok) sees no GPU, nothing fused ran either. Without a GPU here, the test answers Keras' check both
 ways: as it is (no GPU) and replaced by a GPU that takes the layer's arguments."""
+
 import json
 import subprocess
 
 import pytest
-
 from conftest import ROOT, framework_python
 
 pytestmark = pytest.mark.framework
@@ -33,14 +33,20 @@ out.update({{"gpu": recorded("gpu"), "gpu, use_cudnn=off": recorded("gpu", use_c
 print(json.dumps(out))
 """
 
-FUSED = {"tensorflow": True, "torch": True, "jax": False}   # backends whose Keras GRU has a cuDNN kernel
+FUSED = {"tensorflow": True, "torch": True, "jax": False}  # backends whose Keras GRU has a cuDNN kernel
 
 
-@pytest.mark.parametrize("framework, backend", [("keras-tf", "tensorflow"), ("keras-torch", "torch"),
-                                                ("keras-jax", "jax")])
+@pytest.mark.parametrize(
+    "framework, backend", [("keras-tf", "tensorflow"), ("keras-torch", "torch"), ("keras-jax", "jax")]
+)
 def test_cudnn_rnn_records_what_ran(framework, backend):
-    out = subprocess.run([str(framework_python(framework)), "-c", PROBE.format(root=str(ROOT), framework=framework)],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    out = subprocess.run(
+        [str(framework_python(framework)), "-c", PROBE.format(root=str(ROOT), framework=framework)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     recorded = json.loads(out.stdout.strip().splitlines()[-1])
     assert recorded == {
@@ -48,5 +54,5 @@ def test_cudnn_rnn_records_what_ran(framework, backend):
         "gpu": FUSED[backend],
         "gpu, use_cudnn=off": False,
         "cpu": False,
-        "gpu, compiled step": backend == "tensorflow",   # TF runs the fused op outside XLA; torch.compile leaves it
+        "gpu, compiled step": backend == "tensorflow",  # TF runs the fused op outside XLA; torch.compile leaves it
     }, recorded

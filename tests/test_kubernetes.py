@@ -1,6 +1,7 @@
 """Kubernetes Indexed Jobs from a plan (scripts/launch/k8s.py): the manifests pass the real schema validator for every
 version claimed, the fields it cannot check (enums, limits, names) are checked here, the pod's command picks the
 right cell, and a plan or option the backend cannot take is refused before anything is written."""
+
 import json
 import os
 import re
@@ -11,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT
 
 from scripts.launch import k8s
 from scripts.launch.executors import RunSettings, runner_args
 from scripts.plan import planfile as plans
-from conftest import ROOT
 from scripts.plan.matrix import Cell, load
 from shared import buildinfo
 from shared.record import read_record
@@ -23,12 +24,20 @@ from shared.record import read_record
 pytestmark = pytest.mark.unit
 
 VALIDATOR = Path(sys.executable).parent / "kubernetes-validate"
-PER_INDEX_VERSIONS = ["1.29.0", "1.31.0", "1.33.0", "1.37.0"]   # backoffLimitPerIndex form (1.37: newest bundled)
-BACKOFF_VERSIONS = ["1.25.0", "1.27.0", "1.28.0"]                # backoffLimit form; 1.25: oldest bundled
+PER_INDEX_VERSIONS = ["1.29.0", "1.31.0", "1.33.0", "1.37.0"]  # backoffLimitPerIndex form (1.37: newest bundled)
+BACKOFF_VERSIONS = ["1.25.0", "1.27.0", "1.28.0"]  # backoffLimit form; 1.25: oldest bundled
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
-ARGS = ["--image-prefix", "registry.example.org/", "--data-claim", "rosetta-data",
-        "--results-claim", "rosetta-results", "--parallelism", "3"]
+ARGS = [
+    "--image-prefix",
+    "registry.example.org/",
+    "--data-claim",
+    "rosetta-data",
+    "--results-claim",
+    "rosetta-results",
+    "--parallelism",
+    "3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,19 +58,24 @@ def generate(plan_path, out, *extra):
 
 
 def validate(path, version):
-    done = subprocess.run([str(VALIDATOR), "--strict", "--quiet", "-k", version, str(path)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(VALIDATOR), "--strict", "--quiet", "-k", version, str(path)], capture_output=True, text=True, timeout=120
+    )
     return done.returncode, done.stdout + done.stderr
 
 
 def jobs_and_cells(docs):
     """[(Job, its ConfigMap's lines split back into argument lists)]."""
     maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
-    return [(d, [shlex.split(line) for line in maps[d["metadata"]["name"]]["data"]["cells"].splitlines()])
-            for d in docs if d["kind"] == "Job"]
+    return [
+        (d, [shlex.split(line) for line in maps[d["metadata"]["name"]]["data"]["cells"].splitlines()])
+        for d in docs
+        if d["kind"] == "Job"
+    ]
 
 
 # ---------------------------------------------------------------- the schema validator, for each version claimed
+
 
 @pytest.mark.parametrize("version", PER_INDEX_VERSIONS + BACKOFF_VERSIONS)
 def test_manifests_pass_the_validator_of_each_claimed_version(plan_paths, tmp_path, version):
@@ -72,7 +86,7 @@ def test_manifests_pass_the_validator_of_each_claimed_version(plan_paths, tmp_pa
     out.write_text(yaml.safe_dump_all(docs))
     rc, output = validate(out, version)
     assert rc == 0, output
-    assert "WARN" not in output, output    # an unknown kind or apiVersion is only a warning to the validator
+    assert "WARN" not in output, output  # an unknown kind or apiVersion is only a warning to the validator
     per_index = version in PER_INDEX_VERSIONS
     assert all(("backoffLimitPerIndex" in d["spec"]) == per_index for d in docs if d["kind"] == "Job")
 
@@ -92,33 +106,42 @@ def test_the_validator_rejects_an_unknown_key_and_per_index_fields_on_an_old_ver
 
 # ---------------------------------------------------------------- what the validator does not check
 
+
 @pytest.mark.parametrize("profile", ["full", "smoke"])
 def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
     plan_file = plans.read(plan_paths[profile])
     docs = generate(plan_paths[profile], tmp_path / "jobs.yaml")
     assert [d["kind"] for d in docs] == ["NetworkPolicy"] + ["ConfigMap", "Job"] * (len(docs) // 2)
-    policy = docs[0]      # no traffic in or out of the run's pods
-    assert policy["spec"] == {"podSelector": {"matchLabels": {"rosetta/run-id": policy["metadata"]["labels"][
-        "rosetta/run-id"]}}, "policyTypes": ["Ingress", "Egress"]}
-    by_record = {f"/results/{c.id}.json": c for c in plan_file.cells}     # in the pod's own slot
+    policy = docs[0]  # no traffic in or out of the run's pods
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": {"rosetta/run-id": policy["metadata"]["labels"]["rosetta/run-id"]}},
+        "policyTypes": ["Ingress", "Egress"],
+    }
+    by_record = {f"/results/{c.id}.json": c for c in plan_file.cells}  # in the pod's own slot
     seen = []
     for job, cells in jobs_and_cells(docs):
         spec, pod = job["spec"], job["spec"]["template"]["spec"]
-        container, = pod["containers"]
+        (container,) = pod["containers"]
         assert spec["completionMode"] == "Indexed" and pod["restartPolicy"] == "Never"
         assert spec["completions"] == len(cells) and 1 <= spec["parallelism"] <= min(3, spec["completions"])
         assert spec["maxFailedIndexes"] <= spec["completions"] and spec["backoffLimitPerIndex"] == 1
         for rule in spec["podFailurePolicy"]["rules"]:
             assert rule["action"] in ("FailJob", "FailIndex", "Ignore", "Count")
             assert rule.get("onExitCodes", {}).get("operator", "In") in ("In", "NotIn")
-            assert all(c["type"] == "DisruptionTarget" and c["status"] in ("True", "False", "Unknown")
-                       for c in rule.get("onPodConditions", []))
+            assert all(
+                c["type"] == "DisruptionTarget" and c["status"] in ("True", "False", "Unknown")
+                for c in rule.get("onPodConditions", [])
+            )
         assert pod["activeDeadlineSeconds"] >= plan_file.plan.timeout_s
         assert container["command"][:2] == ["sh", "-c"]
         host = {"name": "ROSETTA_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
         assert container["env"][0] == host
-        index = {"name": "ROSETTA_SLOT", "valueFrom": {"fieldRef": {
-            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
+        index = {
+            "name": "ROSETTA_SLOT",
+            "valueFrom": {
+                "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+            },
+        }
         assert container["env"][1] == index
 
         volumes = {v["name"]: v for v in pod["volumes"]}
@@ -133,10 +156,14 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
         assert all("subPath" in m or "subPathExpr" in m for m in container["volumeMounts"] if m["name"] == "results")
         assert volumes["plan"]["configMap"]["name"] == job["metadata"]["name"]
         assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
-        assert restricted_violations(pod, allowed_capabilities=CHAINER_EXCEPTION if "chainer" in
-                                     container["image"] else ()) == []
+        assert (
+            restricted_violations(
+                pod, allowed_capabilities=CHAINER_EXCEPTION if "chainer" in container["image"] else ()
+            )
+            == []
+        )
         resources = container["resources"]
-        assert resources["requests"] == {"cpu": "8", "memory": "32Gi"}                   # Guaranteed QoS
+        assert resources["requests"] == {"cpu": "8", "memory": "32Gi"}  # Guaranteed QoS
         assert {k: v for k, v in resources["limits"].items() if k != "nvidia.com/gpu"} == resources["requests"]
 
         # One image and one GPU count per Job, equal to each of its cells' own in the plan.
@@ -146,7 +173,7 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
             assert container["image"] == "registry.example.org/" + p.image
             assert limit == (p.cell.gpus if p.cell.device == "gpu" else None)
         order = [plan_file.cells.index(p) for p in planned]
-        assert order == sorted(order)      # plan order within the Job, and the Jobs in order of their first cell
+        assert order == sorted(order)  # plan order within the Job, and the Jobs in order of their first cell
         seen += planned
 
         name, labels = job["metadata"]["name"], job["metadata"]["labels"]
@@ -155,14 +182,24 @@ def test_enum_fields_limits_volumes_and_names(plan_paths, tmp_path, profile):
         assert LABEL_VALUE.fullmatch(labels["rosetta/run-id"]) and len(labels["rosetta/run-id"]) <= 63
     # Every cell of the plan exactly once, in plan order within each Job.
     assert sorted(p.id for p in seen) == sorted(c.id for c in plan_file.cells)
-    firsts = [plan_file.cells.index(cells[0]) for cells in [[by_record[a[a.index("--out") + 1]] for a in c]
-                                                            for _, c in jobs_and_cells(docs)]]
+    firsts = [
+        plan_file.cells.index(cells[0])
+        for cells in [[by_record[a[a.index("--out") + 1]] for a in c] for _, c in jobs_and_cells(docs)]
+    ]
     assert firsts == sorted(firsts)
 
 
-CHAINER_EXCEPTION = ("SYS_PTRACE",)   # ChainerMN's MPICH (README: its namespace needs to admit it)
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-                      "projected", "secret"}
+CHAINER_EXCEPTION = ("SYS_PTRACE",)  # ChainerMN's MPICH (README: its namespace needs to admit it)
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 
 
 def restricted_violations(pod, allowed_capabilities=()):
@@ -176,7 +213,7 @@ def restricted_violations(pod, allowed_capabilities=()):
         found.append("seccompProfile")
     for c in pod["containers"]:
         context = c.get("securityContext", {})
-        if not (context.get("runAsNonRoot", pod_context.get("runAsNonRoot")) is True):
+        if context.get("runAsNonRoot", pod_context.get("runAsNonRoot")) is not True:
             found.append("runAsNonRoot")
         if context.get("runAsUser", pod_context.get("runAsUser")) == 0:
             found.append("runAsUser 0")
@@ -185,8 +222,11 @@ def restricted_violations(pod, allowed_capabilities=()):
         capabilities = context.get("capabilities", {})
         if "ALL" not in capabilities.get("drop", []):
             found.append("capabilities.drop ALL")
-        found += [f"capability {a}" for a in capabilities.get("add", [])
-                  if a != "NET_BIND_SERVICE" and a not in allowed_capabilities]
+        found += [
+            f"capability {a}"
+            for a in capabilities.get("add", [])
+            if a != "NET_BIND_SERVICE" and a not in allowed_capabilities
+        ]
     return found
 
 
@@ -219,10 +259,11 @@ def test_names_stay_dns_labels_for_any_run_id():
 
 # ---------------------------------------------------------------- the pod's command picks the cell
 
+
 def test_the_pod_command_runs_cell_i_with_its_exact_arguments(plan_paths, tmp_path):
     plan_file = plans.read(plan_paths["smoke"])
-    job, = [d for d in generate(plan_paths["smoke"], tmp_path / "jobs.yaml") if d["kind"] == "Job"]
-    cells_map, = [d for d in yaml.safe_load_all((tmp_path / "jobs.yaml").read_text()) if d["kind"] == "ConfigMap"]
+    (job,) = [d for d in generate(plan_paths["smoke"], tmp_path / "jobs.yaml") if d["kind"] == "Job"]
+    (cells_map,) = [d for d in yaml.safe_load_all((tmp_path / "jobs.yaml").read_text()) if d["kind"] == "ConfigMap"]
     (tmp_path / "plan").mkdir()
     (tmp_path / "plan" / "cells").write_text(cells_map["data"]["cells"])
     bin_dir = tmp_path / "bin"
@@ -232,8 +273,12 @@ def test_the_pod_command_runs_cell_i_with_its_exact_arguments(plan_paths, tmp_pa
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     run = RunSettings(plan_file.run_id, plan_file.plan.repeats, plan_file.plan.timeout_s, Path("/data"))
     for i, planned in enumerate(plan_file.cells):
-        env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": str(i),
-               "ROSETTA_PLAN_DIR": str(tmp_path / "plan")}
+        env = {
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "JOB_COMPLETION_INDEX": str(i),
+            "ROSETTA_PLAN_DIR": str(tmp_path / "plan"),
+        }
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
         out = f"/results/{planned.id}.json"
         assert done.returncode == 0, done.stderr
@@ -242,48 +287,58 @@ def test_the_pod_command_runs_cell_i_with_its_exact_arguments(plan_paths, tmp_pa
     env["JOB_COMPLETION_INDEX"] = str(len(plan_file.cells))
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and f"no cell at index {len(plan_file.cells)}" in done.stderr
-    del env["JOB_COMPLETION_INDEX"]    # else $((… + 1)) would quietly pick the first cell
+    del env["JOB_COMPLETION_INDEX"]  # else $((… + 1)) would quietly pick the first cell
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode != 0 and "JOB_COMPLETION_INDEX" in done.stderr and not done.stdout
 
 
 # ---------------------------------------------------------------- refused before anything is written
 
-@pytest.mark.parametrize("extra, message", [
-    (["--kube-version", "1.23"], "validated for Kubernetes 1.25 and newer"),
-    (["--kube-version", "1.24.9"], "validated for Kubernetes 1.25 and newer"),
-    (["--kube-version", "latest"], "expected MAJOR.MINOR"),
-    (["--kube-version", "1.3x"], "expected MAJOR.MINOR"),
-    (["--parallelism", "0"], "at least 1 pod"),
-    (["--image-prefix", "registry.example.org"], "end it with /"),
-])
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--kube-version", "1.23"], "validated for Kubernetes 1.25 and newer"),
+        (["--kube-version", "1.24.9"], "validated for Kubernetes 1.25 and newer"),
+        (["--kube-version", "latest"], "expected MAJOR.MINOR"),
+        (["--kube-version", "1.3x"], "expected MAJOR.MINOR"),
+        (["--parallelism", "0"], "at least 1 pod"),
+        (["--image-prefix", "registry.example.org"], "end it with /"),
+    ],
+)
 def test_bad_options_are_refused_and_nothing_is_written(plan_paths, tmp_path, capsys, extra, message):
     out = tmp_path / "jobs.yaml"
     assert k8s.main([str(plan_paths["smoke"]), *ARGS, "--out", str(out), *extra]) == 2
     assert message in capsys.readouterr().err and not out.exists()
 
 
-def test_images_are_pinned_by_digest_where_one_is_known_and_pulled_fresh_by_tag_elsewhere(plan_paths, tmp_path,
-                                                                                           capsys):
+def test_images_are_pinned_by_digest_where_one_is_known_and_pulled_fresh_by_tag_elsewhere(plan_paths, tmp_path, capsys):
     images = sorted({c.image for c in plans.read(plan_paths["full"]).cells})
     digest = "sha256:" + "ab" * 32
     (tmp_path / "digests.json").write_text(json.dumps({images[0]: digest}))
     docs = generate(plan_paths["full"], tmp_path / "jobs.yaml", "--digests", str(tmp_path / "digests.json"))
-    pods = {c["image"]: c["imagePullPolicy"] for d in docs if d["kind"] == "Job"
-            for c in d["spec"]["template"]["spec"]["containers"]}
+    pods = {
+        c["image"]: c["imagePullPolicy"]
+        for d in docs
+        if d["kind"] == "Job"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    }
     assert pods.pop(f"registry.example.org/{images[0]}@{digest}") == "IfNotPresent"
-    assert pods and set(pods.values()) == {"Always"}          # a node's cached copy of a tag may be an old build
+    assert pods and set(pods.values()) == {"Always"}  # a node's cached copy of a tag may be an old build
     code, said = validate(tmp_path / "jobs.yaml", "1.33.0")
     assert code == 0, said
     assert f"by tag only (no digest known; pulled on every start): {images[1]}" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content, message", [
-    ({"rosetta/nope:cpu": "sha256:" + "0" * 64}, "is not an image of this plan"),
-    ("IMAGE", "is not a digest"),
-    ("not json", "not a readable JSON file"),
-    (["sha256:" + "0" * 64], "expected an object"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ({"rosetta/nope:cpu": "sha256:" + "0" * 64}, "is not an image of this plan"),
+        ("IMAGE", "is not a digest"),
+        ("not json", "not a readable JSON file"),
+        (["sha256:" + "0" * 64], "expected an object"),
+    ],
+)
 def test_a_bad_digest_file_is_refused(plan_paths, tmp_path, capsys, content, message):
     image = plans.read(plan_paths["smoke"]).cells[0].image
     content = {image: "latest"} if content == "IMAGE" else content
@@ -297,14 +352,22 @@ def test_digests_come_from_the_local_engine_for_images_pushed_to_the_prefix(tmp_
     """What `docker image inspect` says of an image pushed to the registry (its RepoDigests); one missing image and
     another registry's digest are not taken."""
     digest = "sha256:" + "cd" * 32
-    found = [{"RepoTags": ["reg.example/rosetta/pytorch:cpu"],
-              "RepoDigests": ["other.example/rosetta/pytorch@sha256:" + "ef" * 32, f"reg.example/rosetta/pytorch@{digest}"]},
-             {"RepoTags": ["reg.example/rosetta/jax:cpu"], "RepoDigests": []}]
+    found = [
+        {
+            "RepoTags": ["reg.example/rosetta/pytorch:cpu"],
+            "RepoDigests": [
+                "other.example/rosetta/pytorch@sha256:" + "ef" * 32,
+                f"reg.example/rosetta/pytorch@{digest}",
+            ],
+        },
+        {"RepoTags": ["reg.example/rosetta/jax:cpu"], "RepoDigests": []},
+    ]
     docker = tmp_path / "docker"
     docker.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(found)}\nEOF\nexit 1\n")
     docker.chmod(0o755)
-    got = k8s.local_digests("reg.example/", ["rosetta/pytorch:cpu", "rosetta/jax:cpu", "rosetta/mxnet:cpu"],
-                            str(docker))
+    got = k8s.local_digests(
+        "reg.example/", ["rosetta/pytorch:cpu", "rosetta/jax:cpu", "rosetta/mxnet:cpu"], str(docker)
+    )
     assert got == {"rosetta/pytorch:cpu": digest}
     assert k8s.local_digests("", ["rosetta/pytorch:cpu"], str(docker)) == {}
 
@@ -314,10 +377,13 @@ def test_a_missing_plan_is_refused(tmp_path, capsys):
     assert "not a readable plan file" in capsys.readouterr().err and not (tmp_path / "jobs.yaml").exists()
 
 
-@pytest.mark.parametrize("limit, message", [("MAX_COMPLETIONS", "at most 10 completions"),
-                                            ("MAX_CELL_LIST_BYTES", "may hold at most 1000 bytes")])
-def test_a_plan_bigger_than_a_job_takes_is_refused_with_what_to_change(plan_paths, tmp_path, capsys, monkeypatch,
-                                                                       limit, message):
+@pytest.mark.parametrize(
+    "limit, message",
+    [("MAX_COMPLETIONS", "at most 10 completions"), ("MAX_CELL_LIST_BYTES", "may hold at most 1000 bytes")],
+)
+def test_a_plan_bigger_than_a_job_takes_is_refused_with_what_to_change(
+    plan_paths, tmp_path, capsys, monkeypatch, limit, message
+):
     monkeypatch.setattr(k8s, limit, 10 if limit == "MAX_COMPLETIONS" else 1000)
     out = tmp_path / "jobs.yaml"
     assert k8s.main([str(plan_paths["full"]), *ARGS, "--out", str(out)]) == 2
@@ -347,22 +413,62 @@ def test_cells_without_kernels_for_the_clusters_gpus_are_left_out_and_recorded_s
     get no Job, and their skipped records (with the reason) wait in results/RUN_ID/cells/ for the merge."""
     plan_file = plans.make(load(), "full", "h100-run")
     plans.write(tmp_path / "plan.json", plan_file)
-    out = subprocess.run([sys.executable, "-m", "scripts.launch.k8s", str(tmp_path / "plan.json"), "--image-prefix", "r/",
-                          "--data-claim", "d", "--results-claim", "r", "--gpu-arch", "sm_90", "--out",
-                          str(tmp_path / "jobs.yaml"), "--results", str(tmp_path / "results")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.launch.k8s",
+            str(tmp_path / "plan.json"),
+            "--image-prefix",
+            "r/",
+            "--data-claim",
+            "d",
+            "--results-claim",
+            "r",
+            "--gpu-arch",
+            "sm_90",
+            "--out",
+            str(tmp_path / "jobs.yaml"),
+            "--results",
+            str(tmp_path / "results"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
-    images = {d["spec"]["template"]["spec"]["containers"][0]["image"]
-              for d in yaml.safe_load_all((tmp_path / "jobs.yaml").read_text()) if d["kind"] == "Job"}
+    images = {
+        d["spec"]["template"]["spec"]["containers"][0]["image"]
+        for d in yaml.safe_load_all((tmp_path / "jobs.yaml").read_text())
+        if d["kind"] == "Job"
+    }
     assert not any(i.startswith(("r/rosetta/mxnet:", "r/rosetta/caffe2:")) for i in images)
-    assert any(i.startswith(("r/rosetta/pytorch:", "r/rosetta/cntk:")) for i in images)   # CNTK: JIT from its PTX
+    assert any(i.startswith(("r/rosetta/pytorch:", "r/rosetta/cntk:")) for i in images)  # CNTK: JIT from its PTX
     skipped = [read_record(p) for p in (tmp_path / "results" / "h100-run" / "cells").glob("*.json")]
     unfit = {c.id for c in plan_file.cells if c.gpu_archs and not buildinfo.runs(c.gpu_archs, c.ptx, "sm_90")}
     assert unfit and {Cell(**r["cell"]).id for r in skipped} == unfit
     assert all(r["status"] == "skipped" and "sm_90" in r["reason"] for r in skipped)
-    bad = subprocess.run([sys.executable, "-m", "scripts.launch.k8s", str(tmp_path / "plan.json"), "--image-prefix", "",
-                          "--data-claim", "d", "--results-claim", "r", "--gpu-arch", "hopper"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.launch.k8s",
+            str(tmp_path / "plan.json"),
+            "--image-prefix",
+            "",
+            "--data-claim",
+            "d",
+            "--results-claim",
+            "r",
+            "--gpu-arch",
+            "hopper",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "like sm_90" in bad.stderr
 
 
@@ -371,6 +477,7 @@ def test_the_merge_takes_from_each_slot_only_the_cell_planned_there(plan_paths, 
     record of another cell in that slot (a hostile pod claiming its neighbour's identity) is quarantined."""
     from scripts.results import merge, records
     from shared.record import make_record, write_record
+
     plan_file = plans.read(plan_paths["smoke"])
     slots = plans.slot_map(plan_file.cells)
     assert sorted(slots.values()) == sorted(c.id for c in plan_file.cells)

@@ -1,11 +1,11 @@
 """The host side in wings (docs/style.md, "The host side in wings"): every module of scripts/ and bench/ imports, and
 no import runs against the wings' direction: commands → results and launch → plan → paths, with shared/ below all."""
+
 import ast
 import importlib
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -29,8 +29,12 @@ def module_name(path):
 
 
 def host_modules():
-    return sorted(module_name(p) for folder in ("scripts", "bench") for p in (ROOT / folder).rglob("*.py")
-                  if "__pycache__" not in p.parts)
+    return sorted(
+        module_name(p)
+        for folder in ("scripts", "bench")
+        for p in (ROOT / folder).rglob("*.py")
+        if "__pycache__" not in p.parts
+    )
 
 
 def kind(module):
@@ -55,10 +59,17 @@ def imported(path, module):
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             # `from scripts.results import verify` imports the module scripts.results.verify
-            names = [f"{base}.{alias.name}" if (ROOT / Path(*base.split("."), alias.name)).with_suffix(".py").exists()
-                     or (ROOT / Path(*base.split("."), alias.name)).is_dir() else base for alias in node.names]
+            names = [
+                f"{base}.{alias.name}"
+                if (ROOT / Path(*base.split("."), alias.name)).with_suffix(".py").exists()
+                or (ROOT / Path(*base.split("."), alias.name)).is_dir()
+                else base
+                for alias in node.names
+            ]
         else:
             continue
         for name in names:
@@ -96,8 +107,13 @@ def test_no_import_runs_against_the_wings_direction():
 
 @pytest.mark.parametrize("folder", ["shared", "runners"])
 def test_the_runner_side_imports_nothing_of_the_host_side(folder):
-    wrong = [f"{p.relative_to(ROOT)}: {name}" for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts
-             for name in imported(p, module_name(p)) if name.split(".")[0] in ("scripts", "bench")]
+    wrong = [
+        f"{p.relative_to(ROOT)}: {name}"
+        for p in (ROOT / folder).rglob("*.py")
+        if "__pycache__" not in p.parts
+        for name in imported(p, module_name(p))
+        if name.split(".")[0] in ("scripts", "bench")
+    ]
     assert not wrong, wrong
 
 
@@ -105,7 +121,9 @@ def test_the_direction_check_sees_a_wrong_import(tmp_path):
     """The check is not blind: a plan module that imports a command or a wing above it is found, also inside a
     function and through a relative import."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from scripts import run\n\ndef f():\n    from scripts.results import report\n\nfrom .. import cell\n")
+    bad.write_text(
+        "from scripts import run\n\ndef f():\n    from scripts.results import report\n\nfrom .. import cell\n"
+    )
     found = imported(bad, "scripts.plan.bad")
     assert {"scripts.run": 1, "scripts.results.report": 4, "scripts.cell": 6} == found
     assert kind("scripts.run") not in MAY_IMPORT["results"] and kind("scripts.results.report") not in MAY_IMPORT["plan"]

@@ -10,17 +10,17 @@ classic mistakes fail it (the mutation check in the note of issue 7 confirmed ea
 
 Thresholds are set from measurements at tiny scale, with margin (see the constants).
 """
+
 import functools
 import json
 from pathlib import Path
 
-import pytest
-
-from shared import canonical, datasets, params, timing
-
 import probe
+import pytest
 from conftest import framework_tasks, run_runner
 from reference import resnet50_forward
+
+from shared import canonical, datasets, params, timing
 
 # Measured at tiny scale (issue 7's mutation check). Correct runners: cnn 1.00 (jax .98), gru .99-1.00. Mutated: cnn
 # with dropout on in evaluation .68 (jax), .88-.92 (pytorch, keras-*), .973 (tensorflow: its trained net shrugs the
@@ -44,7 +44,9 @@ def test_runner_learns(framework, task, probes):
     out = probe.outcome(probes.result(framework, job), framework, job)
     record, code = json.loads(out.read_text()), int(Path(f"{out}.rc").read_text())
     assert code == 0 and record["status"] == "ok", (record["reason"], record["log_tail"])
-    assert record["metrics"]["accuracy"] >= MIN_ACCURACY_OF.get((framework, task), MIN_ACCURACY[task]), record["metrics"]
+    assert record["metrics"]["accuracy"] >= MIN_ACCURACY_OF.get((framework, task), MIN_ACCURACY[task]), record[
+        "metrics"
+    ]
     assert record["cell"]["data"] == "synthetic"
     assert record["metrics"]["parameters"] > 3_000_000
 
@@ -70,8 +72,9 @@ def test_feature_and_multi_device_tasks_run(framework, task, synthetic_data, tmp
     one device)."""
     gpus = 2 if task == "densenet121" else 1
     out = tmp_path / "record.json"
-    proc = run_runner(framework, task, out, "--scale", "tiny", "--gpus", str(gpus), "--repeats", "2",
-                      data=synthetic_data)
+    proc = run_runner(
+        framework, task, out, "--scale", "tiny", "--gpus", str(gpus), "--repeats", "2", data=synthetic_data
+    )
     record = json.loads(out.read_text())
     if (framework, task, gpus) in KNOWN_SKIPS:
         assert record["status"] == "skipped" and KNOWN_SKIPS[framework, task, gpus] in record["reason"], record

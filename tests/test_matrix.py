@@ -1,11 +1,12 @@
 """matrix.yaml validation and expansion: every bad input is one clear MatrixError naming the culprit."""
+
 import copy
 import re
 
 import pytest
 import yaml
-
 from conftest import ROOT
+
 from scripts.plan.matrix import MatrixError, expand, load, parse
 
 pytestmark = pytest.mark.unit
@@ -49,17 +50,21 @@ def test_demo_full_adds_the_bf16_column_and_the_moved_cells_to_the_demo():
     matrix = load()
     demo, full = expand(matrix, "demo").cells, expand(matrix, "demo-full").cells
     assert set(demo) < set(full) and {c.precision for c in full} == {"fp32", "bf16"}
-    assert {(c.framework, c.task) for c in full if c.precision == "fp32" and c not in demo} == {("keras2-theano", "gru")}
+    assert {(c.framework, c.task) for c in full if c.precision == "fp32" and c not in demo} == {
+        ("keras2-theano", "gru")
+    }
     bf16 = {fid for fid, fw in matrix.frameworks.items() if "bf16" in fw.precisions}
-    assert {(c.framework, c.task, c.gpus) for c in full if c.precision == "bf16"} == {(c.framework, c.task, c.gpus)
-                                                                                     for c in demo if c.framework in bf16}
+    assert {(c.framework, c.task, c.gpus) for c in full if c.precision == "bf16"} == {
+        (c.framework, c.task, c.gpus) for c in demo if c.framework in bf16
+    }
 
 
 def test_full_profile_covers_every_framework_on_gpus():
     matrix = load()
     plan = expand(matrix, "full")
-    with_gpu_images = {fid for fid, fw in matrix.frameworks.items()
-                       if any(v.device == "gpu" for v in fw.variants.values())}
+    with_gpu_images = {
+        fid for fid, fw in matrix.frameworks.items() if any(v.device == "gpu" for v in fw.variants.values())
+    }
     assert {c.framework for c in plan.cells} == with_gpu_images  # the seed's cross-framework tables
     # Julia: no image with Knet built yet (its registry is unreachable here), so nothing could check what a GPU
     # variant would carry; R: CPU images only so far
@@ -96,15 +101,18 @@ def test_unknown_key_in_a_profile(doc):
     assert "profiles.demo: unknown key 'precision'" in error_of(doc)
 
 
-@pytest.mark.parametrize("axis, value, message", [
-    ("frameworks", ["pytorch", "tensorflw"], "profiles.demo.frameworks: unknown value 'tensorflw'"),
-    ("tasks", ["cnn", "lstm"], "profiles.demo.tasks: unknown value 'lstm'"),
-    ("precisions", ["fp32", "fp8"], "profiles.demo.precisions: unknown value 'fp8'"),
-    ("variants", ["cu999"], "profiles.demo.variants: unknown value 'cu999'"),
-    ("gpus", [0], "profiles.demo.gpus: expected a positive number"),
-    ("executor", "slurm", "profiles.demo.executor: unknown value 'slurm'"),
-    ("tunings", ["default", "fast"], "profiles.demo.tunings: unknown value 'fast'"),
-])
+@pytest.mark.parametrize(
+    "axis, value, message",
+    [
+        ("frameworks", ["pytorch", "tensorflw"], "profiles.demo.frameworks: unknown value 'tensorflw'"),
+        ("tasks", ["cnn", "lstm"], "profiles.demo.tasks: unknown value 'lstm'"),
+        ("precisions", ["fp32", "fp8"], "profiles.demo.precisions: unknown value 'fp8'"),
+        ("variants", ["cu999"], "profiles.demo.variants: unknown value 'cu999'"),
+        ("gpus", [0], "profiles.demo.gpus: expected a positive number"),
+        ("executor", "slurm", "profiles.demo.executor: unknown value 'slurm'"),
+        ("tunings", ["default", "fast"], "profiles.demo.tunings: unknown value 'fast'"),
+    ],
+)
 def test_unknown_values_are_named(doc, axis, value, message):
     doc["profiles"]["demo"][axis] = value
     assert message in error_of(doc)
@@ -125,8 +133,10 @@ def test_a_variant_may_name_its_dockerfile_which_must_exist(doc):
     assert parse(doc).frameworks["keras2-theano"].variants["cu118"].dockerfile == "docker/theano/gpu.Dockerfile"
     assert parse(doc).frameworks["keras2-theano"].variants["cpu"].dockerfile is None
     theano["cu118"]["dockerfile"] = "docker/theano/nope.Dockerfile"
-    assert "frameworks.keras2-theano.variants.cu118.dockerfile: docker/theano/nope.Dockerfile does not exist" \
+    assert (
+        "frameworks.keras2-theano.variants.cu118.dockerfile: docker/theano/nope.Dockerfile does not exist"
         in error_of(doc)
+    )
 
 
 def test_a_child_variant_cannot_name_a_dockerfile(doc):
@@ -191,6 +201,7 @@ def test_a_profile_excludes_cells_of_its_own(doc):
 
 def test_matrix_cli_prints_the_error_once_and_exits_2(tmp_path, capsys):
     from scripts.plan.matrix import main
+
     bad = tmp_path / "m.yaml"
     bad.write_text("schema: 1\nframeworks: {}\nprofiles: {demo: {executor: local}}\nbogus: 1\n")
     assert main(["--matrix", str(bad)]) == 2

@@ -1,5 +1,6 @@
 """The cores' distance probe (shared/placement.py): a round trip between the first two CPUs, measured in a process of
 its own, None where there are fewer than two; every CPU cell records it before and after its work."""
+
 import json
 import math
 import os
@@ -21,7 +22,7 @@ TWO_CPUS = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the prob
 def test_a_round_trip_between_the_first_two_cpus_takes_nanoseconds_and_leaves_the_affinity_as_it_was():
     mine = os.sched_getaffinity(0)
     value = placement.round_trip_ns(0.05)
-    assert math.isfinite(value) and 10 < value < 1e6          # a cache line's trip, not a scheduler's time slice
+    assert math.isfinite(value) and 10 < value < 1e6  # a cache line's trip, not a scheduler's time slice
     assert os.sched_getaffinity(0) == mine and placement.cpus() == sorted(mine)[:2]
 
 
@@ -33,17 +34,20 @@ def test_measure_runs_the_probe_in_a_process_of_its_own_and_says_which_cpus():
 
 
 def test_one_cpu_has_no_distance_to_measure():
-    code = ("import os, json; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1]); "
-            "from shared import placement; print(json.dumps([placement.cpus(), placement.round_trip_ns(0.05), "
-            "placement.measure()]))")
+    code = (
+        "import os, json; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1]); "
+        "from shared import placement; print(json.dumps([placement.cpus(), placement.round_trip_ns(0.05), "
+        "placement.measure()]))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and json.loads(proc.stdout) == [None, None, None], proc.stderr
 
 
 @TWO_CPUS
 def test_the_command_watches_the_distance_for_a_while():
-    proc = subprocess.run([sys.executable, "-m", "shared.placement", "--watch", "1"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "shared.placement", "--watch", "1"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and 1 <= len(lines) <= 3 and all(line.endswith(" ns") for line in lines)
 
@@ -70,24 +74,29 @@ def test_the_probe_between_windows_answers_each_call_until_closed():
     finally:
         between.close()
     assert all(10 < value < 1e6 for value in values), values
-    assert between() is None                                   # closed: no value, no error
+    assert between() is None  # closed: no value, no error
 
 
 def test_the_probe_between_windows_on_one_cpu_or_with_a_child_that_cannot_pin_itself_gives_none_at_once():
-    code = ("import os, json, time; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1]); "
-            "from shared import placement; b = placement.Between(); print(json.dumps([b(), b()])); b.close()")
+    code = (
+        "import os, json, time; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1]); "
+        "from shared import placement; b = placement.Between(); print(json.dumps([b(), b()])); b.close()"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout) == [None, None], proc.stderr
 
 
 @TWO_CPUS
 def test_a_server_whose_other_end_cannot_pin_itself_answers_none_and_stops_asking_it():
-    code = ("import os, sys, runpy; real = os.sched_setaffinity; parent = os.getpid()\n"
-            "def refuse(pid, cpus):\n"
-            "    if os.getpid() != parent: raise OSError(22, 'Invalid argument')\n"
-            "    real(pid, cpus)\n"
-            "os.sched_setaffinity = refuse\n"
-            "from shared import placement; sys.exit(placement.serve())\n")
-    proc = subprocess.run([sys.executable, "-c", code], input="\n\n\n", capture_output=True, text=True, cwd=ROOT,
-                          timeout=30)
+    code = (
+        "import os, sys, runpy; real = os.sched_setaffinity; parent = os.getpid()\n"
+        "def refuse(pid, cpus):\n"
+        "    if os.getpid() != parent: raise OSError(22, 'Invalid argument')\n"
+        "    real(pid, cpus)\n"
+        "os.sched_setaffinity = refuse\n"
+        "from shared import placement; sys.exit(placement.serve())\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input="\n\n\n", capture_output=True, text=True, cwd=ROOT, timeout=30
+    )
     assert proc.returncode == 0 and proc.stdout.split() == ["null"] * 3, proc.stderr

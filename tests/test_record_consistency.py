@@ -2,6 +2,7 @@
 `contradictions`), as is NaN or infinity anywhere and an accuracy or AUC outside [0, 1]: built from the committed
 reference records (results/reference/cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c), each case changes one figure of a real
 record."""
+
 import json
 from pathlib import Path
 
@@ -35,8 +36,15 @@ def test_every_committed_record_is_consistent():
         assert records.contradictions(json.loads(path.read_text())) == [], path
 
 
-@pytest.mark.parametrize("cell_id", ["pytorch-cnn-cpu-fp32-1cpu", "tensorflow-gru-cpu-fp32-1cpu",
-                                     "r-keras-gru-cpu-fp32-1cpu", "pytorch-densenet121-cpu-fp32-2cpu"])
+@pytest.mark.parametrize(
+    "cell_id",
+    [
+        "pytorch-cnn-cpu-fp32-1cpu",
+        "tensorflow-gru-cpu-fp32-1cpu",
+        "r-keras-gru-cpu-fp32-1cpu",
+        "pytorch-densenet121-cpu-fp32-2cpu",
+    ],
+)
 @pytest.mark.parametrize("factor", [3.0, 1.001])
 def test_a_steady_state_that_does_not_follow_from_the_samples_is_refused(tmp_path, cell_id, factor):
     record = real(cell_id)
@@ -50,13 +58,15 @@ def test_a_warm_up_split_other_than_the_rules_is_refused(tmp_path, cell_id):
     warm-up, or a warm-up window a sample, is refused however its other figures were made to fit."""
     record = real(cell_id)
     warm, values = record["timing"]["warmup_windows"], record["timing"]["values"]
-    assert warm and len(values) >= 5                               # the demo's warm-up and its five samples
+    assert warm and len(values) >= 5  # the demo's warm-up and its five samples
     longer = json.loads(json.dumps(record))
     longer["timing"].update(warmup_windows=[*warm, values[0]], values=values[1:])
     shorter = json.loads(json.dumps(record))
     shorter["timing"].update(warmup_windows=warm[:-1], values=[warm[-1], *values])
     for changed in (longer, shorter):
-        assert any(line.startswith("timing.warmup_windows holds") for line in records.figures_that_do_not_follow(changed))
+        assert any(
+            line.startswith("timing.warmup_windows holds") for line in records.figures_that_do_not_follow(changed)
+        )
         refused(changed, tmp_path, "inconsistent: ")
     assert records.inconsistencies(record) == []
 
@@ -75,8 +85,9 @@ def test_seconds_per_1000_images_that_do_not_follow_from_the_passes_are_refused(
     refused(record, tmp_path, "seconds_per_1000_images .* does not follow from the passes")
 
 
-@pytest.mark.parametrize("key, value", [("accuracy", 1.04), ("accuracy", -0.01), ("accuracy", float("nan")),
-                                        ("accuracy", float("inf"))])
+@pytest.mark.parametrize(
+    "key, value", [("accuracy", 1.04), ("accuracy", -0.01), ("accuracy", float("nan")), ("accuracy", float("inf"))]
+)
 def test_an_accuracy_outside_zero_to_one_or_not_finite_is_refused(tmp_path, key, value):
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["metrics"][key] = value
@@ -98,7 +109,7 @@ def test_an_auc_above_one_is_refused(tmp_path):
 
 def test_a_placement_that_is_not_a_pair_of_round_trips_is_refused(tmp_path):
     record = real("pytorch-cnn-cpu-fp32-1cpu")
-    record["system"]["placement"] = {"before_ns": 270.5, "after_ns": 480.0, "cpus": [0, 1]}   # shared/placement.py
+    record["system"]["placement"] = {"before_ns": 270.5, "after_ns": 480.0, "cpus": [0, 1]}  # shared/placement.py
     path = tmp_path / "cell.json"
     write_record(path, record)
     assert records.read(path)["system"]["placement"]["after_ns"] == 480.0
@@ -106,8 +117,15 @@ def test_a_placement_that_is_not_a_pair_of_round_trips_is_refused(tmp_path):
     refused(record, tmp_path, "system/placement/before_ns")
 
 
-@pytest.mark.parametrize("where", [("system", "calibration", "gemm_fp32_flops"), ("timing", "values", 2),
-                                   ("metrics", "epoch_seconds", 0), ("metrics", "final_loss")])
+@pytest.mark.parametrize(
+    "where",
+    [
+        ("system", "calibration", "gemm_fp32_flops"),
+        ("timing", "values", 2),
+        ("metrics", "epoch_seconds", 0),
+        ("metrics", "final_loss"),
+    ],
+)
 def test_nan_or_infinity_anywhere_is_refused(tmp_path, where):
     for bad in (float("nan"), float("-inf")):
         record = real("pytorch-cnn-cpu-fp32-1cpu")
@@ -122,9 +140,9 @@ def test_a_record_of_task_parameters_this_checkout_does_not_know_is_not_recomput
     record = real("pytorch-cnn-cpu-fp32-1cpu")
     record["metrics"]["steady_state_seconds"] *= 3
     for key in ("steady_samples_per_second", "achieved_flops", "efficiency", "efficiency_of_gemm"):
-        record["metrics"][key] /= 3                        # its throughput still follows from its own times
-    record["system"]["params_hash"] = "0123456789ab"      # another batch size: verify refuses to compare it instead
+        record["metrics"][key] /= 3  # its throughput still follows from its own times
+    record["system"]["params_hash"] = "0123456789ab"  # another batch size: verify refuses to compare it instead
     assert records.inconsistencies(record) == []
     record["status"] = "failed"
     record["system"]["params_hash"] = real("pytorch-cnn-cpu-fp32-1cpu")["system"]["params_hash"]
-    assert records.contradictions(record) == []           # a failed record publishes no figure to check
+    assert records.contradictions(record) == []  # a failed record publishes no figure to check

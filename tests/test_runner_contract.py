@@ -1,12 +1,13 @@
 """The runner contract through the real CLI: exactly one record per invocation, also on failure and skip."""
+
 import json
 import os
 from pathlib import Path
 
-import pytest
-
 import probe
+import pytest
 from conftest import run_runner
+
 from runners import FRAMEWORKS
 from shared import datasets, flops
 from shared.params import params_hash, task_params
@@ -27,15 +28,15 @@ def test_missing_data_is_a_failed_record_that_says_what_to_do(tmp_path):
 def test_an_unwritable_results_folder_is_one_line_before_any_work(tmp_path):
     """No traceback from the record's atomic write at the end (issue 28): the runner tries its folder first and
     says which user, which folder (the host's, in a container) and what fixes it; nothing runs, nothing is written."""
-    (tmp_path / "results").write_text("a file where the folder should be")   # refused to root as well
+    (tmp_path / "results").write_text("a file where the folder should be")  # refused to root as well
     out = tmp_path / "results" / "pytorch-cnn.json"
     proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", data=tmp_path / "nowhere")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert line.startswith(f"error: uid {os.getuid()} cannot write the results folder {out.parent}")
     assert f"chown -R {os.getuid()}:{os.getgid()} {out.parent}" in line and "nothing was run" in line
-    assert proc.stdout == ""                                                 # not even the data check ran
-    env = {"ROSETTA_RESULTS_HOST": "./results/compose"}                   # how compose names the host's folder
+    assert proc.stdout == ""  # not even the data check ran
+    env = {"ROSETTA_RESULTS_HOST": "./results/compose"}  # how compose names the host's folder
     proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", data=tmp_path / "nowhere", env=env)
     assert "(on the host: ./results/compose, ROSETTA_RESULTS)" in proc.stderr and "`make setup` does" in proc.stderr
     assert f"`sudo chown -R {os.getuid()}:{os.getgid()} ./results/compose`" in proc.stderr
@@ -47,7 +48,9 @@ def test_by_hand_a_missing_twin_is_made_for_this_call_only(tmp_path, monkeypatch
     twin is made in the scratch folder and the cell reads it; the data folder is not touched. The orchestrator sets
     the scratch empty, and a real dataset is never made: both keep the failure that says what to do."""
     from dataclasses import replace
+
     from shared.runner import RunConfig, twins_for_this_call
+
     data = tmp_path / "data" / "synthetic"
     data.mkdir(parents=True)
     cfg = RunConfig("pytorch", "gru", data, tmp_path / "r.json", scale="tiny")
@@ -55,15 +58,15 @@ def test_by_hand_a_missing_twin_is_made_for_this_call_only(tmp_path, monkeypatch
     monkeypatch.setenv("ROSETTA_DATASET", "synthetic")
     made = twins_for_this_call(cfg)
     assert made == replace(cfg, data=tmp_path / "scratch") and list(data.iterdir()) == []
-    assert {p.name for p in (tmp_path / "scratch").iterdir()} == {"imdb"}         # only what the task reads
+    assert {p.name for p in (tmp_path / "scratch").iterdir()} == {"imdb"}  # only what the task reads
     assert json.loads((tmp_path / "scratch" / "imdb" / "manifest.json").read_text())["source"] == "synthetic"
-    assert twins_for_this_call(replace(cfg, task="resnet50")).data == data          # random images: nothing to make
+    assert twins_for_this_call(replace(cfg, task="resnet50")).data == data  # random images: nothing to make
     monkeypatch.setenv("ROSETTA_DATASET", "real")
     assert twins_for_this_call(cfg) == cfg
     monkeypatch.setenv("ROSETTA_DATASET", "synthetic")
     monkeypatch.setenv("ROSETTA_TWINS_SCRATCH", "")
     assert twins_for_this_call(cfg) == cfg
-    datasets.prepare(data, synthetic=True, datasets=("imdb",))                      # present: read where it is
+    datasets.prepare(data, synthetic=True, datasets=("imdb",))  # present: read where it is
     monkeypatch.setenv("ROSETTA_TWINS_SCRATCH", str(tmp_path / "other"))
     assert twins_for_this_call(cfg) == cfg and not (tmp_path / "other").exists()
 
@@ -76,7 +79,7 @@ def test_gpu_only_precisions_skip_on_cpu(precision, synthetic_data, tmp_path):
     record = json.loads(out.read_text())
     assert proc.returncode == 0 and record["status"] == "skipped" and "GPU" in record["reason"]
     assert record["system"]["framework_version"]
-    assert "placement" not in record["system"]          # no work: no cores' distance around it (shared/placement.py)
+    assert "placement" not in record["system"]  # no work: no cores' distance around it (shared/placement.py)
 
 
 @pytest.mark.framework
@@ -90,44 +93,52 @@ def test_gpu_device_without_gpu_fails_with_a_hint(synthetic_data, tmp_path):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("argv, message", [
-    (["--gpus", "0"], "argument --gpus: must be 1 or more, got 0"),
-    (["--gpus", "-2"], "argument --gpus: must be 1 or more, got -2"),
-    (["--gpus", "two"], "argument --gpus: expected a whole number of 1 or more, got 'two'"),
-    (["--repeats", "0"], "argument --repeats: must be 1 or more, got 0"),
-    (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
-    (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
-    (["--scale", "huge"], "argument --scale: invalid choice: 'huge'"),
-    (["--switch", "compile"], "argument --switch: --switch takes NAME=VALUE, got 'compile'"),
-    (["--tuning", "fast"], "argument --tuning: invalid choice: 'fast'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--gpus", "0"], "argument --gpus: must be 1 or more, got 0"),
+        (["--gpus", "-2"], "argument --gpus: must be 1 or more, got -2"),
+        (["--gpus", "two"], "argument --gpus: expected a whole number of 1 or more, got 'two'"),
+        (["--repeats", "0"], "argument --repeats: must be 1 or more, got 0"),
+        (["--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
+        (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+        (["--scale", "huge"], "argument --scale: invalid choice: 'huge'"),
+        (["--switch", "compile"], "argument --switch: --switch takes NAME=VALUE, got 'compile'"),
+        (["--tuning", "fast"], "argument --tuning: invalid choice: 'fast'"),
+    ],
+)
 def test_bad_arguments_are_refused_before_anything_runs(argv, message, tmp_path, capsys):
     """Usage errors stop at argparse (exit 2, one line naming the flag): no framework import, no training, no record."""
     with pytest.raises(SystemExit) as exit_:
-        parser(FRAMEWORKS).parse_args(["pytorch", "cnn", "--data", str(tmp_path), "--out", str(tmp_path / "r.json"),
-                                       *argv])
+        parser(FRAMEWORKS).parse_args(
+            ["pytorch", "cnn", "--data", str(tmp_path), "--out", str(tmp_path / "r.json"), *argv]
+        )
     assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
 
 
 @pytest.mark.unit
 def test_unknown_framework_and_task_list_the_choices(tmp_path, capsys):
-    for argv, message in ((["pytroch", "cnn"], "argument framework: invalid choice: 'pytroch' (choose from 'caffe2'"),
-                          (["pytorch", "lstm"], "argument task: invalid choice: 'lstm' (choose from 'cnn'")):
+    for argv, message in (
+        (["pytroch", "cnn"], "argument framework: invalid choice: 'pytroch' (choose from 'caffe2'"),
+        (["pytorch", "lstm"], "argument task: invalid choice: 'lstm' (choose from 'cnn'"),
+    ):
         with pytest.raises(SystemExit):
             parser(FRAMEWORKS).parse_args([*argv, "--data", str(tmp_path), "--out", str(tmp_path / "r.json")])
         assert message in capsys.readouterr().err
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("variable, value, message", [
-    ("ROSETTA_GPUS", "0", "argument --gpus: must be 1 or more, got 0"),
-    ("ROSETTA_PRECISION", "fp8", "argument --precision: invalid choice: 'fp8' (choose from fp32, tf32, amp, bf16)"),
-    ("ROSETTA_DEVICE", "tpu", "argument --device: invalid choice: 'tpu'"),
-    ("ROSETTA_SCALE", "huge", "argument --scale: invalid choice: 'huge'"),
-])
-def test_defaults_from_the_environment_are_checked_like_flags(variable, value, message, monkeypatch, tmp_path,
-                                                              capsys):
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        ("ROSETTA_GPUS", "0", "argument --gpus: must be 1 or more, got 0"),
+        ("ROSETTA_PRECISION", "fp8", "argument --precision: invalid choice: 'fp8' (choose from fp32, tf32, amp, bf16)"),
+        ("ROSETTA_DEVICE", "tpu", "argument --device: invalid choice: 'tpu'"),
+        ("ROSETTA_SCALE", "huge", "argument --scale: invalid choice: 'huge'"),
+    ],
+)
+def test_defaults_from_the_environment_are_checked_like_flags(variable, value, message, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(variable, value)  # compose and hand-run containers set these instead of flags
     with pytest.raises(SystemExit):
         parser(FRAMEWORKS).parse_args(["pytorch", "cnn", "--data", str(tmp_path), "--out", str(tmp_path / "r.json")])
@@ -152,11 +163,33 @@ def test_unknown_switch_fails_naming_it(synthetic_data, tmp_path):
 @pytest.mark.framework
 def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     out = tmp_path / "r.json"
-    run_runner("pytorch", "resnet50", out, "--scale", "tiny", "--repeats", "3", "--switch", "channels_last=on",
-               data=synthetic_data)
+    run_runner(
+        "pytorch",
+        "resnet50",
+        out,
+        "--scale",
+        "tiny",
+        "--repeats",
+        "3",
+        "--switch",
+        "channels_last=on",
+        data=synthetic_data,
+    )
     record = json.loads(out.read_text())
-    assert set(record) == {"schema", "run_id", "cell", "status", "reason", "log_tail", "metrics", "timing", "system",
-                           "started_at", "finished_at", "git_commit"}
+    assert set(record) == {
+        "schema",
+        "run_id",
+        "cell",
+        "status",
+        "reason",
+        "log_tail",
+        "metrics",
+        "timing",
+        "system",
+        "started_at",
+        "finished_at",
+        "git_commit",
+    }
     assert record["status"] == "ok", record["log_tail"]
     # --repeats 3 asks for fewer passes than a spread needs: MIN_SAMPLES are timed, after a warm-up that settled
     assert record["timing"]["repeats"] == MIN_SAMPLES == len(record["timing"]["values"])
@@ -172,8 +205,11 @@ def test_record_has_the_whole_schema(synthetic_data, tmp_path):
     # the thread rule as applied before the framework loaded, with the CPU affinity (shared/threads.py)
     rule = system["threads"]
     assert rule["affinity"] and rule["inter_op"] == 1 and rule["intra_op"] == max(1, int(system["cpu_usable"]))
-    assert all(value == str(rule["intra_op"] if "INTEROP" not in name else 1)
-               for name, value in rule["env"].items() if rule["set_by"][name] == "rule")
+    assert all(
+        value == str(rule["intra_op"] if "INTEROP" not in name else 1)
+        for name, value in rule["env"].items()
+        if rule["set_by"][name] == "rule"
+    )
     # how far apart the first two cores were just before and just after the cell's work (shared/placement.py)
     if len(os.sched_getaffinity(0)) >= 2:
         where = system["placement"]
@@ -194,18 +230,26 @@ def test_a_tuned_cell_runs_its_runners_tuned_switches_or_is_skipped_saying_so(sy
     """PyTorch's CNN has TUNED switches, applied before the command line's; Chainer's has none: its tuned cell is
     skipped, never a default run wearing the tuned id."""
     out = tmp_path / "r.json"
-    proc = run_runner("pytorch", "cnn", out, "--scale", "tiny", "--tuning", "tuned", "--switch", "compile=off",
-                      data=synthetic_data)
+    proc = run_runner(
+        "pytorch", "cnn", out, "--scale", "tiny", "--tuning", "tuned", "--switch", "compile=off", data=synthetic_data
+    )
     record = json.loads(out.read_text())
     assert proc.returncode == 0 and record["status"] == "ok", record["log_tail"]
     assert record["cell"]["tuning"] == "tuned"
     switches = record["system"]["switches"]
     # the tuned switches as applied (compile turned off again on the command line: flags win), CUDA-only ones off
-    assert switches["fused_optimizer"] is True and switches["channels_last"] is True and switches["memory_format"] == \
-        "NHWC" and switches["compile"] is False and switches["compile_mode"] is None and switches["prefetch"] is False
+    assert (
+        switches["fused_optimizer"] is True
+        and switches["channels_last"] is True
+        and switches["memory_format"] == "NHWC"
+        and switches["compile"] is False
+        and switches["compile_mode"] is None
+        and switches["prefetch"] is False
+    )
     assert record["metrics"]["differences"] == []
     from shared.record import Skip
     from shared.runner import RunConfig, resolve_switches
+
     cfg = RunConfig("chainer", "cnn", tmp_path, out, tuning="tuned")
     with pytest.raises(Skip, match="chainer cnn: no tuned path is written for this task"):
         resolve_switches({"dropout": True}, cfg)
@@ -221,14 +265,16 @@ def test_a_tuned_feature_extractor_compiles_and_extracts_the_same_features(synth
     records = {}
     for tuning in ("default", "tuned"):
         out = tmp_path / f"{tuning}.json"
-        proc = run_runner("pytorch", "resnet50", out, "--scale", "tiny", "--tuning", tuning, data=synthetic_data,
-                          timeout=900)
+        proc = run_runner(
+            "pytorch", "resnet50", out, "--scale", "tiny", "--tuning", tuning, data=synthetic_data, timeout=900
+        )
         records[tuning] = json.loads(out.read_text())
         assert proc.returncode == 0 and records[tuning]["status"] == "ok", records[tuning]["log_tail"]
     switches = records["tuned"]["system"]["switches"]
     assert switches["compile"] is True and switches["memory_format"] == "NHWC"
-    assert records["tuned"]["metrics"]["feature_mean"] == pytest.approx(records["default"]["metrics"]["feature_mean"],
-                                                                         rel=1e-4)
+    assert records["tuned"]["metrics"]["feature_mean"] == pytest.approx(
+        records["default"]["metrics"]["feature_mean"], rel=1e-4
+    )
 
 
 @pytest.mark.unit
@@ -239,9 +285,28 @@ def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_
     import sys
 
     from conftest import ROOT
+
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "runners", "cntk", "cnn", "--data", str(synthetic_data), "--out",
-                           str(out), "--device", "cpu", "--scale", "tiny"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runners",
+            "cntk",
+            "cnn",
+            "--data",
+            str(synthetic_data),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--scale",
+            "tiny",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     record = json.loads(out.read_text())
     assert proc.returncode == 1 and record["status"] == "failed"
     assert "No module named 'cntk'" in record["reason"] and "scripts.launch.venvs cntk" in record["reason"]
@@ -250,8 +315,16 @@ def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_
 # Every training runner with a tuned path but the one above: its tuned cell must run, whole, through the CLI. The
 # training-equivalence test calls each one's train_steps, one step a call, so a switch that only `main` applies (Keras'
 # steps_per_execution, which its torch backend refuses; JAX's chunked steps) is proven here.
-TUNED_MAINS = [("pytorch", "gru"), ("tensorflow", "cnn"), ("jax", "cnn"), ("jax", "gru"), ("keras-tf", "gru"),
-               ("keras-jax", "cnn"), ("keras-torch", "cnn"), ("keras-torch", "gru")]
+TUNED_MAINS = [
+    ("pytorch", "gru"),
+    ("tensorflow", "cnn"),
+    ("jax", "cnn"),
+    ("jax", "gru"),
+    ("keras-tf", "gru"),
+    ("keras-jax", "cnn"),
+    ("keras-torch", "cnn"),
+    ("keras-torch", "gru"),
+]
 
 
 @pytest.mark.framework
@@ -265,7 +338,7 @@ def test_every_tuned_training_cell_runs_whole(probes, framework, task, tuning):
     assert code == 0 and record["status"] == "ok", record.get("reason") or record["log_tail"]
     assert record["cell"]["tuning"] == "tuned" and len(record["timing"]["values"]) >= 2
     switches = record["system"]["switches"]
-    if framework.startswith("keras"):      # the backend's own limit, recorded as it ran
+    if framework.startswith("keras"):  # the backend's own limit, recorded as it ran
         assert switches["jit_compile"] is True
         assert switches["steps_per_execution"] == (1 if framework == "keras-torch" else 5)
     if framework == "jax":

@@ -1,6 +1,7 @@
 """make site: every runner's sections are found, the site builds offline from references and run folders, results of
 different machine classes stay apart, and in a real browser (Debian's chromium through Selenium, from file://) the
 choosers and filters change what is shown, with no console error and no request outside file://."""
+
 import json
 import re
 import shutil
@@ -9,12 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import IN_CI, ROOT
+
 from scripts.results import report, rosetta, site
 
-PAGES = ["index.html", "lessons.html"] + [f"{kind}-{t}.html" for t in ("cnn", "gru", "resnet50", "densenet121")
-                                          for kind in ("rosetta", "code", "results")]
+# One worker builds the site its tests share (the module fixtures run once, not once a worker).
+pytestmark = pytest.mark.xdist_group("site")
+
+PAGES = ["index.html", "lessons.html"] + [
+    f"{kind}-{t}.html" for t in ("cnn", "gru", "resnet50", "densenet121") for kind in ("rosetta", "code", "results")
+]
 
 
 @pytest.mark.unit
@@ -44,11 +49,13 @@ def test_a_runner_without_its_markers_is_named(tmp_path):
 
 @pytest.mark.unit
 def test_the_lessons_a_section_cites_are_found():
-    assert site.lessons_in("ReLU after pooling (lesson 10), dropout off (lessons 4), TNC (lesson RNN 2), lesson 99") \
-        == ["cnn-4", "cnn-10", "rnn-2"]
+    assert site.lessons_in(
+        "ReLU after pooling (lesson 10), dropout off (lessons 4), TNC (lesson RNN 2), lesson 99"
+    ) == ["cnn-4", "cnn-10", "rnn-2"]
 
 
 # ---------------------------------------------------------------- the Rosetta index's markers
+
 
 @pytest.mark.unit
 @pytest.mark.parametrize("task, package", [(t, p) for t, runners in site.runner_files().items() for p in runners])
@@ -57,8 +64,9 @@ def test_every_runner_marks_every_concept_of_its_task(task, package):
     that truly cannot have a concept is an explicit exception in scripts/results/rosetta.py, with the reason."""
     path, _ = site.runner_files()[task][package]
     found = rosetta.concepts_of(task, path)
-    missing = [c for c in rosetta.TASK_CONCEPTS[task]
-               if c not in found and (package, task, c) not in rosetta.EXCEPTIONS]
+    missing = [
+        c for c in rosetta.TASK_CONCEPTS[task] if c not in found and (package, task, c) not in rosetta.EXCEPTIONS
+    ]
     assert not missing, f"{path.relative_to(ROOT)} marks no {missing} (docs/style.md: the Rosetta markers)"
     for concept, snippets in found.items():
         assert all(text.strip() for _, _, text in snippets), (concept, path)
@@ -70,7 +78,7 @@ def test_every_marker_in_the_runners_names_a_concept_of_its_file():
     files = [p for p in (ROOT / "runners").rglob("*") if p.suffix in rosetta.SOURCES]
     assert len(files) > 40
     for path in files:
-        rosetta.markers(path, rosetta.TASK_CONCEPTS.get(path.stem))      # raises with the file and line
+        rosetta.markers(path, rosetta.TASK_CONCEPTS.get(path.stem))  # raises with the file and line
     assert not set().union(*rosetta.TASK_CONCEPTS.values()) - set(rosetta.CONCEPTS)
     assert all((t in rosetta.TASK_CONCEPTS) for t in site.TASKS)
 
@@ -82,7 +90,7 @@ def test_a_marker_naming_no_concept_fails_with_its_file_and_line(tmp_path):
     (tmp_path / "cnn.py").write_text("\n".join(lines))
     with pytest.raises(rosetta.MarkerError, match=r"cnn.py:4: `# rosetta: optimiser` names no concept"):
         rosetta.concepts_of("cnn", tmp_path / "cnn.py")
-    lines[3] = "    #rosetta: data-parallel"                   # a concept, but not the cnn's
+    lines[3] = "    #rosetta: data-parallel"  # a concept, but not the cnn's
     (tmp_path / "cnn.py").write_text("\n".join(lines))
     with pytest.raises(rosetta.MarkerError, match=r"cnn.py:4: .*data-parallel"):
         rosetta.concepts_of("cnn", tmp_path / "cnn.py")
@@ -106,41 +114,51 @@ w <- 2
 x <- 3
 """)
     assert rosetta.cells(tmp_path / "cnn.R") == {
-        "model": [(2, "model <- function(x) {\n  loss <- f(x)\n  g(loss)\n  h(x)\n}")],   # nested: goes on
-        "loss": [(4, "loss <- f(x)\ng(loss)")], "device": [(11, "device <- 1")], "init": [(13, "w <- 2\nx <- 3")]}
+        "model": [(2, "model <- function(x) {\n  loss <- f(x)\n  g(loss)\n  h(x)\n}")],  # nested: goes on
+        "loss": [(4, "loss <- f(x)\ng(loss)")],
+        "device": [(11, "device <- 1")],
+        "init": [(13, "w <- 2\nx <- 3")],
+    }
     (tmp_path / "gru.py").write_text("# rosetta: model\n\nx = 1\n")
     with pytest.raises(rosetta.MarkerError, match=r"gru.py:1: .* marks no lines"):
         rosetta.cells(tmp_path / "gru.py")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once a worker: xdist interleaves modules, which rebuilds a module fixture
 def run_folders(tmp_path_factory):
     """A run folder of the fake runners (records and logs), and a copy of it whose records claim another machine."""
     root = tmp_path_factory.mktemp("runs")
     data = root / "data"
     from shared import datasets
+
     datasets.prepare(data / "synthetic", synthetic=True)
     first = root / "demo-20261204-100000"
-    subprocess.run([sys.executable, str(ROOT / "tests" / "fake_run.py"), str(first), str(data)], check=True,
-                   timeout=300)
+    subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fake_run.py"), str(first), str(data)], check=True, timeout=300
+    )
     from dataclasses import replace
+
     from scripts.plan import planfile as plans
     from scripts.plan.matrix import load
-    plan_file = plans.make(load(), "demo", first.name)     # the plan fake_run ran: PyTorch's demo cells
+
+    plan_file = plans.make(load(), "demo", first.name)  # the plan fake_run ran: PyTorch's demo cells
     cells = tuple(c for c in plan_file.cells if c.cell.framework == "pytorch")
-    plans.write(first / "plan.json", replace(plan_file, cells=cells,
-                                             plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells))))
+    plans.write(
+        first / "plan.json",
+        replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells))),
+    )
     second = root / "demo-20261204-110000"
     shutil.copytree(first, second)
     for path in (second / "cells").glob("*.json"):
         record = json.loads(path.read_text())
-        record["system"].update(cpu="Other CPU", cpu_flags=["avx2"], cpu_usable=8, cpu_family=None,
-                                machine_class="cpu:other-cpu:avx2:8c")
+        record["system"].update(
+            cpu="Other CPU", cpu_flags=["avx2"], cpu_usable=8, cpu_family=None, machine_class="cpu:other-cpu:avx2:8c"
+        )
         path.write_text(json.dumps(record))
     return first, second
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once a worker: xdist interleaves modules, which rebuilds a module fixture
 def built(run_folders, tmp_path_factory):
     out = tmp_path_factory.mktemp("site") / "site"
     return out, site.build(out, run_folders)
@@ -155,14 +173,14 @@ def test_the_site_builds_every_page_and_links_only_inside_itself(built):
         text = path.read_text()
         for tag, link in re.findall(r'<(\w+)[^>]*?(?:src|href)="([^"#]+)', text):
             if tag == "a" and link.startswith("https://github.com/"):
-                outside.append(link)      # a link a reader may follow, never a request the page makes itself
+                outside.append(link)  # a link a reader may follow, never a request the page makes itself
                 continue
             assert not re.match(r"[a-z]+:|//", link), f"{path.name} links outside the site: {link}"
             assert (path.parent / link).exists(), f"{path.name} links to {link}, which is not in the site"
-    assert set(outside) == {site.ORIGINAL}      # and the repository's, where GitHub Actions builds it
+    assert set(outside) == {site.ORIGINAL}  # and the repository's, where GitHub Actions builds it
     for path in [*out.rglob("*.css"), *out.rglob("*.js")]:
         assert not re.search(r"url\(|@import|https?://", path.read_text()), path
-    for path in out.rglob("*.svg"):     # namespace names (http://www.w3.org/2000/svg …) are names, not requests
+    for path in out.rglob("*.svg"):  # namespace names (http://www.w3.org/2000/svg …) are names, not requests
         assert not re.search(r"""href=["'](?!#)|url\((?!#)""", path.read_text()), path
 
 
@@ -179,7 +197,7 @@ def test_the_rosetta_pages_show_every_concept_linked_to_its_line(built):
         assert len(links) >= len(rows) * len(site.runner_files()[task])
         for page, anchor in set(links):
             assert f'id="{anchor}"' in (out / page).read_text(), (task, page, anchor)
-            source = (ROOT / page[len("src/"):-len(".html")]).read_text().splitlines()
+            source = (ROOT / page[len("src/") : -len(".html")]).read_text().splitlines()
             line = int(anchor[2:])
             assert rosetta.MARKER.match(source[line - 2]) and source[line - 1].strip(), (page, line)
     index = (out / "index.html").read_text()
@@ -193,7 +211,7 @@ def test_results_of_two_machine_classes_are_two_columns_with_their_records(built
     (group,) = re.findall(r'<section class="group"[^>]*data-scale="demo">(.*?)</section>', text, re.S)
     assert "cpu:other-cpu:avx2:8c · run/demo-20261204-110000" in group
     head = re.search(r"<thead>(.*?)</thead>", group, re.S).group(1)
-    assert head.count("data-col=") >= 2 + 1      # each run's column, besides the committed CPU reference
+    assert head.count("data-col=") >= 2 + 1  # each run's column, besides the committed CPU reference
     record = re.search(r'href="(records/run/demo-20261204-110000/[^"]+\.json)"', group).group(1)
     assert json.loads((out / record).read_text())["system"]["machine_class"] == "cpu:other-cpu:avx2:8c"
     assert re.search(r'href="logs/run/demo-20261204-100000/[^"]+\.log"', group)
@@ -207,13 +225,18 @@ def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(synthetic_d
     from scripts.plan.matrix import load
     from scripts.results import submission
     from scripts.run import execute
+
     if submission.checkout_code_hash() != submission.committed_code_hash("HEAD"):
         pytest.skip("runners/ or shared/ differ from HEAD: a submission is made from committed runner code")
     plan_file = plans.make(load(), "smoke", "smoke-20261204-100000")
     run_dir = tmp_path / plan_file.run_id
     plans.write(run_dir / "plan.json", plan_file)
-    execute(plan_file.plan, LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake"), run_dir,
-            RunSettings(plan_file.run_id, 1, 60.0, synthetic_data.parent))
+    execute(
+        plan_file.plan,
+        LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake"),
+        run_dir,
+        RunSettings(plan_file.run_id, 1, 60.0, synthetic_data.parent),
+    )
     community = tmp_path / "community"
     submission.submit(run_dir, "someone-cpu", community=community)
     tampered = Path(shutil.copytree(community / "someone-cpu", community / "tampered"))
@@ -234,6 +257,7 @@ def test_make_site_refuses_a_folder_that_is_not_a_run(tmp_path, capsys):
 
 # ---------------------------------------------------------------- a real browser
 
+
 @pytest.fixture(scope="module")
 def browser():
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
@@ -241,6 +265,7 @@ def browser():
         pytest.fail(message) if IN_CI else pytest.skip(message)
     webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,900"):
         options.add_argument(argument)
@@ -252,8 +277,11 @@ def browser():
 
 
 def visible_columns(browser):
-    return [th.get_attribute("class")[2:] for th in browser.find_elements("css selector", "table.code thead th")
-            if th.get_attribute("class").startswith("c-") and th.is_displayed()]
+    return [
+        th.get_attribute("class")[2:]
+        for th in browser.find_elements("css selector", "table.code thead th")
+        if th.get_attribute("class").startswith("c-") and th.is_displayed()
+    ]
 
 
 def open_page(browser, out, name, shots):
@@ -262,8 +290,10 @@ def open_page(browser, out, name, shots):
 
 
 def only_local_requests(browser):
-    names = browser.execute_script("return performance.getEntriesByType('navigation').concat("
-                                   "performance.getEntriesByType('resource')).map(function (e) { return e.name; })")
+    names = browser.execute_script(
+        "return performance.getEntriesByType('navigation').concat("
+        "performance.getEntriesByType('resource')).map(function (e) { return e.name; })"
+    )
     assert names, "the page reported no request at all: the check would prove nothing"
     return [n for n in names if not n.startswith("file://")]
 
@@ -281,7 +311,7 @@ def test_in_a_browser_the_choosers_pick_columns_and_nothing_leaves_file(built, b
     assert rows[:6] == list(site.SECTIONS)
     for package in ("cntk", "jax", "r_keras"):
         browser.find_element("css selector", f'label[for="pick-{package}"]').click()
-    assert visible_columns(browser) == ["tensorflow", "jax", "cntk", "r_keras"]   # at most four: the oldest pick goes
+    assert visible_columns(browser) == ["tensorflow", "jax", "cntk", "r_keras"]  # at most four: the oldest pick goes
     browser.save_screenshot(str(tmp_path / "code-cnn-four.png"))
     assert browser.get_log("browser") == []
 
@@ -291,16 +321,19 @@ def test_in_a_browser_the_filters_hide_columns_and_groups(built, browser, tmp_pa
     out, _ = built
     open_page(browser, out, "results-resnet50.html", tmp_path)
     from selenium.webdriver.support.ui import Select
+
     columns = lambda: [th for th in browser.find_elements("css selector", "th[data-col]") if th.is_displayed()]
     everything = len(columns())
     assert everything >= 2
     Select(browser.find_element("css selector", 'select[name="source"]')).select_by_visible_text(
-        "run/demo-20261204-110000")
+        "run/demo-20261204-110000"
+    )
     shown = columns()
-    assert 0 < len(shown) < everything and {th.get_attribute("data-source") for th in shown} == \
-        {"run/demo-20261204-110000"}
+    assert 0 < len(shown) < everything and {th.get_attribute("data-source") for th in shown} == {
+        "run/demo-20261204-110000"
+    }
     groups = [g for g in browser.find_elements("css selector", "section.group") if g.is_displayed()]
-    assert [g.get_attribute("data-scale") for g in groups] == ["demo"]     # the full-scale GPU group has no such column
+    assert [g.get_attribute("data-scale") for g in groups] == ["demo"]  # the full-scale GPU group has no such column
     Select(browser.find_element("css selector", 'select[name="source"]')).select_by_visible_text("all")
     assert len(columns()) == everything
     browser.save_screenshot(str(tmp_path / "results-filtered.png"))
@@ -338,8 +371,14 @@ def test_in_a_browser_pages_fit_the_window(built, browser, width, tmp_path):
     out, _ = built
     browser.set_window_size(width, 900)
     try:
-        for name in ("index.html", "code-cnn.html", "rosetta-cnn.html", "rosetta-densenet121.html",
-                     "results-cnn.html", "results-resnet50.html"):
+        for name in (
+            "index.html",
+            "code-cnn.html",
+            "rosetta-cnn.html",
+            "rosetta-densenet121.html",
+            "results-cnn.html",
+            "results-resnet50.html",
+        ):
             browser.get((out / name).as_uri())
             wide = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
             browser.save_screenshot(str(tmp_path / f"{width}-{name}.png"))
@@ -350,7 +389,7 @@ def test_in_a_browser_pages_fit_the_window(built, browser, width, tmp_path):
         assert len(visible_columns(browser)) == 4
         assert browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth") <= 0
         browser.get((out / "rosetta-gru.html").as_uri())
-        assert visible_columns(browser) == ["pytorch", "tensorflow"]        # two columns at first, as the code page
+        assert visible_columns(browser) == ["pytorch", "tensorflow"]  # two columns at first, as the code page
         for package in ("jax", "r_mxnet"):
             browser.find_element("css selector", f'label[for="pick-{package}"]').click()
         assert len(visible_columns(browser)) == 4

@@ -1,10 +1,11 @@
 """The house style that readers rely on: the same sections, names and imports in every runner module."""
+
 import ast
 import re
 
 import pytest
-
 from conftest import ROOT
+
 from runners import FRAMEWORKS
 from scripts.plan.matrix import load
 from shared import params
@@ -13,15 +14,31 @@ pytestmark = pytest.mark.unit
 
 SECTIONS = ["Config", "Data", "Model", "Train step", "Evaluate", "Main"]
 NAMES = {"load_data", "build_model", "evaluate", "main"}
-FRAMEWORK_MODULES = {"torch", "torchvision", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax", "mxnet",
-                     "chainer", "cntk", "theano", "lasagne", "caffe2"}
+FRAMEWORK_MODULES = {
+    "torch",
+    "torchvision",
+    "tensorflow",
+    "keras",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "mxnet",
+    "chainer",
+    "cntk",
+    "theano",
+    "lasagne",
+    "caffe2",
+}
 # A task module beside a script of the same name in another language (runners/r_keras/cnn.py launches cnn.R, and
 # runners/julia_knet/cnn.py cnn.jl: tests/test_julia_runner.py checks those) is a
 # launcher: the script is the code people read, so the script is what the skeleton test checks.
 R_SCRIPTS = sorted(p for p in (ROOT / "runners").glob("*/*.R") if p.stem in params.TASKS)
-RUNNER_MODULES = sorted(p for p in (ROOT / "runners").glob("*/*.py")
-                        if p.stem in params.TASKS and not p.with_suffix(".R").exists()
-                        and not p.with_suffix(".jl").exists())
+RUNNER_MODULES = sorted(
+    p
+    for p in (ROOT / "runners").glob("*/*.py")
+    if p.stem in params.TASKS and not p.with_suffix(".R").exists() and not p.with_suffix(".jl").exists()
+)
 
 
 def imported_modules(path):
@@ -96,8 +113,8 @@ def test_gru_sizes_come_from_params(path):
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.arguments):
                 named = node.posonlyargs + node.args
-                pairs = list(zip(named[len(named) - len(node.defaults):], node.defaults))
-                pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+                pairs = list(zip(named[len(named) - len(node.defaults) :], node.defaults, strict=False))
+                pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=False) if d is not None]
                 spelt += [a.arg for a, d in pairs if a.arg in GRU_SIZES and isinstance(d, ast.Constant)]
             elif isinstance(node, ast.keyword) and node.arg in GRU_SIZES and isinstance(node.value, ast.Constant):
                 spelt.append(node.arg)

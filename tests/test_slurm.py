@@ -1,6 +1,7 @@
 """Slurm job arrays, for real: a single-node cluster (tests/slurm_cluster.py) runs the smoke profile's cells plus a
 cell that must fail, two at a time on fake GPUs; the merge job runs after all of them, failed ones included. Also what
 is refused before anything is submitted."""
+
 import json
 import subprocess
 import sys
@@ -8,12 +9,12 @@ import time
 from dataclasses import replace
 
 import pytest
-
 from conftest import IN_CI, ROOT
+from slurm_cluster import missing, single_node_slurm
+
 from scripts.launch import slurm
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import load
-from slurm_cluster import missing, single_node_slurm
 from shared.record import read_record
 
 # One pytest-xdist worker runs all of these (`make test` runs two): one single-node cluster (fixed ports) per machine.
@@ -21,9 +22,24 @@ pytestmark = pytest.mark.xdist_group("slurm")
 
 
 def submit(plan_path, run_dir, data_root, env, *extra):
-    return subprocess.run([sys.executable, "-m", "scripts.launch.slurm", str(plan_path), "--run-dir", str(run_dir),
-                           "--data-root", str(data_root), *extra], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.launch.slurm",
+            str(plan_path),
+            "--run-dir",
+            str(run_dir),
+            "--data-root",
+            str(data_root),
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def needs_cluster():
@@ -41,8 +57,11 @@ def smoke_plan_with_a_failing_cell(path, data_root):
         (data_root / "real" / name / "manifest.json").write_text("{}")
     plan_file = plans.make(load(), "smoke", "slurm-test")
     bad = replace(plan_file.cells[0], cell=replace(plan_file.cells[0].cell, data="real", gpus=2))
-    plan_file = replace(plan_file, cells=plan_file.cells + (bad,),
-                        plan=replace(plan_file.plan, cells=plan_file.plan.cells + (bad.cell,)))
+    plan_file = replace(
+        plan_file,
+        cells=plan_file.cells + (bad,),
+        plan=replace(plan_file.plan, cells=plan_file.plan.cells + (bad.cell,)),
+    )
     plans.write(path, plan_file)
     return plan_file
 
@@ -73,27 +92,29 @@ def test_a_plan_runs_as_slurm_arrays_two_at_a_time_and_the_merge_runs_after_a_fa
     print(f"\nSlurm: cluster up in {up:.1f} s, {len(plan_file.cells)} cells and the merge in {finished:.0f} s")
 
     records = {p.stem: read_record(p) for p in (run_dir / "cells").glob("*.json")}
-    assert set(records) == {c.id for c in plan_file.cells}          # one record per cell, the failing one too
+    assert set(records) == {c.id for c in plan_file.cells}  # one record per cell, the failing one too
     failing = plan_file.cells[-1].id
     assert records[failing]["status"] == "failed", records[failing]
     print(f"the failing cell's reason: {records[failing]['reason']}")
-    assert all(r["status"] == "ok" for cid, r in records.items() if cid != failing), \
-        {cid: r["reason"] for cid, r in records.items()}
-    for record in records.values():                                 # which host and which GPUs ran each cell
+    assert all(r["status"] == "ok" for cid, r in records.items() if cid != failing), {
+        cid: r["reason"] for cid, r in records.items()
+    }
+    for record in records.values():  # which host and which GPUs ran each cell
         assert record["system"]["host"] and record["system"]["gpu_ids"]
     densenet = next(r for r in records.values() if r["cell"]["task"] == "densenet121")
-    assert sorted(densenet["system"]["gpu_ids"].split(",")) == ["0", "1"]   # --gres=gpu:2 for the 2-device cell
+    assert sorted(densenet["system"]["gpu_ids"].split(",")) == ["0", "1"]  # --gres=gpu:2 for the 2-device cell
     single = [r for r in records.values() if r["cell"]["gpus"] == 1]
-    pairs = [(a, b) for i, a in enumerate(single) for b in single[i + 1:] if overlapping(a, b)]
-    assert any(a["system"]["gpu_ids"] != b["system"]["gpu_ids"] for a, b in pairs), \
+    pairs = [(a, b) for i, a in enumerate(single) for b in single[i + 1 :] if overlapping(a, b)]
+    assert any(a["system"]["gpu_ids"] != b["system"]["gpu_ids"] for a, b in pairs), (
         "two cells should have run at the same time, each on its own GPU"
+    )
     assert not any(a["system"]["gpu_ids"] == b["system"]["gpu_ids"] for a, b in pairs), "two cells shared a GPU"
     report = (run_dir / "results.md").read_text()
     assert "ResNet-50" in report and "DenseNet-121" in report
     sbatch = (run_dir / "slurm" / "cells-1gpu.sbatch").read_text()
-    assert "--array=0-2%2" in sbatch and "--gres=gpu:1" in sbatch               # cnn, gru, resnet50
+    assert "--array=0-2%2" in sbatch and "--gres=gpu:1" in sbatch  # cnn, gru, resnet50
     sbatch = (run_dir / "slurm" / "cells-2gpu.sbatch").read_text()
-    assert "--array=3-4%2" in sbatch and "--gres=gpu:2" in sbatch               # densenet121 and the failing cell
+    assert "--array=3-4%2" in sbatch and "--gres=gpu:2" in sbatch  # densenet121 and the failing cell
     assert "--dependency=afterany:" in (run_dir / "slurm" / "merge.sbatch").read_text()
 
 
@@ -105,7 +126,7 @@ def test_a_slurm_without_gpus_or_with_too_small_nodes_is_refused_before_submitti
         out = submit(tmp_path / "plan.json", tmp_path / "run", tmp_path / "data", env)
         assert out.returncode == 2 and "offers no GPUs" in out.stderr
         queue = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout
-        assert queue.strip() == ""                                   # nothing was submitted
+        assert queue.strip() == ""  # nothing was submitted
     with single_node_slurm(gpus=1, cpus=2) as env:
         out = submit(tmp_path / "plan.json", tmp_path / "run", tmp_path / "data", env)
         assert out.returncode == 2 and "need 2 GPUs on one node" in out.stderr and "has 1" in out.stderr
@@ -126,10 +147,28 @@ def test_dry_run_writes_the_scripts_for_each_runtime(tmp_path, synthetic_data):
     plans.write(tmp_path / "plan.json", plans.make(load(), "smoke", "dry"))
     for runtime, prefix in (("pyxis", "registry.example.org#"), ("apptainer", "/shared/sif")):
         run_dir = tmp_path / runtime
-        out = subprocess.run([sys.executable, "-m", "scripts.launch.slurm", str(tmp_path / "plan.json"), "--dry-run",
-                              "--runtime", runtime, "--image-prefix", prefix, "--run-dir", str(run_dir),
-                              "--data-root", str(synthetic_data.parent), "--sbatch=--partition=gpu"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "scripts.launch.slurm",
+                str(tmp_path / "plan.json"),
+                "--dry-run",
+                "--runtime",
+                runtime,
+                "--image-prefix",
+                prefix,
+                "--run-dir",
+                str(run_dir),
+                "--data-root",
+                str(synthetic_data.parent),
+                "--sbatch=--partition=gpu",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         script = (run_dir / "slurm" / "cells-1gpu.sbatch").read_text()
         assert f"--runtime {runtime}" in script and "#SBATCH --partition=gpu" in script

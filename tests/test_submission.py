@@ -1,8 +1,9 @@
 """Community submissions: a real run folder (the fake runners through scripts.run.execute) is submitted and accepted;
 tampered copies are each rejected with their reason, one check at a time where one edit can isolate it (the digests
 and counts are re-made after the edit, so only the check under test can object); --no-hosts leaves no host name."""
-import os
+
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,16 +12,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, scale_clocks
+
+from scripts import reproduce
 from scripts.launch.executors import LocalExecutor, RunSettings
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell, load
-from scripts import reproduce
 from scripts.results import submission
 from scripts.run import execute
 from shared import params, sysinfo, timing
-from shared.timing import summarize
 
 pytestmark = pytest.mark.unit
 
@@ -40,8 +40,16 @@ def repo(tmp_path_factory):
     """A repository of its own whose HEAD is the working tree as it is now, edits and untracked files included (so
     these tests run on uncommitted code too), on top of one earlier commit (HEAD~1, for --ancestor-of)."""
     repo = tmp_path_factory.mktemp("repo")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           check=True, capture_output=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     git(repo, "init", "-q", "-b", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "before")
     for rel in files:
@@ -81,8 +89,13 @@ def run_folder(tmp_path_factory, synthetic_data, head):
         mp.setenv("ROSETTA_HOST", TEST_HOST)
         mp.setenv("ROSETTA_GIT_COMMIT", head[:12])
         executor = LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
-        execute(plan_file.plan, executor, run_dir, RunSettings(RUN_ID, 1, 60.0, synthetic_data.parent),
-                unfit={skipped: "no kernels for this host's GPUs (a test)"})
+        execute(
+            plan_file.plan,
+            executor,
+            run_dir,
+            RunSettings(RUN_ID, 1, 60.0, synthetic_data.parent),
+            unfit={skipped: "no kernels for this host's GPUs (a test)"},
+        )
     first_log = sorted((run_dir / "logs").glob("*.log"))[0]
     first_log.write_text(first_log.read_text() + f"launched on {TEST_HOST} by the test\n")
     return run_dir
@@ -99,8 +112,9 @@ def records_of(folder):
 
 def by(folder, status, task=None):
     """The file name of the first record of `status` (and `task`)."""
-    return next(name for name, r in records_of(folder).items()
-                if r["status"] == status and task in (None, r["cell"]["task"]))
+    return next(
+        name for name, r in records_of(folder).items() if r["status"] == status and task in (None, r["cell"]["task"])
+    )
 
 
 def edit_json(path, change):
@@ -113,7 +127,7 @@ def reseal(folder, change_manifest=None):
     """Re-make the manifest's counts (and `change_manifest`'s edit) and the digests after a test's edit, as a
     careful forger would: only the check under test is left to object."""
     manifest = json.loads((folder / submission.MANIFEST).read_text())
-    manifest["cells"] = submission.statuses(submission.check_records(folder)[0])   # of the records that validate
+    manifest["cells"] = submission.statuses(submission.check_records(folder)[0])  # of the records that validate
     if change_manifest:
         change_manifest(manifest)
     submission.seal(folder, manifest)
@@ -126,12 +140,18 @@ def copy(submitted, tmp_path):
 
 # ---------------------------------------------------------------- accepted
 
+
 def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, head, capsys):
     plan_ids = {c["id"] for c in json.loads((run_folder / "plan.json").read_text())["cells"]}
-    logs = {f"logs/{p.name}" for p in (run_folder / "logs").iterdir()}   # a cell the pre-flight skipped has none
-    assert set(submission.contents(submitted)) == {"submission.json", "digests.sha256", "plan.json",
-                                                   *(f"cells/{i}.json" for i in plan_ids), *logs}
-    for rel in ("plan.json", *(f"cells/{i}.json" for i in plan_ids)):   # without --no-hosts: byte for byte
+    logs = {f"logs/{p.name}" for p in (run_folder / "logs").iterdir()}  # a cell the pre-flight skipped has none
+    assert set(submission.contents(submitted)) == {
+        "submission.json",
+        "digests.sha256",
+        "plan.json",
+        *(f"cells/{i}.json" for i in plan_ids),
+        *logs,
+    }
+    for rel in ("plan.json", *(f"cells/{i}.json" for i in plan_ids)):  # without --no-hosts: byte for byte
         assert (submitted / rel).read_bytes() == (run_folder / rel).read_bytes()
     assert submission.findings(submitted) == []
     manifest = json.loads((submitted / "submission.json").read_text())
@@ -153,7 +173,7 @@ def test_a_real_run_is_submitted_and_accepted(submitted, run_folder, head, capsy
 
 def test_no_hosts_leaves_no_host_name_in_any_file(run_folder, tmp_path):
     folder = submission.submit(run_folder, no_hosts=True, community=tmp_path)
-    assert re.fullmatch(r"cpu-.+-\d{8}", folder.name)          # MACHINECLASS-DATE
+    assert re.fullmatch(r"cpu-.+-\d{8}", folder.name)  # MACHINECLASS-DATE
     assert submission.findings(folder) == []
     assert json.loads((folder / "submission.json").read_text())["hosts_removed"]
     assert {r["system"]["host"] for r in records_of(folder).values()} == {submission.HOST_PLACEHOLDER}
@@ -169,14 +189,14 @@ def test_a_checkout_whose_runner_code_is_not_the_commit_is_refused(run_folder, t
     monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=ROOT: "0" * 16)
     with pytest.raises(submission.SubmissionError, match="uncommitted or later changes"):
         submission.submit(run_folder, community=tmp_path)
-    assert list(tmp_path.iterdir()) == []                       # nothing left behind, staging included
+    assert list(tmp_path.iterdir()) == []  # nothing left behind, staging included
 
 
 def test_the_command_line_submits_or_says_why_not(run_folder, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(submission, "COMMUNITY", tmp_path / "community")
     assert submission.main(["submit", str(run_folder), "--name", "cli", "--no-hosts"]) == 0
     assert "accepted by the checker" in capsys.readouterr().out
-    assert submission.main(["check"]) == 0                      # no folder: every submission under COMMUNITY
+    assert submission.main(["check"]) == 0  # no folder: every submission under COMMUNITY
     assert capsys.readouterr().out.splitlines()[-1] == "1 submission(s) checked: 1 accepted, 0 rejected"
     assert submission.main(["submit", str(tmp_path)]) == 2
     assert "is not a run folder (it needs plan.json and cells/)" in capsys.readouterr().err
@@ -190,6 +210,7 @@ def test_an_existing_name_or_an_unsafe_one_is_refused(run_folder, submitted):
 
 
 # ---------------------------------------------------------------- rejected, each with its reason
+
 
 def edited_value(folder):
     edit_json(folder / "cells" / by(folder, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.95))
@@ -224,7 +245,7 @@ def schema_breach(folder):
 def no_samples(folder):
     name = by(folder, "ok", "densenet121")
     edit_json(folder / "cells" / name, lambda r: (timed_by_its_epoch(r), r["timing"].update(repeats=5)))
-    reseal(folder)              # not a cell too short for a window (it says it timed five): its samples are missing
+    reseal(folder)  # not a cell too short for a window (it says it timed five): its samples are missing
     return [f"cells/{name}: status ok without samples"]
 
 
@@ -234,23 +255,30 @@ def timed_by_its_epoch(record):
     metrics = record["metrics"]
     steps = metrics["train_samples"] // metrics["global_batch"]
     before = metrics["steady_samples_per_second"]
-    metrics.update(timing.train_metrics([1.5], steps * metrics["global_batch"], warmup=metrics["warmup_seconds"],
-                                        steps=steps))
+    metrics.update(
+        timing.train_metrics([1.5], steps * metrics["global_batch"], warmup=metrics["warmup_seconds"], steps=steps)
+    )
     metrics["train_minutes"] = metrics["train_seconds"] / 60
     for key in ("achieved_flops", "efficiency", "efficiency_of_gemm"):
         if metrics.get(key) is not None:
             metrics[key] *= metrics["steady_samples_per_second"] / before
-    record["timing"].update(values=[], repeats=0, warmup_windows=[], median=None, min=None, max=None, q1=None,
-                            q3=None, spread=None)
+    record["timing"].update(
+        values=[], repeats=0, warmup_windows=[], median=None, min=None, max=None, q1=None, q3=None, spread=None
+    )
 
 
 def short_training_at_full_scale(folder):
     name = by(folder, "ok", "densenet121")
-    edit_json(folder / "cells" / name, lambda r: (timed_by_its_epoch(r), r["cell"].update(scale="full"),
-                                                  r["system"].update(params_hash=params.params_hash("densenet121",
-                                                                                                    "full"))))
+    edit_json(
+        folder / "cells" / name,
+        lambda r: (
+            timed_by_its_epoch(r),
+            r["cell"].update(scale="full"),
+            r["system"].update(params_hash=params.params_hash("densenet121", "full")),
+        ),
+    )
     reseal(folder)
-    return [f"cells/{name}: status ok without samples", ...]      # … and a demo's FLOPs a sample under full's hash
+    return [f"cells/{name}: status ok without samples", ...]  # … and a demo's FLOPs a sample under full's hash
 
 
 def test_a_demo_training_cell_too_short_for_a_window_is_timed_by_its_epoch(copy):
@@ -273,12 +301,14 @@ def failed_as_ok(folder):
     edit_json(folder / "cells" / name, lambda r: r.update(status="ok"))
     reseal(folder)
     record = json.loads((folder / "cells" / name).read_text())
-    return [f"cells/{name}: status ok but it gives a failure reason",
-            f"cells/{name}: status ok without its time metric",
-            f"cells/{name}: status ok without a system description",
-            f"cells/{name}: status ok without samples",
-            *submission.lacking(f"cells/{name}", record),    # each input its figures would be checked from
-            f"cells/{name}: states too little of its hardware to bound its rates"]
+    return [
+        f"cells/{name}: status ok but it gives a failure reason",
+        f"cells/{name}: status ok without its time metric",
+        f"cells/{name}: status ok without a system description",
+        f"cells/{name}: status ok without samples",
+        *submission.lacking(f"cells/{name}", record),  # each input its figures would be checked from
+        f"cells/{name}: states too little of its hardware to bound its rates",
+    ]
 
 
 def skip_without_reason(folder):
@@ -300,8 +330,10 @@ def unknown_commit(folder):
 
 def missing_machine_field(folder):
     reseal(folder, lambda m: m["machine"].pop("cpu"))
-    return ["submission.json: machine.cpu is missing (the machine description must be complete)",
-            "submission.json: machine.cpu is None, the records say"]
+    return [
+        "submission.json: machine.cpu is missing (the machine description must be complete)",
+        "submission.json: machine.cpu is None, the records say",
+    ]
 
 
 def miscounted(folder):
@@ -313,9 +345,11 @@ def zero_time(folder):
     name = by(folder, "ok", "cnn")
     edit_json(folder / "cells" / name, lambda r: r["metrics"].update(train_seconds=0))
     reseal(folder)
-    return [f"cells/{name}: status ok without its time metric metrics.train_seconds",
-            f"cells/{name}: metrics.train_seconds 0 is not the sum of metrics.epoch_seconds",
-            f"cells/{name}: metrics.samples_per_second × train_seconds (0 samples) is not"]
+    return [
+        f"cells/{name}: status ok without its time metric metrics.train_seconds",
+        f"cells/{name}: metrics.train_seconds 0 is not the sum of metrics.epoch_seconds",
+        f"cells/{name}: metrics.samples_per_second × train_seconds (0 samples) is not",
+    ]
 
 
 def nan_sample(folder):
@@ -358,9 +392,16 @@ def copied_samples(folder):
     """The skipped cell turned ok with the CNN cell's numbers (its reason dropped, its system copied)."""
     source, target = by(folder, "ok", "cnn"), by(folder, "skipped")
     donor = json.loads((folder / "cells" / source).read_text())
-    edit_json(folder / "cells" / target, lambda r: r.update(
-        status="ok", reason=None, metrics=donor["metrics"], timing=donor["timing"],
-        system={**donor["system"], "params_hash": params.params_hash(r["cell"]["task"], r["cell"]["scale"])}))
+    edit_json(
+        folder / "cells" / target,
+        lambda r: r.update(
+            status="ok",
+            reason=None,
+            metrics=donor["metrics"],
+            timing=donor["timing"],
+            system={**donor["system"], "params_hash": params.params_hash(r["cell"]["task"], r["cell"]["scale"])},
+        ),
+    )
     reseal(folder)
     return [f"cells/{target}: its samples are those of cells/{source}, to the last digit: copied numbers", ...]
     # … and what a CNN's figures lack as a ResNet-50's (images, its unit, its batch): findings of their own
@@ -374,9 +415,12 @@ def invented_cell(folder):
     record = scale_clocks(record, 0.9)
     new_id = Cell(**record["cell"]).id
     (folder / "cells" / f"{new_id}.json").write_text(json.dumps(record))
-    edit_json(folder / "plan.json", lambda p: p["cells"].append({**next(c for c in p["cells"]
-                                                                       if c["id"] == name[:-5]),
-                                                                  "id": new_id, "precision": "bf16"}))
+    edit_json(
+        folder / "plan.json",
+        lambda p: p["cells"].append(
+            {**next(c for c in p["cells"] if c["id"] == name[:-5]), "id": new_id, "precision": "bf16"}
+        ),
+    )
     reseal(folder)
     return [f"plan.json: cell {new_id} is not in profile smoke's plan at commit"]
 
@@ -398,8 +442,10 @@ def negative_sample(folder):
 
 def rate_above_the_hardware(folder):
     name = by(folder, "ok", "cnn")
-    edit_json(folder / "cells" / name, lambda r: (r["system"].update(calibration={"gemm_fp32_flops": 1e18}),
-                                                  r["metrics"].pop("efficiency_of_gemm")))   # its share: no figure
+    edit_json(
+        folder / "cells" / name,
+        lambda r: (r["system"].update(calibration={"gemm_fp32_flops": 1e18}), r["metrics"].pop("efficiency_of_gemm")),
+    )  # its share: no figure
     reseal(folder)
     return [f"cells/{name}: system.calibration.gemm_fp32_flops 1e+09 GFLOP/s is above what the stated hardware can do"]
 
@@ -408,34 +454,67 @@ def calibration_below_the_hardware(folder):
     """Every ok record's GEMM at 1 MFLOP/s (the floor takes the run's best share)."""
     name = by(folder, "ok", "cnn")
     for other in (n for n, r in records_of(folder).items() if r["status"] == "ok"):
-        edit_json(folder / "cells" / other, lambda r: (r["system"].update(calibration={"gemm_fp32_flops": 1e6}),
-                                                       r["metrics"].pop("efficiency_of_gemm")))
+        edit_json(
+            folder / "cells" / other,
+            lambda r: (
+                r["system"].update(calibration={"gemm_fp32_flops": 1e6}),
+                r["metrics"].pop("efficiency_of_gemm"),
+            ),
+        )
     reseal(folder)
     return [f"cells/{name}: the run's best CPU GEMM (0.001 GFLOP/s)"]
 
 
-@pytest.mark.parametrize("tamper", [edited_value, removed_log, added_log, removed_record, schema_breach, no_samples,
-                                    short_training_at_full_scale, forged_median, failed_as_ok, skip_without_reason,
-                                    unknown_code_hash, unknown_commit, missing_machine_field, miscounted,
-                                    zero_time, nan_sample, nan_accuracy, accuracy_above_one, other_run_id,
-                                    other_commit, copied_samples, invented_cell, removed_skipped_cell,
-                                    negative_sample, rate_above_the_hardware,
-                                    calibration_below_the_hardware])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        edited_value,
+        removed_log,
+        added_log,
+        removed_record,
+        schema_breach,
+        no_samples,
+        short_training_at_full_scale,
+        forged_median,
+        failed_as_ok,
+        skip_without_reason,
+        unknown_code_hash,
+        unknown_commit,
+        missing_machine_field,
+        miscounted,
+        zero_time,
+        nan_sample,
+        nan_accuracy,
+        accuracy_above_one,
+        other_run_id,
+        other_commit,
+        copied_samples,
+        invented_cell,
+        removed_skipped_cell,
+        negative_sample,
+        rate_above_the_hardware,
+        calibration_below_the_hardware,
+    ],
+)
 def test_a_tampered_copy_is_rejected_with_its_reason(copy, tamper, capsys):
     expected = tamper(copy)
-    exact = expected[-1] is not ...                 # a tamper that ends its list in … may cause more findings
+    exact = expected[-1] is not ...  # a tamper that ends its list in … may cause more findings
     expected = [f"{NAME}/{line}" for line in expected if line is not ...]
     found = submission.findings(copy)
     assert len(found) == len(expected) if exact else len(found) > len(expected), "\n".join(found)
     for i, want in enumerate(expected):
-        assert (found[i] if exact else next((g for g in found if g.startswith(want)), "")).startswith(want), \
-            "\n".join(found)
+        assert (found[i] if exact else next((g for g in found if g.startswith(want)), "")).startswith(want), "\n".join(
+            found
+        )
     assert submission.accepted(copy.parent) == []
     assert submission.main(["check", str(copy)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("What this check proves: the digests prove only that the files are those listed")
-    assert out[1:len(found) + 1] == [f"ERROR {line}" for line in found]
-    assert out[-2:] == [f"submission {NAME}: REJECTED, {len(found)} finding(s)", "1 submission(s) checked: 0 accepted, 1 rejected"]
+    assert out[1 : len(found) + 1] == [f"ERROR {line}" for line in found]
+    assert out[-2:] == [
+        f"submission {NAME}: REJECTED, {len(found)} finding(s)",
+        "1 submission(s) checked: 0 accepted, 1 rejected",
+    ]
 
 
 def test_a_commit_off_the_named_branch_is_rejected(submitted):
@@ -460,6 +539,7 @@ def test_a_folder_of_garbage_is_rejected_not_crashed_on(tmp_path):
 
 # ---------------------------------------------------------------- CI and make
 
+
 def test_the_workflow_checks_every_pull_request_with_the_base_branchs_checker():
     """The pull request's files are data under pr/ (sparse), the working tree and its scripts/ are the base's."""
     doc = yaml.safe_load(WORKFLOW.read_text())
@@ -474,11 +554,11 @@ def test_the_workflow_checks_every_pull_request_with_the_base_branchs_checker():
     assert base["with"]["fetch-depth"] == 0 and base["with"]["persist-credentials"] is False
     assert pr["with"]["ref"] == "${{ github.event.pull_request.head.sha }}" and pr["with"]["path"] == "pr"
     assert pr["with"]["sparse-checkout"] == "results/community" and pr["with"]["persist-credentials"] is False
-    runs = [step.get("run", "") for step in steps[steps.index(pr) + 1:]]
+    runs = [step.get("run", "") for step in steps[steps.index(pr) + 1 :]]
     check = next(run for run in runs if "-m scripts.results.submission check" in run)
     assert check.startswith(".venv/host/bin/python ") and "--community pr/results/community" in check
     assert "--ancestor-of HEAD" in check
-    assert not any("pr/" in run.replace("pr/results/community", "") for run in runs)   # nothing of pr/ runs
+    assert not any("pr/" in run.replace("pr/results/community", "") for run in runs)  # nothing of pr/ runs
 
 
 def test_check_community_reads_another_folder(submitted, capsys):
@@ -489,8 +569,14 @@ def test_check_community_reads_another_folder(submitted, capsys):
 def test_make_submit_calls_the_script():
     """`make submit RUN=…` resolves the run folder (or `latest`) through scripts.results.runs, then submits it."""
     import subprocess
-    dry = subprocess.run(["make", "-n", "submit", "RUN=results/demo-x", "NAME=mine", "NO_HOSTS=1"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+
+    dry = subprocess.run(
+        ["make", "-n", "submit", "RUN=results/demo-x", "NAME=mine", "NO_HOSTS=1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "-m scripts.results.runs results/demo-x" in dry
     assert re.search(r"-m scripts\.results\.submission submit \$run[\s\\]+--name mine --no-hosts", dry), dry
 
@@ -513,14 +599,20 @@ def example(tmp_path):
 
 def test_halved_times_resealed_are_refused_by_the_figures_they_no_longer_explain(example):
     name = "jax-cnn-cpu-fp32-1cpu.json"
-    edit_json(example / "cells" / name, lambda r: r["timing"].update(
-        values=[v / 2 for v in r["timing"]["values"]], **{k: r["timing"][k] / 2 for k in ("median", "min", "max")}))
+    edit_json(
+        example / "cells" / name,
+        lambda r: r["timing"].update(
+            values=[v / 2 for v in r["timing"]["values"]], **{k: r["timing"][k] / 2 for k in ("median", "min", "max")}
+        ),
+    )
     reseal(example)
     [finding] = submission.findings(example, repo=ROOT)
     # refused on reading (records.contradictions), as every reader refuses it: the steady state is the median window
     # × the steps, and the windows were halved under it
-    assert finding.startswith(f"{EXAMPLE.name}/cells/{name}: fails validation: inconsistent: "
-                              "metrics/steady_state_seconds") and "does not follow from the samples" in finding
+    assert (
+        finding.startswith(f"{EXAMPLE.name}/cells/{name}: fails validation: inconsistent: metrics/steady_state_seconds")
+        and "does not follow from the samples" in finding
+    )
 
 
 def xeon(system):
@@ -532,13 +624,23 @@ def test_a_machine_written_over_is_refused_by_its_own_class_and_its_calibration(
         edit_json(path, lambda r: xeon(r["system"]) if r["system"].get("machine_class") else None)
     reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
     found = submission.findings(example, repo=ROOT)
-    classes = [line for line in found if "disagrees with the record's own facts, which give "
-               "cpu:intel-xeon-platinum-8480:f25-m17-s1:avx512-bf16:56c" in line]
-    assert len(classes) >= 40, "\n".join(found)                  # the records that describe the machine
+    classes = [
+        line
+        for line in found
+        if "disagrees with the record's own facts, which give "
+        "cpu:intel-xeon-platinum-8480:f25-m17-s1:avx512-bf16:56c" in line
+    ]
+    assert len(classes) >= 40, "\n".join(found)  # the records that describe the machine
     # a careful forger re-derives the class too: the calibration, measured on two cores, still tells
     for path in (example / "cells").glob("*.json"):
-        edit_json(path, lambda r: r["system"].update(machine_class=sysinfo.machine_class(r["system"], "cpu"))
-                  if r["system"].get("machine_class") else None)
+        edit_json(
+            path,
+            lambda r: (
+                r["system"].update(machine_class=sysinfo.machine_class(r["system"], "cpu"))
+                if r["system"].get("machine_class")
+                else None
+            ),
+        )
     reseal(example, lambda m: m.update(machine=submission.machine_of(submission.check_records(example)[0])[0]))
     [finding] = submission.findings(example, repo=ROOT)
     assert "the run's best CPU GEMM" in finding and "the machine is not the one the records describe" in finding
@@ -557,12 +659,16 @@ def test_a_class_its_own_facts_do_not_give_is_refused(copy):
 def test_a_rate_above_the_stated_hardware_is_refused(example):
     name = "jax-cnn-cpu-fp32-1cpu.json"
     edit_json(example / "cells" / name, lambda r: r["system"]["calibration"].update(gemm_fp32_flops=1e15))
-    edit_json(example / "cells" / name, lambda r: r["metrics"].update(
-        efficiency_of_gemm=r["metrics"]["achieved_flops"] / 1e15))     # a careful forger keeps the figures in step
+    edit_json(
+        example / "cells" / name,
+        lambda r: r["metrics"].update(efficiency_of_gemm=r["metrics"]["achieved_flops"] / 1e15),
+    )  # a careful forger keeps the figures in step
     reseal(example)
     [finding] = submission.findings(example, repo=ROOT)
-    assert finding.startswith(f"{EXAMPLE.name}/cells/{name}: system.calibration.gemm_fp32_flops 1e+06 GFLOP/s is "
-                              "above what the stated hardware can do (640 GFLOP/s at most)")
+    assert finding.startswith(
+        f"{EXAMPLE.name}/cells/{name}: system.calibration.gemm_fp32_flops 1e+06 GFLOP/s is "
+        "above what the stated hardware can do (640 GFLOP/s at most)"
+    )
 
 
 def test_the_example_is_accepted_and_says_what_it_proves(capsys, example, monkeypatch):
@@ -574,6 +680,7 @@ def test_the_example_is_accepted_and_says_what_it_proves(capsys, example, monkey
 
 
 # ---------------------------------------------------------------- signatures
+
 
 def keypair(folder, name):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(folder / name)], check=True)
@@ -601,9 +708,11 @@ def test_a_signed_submission_names_its_signer_and_an_edit_breaks_the_signature(r
     assert "signed: accepted:" in out and "signed by alice@example.org" in out
     assert submission.accepted(folder.parent)[0][2]["signed_by"] == "alice@example.org"
     edit_json(folder / "cells" / by(folder, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.99))
-    reseal(folder)                                    # re-sealed, as a forger would: the signature is now over nothing
-    assert any(line.startswith("signed/digests.sha256.sig: does not verify for alice@example.org")
-               for line in submission.findings(folder))
+    reseal(folder)  # re-sealed, as a forger would: the signature is now over nothing
+    assert any(
+        line.startswith("signed/digests.sha256.sig: does not verify for alice@example.org")
+        for line in submission.findings(folder)
+    )
     with pytest.raises(submission.SubmissionError, match="not made by a key listed"):
         submission.submit(run_folder, "mallory", community=tmp_path / "c2", sign_key=mallory)
 
@@ -635,16 +744,19 @@ def test_an_unsigned_submission_is_marked_as_such(submitted, capsys):
 
 # ---------------------------------------------------------------- reproduce
 
+
 def fake_executor():
     return LocalExecutor({"pytorch": sys.executable}, root=ROOT / "tests" / "fake")
 
 
 def test_reproduce_reruns_cells_here_and_they_agree(submitted, synthetic_data, tmp_path):
-    seed, results = reproduce.reproduce(submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent,
-                                         out=tmp_path / "again", seed=7)
+    seed, results = reproduce.reproduce(
+        submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent, out=tmp_path / "again", seed=7
+    )
     assert seed == 7
     assert sorted(cell for cell, _, _ in results) == sorted(
-        name[:-5] for name, r in records_of(submitted).items() if r["status"] == "ok")    # every ok cell: 2 of 5
+        name[:-5] for name, r in records_of(submitted).items() if r["status"] == "ok"
+    )  # every ok cell: 2 of 5
     assert all(agrees for _, agrees, _ in results), results
 
 
@@ -655,23 +767,28 @@ def test_reproduce_finds_a_careful_forgers_halved_times(copy, synthetic_data, tm
     edit_json(copy / "cells" / name, lambda r: scale_clocks(r, 0.5))
     reseal(copy)
     assert submission.findings(copy) == []
-    _, results = reproduce.reproduce(copy, 2, executor=fake_executor(), data_root=synthetic_data.parent,
-                                      out=tmp_path / "again", seed=1)
+    _, results = reproduce.reproduce(
+        copy, 2, executor=fake_executor(), data_root=synthetic_data.parent, out=tmp_path / "again", seed=1
+    )
     verdicts = {cell: (agrees, words) for cell, agrees, words in results}
     assert verdicts[name[:-5]][0] is False and "×2.00" in verdicts[name[:-5]][1]
     assert all(agrees for cell, (agrees, _) in verdicts.items() if cell != name[:-5])
 
 
 @pytest.mark.parametrize("ratio, agrees", [(2.0, False), (0.5, False), (1.49, True), (1 / 1.49, True)])
-def test_a_rerun_beyond_the_tolerance_does_not_reproduce_even_within_its_noise(submitted, synthetic_data, tmp_path,
-                                                                               monkeypatch, ratio, agrees):
+def test_a_rerun_beyond_the_tolerance_does_not_reproduce_even_within_its_noise(
+    submitted, synthetic_data, tmp_path, monkeypatch, ratio, agrees
+):
     """verify's "within its noise" does not reproduce a cell: a re-run beyond the cell's tolerance (×1.5) either way
     disagrees however the rank test came out (few or scattered samples can leave a real ×2 insignificant)."""
+
     def within_its_noise(expected, measured, factor, tolerance, margin):
         return ["ok"], f"×{ratio:.2f} but within its noise (p=0.3)", (1.0, ratio, ratio, ratio, tolerance, 0.3, None)
+
     monkeypatch.setattr(reproduce, "judge", within_its_noise)
-    _, results = reproduce.reproduce(submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent,
-                                     out=tmp_path / "again", seed=7)
+    _, results = reproduce.reproduce(
+        submitted, 5, executor=fake_executor(), data_root=synthetic_data.parent, out=tmp_path / "again", seed=7
+    )
     assert results and all(got is agrees for _, got, _ in results), results
 
 
@@ -707,11 +824,13 @@ def test_a_host_name_left_in_a_submission_without_hosts_is_rejected(run_folder, 
     edit_json(folder / "cells" / name, lambda r: r["system"].update(host=TEST_HOST))
     reseal(folder)
     assert submission.findings(folder) == [
-        f"nohosts/cells/{name}: system.host names a host in a submission without host names"]
+        f"nohosts/cells/{name}: system.host names a host in a submission without host names"
+    ]
 
 
 # ---------------------------------------------------------------- hostile submissions (a red-team pass, 2026-12-06)
 # Each of these was accepted, ran code, leaked a file or crashed the checker before it was mended.
+
 
 def test_the_code_of_a_commit_off_the_checkers_own_history_is_never_run(copy, repo, tmp_path):
     """`check DIR` without --ancestor-of re-derived the plan with any commit the object store held (a fetched pull
@@ -748,8 +867,9 @@ def test_a_submission_folder_that_is_a_link_is_rejected_and_never_walked(copy, t
     community.mkdir()
     (community / "zz-root").symlink_to("/")
     assert [p.name for p in submission.submissions(community)] == ["zz-root"]
-    assert submission.findings(community / "zz-root") == ["zz-root: not a folder (a link or a file has no place "
-                                                          "among submissions)"]
+    assert submission.findings(community / "zz-root") == [
+        "zz-root: not a folder (a link or a file has no place among submissions)"
+    ]
 
 
 def test_a_name_cannot_print_lines_of_its_own(copy, capsys):
@@ -760,11 +880,16 @@ def test_a_name_cannot_print_lines_of_its_own(copy, capsys):
     assert not any(line.startswith(("::", "submission fake")) for line in lines), lines
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda folder: (folder / submission.MANIFEST).write_text("[" * 100_000), "submission.json: unreadable"),
-    (lambda folder: edit_json(folder / submission.PLAN, lambda p: p.update(executor={"x": 1})),
-     "plan.json: profile, run_id and executor are not names"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda folder: (folder / submission.MANIFEST).write_text("[" * 100_000), "submission.json: unreadable"),
+        (
+            lambda folder: edit_json(folder / submission.PLAN, lambda p: p.update(executor={"x": 1})),
+            "plan.json: profile, run_id and executor are not names",
+        ),
+    ],
+)
 def test_a_malformed_manifest_plan_or_fact_is_a_finding_not_a_crash(copy, change, words):
     change(copy)
     assert any(words in line for line in submission.findings(copy)), submission.findings(copy)
@@ -780,19 +905,26 @@ def test_a_fact_of_a_type_no_reader_expects_is_a_refused_record(tmp_path):
         submission.records.read(tmp_path / source.name)
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda r: r["metrics"].pop("epoch_seconds"), "metrics.epoch_seconds is missing"),
-    (lambda r: r["metrics"].pop("train_samples"), "metrics.train_samples is missing"),
-    (lambda r: r["metrics"].pop("achieved_flops"), "metrics.achieved_flops is missing"),
-    (lambda r: r["system"].pop("params_hash"), "system.params_hash is missing"),
-    (lambda r: r.pop("git_commit"), "git_commit is missing"),
-    (lambda r: r["system"].update(calibration=None), "system.calibration.gemm_fp32_flops is missing"),
-    (lambda r: r["timing"].update(unit="seconds per window"), "timing.unit 'seconds per window' is not"),
-    (lambda r: r["metrics"].update(train_minutes=0.001), "metrics.train_minutes 0.001 is not train_seconds ÷ 60"),
-    (lambda r: r["metrics"].update(model_flops_per_sample=r["metrics"]["model_flops_per_sample"] / 100,
-                                   achieved_flops=r["metrics"]["achieved_flops"] / 100),
-     "metrics.model_flops_per_sample"),        # a rate 100× the hardware's, brought under its ceiling
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda r: r["metrics"].pop("epoch_seconds"), "metrics.epoch_seconds is missing"),
+        (lambda r: r["metrics"].pop("train_samples"), "metrics.train_samples is missing"),
+        (lambda r: r["metrics"].pop("achieved_flops"), "metrics.achieved_flops is missing"),
+        (lambda r: r["system"].pop("params_hash"), "system.params_hash is missing"),
+        (lambda r: r.pop("git_commit"), "git_commit is missing"),
+        (lambda r: r["system"].update(calibration=None), "system.calibration.gemm_fp32_flops is missing"),
+        (lambda r: r["timing"].update(unit="seconds per window"), "timing.unit 'seconds per window' is not"),
+        (lambda r: r["metrics"].update(train_minutes=0.001), "metrics.train_minutes 0.001 is not train_seconds ÷ 60"),
+        (
+            lambda r: r["metrics"].update(
+                model_flops_per_sample=r["metrics"]["model_flops_per_sample"] / 100,
+                achieved_flops=r["metrics"]["achieved_flops"] / 100,
+            ),
+            "metrics.model_flops_per_sample",
+        ),  # a rate 100× the hardware's, brought under its ceiling
+    ],
+)
 def test_an_ok_record_without_the_inputs_its_figures_are_checked_from_is_rejected(copy, change, words):
     """Each check of a published figure ran only where its inputs were there: deleting one turned it off (a steady
     state halved with its epochs deleted, a class of 64 cores without a calibration to contradict it)."""
@@ -807,23 +939,29 @@ def test_one_record_whose_cores_were_written_over_is_rejected_on_its_own(copy):
     """The calibration floor takes the run's best share: one record of 64 cores among honest ones of two passed it,
     and is another machine class than theirs."""
     name = by(copy, "ok", "cnn")
-    edit_json(copy / "cells" / name, lambda r: (r["system"].update(cpu_usable=64, cpu_count=64), r["system"].update(
-        machine_class=sysinfo.machine_class(r["system"], "cpu"))))
+    edit_json(
+        copy / "cells" / name,
+        lambda r: (
+            r["system"].update(cpu_usable=64, cpu_count=64),
+            r["system"].update(machine_class=sysinfo.machine_class(r["system"], "cpu")),
+        ),
+    )
     reseal(copy, lambda m: m.update(machine=submission.machine_of(submission.check_records(copy)[0])[0]))
     found = submission.findings(copy)
-    assert any("the CPU records describe more than one machine class" in line and ":64c" in line
-               for line in found), "\n".join(found)
+    assert any("the CPU records describe more than one machine class" in line and ":64c" in line for line in found), (
+        "\n".join(found)
+    )
 
 
-def test_a_pull_request_neither_removes_nor_edits_nor_replays_an_accepted_submission(copy, submitted, tmp_path,
-                                                                                      capsys):
+def test_a_pull_request_neither_removes_nor_edits_nor_replays_an_accepted_submission(copy, submitted, tmp_path, capsys):
     """The check of a pull request's folder (--community) against the base branch's accepted submissions."""
     base, pr = tmp_path / "base", tmp_path / "pr"
     shutil.copytree(submitted, base / NAME)
     pr.mkdir()
     removed = submission.against_accepted([], base)
-    assert removed[NAME] == [f"{NAME}: removed: an accepted submission is removed by a commit to the base branch, "
-                             "not by a pull request"]
+    assert removed[NAME] == [
+        f"{NAME}: removed: an accepted submission is removed by a commit to the base branch, not by a pull request"
+    ]
     shutil.copytree(submitted, pr / NAME)
     assert submission.against_accepted([pr / NAME], base) == {NAME: []}
     edit_json(pr / NAME / "cells" / by(pr / NAME, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.99))
@@ -835,9 +973,12 @@ def test_a_pull_request_neither_removes_nor_edits_nor_replays_an_accepted_submis
     shutil.copytree(submitted, replay)
     reseal(replay, lambda m: m.update(name="replayed"))
     found = submission.against_accepted([pr / NAME, replay], base)
-    assert found[NAME] == [] and found["replayed"] and all("a submission replayed under another name" in line
-                                                            for line in found["replayed"])
+    assert (
+        found[NAME] == []
+        and found["replayed"]
+        and all("a submission replayed under another name" in line for line in found["replayed"])
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(submission, "ALLOWED_SIGNERS", Path("base") / "allowed_signers")
         mp.setattr(submission, "REPO", tmp_path)
-        assert submission.against_accepted([pr / NAME, replay]) == found     # the base branch's folder by default
+        assert submission.against_accepted([pr / NAME, replay]) == found  # the base branch's folder by default

@@ -1,12 +1,12 @@
 """The suite's shape (docs/testing.md): every test carries exactly one tier marker, by what it needs, and a unit test
 cannot start a framework's environment."""
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, TIERS, framework_python
 
 pytestmark = pytest.mark.unit
@@ -15,8 +15,14 @@ pytestmark = pytest.mark.unit
 def collected(tmp_path, *args):
     listing = tmp_path / "tiers.json"
     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args]
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "ROSETTA_TIER_LIST": str(listing)})
+    proc = subprocess.run(
+        argv,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ROSETTA_TIER_LIST": str(listing)},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(listing.read_text())
 
@@ -24,8 +30,9 @@ def collected(tmp_path, *args):
 def test_every_test_carries_exactly_one_tier(tmp_path):
     tiers = collected(tmp_path)
     wrong = {test: marks for test, marks in tiers.items() if len(marks) != 1}
-    assert not wrong, f"{len(wrong)} test(s) without exactly one of {TIERS} (docs/testing.md): " + \
-        "; ".join(f"{test} {marks}" for test, marks in list(wrong.items())[:20])
+    assert not wrong, f"{len(wrong)} test(s) without exactly one of {TIERS} (docs/testing.md): " + "; ".join(
+        f"{test} {marks}" for test, marks in list(wrong.items())[:20]
+    )
     assert {marks[0] for marks in tiers.values()} == set(TIERS)
 
 
@@ -33,8 +40,9 @@ def test_an_unmarked_test_is_named(tmp_path):
     """The check has teeth: a test file with an unmarked test among marked ones fails it."""
     folder = ROOT / "tests"
     probe = folder / f"test_zz_unmarked_{os.getpid()}.py"
-    probe.write_text("import pytest\n\n@pytest.mark.unit\ndef test_marked():\n    pass\n\n"
-                     "def test_unmarked():\n    pass\n")
+    probe.write_text(
+        "import pytest\n\n@pytest.mark.unit\ndef test_marked():\n    pass\n\ndef test_unmarked():\n    pass\n"
+    )
     try:
         tiers = collected(tmp_path, str(probe))
     finally:
@@ -45,8 +53,13 @@ def test_an_unmarked_test_is_named(tmp_path):
 def test_framework_selects_one_frameworks_tests(tmp_path):
     tiers = collected(tmp_path, "--framework", "chainer", "tests/test_equivalence.py")
     assert tiers and all("chainer" in test for test in tiers) and set(map(tuple, tiers.values())) == {("framework",)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--framework", "nosuch"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--framework", "nosuch"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0 and "--framework nosuch: not a framework" in proc.stdout + proc.stderr
 
 

@@ -1,5 +1,6 @@
 """The clock every runner uses (shared/timing.py): samples after the warm-up, spread as IQR, no spread from too few
 samples, windows that never hold the first step. A fake clock: no test here depends on this machine's speed."""
+
 import pytest
 
 from shared import timing
@@ -21,16 +22,18 @@ class FakeClock:
         def run(batch):
             self.now += seconds(batch) if callable(seconds) else seconds
             return batch
+
         return run
 
 
 def test_training_windows_exclude_the_first_step_and_never_span_epochs(monkeypatch):
     clock = FakeClock(monkeypatch)
-    cost = lambda batch: 10.0 if batch == (0, 0) else 0.5     # the first step compiles
+    cost = lambda batch: 10.0 if batch == (0, 0) else 0.5  # the first step compiles
     epochs, warmup, out, windows = timing.timed_epochs(
-        2, lambda epoch: [(epoch, i) for i in range(13)], clock.step(cost), clock.barrier)
+        2, lambda epoch: [(epoch, i) for i in range(13)], clock.step(cost), clock.barrier
+    )
     assert warmup == 10.0 and out == (1, 12)
-    assert epochs == [10.0 + 12 * 0.5, 13 * 0.5]             # the first step counts in its epoch, as a user waits
+    assert epochs == [10.0 + 12 * 0.5, 13 * 0.5]  # the first step counts in its epoch, as a user waits
     # epoch 0: 12 steps after the first → 2 windows of 5 (2 left over); epoch 1: 13 steps → 2 windows (3 left over)
     assert windows == [0.5] * 4
     # barriers at the epoch edges (2 each), around the first step (2) and at each window's end (4): never per step
@@ -52,17 +55,18 @@ def test_the_cores_distance_is_measured_at_every_window_edge_outside_every_clock
     monkeypatch.setattr(timing, "_edges", [])
     cost = lambda batch: 10.0 if batch == (0, 0) else 0.5
     epochs, warmup, _, windows = timing.timed_epochs(
-        2, lambda epoch: [(epoch, i) for i in range(13)], clock.step(cost), clock.barrier)
+        2, lambda epoch: [(epoch, i) for i in range(13)], clock.step(cost), clock.barrier
+    )
     assert warmup == 10.0 and windows == [0.5] * 4 and epochs == [10.0 + 12 * 0.5, 13 * 0.5]
     block = timing.train_timing(windows, warmup)
-    assert block["round_trips_ns"] == [100.0, 101.0, 102.0, 103.0, 104.0]   # after the first step, after each window
+    assert block["round_trips_ns"] == [100.0, 101.0, 102.0, 103.0, 104.0]  # after the first step, after each window
     monkeypatch.setattr(timing, "_edges", [])
     costs = iter([2.0] * 10)
     block = timing.repeat(lambda: clock.step(lambda _: next(costs))(None), repeats=5, barrier=clock.barrier)
     assert block["values"] == [2.0] * 5 and block["round_trips_ns"] == [105.0 + i for i in range(6)]
     monkeypatch.setattr(timing, "between", None)
     monkeypatch.setattr(timing, "_edges", [])
-    assert "round_trips_ns" not in timing.summarize([1.0] * 5)                # not measured: no key
+    assert "round_trips_ns" not in timing.summarize([1.0] * 5)  # not measured: no key
 
 
 def test_a_chunk_of_steps_fills_its_window_and_the_steps_left_over_give_no_sample(monkeypatch):
@@ -70,16 +74,17 @@ def test_a_chunk_of_steps_fills_its_window_and_the_steps_left_over_give_no_sampl
     warm-up, each further chunk closes a window divided by the five steps it holds, and the single steps an epoch
     leaves over count in its time but give no sample (and no barrier)."""
     clock = FakeClock(monkeypatch)
-    chunks = [("chunk", 5)] * 4 + [("step", 1)] * 3           # 23 steps: 4 chunks, then 3 one by one
+    chunks = [("chunk", 5)] * 4 + [("step", 1)] * 3  # 23 steps: 4 chunks, then 3 one by one
     cost = lambda batch: 2.5 if batch[0] == "chunk" else 0.5
-    epochs, warmup, out, windows = timing.timed_epochs(1, lambda epoch: chunks, clock.step(cost), clock.barrier,
-                                                       steps_of=lambda batch: batch[1])
+    epochs, warmup, out, windows = timing.timed_epochs(
+        1, lambda epoch: chunks, clock.step(cost), clock.barrier, steps_of=lambda batch: batch[1]
+    )
     assert warmup == 2.5 and windows == [0.5] * 3 and epochs == [4 * 2.5 + 3 * 0.5]
     assert clock.barriers == 2 + 2 + 3
 
 
 def test_the_steady_state_is_the_median_window_over_every_step():
-    windows = [0.4, 0.5, 0.6, 0.5, 0.9]                     # min 0.4, mean 0.58, median 0.5: only the median
+    windows = [0.4, 0.5, 0.6, 0.5, 0.9]  # min 0.4, mean 0.58, median 0.5: only the median
     assert timing.steady_state_seconds([16.0, 6.5], warmup=10.0, steps=13, windows=windows) == 0.5 * 13 * 2
     # without a full window: the epochs after the first, or the one epoch less its first step
     assert timing.steady_state_seconds([16.0, 6.5, 7.5], steps=13) == 7.0 * 3
@@ -93,8 +98,8 @@ def test_a_summary_has_a_spread_only_from_enough_samples():
     block = timing.summarize([1.0, 1.0, 1.1, 1.2, 2.0], unit="seconds per step")
     assert (block["q1"], block["median"], block["q3"]) == (1.0, 1.1, 1.2)
     assert block["spread"] == pytest.approx(0.2 / 1.1) and block["unstable"] is True
-    assert timing.summarize([1.0] * 5)["spread"] == 0.0                # measured as zero, not unknown
-    assert timing.summarize([])["median"] is None                       # a cell too short for one window
+    assert timing.summarize([1.0] * 5)["spread"] == 0.0  # measured as zero, not unknown
+    assert timing.summarize([])["median"] is None  # a cell too short for one window
 
 
 def test_feature_extraction_warms_up_until_two_passes_agree(monkeypatch):
@@ -102,7 +107,7 @@ def test_feature_extraction_warms_up_until_two_passes_agree(monkeypatch):
     costs = iter([9.0, 3.0, 2.05, 2.0] + [2.0] * 10)
     block = timing.repeat(lambda: clock.step(lambda _: next(costs))(None), repeats=3, barrier=clock.barrier)
     assert block["warmup"] == pytest.approx(9.0 + 3.0 + 2.05 + 2.0) and block["warm"] is True
-    assert block["repeats"] == timing.MIN_SAMPLES and block["values"] == [2.0] * 5   # 3 asked, 5 needed for a spread
+    assert block["repeats"] == timing.MIN_SAMPLES and block["values"] == [2.0] * 5  # 3 asked, 5 needed for a spread
     assert block["unit"] == "seconds per pass"
 
 
@@ -129,9 +134,10 @@ class SlowBatches:
 def test_input_wait_counts_only_the_time_blocked_for_the_next_batch(monkeypatch):
     clock = FakeClock(monkeypatch)
     wait = timing.InputWait()
-    step = clock.step(1.0)                                    # each training step: 1 s the input can overlap
+    step = clock.step(1.0)  # each training step: 1 s the input can overlap
     epochs, _, _, _ = timing.timed_epochs(
-        2, lambda epoch: wait(SlowBatches(clock, 0.5, [2.0, 0.0, 0.25, 0.0])), step, clock.barrier)
+        2, lambda epoch: wait(SlowBatches(clock, 0.5, [2.0, 0.0, 0.25, 0.0])), step, clock.barrier
+    )
     # per epoch: iter 0.5 + next 2.25, steps 4 × 1.0; the step time is never counted as waiting
     assert wait.seconds == 2 * 2.75 and wait.batches == 8
     assert sum(epochs) == 2 * (2.75 + 4.0)
@@ -144,7 +150,7 @@ def test_input_wait_is_near_one_for_a_slow_source_and_near_zero_for_a_ready_one(
 
     def slow():
         for i in range(4):
-            time.sleep(0.05)                                  # the loop does nothing but wait
+            time.sleep(0.05)  # the loop does nothing but wait
             yield i
 
     starved = timing.InputWait()
@@ -153,17 +159,18 @@ def test_input_wait_is_near_one_for_a_slow_source_and_near_zero_for_a_ready_one(
     assert starved.fraction(time.perf_counter() - start) > 0.9
     fed = timing.InputWait()
     start = time.perf_counter()
-    for _ in fed(range(4)):                                   # batches ready; the steps take the time
+    for _ in fed(range(4)):  # batches ready; the steps take the time
         time.sleep(0.05)
     assert fed.fraction(time.perf_counter() - start) < 0.1
 
 
 # ---------------------------------------------------------------- every threshold, pinned on both sides
 
+
 def test_the_spread_marks_noise_above_ten_percent_and_not_at_it():
     assert timing.UNSTABLE_SPREAD == 0.10
-    calm = timing.summarize([1.0, 1.0, 1.0, 1.099, 1.099])     # q1 1.0, q3 1.099, median 1.0: 9.9 %
-    noisy = timing.summarize([1.0, 1.0, 1.0, 1.101, 1.101])    # 10.1 %
+    calm = timing.summarize([1.0, 1.0, 1.0, 1.099, 1.099])  # q1 1.0, q3 1.099, median 1.0: 9.9 %
+    noisy = timing.summarize([1.0, 1.0, 1.0, 1.101, 1.101])  # 10.1 %
     assert calm["spread"] == pytest.approx(0.099) and calm["unstable"] is False
     assert noisy["spread"] == pytest.approx(0.101) and noisy["unstable"] is True
 
@@ -199,7 +206,7 @@ def test_training_warms_up_until_two_windows_agree_and_only_later_windows_are_sa
     assert block["warmup_windows"] == [0.9, 0.7, 0.52, 0.5] and block["warm"] is True
     assert block["values"] == [0.4, 0.5, 0.6, 0.5, 0.45] and block["median"] == 0.5 and block["repeats"] == 5
     assert timing.samples_of(windows) == block["values"]
-    assert timing.warm_windows([0.5, 0.5, 0.5]) == (2, True)           # two that agree at once: both are warm-up
+    assert timing.warm_windows([0.5, 0.5, 0.5]) == (2, True)  # two that agree at once: both are warm-up
 
 
 @pytest.mark.parametrize("second, warm", [(0.549, 2), (0.551, 5)])
@@ -215,8 +222,9 @@ def test_a_training_warm_up_that_never_settles_stops_at_the_cap_and_says_so():
     assert timing.warm_windows([1.0, 2.0]) == (2, False) and timing.train_timing([1.0, 2.0])["values"] == []
     assert timing.warm_windows([]) == (0, False)
     # no sample left: the steady state falls back to the epochs, as for a cell too short for one window
-    assert timing.train_metrics([16.0], 100, warmup=10.0, steps=13, windows=[1.0, 2.0])["steady_state_seconds"] \
-        == pytest.approx(6.0 * 13 / 12)
+    assert timing.train_metrics([16.0], 100, warmup=10.0, steps=13, windows=[1.0, 2.0])[
+        "steady_state_seconds"
+    ] == pytest.approx(6.0 * 13 / 12)
 
 
 def test_feature_extraction_figures_come_from_the_median_pass():
@@ -226,16 +234,21 @@ def test_feature_extraction_figures_come_from_the_median_pass():
 
 
 def test_train_metrics_publish_what_the_samples_say():
-    windows = [0.9, 0.52, 0.5, 0.4, 0.5, 0.6, 0.5, 0.9]      # warm-up: 0.9, then 0.52 and 0.5 agree; five samples
+    windows = [0.9, 0.52, 0.5, 0.4, 0.5, 0.6, 0.5, 0.9]  # warm-up: 0.9, then 0.52 and 0.5 agree; five samples
     metrics = timing.train_metrics([20.0, 10.0], 100, warmup=5.0, steps=10, windows=windows)
     assert metrics["train_seconds"] == 30.0 and metrics["steady_state_seconds"] == 0.5 * 10 * 2
     assert metrics["samples_per_second"] == 200 / 30.0 and metrics["steady_samples_per_second"] == 200 / 10.0
 
 
-@pytest.mark.parametrize("interval, after, leak", [
-    (0.01, 0.0011, True), (0.01, 0.0009, False),             # short intervals: the 1 ms floor decides
-    (1.0, 0.021, True), (1.0, 0.019, False),                 # long ones: 2 % of the interval
-])
+@pytest.mark.parametrize(
+    "interval, after, leak",
+    [
+        (0.01, 0.0011, True),
+        (0.01, 0.0009, False),  # short intervals: the 1 ms floor decides
+        (1.0, 0.021, True),
+        (1.0, 0.019, False),  # long ones: 2 % of the interval
+    ],
+)
 def test_a_barrier_leaks_beyond_a_millisecond_and_two_percent_of_its_interval(monkeypatch, interval, after, leak):
     assert (timing.LEAK_SECONDS, timing.LEAK_SHARE) == (1e-3, 0.02)
     monkeypatch.setattr(timing, "_audit", [(interval, after), (interval, 0.0)])
@@ -248,6 +261,7 @@ def test_one_loss_definition_from_every_steps_loss():
     """final_loss is the mean per-step loss of the last epoch (not the last step's, not a running mean); loss_curve
     keeps the first epoch's steps; timed_epochs hands every step's output over, the first step's included."""
     from shared import metrics
+
     losses = []
     timing.timed_epochs(2, lambda epoch: [(epoch, i) for i in range(4)], lambda b: 10 * b[0] + b[1], outputs=losses)
     assert losses == [0, 1, 2, 3, 10, 11, 12, 13]

@@ -10,34 +10,50 @@ reference of tests/train_reference.py (float64):
 A framework whose rule differs by design is checked against that variant of the reference (VARIANTS), and its
 record names the difference in `metrics.differences`.
 """
+
 import functools
 
 import numpy as np
-import pytest
-
 import probe
+import pytest
 import train_reference
 from conftest import framework_tasks
 from probe import batch
+
 from shared import canonical, params
 
 STEPS = probe.TRAIN_STEPS
-LOSS_TOLERANCE = 1e-4      # float32 forward passes differ from the float64 reference by < 1e-6 here
+LOSS_TOLERANCE = 1e-4  # float32 forward passes differ from the float64 reference by < 1e-6 here
 # Per array, after step 1 and after the last: (norm, largest element) of the update's error relative to the
 # reference update's. The norm checks the update as a whole (rate, momentum, loss reduction), the largest element any
 # one weight (Adam's ε acts on the few with tiny gradients). Measured (CPU, float32): a conv kernel's gradient at the
 # start is a sum of ~16,000 terms that mostly cancel, so float32 accumulation decides its last digits: oneDNN
 # (PyTorch, TensorFlow) and XLA (JAX) stay within 1e-5 of the float64 reference after one step, a plain im2col GEMM
 # (Chainer; PyTorch with oneDNN off) within 1.5e-3; after three steps all but XLA within 3.8e-3 (largest element
-# 5.4e-3), XLA within 1e-6. The GRUs stay within 1e-4 (largest element 2e-3). The bounds sit 2.5× and more above that; the mutations the bounds must
-# catch (a rate or ε 10× off, momentum 0.8, a summed loss, Nesterov, a per-sample rate) move them by 5e-2 to 10².
+# 5.4e-3), XLA within 1e-6. The GRUs stay within 1e-4 (largest element 2e-3). The bounds sit 2.5× and more above
+# that; the mutations the bounds must catch (a rate or ε 10× off, momentum 0.8, a summed loss, Nesterov, a per-sample
+# rate) move them by 5e-2 to 10².
 TOLERANCE = {1: (1e-2, 5e-2), STEPS: (1e-2, 5e-2)}
 # (framework, task) -> the documented variant of the reference it computes: `epsilon_hat` (Adam's ε added before the
 # bias correction, runners' ADAM_EPSILON_HAT), `reset_after` (the GRU formulation, tests/test_equivalence.py).
-EPSILON_HAT = {"epsilon_hat": True}   # Keras, TensorFlow, MXNet, Chainer, CNTK: their records say ADAM_EPSILON_HAT
-VARIANTS = {(framework, "gru"): EPSILON_HAT
-            for framework in ("tensorflow", "keras-tf", "keras-jax", "keras-torch", "mxnet-gluon", "mxnet-module",
-                              "chainer", "cntk", "keras2-cntk", "keras2-theano", "r-keras", "r-mxnet")}
+EPSILON_HAT = {"epsilon_hat": True}  # Keras, TensorFlow, MXNet, Chainer, CNTK: their records say ADAM_EPSILON_HAT
+VARIANTS = {
+    (framework, "gru"): EPSILON_HAT
+    for framework in (
+        "tensorflow",
+        "keras-tf",
+        "keras-jax",
+        "keras-torch",
+        "mxnet-gluon",
+        "mxnet-module",
+        "chainer",
+        "cntk",
+        "keras2-cntk",
+        "keras2-theano",
+        "r-keras",
+        "r-mxnet",
+    )
+}
 # Keras 3's Adam on TensorFlow squares the embedding's sparse gradient per token occurrence (runners.keras.
 # ADAM_SPARSE_SQUARES), which this test found: 0.93 of the largest embedding update off at step 1 without the variant.
 for framework in ("tensorflow", "keras-tf", "r-keras"):
@@ -50,9 +66,14 @@ def update_rule(task, variant):
     p = params.TASK_PARAMS[task]
     if task == "cnn":
         return train_reference.sgd_momentum(p["lr"], p["momentum"])
-    return train_reference.adam(p["lr"], p["beta1"], p["beta2"], p["eps"],
-                                epsilon_hat=variant.get("epsilon_hat", False),
-                                sparse_squares=variant.get("sparse_squares", False))
+    return train_reference.adam(
+        p["lr"],
+        p["beta1"],
+        p["beta2"],
+        p["eps"],
+        epsilon_hat=variant.get("epsilon_hat", False),
+        sparse_squares=variant.get("sparse_squares", False),
+    )
 
 
 def reference(framework, task):
@@ -66,8 +87,9 @@ def _reference(task, variant):
     variant = dict(variant)
     x, y = batch(task)
     forward = {key: variant[key] for key in ("reset_after", "one_bias") if key in variant}
-    return train_reference.train(task, canonical.init_weights(task), x, y.astype(np.int64),
-                                 update_rule(task, variant), STEPS, **forward)
+    return train_reference.train(
+        task, canonical.init_weights(task), x, y.astype(np.int64), update_rule(task, variant), STEPS, **forward
+    )
 
 
 def update_errors(out, start, expected, step):
@@ -79,20 +101,25 @@ def update_errors(out, start, expected, step):
         delta = out[f"{step}:{name}"].astype(np.float64) - w0
         rounding = 2 * np.spacing(np.abs(expected[step - 1][name]).astype(np.float32)).astype(np.float64)
         off = np.maximum(np.abs(delta - delta_ref) - rounding, 0)
-        errors[name] = (float(np.linalg.norm(off) / max(np.linalg.norm(delta_ref), 1e-30)),
-                        float(off.max() / max(np.abs(delta_ref).max(), 1e-30)))
+        errors[name] = (
+            float(np.linalg.norm(off) / max(np.linalg.norm(delta_ref), 1e-30)),
+            float(off.max() / max(np.abs(delta_ref).max(), 1e-30)),
+        )
     return errors
 
 
 # the runners with a tuned path (docs/tuned.md)
-TUNED = [(f, t) for f in ("pytorch", "jax", "keras-tf", "keras-jax", "keras-torch") for t in ("cnn", "gru")] \
-    + [("tensorflow", "cnn")]
+TUNED = [(f, t) for f in ("pytorch", "jax", "keras-tf", "keras-jax", "keras-torch") for t in ("cnn", "gru")] + [
+    ("tensorflow", "cnn")
+]
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("framework, task, tuning", [probe.param(f, t, "default")
-                                                     for f, t in framework_tasks(["cnn", "gru"])]
-                         + [probe.param(f, t, "tuned") for f, t in TUNED])
+@pytest.mark.parametrize(
+    "framework, task, tuning",
+    [probe.param(f, t, "default") for f, t in framework_tasks(["cnn", "gru"])]
+    + [probe.param(f, t, "tuned") for f, t in TUNED],
+)
 @probe.job("train")
 def test_same_training_steps(framework, task, tuning, probes):
     """A tuned cell (compiled, fused, another memory layout) is held to the same reference as its default sibling:
@@ -108,8 +135,9 @@ def test_same_training_steps(framework, task, tuning, probes):
         errors = update_errors(out, start, expected, step)
         summary = {name: f"{norm:.1e} / {largest:.1e}" for name, (norm, largest) in errors.items()}
         norm_tolerance, max_tolerance = TOLERANCE[step]
-        assert all(norm <= norm_tolerance and largest <= max_tolerance for norm, largest in errors.values()), \
+        assert all(norm <= norm_tolerance and largest <= max_tolerance for norm, largest in errors.values()), (
             f"step {step}: update off the reference by (norm, largest element) {summary}"
+        )
 
 
 @pytest.mark.unit
@@ -117,14 +145,26 @@ def test_reference_tells_the_update_rules_apart():
     """The check has teeth: each named variant moves the GRU's first-step update (or the CNN's third) far beyond the
     bounds, so a framework checked against the wrong rule fails (a short batch keeps this test fast)."""
     rng = np.random.default_rng(3)
-    tokens, labels = rng.integers(1, 50, (16, 20)), rng.integers(0, 2, 16)   # a small vocabulary: repeated tokens
+    tokens, labels = rng.integers(1, 50, (16, 20)), rng.integers(0, 2, 16)  # a small vocabulary: repeated tokens
     weights = canonical.init_weights("gru")
     p = params.GRU
-    runs = {name: train_reference.train("gru", weights, tokens, labels, train_reference.adam(
-        p["lr"], p["beta1"], p["beta2"], p["eps"], **rule), 1, **forward)[1]
-        for name, rule, forward in [("canonical", {}, {}), ("epsilon_hat", {"epsilon_hat": True}, {}),
-                                    ("sparse_squares", {"sparse_squares": True}, {}),
-                                    ("one_bias", {}, {"one_bias": True, "reset_after": False})]}
+    runs = {
+        name: train_reference.train(
+            "gru",
+            weights,
+            tokens,
+            labels,
+            train_reference.adam(p["lr"], p["beta1"], p["beta2"], p["eps"], **rule),
+            1,
+            **forward,
+        )[1]
+        for name, rule, forward in [
+            ("canonical", {}, {}),
+            ("epsilon_hat", {"epsilon_hat": True}, {}),
+            ("sparse_squares", {"sparse_squares": True}, {}),
+            ("one_bias", {}, {"one_bias": True, "reset_after": False}),
+        ]
+    }
     start = train_reference.start(weights)
     for name in ("epsilon_hat", "sparse_squares", "one_bias"):
         out = {f"1:{k}": v for k, v in runs[name][0].items()}

@@ -6,6 +6,7 @@ far apart the cores were around its work and at each edge of its samples), one m
 tests/data/earlier-reference, second-run and third-run: seven before them). Each test changes only what it names; the
 verdicts the old verify got wrong (an OK for a broken clock or the wrong scale, a FAIL for a healthy install) are the
 cases."""
+
 import copy
 import itertools
 import json
@@ -15,13 +16,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from conftest import RATES, rates_over, scale_clocks
 from scipy.stats import mannwhitneyu
 
-from conftest import RATES, rates_over, scale_clocks
 from scripts.results import verify
-from shared import sysinfo
-from shared import timing
-from shared.params import params_hash, task_params
+from shared import sysinfo, timing
+from shared.params import task_params
 from shared.record import write_record
 
 pytestmark = pytest.mark.unit
@@ -29,12 +29,12 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference" / "cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c"
 SECOND_RUN = ROOT / "tests" / "data" / "second-run"
-THIRD_RUN = ROOT / "tests" / "data" / "third-run"      # a later honest run, outside the reference (false-alarm rate)
-FOURTH_RUN = ROOT / "tests" / "data" / "fourth-run"    # one more, with the cores' distance at every window edge
-FIFTH_RUN = ROOT / "tests" / "data" / "fifth-run"      # one more, of the code that made the reference before
-SIXTH_RUN = ROOT / "tests" / "data" / "sixth-run"      # one more, of the code that made the reference
+THIRD_RUN = ROOT / "tests" / "data" / "third-run"  # a later honest run, outside the reference (false-alarm rate)
+FOURTH_RUN = ROOT / "tests" / "data" / "fourth-run"  # one more, with the cores' distance at every window edge
+FIFTH_RUN = ROOT / "tests" / "data" / "fifth-run"  # one more, of the code that made the reference before
+SIXTH_RUN = ROOT / "tests" / "data" / "sixth-run"  # one more, of the code that made the reference
 PREDICT = ROOT / "tests" / "data" / "predict-reference"  # the reference before this one: Keras' predict per pass
-EDGED = ROOT / "tests" / "data" / "edged-reference"    # the one before it: three runs with the edges
+EDGED = ROOT / "tests" / "data" / "edged-reference"  # the one before it: three runs with the edges
 EARLIER = ROOT / "tests" / "data" / "earlier-reference"  # the references before those: five more honest runs
 
 
@@ -65,7 +65,7 @@ def with_values(record, values):
         batch = task_params(record["cell"]["task"], record["cell"]["scale"])["batch_size"]
         steps = metrics["train_samples"] // batch
         metrics["steady_state_seconds"] = timing.steady_state_seconds(metrics["epoch_seconds"], None, steps, values)
-        rates_over(record, statistics.median(values) / before, RATES[1:])    # the time as waited did not move
+        rates_over(record, statistics.median(values) / before, RATES[1:])  # the time as waited did not move
     assert verify.records.inconsistencies(record) == []
     return record
 
@@ -103,8 +103,11 @@ def test_the_reference_holds_samples_of_one_machine_class(reference):
     # steps; DenseNet-121: 10 of one), the warm-up's (two to five) then the samples: at least five, however long the
     # warm-up takes
     assert all(len(r["timing"]["values"]) >= 5 for r in ok if r["cell"]["task"] == "resnet50")
-    assert all(len(r["timing"]["values"]) + len(r["timing"]["warmup_windows"]) >= 10 and len(r["timing"]["values"]) >= 5
-               for r in ok if r["cell"]["task"] in ("cnn", "gru", "densenet121"))
+    assert all(
+        len(r["timing"]["values"]) + len(r["timing"]["warmup_windows"]) >= 10 and len(r["timing"]["values"]) >= 5
+        for r in ok
+        if r["cell"]["task"] in ("cnn", "gru", "densenet121")
+    )
     assert "machine class" in (REFERENCE / "README.md").read_text()
 
 
@@ -121,7 +124,7 @@ def test_tiny_scale_records_are_incomparable_with_the_demo_reference(reference, 
     for cell_id, record in reference.items():
         record = scaled(record, 0.2)
         record["cell"]["scale"] = "tiny"
-        record["system"]["params_hash"] = "0123456789ab"   # tiny parameters this test does not pretend to have timed
+        record["system"]["params_hash"] = "0123456789ab"  # tiny parameters this test does not pretend to have timed
         tiny[cell_id] = record
     run = run_from(tiny, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
@@ -134,13 +137,13 @@ def test_a_cell_off_in_time_says_how_far_apart_the_cores_were_around_it_beside_t
     cell_id = "lasagne-cnn-cpu-fp32-1cpu"
     expected = unmeasured(verify.reference_runs(REFERENCE)[0][cell_id])
     measured = scaled(expected, 2.0)
-    assert "round trip" not in verify.judge(expected, measured, 1.0, 1.5, 0.05)[1]      # records made before it
+    assert "round trip" not in verify.judge(expected, measured, 1.0, 1.5, 0.05)[1]  # records made before it
     measured["system"]["placement"] = {"before_ns": 481.2, "after_ns": 470.0, "cpus": [0, 1]}
     outcomes, words, _ = verify.judge(expected, measured, 1.0, 1.5, 0.05)
     assert outcomes[0] == "slower" and words.endswith("; the cores' round trip 481→470 ns")
     expected["system"]["placement"] = {"before_ns": 268.0, "after_ns": 271.4, "cpus": [0, 1]}
     assert verify.judge(expected, measured, 1.0, 1.5, 0.05)[1].endswith("481→470 ns (reference: 268→271 ns)")
-    assert "round trip" not in verify.judge(expected, copy.deepcopy(expected), 1.0, 1.5, 0.05)[1]   # only when off
+    assert "round trip" not in verify.judge(expected, copy.deepcopy(expected), 1.0, 1.5, 0.05)[1]  # only when off
 
 
 def unmeasured(record):
@@ -162,11 +165,11 @@ def at(record, before, after):
 def test_the_cores_distance_is_near_or_apart_only_where_both_round_trips_agree():
     cell = unmeasured(verify.reference_runs(REFERENCE)[0]["lasagne-cnn-cpu-fp32-1cpu"])
     assert verify.floor_of([at(cell, 268.0, 271.4), at(cell, 470.0, 481.2), cell]) == 268.0
-    assert verify.distance(at(cell, 268.0, 371.0), 268.0) == "near"        # ×1.38: within ×APART of the floor
-    assert verify.distance(at(cell, 380.0, 481.2), 268.0) == "apart"       # ×1.42 and beyond
-    assert verify.distance(at(cell, 268.0, 481.2), 268.0) is None          # the host moved them during the cell
+    assert verify.distance(at(cell, 268.0, 371.0), 268.0) == "near"  # ×1.38: within ×APART of the floor
+    assert verify.distance(at(cell, 380.0, 481.2), 268.0) == "apart"  # ×1.42 and beyond
+    assert verify.distance(at(cell, 268.0, 481.2), 268.0) is None  # the host moved them during the cell
     assert verify.distance(cell, 268.0) is None and verify.distance(at(cell, 268.0, None), 268.0) is None
-    assert verify.distance(at(cell, 600.0, 620.0), 315.0) == "apart"      # Python 3.6: its own floor, its own scale
+    assert verify.distance(at(cell, 600.0, 620.0), 315.0) == "apart"  # Python 3.6: its own floor, its own scale
 
 
 def test_a_cell_is_judged_against_the_reference_samples_taken_at_its_own_distance(tmp_path, capsys):
@@ -183,22 +186,25 @@ def test_a_cell_is_judged_against_the_reference_samples_taken_at_its_own_distanc
         rows, counts, _, overall = verify.compare(runs[0], {cell_id: measured}, None, runs=runs)
         return overall["off"]["slower"] + overall["off"]["faster"], rows[0][-1]
 
-    assert judged(unmeasured(scaled(near, 1.7)))[0] == []       # pooled over both modes: ×1.7 hides between them
+    assert judged(unmeasured(scaled(near, 1.7)))[0] == []  # pooled over both modes: ×1.7 hides between them
     off, words = judged(at(scaled(near, 1.7), 265.0, 270.0))
     assert off == [cell_id] and "judged against the reference's" in words and "with its cores near too" in words
     assert judged(at(scaled(near, 1.7), 466.0, 475.0)) == ([], "ok")
     off, words = judged(at(scaled(near, 1.7 * 1.7), 466.0, 475.0))
     assert off == [cell_id] and "with its cores apart too" in words
-    assert judged(at(scaled(near, 1.2), 268.0, 480.0)) == ([], "ok")          # moved during the cell: every sample
+    assert judged(at(scaled(near, 1.2), 268.0, 480.0)) == ([], "ok")  # moved during the cell: every sample
     only_near = [{cell_id: near}, {cell_id: at(near, 270.0, 266.0)}]
-    rows, _, _, overall = verify.compare(only_near[0], {cell_id: at(scaled(near, 1.7), 466.0, 475.0)}, None,
-                                         runs=only_near)
-    assert overall["off"]["slower"] == [cell_id] and \
-        rows[0][-1].endswith("the reference has no samples with its cores apart: run the cell again")
-    few = with_values(runs[1][cell_id], verify.samples(runs[1][cell_id])[:verify.MIN_SAMPLES - 1])
-    few_apart = [{cell_id: near}, {cell_id: few}]             # fewer than MIN_SAMPLES apart: not a sample of its own
-    rows, _, _, overall = verify.compare(few_apart[0], {cell_id: at(scaled(near, 1.7), 466.0, 475.0)}, None,
-                                         runs=few_apart)
+    rows, _, _, overall = verify.compare(
+        only_near[0], {cell_id: at(scaled(near, 1.7), 466.0, 475.0)}, None, runs=only_near
+    )
+    assert overall["off"]["slower"] == [cell_id] and rows[0][-1].endswith(
+        "the reference has no samples with its cores apart: run the cell again"
+    )
+    few = with_values(runs[1][cell_id], verify.samples(runs[1][cell_id])[: verify.MIN_SAMPLES - 1])
+    few_apart = [{cell_id: near}, {cell_id: few}]  # fewer than MIN_SAMPLES apart: not a sample of its own
+    rows, _, _, overall = verify.compare(
+        few_apart[0], {cell_id: at(scaled(near, 1.7), 466.0, 475.0)}, None, runs=few_apart
+    )
     assert overall["off"]["slower"] == [cell_id] and rows[0][-1].endswith("run the cell again")
 
 
@@ -220,9 +226,9 @@ def unedged(record, values):
     return record
 
 
-NEAR_NS, APART_NS = 286.0, 602.0                  # keras2-theano's CNN, Python 3.6, near and apart (its demo cells)
-FAST = [0.134, 0.136, 0.137, 0.138, 0.139, 0.136, 0.137, 0.135, 0.138]          # its samples with the cores near …
-SLOW = [v * 1.7 for v in FAST]                                                  # … and apart
+NEAR_NS, APART_NS = 286.0, 602.0  # keras2-theano's CNN, Python 3.6, near and apart (its demo cells)
+FAST = [0.134, 0.136, 0.137, 0.138, 0.139, 0.136, 0.137, 0.135, 0.138]  # its samples with the cores near …
+SLOW = [v * 1.7 for v in FAST]  # … and apart
 
 
 def test_each_sample_is_judged_against_the_reference_samples_taken_at_its_own_distance():
@@ -234,9 +240,11 @@ def test_each_sample_is_judged_against_the_reference_samples_taken_at_its_own_di
     that do not fit its samples, keeps its value (the pooled judgement)."""
     cell_id = "lasagne-cnn-cpu-fp32-1cpu"
     base = verify.reference_runs(REFERENCE)[0][cell_id]
-    runs = [{cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
-            {cell_id: edged(base, SLOW, [APART_NS] * 10)},
-            {cell_id: edged(base, SLOW[:5] + FAST[5:], [APART_NS] * 6 + [NEAR_NS] * 4)}]
+    runs = [
+        {cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
+        {cell_id: edged(base, SLOW, [APART_NS] * 10)},
+        {cell_id: edged(base, SLOW[:5] + FAST[5:], [APART_NS] * 6 + [NEAR_NS] * 4)},
+    ]
 
     def judged(measured):
         rows, _, _, overall = verify.compare(runs[0], {cell_id: measured}, None, runs=runs)
@@ -244,18 +252,18 @@ def test_each_sample_is_judged_against_the_reference_samples_taken_at_its_own_di
 
     off, row = judged(edged(base, FAST, [NEAR_NS - 3] * 10))
     assert off == [] and row[-1] == "ok" and row[4] == pytest.approx(1.0, abs=0.05)
-    off, row = judged(unedged(base, FAST))                                  # the same samples, distance unknown
+    off, row = judged(unedged(base, FAST))  # the same samples, distance unknown
     assert off == [cell_id] and row[4] < 0.65 and "faster than possible" in row[-1]
-    assert judged(unedged(base, [v * 1.6 for v in FAST]))[0] == []         # pooled, ×1.6 hides between the modes
+    assert judged(unedged(base, [v * 1.6 for v in FAST]))[0] == []  # pooled, ×1.6 hides between the modes
     off, row = judged(edged(base, [v * 1.6 for v in FAST], [NEAR_NS] * 10))
     assert off == [cell_id] and row[4] == pytest.approx(1.6, abs=0.05)
     assert "each sample judged against the reference's at its cores' distance (9 near" in row[-1]
-    off, row = judged(edged(base, SLOW, [APART_NS] * 10))                   # apart, at the apart speed: as expected
+    off, row = judged(edged(base, SLOW, [APART_NS] * 10))  # apart, at the apart speed: as expected
     assert off == [] and row[4] == pytest.approx(1.0, abs=0.05)
-    moving = [NEAR_NS, APART_NS] * 5                                        # every sample moved: values as they are
+    moving = [NEAR_NS, APART_NS] * 5  # every sample moved: values as they are
     assert judged(edged(base, [v * 1.6 for v in FAST], moving))[0] == []
     misfit = edged(base, [v * 1.6 for v in FAST], [NEAR_NS] * 10)
-    misfit["timing"]["round_trips_ns"] = misfit["timing"]["round_trips_ns"][1:]   # one edge short: not measured
+    misfit["timing"]["round_trips_ns"] = misfit["timing"]["round_trips_ns"][1:]  # one edge short: not measured
     assert verify.edges(misfit) == [] and judged(misfit)[0] == []
     # A forged distance buys at most the reference's own ratio between its modes, never a wider tolerance: ×1.6
     # labelled apart passes as ×0.94 of the apart samples, ×1.6 on top of the apart mode does not.
@@ -268,16 +276,19 @@ def test_a_run_figure_at_one_distance_is_the_median_of_its_samples_there():
     samples at a distance where it has STRATUM_RUN or more, compared near with near and apart with apart."""
     cell_id = "lasagne-cnn-cpu-fp32-1cpu"
     base = verify.reference_runs(REFERENCE)[0][cell_id]
-    runs = [{cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
-            {cell_id: edged(base, [v * 1.1 for v in SLOW], [APART_NS] * 10)}]
-    assert verify.at_one_distance(runs, cell_id) == pytest.approx(1.1, abs=0.02)      # apart with apart only
+    runs = [
+        {cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
+        {cell_id: edged(base, [v * 1.1 for v in SLOW], [APART_NS] * 10)},
+    ]
+    assert verify.at_one_distance(runs, cell_id) == pytest.approx(1.1, abs=0.02)  # apart with apart only
     runs.append({cell_id: edged(base, [v * 1.2 for v in FAST], [NEAR_NS] * 10)})
     assert verify.at_one_distance(runs, cell_id) == pytest.approx(1.2 * 0.136 / 0.1365, abs=0.02)
-    runs[0] = {cell_id: edged(base, FAST[:2] + SLOW[2:], [NEAR_NS] * 3 + [APART_NS] * 7)}   # 2 near: too few
+    runs[0] = {cell_id: edged(base, FAST[:2] + SLOW[2:], [NEAR_NS] * 3 + [APART_NS] * 7)}  # 2 near: too few
     assert verify.at_one_distance(runs, cell_id) == pytest.approx(1.1, abs=0.02)
     from scripts.results import reference
+
     table = reference.between_runs_table(verify.between_runs(runs), runs)
-    assert "| 2n6a1m 9a 9n |" in " ".join(table.split())   # each run's samples by distance
+    assert "| 2n6a1m 9a 9n |" in " ".join(table.split())  # each run's samples by distance
 
 
 def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(honest, tmp_path, capsys):
@@ -287,7 +298,7 @@ def test_one_cell_twice_as_slow_among_honest_ones_is_exactly_that_cell(honest, t
     assert code == 1 and "slower (×" in rows[slow] and "p=" in rows[slow]
     flagged = [i for i, row in rows.items() if "slower" in row or "faster than possible" in row]
     assert flagged == [slow]
-    assert verdict.startswith("FAIL: 1 of ") and f"slower than the reference beyond ×1.5" in verdict and slow in verdict
+    assert verdict.startswith("FAIL: 1 of ") and "slower than the reference beyond ×1.5" in verdict and slow in verdict
 
 
 def later(records, hours=1):
@@ -310,8 +321,9 @@ def verify_confirmed(reference_dir, run_dir, second_dir, capsys):
     return code, rows, next(line for line in out if line.startswith(("OK:", "FAIL:", "INCOMPARABLE:")))
 
 
-def test_a_slow_cell_that_a_second_run_does_not_reproduce_is_named_unconfirmed_and_not_a_failure(honest, tmp_path,
-                                                                                                  capsys):
+def test_a_slow_cell_that_a_second_run_does_not_reproduce_is_named_unconfirmed_and_not_a_failure(
+    honest, tmp_path, capsys
+):
     """A transient of the machine (another tenant on the host's two cores) moves one run's cell, not the next."""
     slow = "jax-cnn-cpu-fp32-1cpu"
     run = run_from({i: scaled(r, 2.0) if i == slow else r for i, r in honest.items()}, tmp_path / "run")
@@ -323,10 +335,13 @@ def test_a_slow_cell_that_a_second_run_does_not_reproduce_is_named_unconfirmed_a
     assert slow in verdict
 
 
-@pytest.mark.parametrize("second_factor, second_words", [(2.0, "a second run: ×2.00"), (0.5, "a second run: ×0.50"),
-                                                         (None, "a second run: no time (missing)")])
-def test_a_slow_cell_stands_where_the_second_run_is_off_too_or_cannot_say(honest, tmp_path, capsys, second_factor,
-                                                                           second_words):
+@pytest.mark.parametrize(
+    "second_factor, second_words",
+    [(2.0, "a second run: ×2.00"), (0.5, "a second run: ×0.50"), (None, "a second run: no time (missing)")],
+)
+def test_a_slow_cell_stands_where_the_second_run_is_off_too_or_cannot_say(
+    honest, tmp_path, capsys, second_factor, second_words
+):
     """A regression of the install reproduces; a second run that is off either way, or has no record of the cell,
     cannot clear it."""
     slow = "jax-cnn-cpu-fp32-1cpu"
@@ -341,13 +356,16 @@ def test_a_slow_cell_stands_where_the_second_run_is_off_too_or_cannot_say(honest
 def test_verify_runs_the_cells_it_finds_off_once_more_and_only_those(honest, tmp_path, capsys, monkeypatch):
     """Where verify runs the profile itself, the confirmation is its own: one further run of the off cells."""
     slow = "jax-cnn-cpu-fp32-1cpu"
-    runs = [run_from({i: scaled(r, 2.0) if i == slow else r for i, r in honest.items()}, tmp_path / "demo-1"),
-            run_from(later({slow: honest[slow]}), tmp_path / "demo-2")]
+    runs = [
+        run_from({i: scaled(r, 2.0) if i == slow else r for i, r in honest.items()}, tmp_path / "demo-1"),
+        run_from(later({slow: honest[slow]}), tmp_path / "demo-2"),
+    ]
     calls = []
 
     def fake_run(argv):
         calls.append(argv)
         return 0
+
     monkeypatch.setattr(verify, "start_run", fake_run)
     monkeypatch.setattr(verify, "latest_run", lambda profile: runs[len(calls) - 1])
     code = verify.main(["--reference", str(REFERENCE)])
@@ -373,10 +391,18 @@ def test_half_the_cells_twice_as_slow_fail_and_are_not_divided_out(honest, tmp_p
     assert "nothing divided out" in overall
 
 
-@pytest.mark.parametrize("cell_id", ["cntk-gru-cpu-fp32-1cpu", "keras2-theano-cnn-cpu-fp32-1cpu",
-                                     "tensorflow-gru-cpu-fp32-1cpu", "tensorflow-resnet50-cpu-fp32-1cpu"])
+@pytest.mark.parametrize(
+    "cell_id",
+    [
+        "cntk-gru-cpu-fp32-1cpu",
+        "keras2-theano-cnn-cpu-fp32-1cpu",
+        "tensorflow-gru-cpu-fp32-1cpu",
+        "tensorflow-resnet50-cpu-fp32-1cpu",
+    ],
+)
 def test_a_cell_twice_as_slow_as_its_reference_fails_even_where_the_old_tolerance_was_wide(
-        honest, tmp_path, capsys, cell_id):
+    honest, tmp_path, capsys, cell_id
+):
     """These four cells had ×2.1-×2.3 tolerances from their honest runs' spread; no tolerance exceeds ×1.5 now.
     '2× slower' is twice the honest run's samples, each judged against the reference's at its own cores' distance
     (cntk-gru's honest run ran apart, ×1.4 of the pooled median: twice that median would be ×1.47 at its distance)."""
@@ -422,8 +448,9 @@ def test_every_cell_moved_with_the_calibration_unchanged_is_the_install(honest, 
     run = run_from({i: scaled(r, factor) for i, r in honest.items()}, tmp_path / "run")
     code, _, overall, verdict = verify_run(REFERENCE, run, capsys)
     assert code == 1 and verdict.startswith("FAIL: the whole run is off this machine's own measured rate")
-    words = "slower than this machine's own measured rate" if factor > 1 else \
-        "faster than this machine's own measured rate"
+    words = (
+        "slower than this machine's own measured rate" if factor > 1 else "faster than this machine's own measured rate"
+    )
     assert f"beyond ×{verify.OVERALL_TOLERANCE:g}: the install is {words}" in overall
 
 
@@ -456,8 +483,7 @@ def test_a_run_just_inside_the_overall_limit_is_ok(honest, tmp_path, capsys):
     assert "whole run" not in verdict
 
 
-def test_a_uniformly_slower_machine_whose_calibration_says_so_is_ok_with_the_factor_stated(honest, tmp_path,
-                                                                                          capsys):
+def test_a_uniformly_slower_machine_whose_calibration_says_so_is_ok_with_the_factor_stated(honest, tmp_path, capsys):
     slower = vouched({cell_id: calibrated(scaled(record, 1.6), 1.6) for cell_id, record in honest.items()})
     code, _, overall, verdict = verify_run(REFERENCE, run_from(slower, tmp_path / "run"), capsys, partial=True)
     assert code == 0 and verdict.startswith("OK: ")
@@ -484,7 +510,7 @@ def test_a_calibration_within_its_own_noise_explains_nothing():
             run[i] = record
         _, _, _, overall = verify.compare(reference, run, ids)
         assert overall["calibrated"] == (pytest.approx(gemm, rel=1e-6) if divided else 1.0)
-        assert overall["explained"] == 1.0      # the cells are the reference's: no slowness for it to excuse
+        assert overall["explained"] == 1.0  # the cells are the reference's: no slowness for it to excuse
 
 
 def xeon_facts(system):
@@ -493,19 +519,26 @@ def xeon_facts(system):
     system["machine_class"] = sysinfo.machine_class(system, "cpu")
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda r: r["system"].update(machine_class="cpu:intel-xeon-platinum-8480:amx:8c"),
-     "refused: inconsistent: system/machine_class cpu:intel-xeon-platinum-8480:amx:8c disagrees"),
-    (lambda r: xeon_facts(r["system"]),
-     "incomparable: machine cpu:intel-xeon-platinum-8480:f25-m17-s1:amx:8c vs the reference's "
-     "cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c"),
-    (lambda r: r["system"].update(params_hash=None), "incomparable: task parameters not recorded"),
-    (lambda r: r["system"].update(params_hash="0123456789ab"), "incomparable: task parameters differ"),
-    (lambda r: r["timing"].update(unit="seconds per pass"), "refused: inconsistent: metrics/steady_state_seconds"),
-    (lambda r: r["cell"].update(data="real"), "incomparable: data real"),
-    (lambda r: r.update(with_values(r, r["timing"]["values"][:1])), "samples missing: "),
-    (lambda r: r.update(with_values(r, r["timing"]["values"][:4])), "samples missing: "),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (
+            lambda r: r["system"].update(machine_class="cpu:intel-xeon-platinum-8480:amx:8c"),
+            "refused: inconsistent: system/machine_class cpu:intel-xeon-platinum-8480:amx:8c disagrees",
+        ),
+        (
+            lambda r: xeon_facts(r["system"]),
+            "incomparable: machine cpu:intel-xeon-platinum-8480:f25-m17-s1:amx:8c vs the reference's "
+            "cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c",
+        ),
+        (lambda r: r["system"].update(params_hash=None), "incomparable: task parameters not recorded"),
+        (lambda r: r["system"].update(params_hash="0123456789ab"), "incomparable: task parameters differ"),
+        (lambda r: r["timing"].update(unit="seconds per pass"), "refused: inconsistent: metrics/steady_state_seconds"),
+        (lambda r: r["cell"].update(data="real"), "incomparable: data real"),
+        (lambda r: r.update(with_values(r, r["timing"]["values"][:1])), "samples missing: "),
+        (lambda r: r.update(with_values(r, r["timing"]["values"][:4])), "samples missing: "),
+    ],
+)
 def test_a_slow_cell_cannot_escape_by_being_incomparable(honest, tmp_path, capsys, change, words):
     cell_id = "jax-cnn-cpu-fp32-1cpu"
     record = scaled(honest[cell_id], 3.0)
@@ -526,16 +559,19 @@ def test_a_cell_timed_in_another_unit_fails_as_incomparable(honest, tmp_path, ca
 def test_a_refused_record_fails_its_cell(honest, tmp_path, capsys):
     cell_id = "jax-cnn-cpu-fp32-1cpu"
     run = run_from(honest, tmp_path / "run")
-    (run / "cells" / f"{cell_id}.json").write_text("{\"schema\": 1}")
+    (run / "cells" / f"{cell_id}.json").write_text('{"schema": 1}')
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
     assert code == 1 and "refused:" in rows[cell_id] and "refused as unsound" in verdict
 
 
-@pytest.mark.parametrize("change", [
-    lambda r: r["metrics"].update(steady_state_seconds=r["metrics"]["steady_state_seconds"] * 3),
-    lambda r: r["metrics"].update(accuracy=1.04),
-    lambda r: r["metrics"].update(accuracy=float("nan")),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r["metrics"].update(steady_state_seconds=r["metrics"]["steady_state_seconds"] * 3),
+        lambda r: r["metrics"].update(accuracy=1.04),
+        lambda r: r["metrics"].update(accuracy=float("nan")),
+    ],
+)
 def test_a_published_figure_that_does_not_follow_or_cannot_be_is_refused_and_fails(honest, tmp_path, capsys, change):
     cell_id = "jax-cnn-cpu-fp32-1cpu"
     record = json.loads(json.dumps(honest[cell_id]))
@@ -544,8 +580,9 @@ def test_a_published_figure_that_does_not_follow_or_cannot_be_is_refused_and_fai
     assert code == 1 and "refused:" in rows[cell_id] and "inconsistent" in rows[cell_id]
 
 
-@pytest.mark.parametrize("cell_id, factor", [("jax-cnn-cpu-fp32-1cpu", 0.4),
-                                             ("tensorflow-densenet121-cpu-fp32-2cpu", 0.6)])
+@pytest.mark.parametrize(
+    "cell_id, factor", [("jax-cnn-cpu-fp32-1cpu", 0.4), ("tensorflow-densenet121-cpu-fp32-2cpu", 0.6)]
+)
 def test_a_cell_faster_than_possible_is_named(honest, tmp_path, capsys, cell_id, factor):
     run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
@@ -560,13 +597,15 @@ def test_within_the_tolerance_or_within_the_noise_is_ok(honest, tmp_path, capsys
     assert verify_run(REFERENCE, run, capsys)[0] == 0
     pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
     low, high = min(pooled), max(pooled)
-    record = with_values(honest[cell_id], [low * 0.5, low * 0.55, low * 0.6, low * 0.65, high * 2.0, high * 2.2,
-                                           high * 2.4, high * 2.6, high * 2.8])
+    record = with_values(
+        honest[cell_id],
+        [low * 0.5, low * 0.55, low * 0.6, low * 0.65, high * 2.0, high * 2.2, high * 2.4, high * 2.6, high * 2.8],
+    )
     run = run_from({**honest, cell_id: record}, tmp_path / "noisy")
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
     assert code == 0 and "but within its noise (p=" in rows[cell_id], rows[cell_id]
     p = float(rows[cell_id].split("(p=")[1].split(")")[0])
-    assert verify.ALPHA < p < 0.5                       # a test at α = 0.5 would call this noise a slow cell
+    assert verify.ALPHA < p < 0.5  # a test at α = 0.5 would call this noise a slow cell
 
 
 @pytest.mark.parametrize("factor, off", [(1.45, False), (1.6, True), (1 / 1.45, False), (1 / 1.6, True)])
@@ -577,8 +616,11 @@ def test_a_sampled_cell_is_off_beyond_one_and_a_half_either_way_and_not_within(h
     factor /= verify.ratio_estimate(verify.samples(honest[cell_id]), pooled)
     run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
-    assert (code == 1 and ("slower (×" if factor > 1 else "faster than possible") in rows[cell_id]) if off else \
-        (code == 0 and rows[cell_id].rstrip().endswith("ok")), rows[cell_id]
+    assert (
+        (code == 1 and ("slower (×" if factor > 1 else "faster than possible") in rows[cell_id])
+        if off
+        else (code == 0 and rows[cell_id].rstrip().endswith("ok"))
+    ), rows[cell_id]
 
 
 @pytest.mark.parametrize("factor, off", [(1.3, True), (1 / 1.3, True), (1.2, False), (1 / 1.2, False)])
@@ -600,7 +642,7 @@ def test_a_time_as_waited_beyond_twice_adds_a_note_and_no_failure(honest, tmp_pa
         record["metrics"]["train_seconds"] *= factor
         record["metrics"]["epoch_seconds"] = [s * factor for s in record["metrics"]["epoch_seconds"]]
         record["metrics"]["steady_state_seconds"] = honest[cell_id]["metrics"]["steady_state_seconds"]
-        record["metrics"]["samples_per_second"] /= factor            # the same samples over the longer wait
+        record["metrics"]["samples_per_second"] /= factor  # the same samples over the longer wait
         run = run_from({**honest, cell_id: record}, tmp_path / f"run-{factor}")
         code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
         assert code == 0 and ("time as waited ×" in rows[cell_id]) == noted, rows[cell_id]
@@ -615,8 +657,11 @@ def test_fewer_than_five_samples_on_the_reference_side_get_no_rank_test(honest, 
     reference = run_from({**honest, cell_id: short}, tmp_path / "reference")
     run = run_from({**honest, cell_id: scaled(short, 1.6)}, tmp_path / "run")
     code, rows, _, _ = verify_run(reference, run, capsys)
-    assert code == 1 and "slower (×1.6" in rows[cell_id] and "fewer than 5 samples on a side: no rank test" in \
-        rows[cell_id], rows[cell_id]
+    assert (
+        code == 1
+        and "slower (×1.6" in rows[cell_id]
+        and "fewer than 5 samples on a side: no rank test" in rows[cell_id]
+    ), rows[cell_id]
 
 
 def test_the_tolerance_may_be_tightened_never_loosened(honest, tmp_path, capsys):
@@ -633,10 +678,9 @@ def test_accuracy_off_the_reference_either_way_fails(reference, honest, tmp_path
     cell_id = "pytorch-densenet121-cpu-fp32-2cpu"
     record = json.loads(json.dumps(honest[cell_id]))
     record["metrics"]["auc"] = reference[cell_id]["metrics"]["auc"] + delta
-    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"),
-                                        capsys)
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
     assert code == 1 and "auc" in rows[cell_id] and "accuracy/AUC off the reference" in verdict
-    record["metrics"]["auc"] = reference[cell_id]["metrics"]["auc"] + delta * 0.8      # within the margin
+    record["metrics"]["auc"] = reference[cell_id]["metrics"]["auc"] + delta * 0.8  # within the margin
     assert verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run2"), capsys)[0] == 0
 
 
@@ -644,12 +688,12 @@ def test_a_skip_where_the_reference_ran_and_a_missing_cell_fail(honest, tmp_path
     cell_id = "jax-cnn-cpu-fp32-1cpu"
     record = json.loads(json.dumps(honest[cell_id]))
     record.update(status="skipped", reason="no kernels")
-    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"),
-                                        capsys)
+    code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
     assert code == 1 and "skipped where the reference ran" in verdict
     others = {i: r for i, r in honest.items() if i != cell_id}
-    code = verify.main(["--reference", str(REFERENCE), "--run", str(run_from(others, tmp_path / "run2",
-                                                                            plan=sorted(honest)))])
+    code = verify.main(
+        ["--reference", str(REFERENCE), "--run", str(run_from(others, tmp_path / "run2", plan=sorted(honest)))]
+    )
     assert code == 1 and "1 missing (no record)" in capsys.readouterr().out
 
 
@@ -668,8 +712,10 @@ def honest_runs():
     # their passes): a regression verify rightly finds in them, not a false alarm
     keras = {f"{f}-resnet50-cpu-fp32-1cpu" for f in ("keras-tf", "keras-jax", "keras-torch", "r-keras")}
     before = keras | {"tensorflow-resnet50-cpu-fp32-1cpu"}
-    return current, *([{i: r for i, r in run.items() if i not in changed} for run in runs]
-                      for runs, changed in ((predict, keras), (edged, before), (older, before)))
+    return current, *(
+        [{i: r for i, r in run.items() if i not in changed} for run in runs]
+        for runs, changed in ((predict, keras), (edged, before), (older, before))
+    )
 
 
 def false_alarms(reference_runs, measured):
@@ -685,7 +731,7 @@ def tally_alone(judged):
     for reference_runs, measured in judged:
         off, counts = false_alarms(reference_runs, measured)
         assert counts["compared"] >= 49
-        found = [x + y for x, y in zip(found, (len(off), counts["compared"], bool(off)))]
+        found = [x + y for x, y in zip(found, (len(off), counts["compared"], bool(off)), strict=False)]
     return found
 
 
@@ -700,8 +746,8 @@ def tally(runs, references):
         verify.confirm(rows, counts, overall, refs[0], runs[b], runs=refs)
         after = overall["off"]["slower"] + overall["off"]["faster"]
         assert set(after) <= set(before) and set(overall["off"]["unconfirmed"]) == set(before) - set(after)
-        assert 1 / 1.25 <= overall["unexplained"] <= 1.25                  # no whole run is off
-        found = [x + y for x, y in zip(found, (len(before), len(after), bool(before), bool(after)))]
+        assert 1 / 1.25 <= overall["unexplained"] <= 1.25  # no whole run is off
+        found = [x + y for x, y in zip(found, (len(before), len(after), bool(before), bool(after)), strict=False)]
     return found
 
 
@@ -728,15 +774,24 @@ def test_false_alarm_rate_over_every_pair_of_honest_runs():
     current, predict, edged, older = honest_runs()
     committed = current[:3]
     others = [[r for j, r in enumerate(current) if j != k] for k in range(len(current))]
-    found = {"current": tally_alone(zip(others, current)),               # each alone against the other three
-             "current pairs": tally(current, lambda a, b: [r for j, r in enumerate(current) if j not in (a, b)])}
+    found = {
+        "current": tally_alone(zip(others, current, strict=False)),  # each alone against the other three
+        "current pairs": tally(current, lambda a, b: [r for j, r in enumerate(current) if j not in (a, b)]),
+    }
     for name, runs in (("predict", predict), ("edged", edged), ("older", older)):
         found[name] = tally_alone((committed, measured) for measured in runs)
         found[f"{name} pairs"] = tally(runs, lambda a, b: committed)
     # alone: (false alarms, verdicts, runs failing); pairs: (off before, off after, cases failing before, after)
-    assert found == {"current": [1, 212, 1], "current pairs": [7, 4, 6, 4], "predict": [1, 212, 1],
-                     "predict pairs": [3, 0, 3, 0], "edged": [0, 212, 0], "edged pairs": [0, 0, 0, 0],
-                     "older": [8, 371, 6], "older pairs": [48, 20, 36, 18]}, found
+    assert found == {
+        "current": [1, 212, 1],
+        "current pairs": [7, 4, 6, 4],
+        "predict": [1, 212, 1],
+        "predict pairs": [3, 0, 3, 0],
+        "edged": [0, 212, 0],
+        "edged pairs": [0, 0, 0, 0],
+        "older": [8, 371, 6],
+        "older pairs": [48, 20, 36, 18],
+    }, found
 
 
 def test_two_honest_runs_verify_ok_and_a_one_run_reference_names_the_distance_it_never_saw(capsys, tmp_path):
@@ -754,10 +809,14 @@ def test_two_honest_runs_verify_ok_and_a_one_run_reference_names_the_distance_it
     run = run_from(runs[0], tmp_path / "run")
     code, rows, verdict = verify_confirmed(swapped, run, run_from(runs[1], tmp_path / "confirm"), capsys)
     cell = "cntk-gru-cpu-fp32-1cpu"
-    assert code == 1 and verdict.startswith(f"FAIL: 1 of 53 cells faster than possible, beyond ×1.5: check these "
-                                            f"cells' clocks: {cell};"), verdict
-    assert "the reference has no samples with its cores near: those are judged as they are; run the cell again" \
-        in rows[cell] and "a second run: ×0.59 (faster)" in rows[cell]
+    assert code == 1 and verdict.startswith(
+        f"FAIL: 1 of 53 cells faster than possible, beyond ×1.5: check these cells' clocks: {cell};"
+    ), verdict
+    assert (
+        "the reference has no samples with its cores near: those are judged as they are; run the cell again"
+        in rows[cell]
+        and "a second run: ×0.59 (faster)" in rows[cell]
+    )
 
 
 def test_another_machine_class_is_incomparable_and_verify_names_a_fitting_reference(reference, tmp_path, capsys):
@@ -769,8 +828,10 @@ def test_another_machine_class_is_incomparable_and_verify_names_a_fitting_refere
     run = run_from(other, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
     assert code == verify.INCOMPARABLE
-    assert "machine cpu:intel-xeon-platinum-8480:f25-m17-s1:amx:8c vs the reference's cpu:" in \
-        rows["pytorch-cnn-cpu-fp32-1cpu"]
+    assert (
+        "machine cpu:intel-xeon-platinum-8480:f25-m17-s1:amx:8c vs the reference's cpu:"
+        in rows["pytorch-cnn-cpu-fp32-1cpu"]
+    )
     # and with the right class under results/reference, verify picks it without being told
     assert verify.fitting_references({verify.machine_class(next(iter(reference.values())))})[0] == REFERENCE
 
@@ -778,7 +839,7 @@ def test_another_machine_class_is_incomparable_and_verify_names_a_fitting_refere
 def test_the_overall_factor_is_the_median_of_the_cell_ratios_and_needs_five_cells(reference):
     factors = [2.0, 0.5, 1.0, 1.5, 0.8]
     ids = [i for i, r in reference.items() if r["status"] == "ok"][:5]
-    run = {i: scaled(reference[i], f) for i, f in zip(ids, factors)}
+    run = {i: scaled(reference[i], f) for i, f in zip(ids, factors, strict=False)}
     overall, basis = verify.overall_factor(reference, run, ids)
     assert basis == 5 and overall == pytest.approx(1.0, rel=0.02)
     # four cells estimate nothing: a subset's cells are judged by their own ratios, which a factor would hide
@@ -790,6 +851,7 @@ def test_the_reference_readme_gives_each_cells_cores_per_run_and_its_factor_at_o
     and how far the cell moved between runs at one same distance: cntk-gru moves ×1.72 between runs, whose third run
     had all nine of its samples apart and the other two all near, and ×1.01 compared at one distance."""
     from scripts.results import reference as make_reference
+
     readme = (REFERENCE / "README.md").read_text()
     assert make_reference.between_runs_line(REFERENCE) in readme and "| cores per run " in readme
     row = next(line for line in readme.splitlines() if line.startswith("| cntk-gru-cpu-fp32-1cpu "))
@@ -804,20 +866,22 @@ def test_samples_still_falling_while_timed_are_named_in_the_readme_the_report_an
     the committed reference with five or more samples, 8 still fell (keras2-cntk-gru, lasagne-cnn, keras-jax-gru,
     r-keras-gru and four DenseNet cells, whose windows are single steps)."""
     from scripts.results import report
+
     cell_id = "keras-jax-gru-cpu-fp32-1cpu"
     record = verify.reference_runs(REFERENCE)[0][cell_id]
     values = verify.samples(record)
     tau, p = report.still_falling(values)
     assert tau < -0.8 and p < report.FALLING_ALPHA
-    assert report.still_falling(sorted(values)) is None                 # rising: one-sided
-    assert report.still_falling(sorted(values, reverse=True)[:4]) is None   # too few to say
-    assert report.still_falling(values[1::2] + values[0::2]) is None   # the same samples, interleaved
+    assert report.still_falling(sorted(values)) is None  # rising: one-sided
+    assert report.still_falling(sorted(values, reverse=True)[:4]) is None  # too few to say
+    assert report.still_falling(values[1::2] + values[0::2]) is None  # the same samples, interleaved
     readme = (REFERENCE / "README.md").read_text()
     assert "8 of the 147 cell-runs with 5 or more samples" in " ".join(readme.split())
     row = next(line for line in readme.splitlines() if line.startswith(f"| {cell_id} "))
     assert [cell.strip() for cell in row.split("|")[5:7]] == ["1", "above the goal"]
-    flagged = [i for run in verify.reference_runs(REFERENCE) for i, r in run.items()
-               if report.still_falling(verify.samples(r))]
+    flagged = [
+        i for run in verify.reference_runs(REFERENCE) for i, r in run.items() if report.still_falling(verify.samples(r))
+    ]
     assert len(flagged) == 8 and "jax-gru-cpu-fp32-1cpu" not in flagged
     frame = report.to_frame([record, verify.reference_runs(REFERENCE)[0]["jax-gru-cpu-fp32-1cpu"]])
     texts = [report.cell_text(row, "gru", {}) for row in frame.to_dict("records")]
@@ -834,6 +898,7 @@ def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path,
     class under runs/RUN_ID/ and says in the README how far cells moved between them; the first run cannot be added
     to itself, and a run of another class has no reference to join."""
     from scripts.results import reference as make_reference
+
     monkeypatch.setattr(verify, "REFERENCES", tmp_path / "reference")
     first = tmp_path / "first"
     run_from(verify.records_by_id(REFERENCE), first, plan=json.loads((REFERENCE / "plan.json").read_text())["cells"])
@@ -843,7 +908,7 @@ def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path,
     assert len(verify.reference_runs(target)) == 2 and verify.between_runs(verify.reference_runs(target))
     readme = (target / "README.md").read_text()
     assert readme.count(make_reference.RUNS_MARK) == 1 and "verify pools their samples" in readme
-    make_reference.add(SECOND_RUN)                                       # again: replaced, not duplicated
+    make_reference.add(SECOND_RUN)  # again: replaced, not duplicated
     assert (target / "README.md").read_text().count(make_reference.RUNS_MARK) == 1
     with pytest.raises(ValueError, match="the reference's own first run"):
         make_reference.add(first)
@@ -851,10 +916,22 @@ def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path,
 
 # ---------------------------------------------------------------- the machine class (shared.sysinfo.machine_class)
 
-ZEN4 = {"cpu": "AMD EPYC", "cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model_number": "17",
-        "cpu_stepping": "1", "cpu_flags": ["avx2", "avx512_bf16", "avx512_vnni", "avx512f", "fma"], "cpu_usable": 2}
-ZEN5 = {**ZEN4, "cpu_family": "26", "cpu_model_number": "2", "cpu_stepping": "1",
-        "cpu_flags": ZEN4["cpu_flags"] + ["avx512_vp2intersect", "avx_vnni"]}
+ZEN4 = {
+    "cpu": "AMD EPYC",
+    "cpu_vendor": "AuthenticAMD",
+    "cpu_family": "25",
+    "cpu_model_number": "17",
+    "cpu_stepping": "1",
+    "cpu_flags": ["avx2", "avx512_bf16", "avx512_vnni", "avx512f", "fma"],
+    "cpu_usable": 2,
+}
+ZEN5 = {
+    **ZEN4,
+    "cpu_family": "26",
+    "cpu_model_number": "2",
+    "cpu_stepping": "1",
+    "cpu_flags": ZEN4["cpu_flags"] + ["avx512_vp2intersect", "avx_vnni"],
+}
 
 
 def test_the_class_separates_cpu_generations_that_a_vm_names_alike():
@@ -882,13 +959,18 @@ def test_a_record_whose_class_disagrees_with_its_own_facts_is_refused_and_its_ce
     """An 8-core Xeon's facts under the reference's class string were compared as if they were that class."""
     cell_id = "jax-cnn-cpu-fp32-1cpu"
     record = scaled(honest[cell_id], 3.0)
-    record["system"].update(cpu="Intel(R) Xeon(R) Platinum 8480+", cpu_count=8, cpu_usable=8,
-                            cpu_flags=["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512f", "fma"])
+    record["system"].update(
+        cpu="Intel(R) Xeon(R) Platinum 8480+",
+        cpu_count=8,
+        cpu_usable=8,
+        cpu_flags=["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512f", "fma"],
+    )
     assert record["system"]["machine_class"] == "cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c"
     derived = sysinfo.machine_class(record["system"], "cpu")
     assert derived.startswith("cpu:intel-xeon-platinum-8480:") and derived.endswith(":amx:8c")
-    assert f"disagrees with the record's own facts, which give {derived}" in \
-        " ".join(verify.records.contradictions(record))
+    assert f"disagrees with the record's own facts, which give {derived}" in " ".join(
+        verify.records.contradictions(record)
+    )
     code, rows, _, verdict = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
     assert code == 1 and "refused:" in rows[cell_id] and "disagrees with the record's own facts" in rows[cell_id]
 
@@ -902,14 +984,16 @@ def legacy_reference(folder):
         for key in ("cpu_family", "cpu_model_number", "cpu_stepping"):
             record["system"].pop(key, None)
         if record["system"].get("machine_class"):
-            record["system"]["machine_class"] = sysinfo.machine_class(record["system"], record["cell"]["device"],
-                                                                      record["cell"]["gpus"])
+            record["system"]["machine_class"] = sysinfo.machine_class(
+                record["system"], record["cell"]["device"], record["cell"]["gpus"]
+            )
         records[cell_id] = record
     return run_from(records, folder)
 
 
-def test_a_run_of_the_next_generation_is_incomparable_with_a_reference_made_before_generations(honest, tmp_path,
-                                                                                              capsys, monkeypatch):
+def test_a_run_of_the_next_generation_is_incomparable_with_a_reference_made_before_generations(
+    honest, tmp_path, capsys, monkeypatch
+):
     """The Zen 5 demo that got the old reference's class string ran 1.50× faster and verify said OK."""
     legacy = legacy_reference(tmp_path / "references" / "cpu-amd-epyc-avx512-bf16-2c")
     assert verify.classes_of(legacy) == {"cpu:amd-epyc:avx512-bf16:2c": 49}
@@ -917,11 +1001,12 @@ def test_a_run_of_the_next_generation_is_incomparable_with_a_reference_made_befo
     for cell_id, record in honest.items():
         record = scaled(record, 1 / 1.5)
         record["system"].update({k: v for k, v in ZEN5.items() if k != "cpu_usable"})
-        record["system"]["machine_class"] = sysinfo.machine_class(record["system"], record["cell"]["device"],
-                                                                  record["cell"]["gpus"])
+        record["system"]["machine_class"] = sysinfo.machine_class(
+            record["system"], record["cell"]["device"], record["cell"]["gpus"]
+        )
         zen5[cell_id] = record
     run = run_from(zen5, tmp_path / "run")
-    monkeypatch.setattr(verify, "REFERENCES", legacy.parent)     # the references there: the old one alone
+    monkeypatch.setattr(verify, "REFERENCES", legacy.parent)  # the references there: the old one alone
     assert verify.main(["--reference", str(legacy), "--run", str(run)]) == verify.INCOMPARABLE
     out = capsys.readouterr().out
     assert "INCOMPARABLE" in out and "made before machine classes named the CPU generation" in out
@@ -941,17 +1026,23 @@ REGRESSED = "jax-cnn-cpu-fp32-1cpu"
 
 def test_a_regressed_cell_left_out_of_the_runs_own_plan_is_missing_not_a_footnote(honest, tmp_path, capsys):
     others = {i: r for i, r in honest.items() if i != REGRESSED}
-    for plan in (sorted(others), []):                     # the plan edited to match, or emptied
+    for plan in (sorted(others), []):  # the plan edited to match, or emptied
         run = run_from(others, tmp_path / f"run-{len(plan)}", plan=plan)
         code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
-        assert code == 1 and "missing: the run has no record of this cell" in rows.get(REGRESSED, "") + verdict or \
-            "1 missing (no record)" in verdict, verdict
+        assert (
+            code == 1
+            and "missing: the run has no record of this cell" in rows.get(REGRESSED, "") + verdict
+            or "1 missing (no record)" in verdict
+        ), verdict
 
 
-@pytest.mark.parametrize("name, holds", [
-    ("JAX-cnn-cpu-fp32-1cpu", REGRESSED),                                  # renamed: the file name is no id of its cell
-    (REGRESSED, "keras-jax-cnn-cpu-fp32-1cpu"),                            # another cell's record under this cell's name
-])
+@pytest.mark.parametrize(
+    "name, holds",
+    [
+        ("JAX-cnn-cpu-fp32-1cpu", REGRESSED),  # renamed: the file name is no id of its cell
+        (REGRESSED, "keras-jax-cnn-cpu-fp32-1cpu"),  # another cell's record under this cell's name
+    ],
+)
 def test_a_record_under_another_cells_name_is_refused(honest, tmp_path, capsys, name, holds):
     records = {i: r for i, r in honest.items() if i != REGRESSED}
     records[name] = scaled(honest[holds], 3.0) if holds == REGRESSED else honest[holds]
@@ -965,7 +1056,9 @@ def test_a_record_copied_in_from_another_run_is_refused(honest, tmp_path, capsys
     replayed = verify.records_by_id(FIFTH_RUN)[REGRESSED]
     run = run_from({**honest, REGRESSED: replayed}, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
-    assert code == 1 and "copied in from another run" in rows[REGRESSED] and honest[REGRESSED]["run_id"] in rows[REGRESSED]
+    assert (
+        code == 1 and "copied in from another run" in rows[REGRESSED] and honest[REGRESSED]["run_id"] in rows[REGRESSED]
+    )
 
 
 def test_a_calibration_that_says_slower_than_the_cells_show_excuses_no_regression(honest, tmp_path, capsys):
@@ -989,17 +1082,24 @@ def test_placement_alone_buys_no_distance_where_the_reference_measured_every_win
     record["system"]["placement"].update(before_ns=600.0, after_ns=600.0)
     code, rows, _, _ = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
     records = verify.comparable_runs(verify.reference_runs(REFERENCE), cell_id)
-    against, _, words = verify.at_distance(verify.reference_runs(REFERENCE), cell_id, record,
-                                           verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id])
+    against, _, words = verify.at_distance(
+        verify.reference_runs(REFERENCE),
+        cell_id,
+        record,
+        verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id],
+    )
     assert len(against) == sum(len(verify.samples(r)) for r in records)
     assert words.startswith("no round trips at its window edges")
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda t: t.update(values=[0.0] * 4 + t["values"][4:]), "timing/values holds a time of 0 or less"),
-    (lambda t: t.update(values=[-1.0] + t["values"][1:]), "timing/values holds a time of 0 or less"),
-    (lambda t: t.update(warmup_windows=[0.0]), "timing/warmup_windows holds a time of 0 or less"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda t: t.update(values=[0.0] * 4 + t["values"][4:]), "timing/values holds a time of 0 or less"),
+        (lambda t: t.update(values=[-1.0] + t["values"][1:]), "timing/values holds a time of 0 or less"),
+        (lambda t: t.update(warmup_windows=[0.0]), "timing/warmup_windows holds a time of 0 or less"),
+    ],
+)
 def test_a_sample_of_no_time_is_refused(honest, tmp_path, capsys, change, words):
     """Four samples at 0 s among five ×3 slower lifted the rank test's p to 0.32: a cell ×2.9 slower 'within its
     noise'."""
@@ -1016,12 +1116,17 @@ def test_slow_windows_moved_into_the_warm_up_are_refused(honest, tmp_path, capsy
     windows = record["timing"]["warmup_windows"] + record["timing"]["values"]
     windows = windows[:4] + [w * 3 for w in windows[4:]]
     metrics, before = record["metrics"], statistics.median(record["timing"]["values"])
-    record["timing"].update(values=windows[:4], warmup_windows=windows[4:], median=statistics.median(windows[:4]),
-                            min=min(windows[:4]), max=max(windows[:4]))
+    record["timing"].update(
+        values=windows[:4],
+        warmup_windows=windows[4:],
+        median=statistics.median(windows[:4]),
+        min=min(windows[:4]),
+        max=max(windows[:4]),
+    )
     steps = metrics["train_samples"] // task_params("cnn", "demo")["batch_size"]
     metrics["steady_state_seconds"] = timing.steady_state_seconds(metrics["epoch_seconds"], None, steps, windows[:4])
     rates_over(record, statistics.median(windows[:4]) / before, RATES[1:])
-    assert verify.records.contradictions(record) == []      # all it publishes follows from the four it calls samples
+    assert verify.records.contradictions(record) == []  # all it publishes follows from the four it calls samples
     run = run_from({**honest, REGRESSED: record}, tmp_path / "run")
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
     assert code == 1 and "refused: inconsistent:" in rows[REGRESSED] and "warm-up rule" in rows[REGRESSED]
@@ -1030,10 +1135,16 @@ def test_slow_windows_moved_into_the_warm_up_are_refused(honest, tmp_path, capsy
 def test_a_second_run_made_before_the_first_or_by_other_code_confirms_nothing(honest, tmp_path, capsys):
     """--confirm-run naming an earlier honest run (or the reference itself) cleared a regression it never saw."""
     run = run_from({i: scaled(r, 2.0) if i == REGRESSED else r for i, r in honest.items()}, tmp_path / "run")
-    for name, second in (("earlier", {REGRESSED: honest[REGRESSED]}),
-                         ("other code", {REGRESSED: {**later({REGRESSED: honest[REGRESSED]})[REGRESSED], "git_commit": "0123abcd"}})):
+    for name, second in (
+        ("earlier", {REGRESSED: honest[REGRESSED]}),
+        ("other code", {REGRESSED: {**later({REGRESSED: honest[REGRESSED]})[REGRESSED], "git_commit": "0123abcd"}}),
+    ):
         code, rows, verdict = verify_confirmed(REFERENCE, run, run_from(second, tmp_path / name), capsys)
-        assert code == 1 and "the second run is no re-run of this one" in rows[REGRESSED] and "not confirmed" not in verdict
+        assert (
+            code == 1
+            and "the second run is no re-run of this one" in rows[REGRESSED]
+            and "not confirmed" not in verdict
+        )
     assert verify_confirmed(REFERENCE, run, REFERENCE, capsys)[0] == 1
 
 
@@ -1062,14 +1173,18 @@ def test_a_run_whose_every_cell_failed_fails_and_is_not_incomparable(honest, tmp
         assert "FAIL: " in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("change", [
-    lambda r: r.pop("reason", None),
-    lambda r: r.pop("metrics"),
-    lambda r: r["metrics"].update(accuracy=10 ** 400),
-    lambda r: r["timing"]["round_trips_ns"].__setitem__(3, 10 ** 400),
-])
-def test_a_record_missing_a_block_or_holding_a_number_beyond_floats_is_judged_not_a_crash(honest, tmp_path, capsys,
-                                                                                         change):
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r.pop("reason", None),
+        lambda r: r.pop("metrics"),
+        lambda r: r["metrics"].update(accuracy=10**400),
+        lambda r: r["timing"]["round_trips_ns"].__setitem__(3, 10**400),
+    ],
+)
+def test_a_record_missing_a_block_or_holding_a_number_beyond_floats_is_judged_not_a_crash(
+    honest, tmp_path, capsys, change
+):
     record = json.loads(json.dumps(honest[REGRESSED]))
     change(record)
     code, rows, _, _ = verify_run(REFERENCE, run_from({**honest, REGRESSED: record}, tmp_path / "run"), capsys)
@@ -1078,13 +1193,13 @@ def test_a_record_missing_a_block_or_holding_a_number_beyond_floats_is_judged_no
 
 def test_a_record_or_plan_verify_cannot_use_is_named_not_a_crash_or_a_hang(honest, tmp_path, capsys):
     run = run_from(honest, tmp_path / "run")
-    (run / "cells" / f"{REGRESSED}.json").write_text('{"schema": 1, "run_id": ' + "9" * 5000 + "}")   # 5,000 digits
+    (run / "cells" / f"{REGRESSED}.json").write_text('{"schema": 1, "run_id": ' + "9" * 5000 + "}")  # 5,000 digits
     (run / "plan.json").write_text(json.dumps({"cells": [[REGRESSED], 7, {"id": ["x"]}]}))
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
     assert code == 1 and "not a readable result record" in rows[REGRESSED]
     (run / "plan.json").unlink()
-    os.mkfifo(run / "plan.json")                          # would block a plain read forever
+    os.mkfifo(run / "plan.json")  # would block a plain read forever
     assert verify_run(REFERENCE, run, capsys)[0] == 1
     (run / "plan.json").unlink()
-    (run / "plan.json").write_text("[" * 100_000 + "]" * 100_000)    # deeper than the parser recurses: crashed
+    (run / "plan.json").write_text("[" * 100_000 + "]" * 100_000)  # deeper than the parser recurses: crashed
     assert verify_run(REFERENCE, run, capsys)[0] == 1

@@ -1,6 +1,7 @@
 """The `weights` step without the network: a local HTTP server serves small .pth files that torch writes here with
 torchvision's naming, in all three formats torch.save has used; download, hash check, conversion and the corrupt-file
 path are tested against them, and canonical.load then finds the ImageNet weights."""
+
 import functools
 import hashlib
 import http.server
@@ -11,25 +12,34 @@ import threading
 
 import numpy as np
 import pytest
-
 from conftest import framework_python
+
 from shared import canonical, weights
 from shared.datasets import DataError
 
 BN = ("weight", "bias", "running_mean", "running_var")
 # Tiny stand-ins for canonical.SHAPES with the real names: a stem, one block, one projection / transition.
 TINY = {
-    "resnet50": {"conv1.weight": (4, 3, 3, 3), **{f"bn1.{a}": (4,) for a in BN},
-                 "layer1.0.conv1.weight": (2, 4, 1, 1), **{f"layer1.0.bn1.{a}": (2,) for a in BN},
-                 "layer1.0.downsample.0.weight": (8, 4, 1, 1), **{f"layer1.0.downsample.1.{a}": (8,) for a in BN}},
-    "densenet121": {"features.conv0.weight": (4, 3, 3, 3), **{f"features.norm0.{a}": (4,) for a in BN},
-                    **{f"features.denseblock1.denselayer1.norm1.{a}": (4,) for a in BN},
-                    "features.denseblock1.denselayer1.conv1.weight": (8, 4, 1, 1),
-                    **{f"features.denseblock1.denselayer1.norm2.{a}": (8,) for a in BN},
-                    "features.denseblock1.denselayer1.conv2.weight": (2, 8, 3, 3),
-                    **{f"features.transition1.norm.{a}": (6,) for a in BN},
-                    "features.transition1.conv.weight": (3, 6, 1, 1),
-                    "classifier.weight": (14, 3), "classifier.bias": (14,)},
+    "resnet50": {
+        "conv1.weight": (4, 3, 3, 3),
+        **{f"bn1.{a}": (4,) for a in BN},
+        "layer1.0.conv1.weight": (2, 4, 1, 1),
+        **{f"layer1.0.bn1.{a}": (2,) for a in BN},
+        "layer1.0.downsample.0.weight": (8, 4, 1, 1),
+        **{f"layer1.0.downsample.1.{a}": (8,) for a in BN},
+    },
+    "densenet121": {
+        "features.conv0.weight": (4, 3, 3, 3),
+        **{f"features.norm0.{a}": (4,) for a in BN},
+        **{f"features.denseblock1.denselayer1.norm1.{a}": (4,) for a in BN},
+        "features.denseblock1.denselayer1.conv1.weight": (8, 4, 1, 1),
+        **{f"features.denseblock1.denselayer1.norm2.{a}": (8,) for a in BN},
+        "features.denseblock1.denselayer1.conv2.weight": (2, 8, 3, 3),
+        **{f"features.transition1.norm.{a}": (6,) for a in BN},
+        "features.transition1.conv.weight": (3, 6, 1, 1),
+        "classifier.weight": (14, 3),
+        "classifier.bias": (14,),
+    },
 }
 
 # Runs in the pytorch environment: writes each task's tiny state dict as torchvision publishes it (DenseNet's old
@@ -117,8 +127,12 @@ np.savez(out / "expected.npz", **expected)
 def published(tmp_path_factory):
     """{(task, format): .pth path} and the numbers torch saved, {task: {name: array}}."""
     folder = tmp_path_factory.mktemp("pth")
-    proc = subprocess.run([str(framework_python("pytorch")), "-c", WRITER, str(folder), json.dumps(TINY)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(framework_python("pytorch")), "-c", WRITER, str(folder), json.dumps(TINY)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with np.load(folder / "expected.npz") as f:
         expected = {task: {k.split("/", 1)[1]: f[k] for k in f.files if k.startswith(task + "/")} for task in TINY}
@@ -200,10 +214,10 @@ def test_download_check_convert_then_load(published, server, tmp_path, monkeypat
     loaded, source = canonical.load(root, task)
     assert source == "imagenet"
     fresh = canonical.init_weights(task)
-    for key, array in loaded.items():      # ImageNet numbers everywhere but the new head, which is the seeded init
+    for key, array in loaded.items():  # ImageNet numbers everywhere but the new head, which is the seeded init
         np.testing.assert_array_equal(array, fresh[key] if key in canonical.HEADS.get(task, ()) else stored[key])
 
-    assert weights.main(["--root", str(root), "--tasks", task]) == 0   # already there: nothing downloaded again
+    assert weights.main(["--root", str(root), "--tasks", task]) == 0  # already there: nothing downloaded again
     assert len(server.requests) == 1
 
 
@@ -217,13 +231,14 @@ def test_corrupt_download_is_deleted_and_reported(published, server, tmp_path, m
     assert not list((root / "weights").rglob("*.pth*"))
     assert not canonical.weights_path(root, "resnet50").exists()
     assert canonical.load(root, "resnet50")[1] == "random"
-    assert weights.main(["--root", str(root), "--tasks", "resnet50"]) == 2      # the CLI: one line, no traceback
+    assert weights.main(["--root", str(root), "--tasks", "resnet50"]) == 2  # the CLI: one line, no traceback
     assert capsys.readouterr().err.startswith("error: ")
 
 
 @pytest.mark.unit
-def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_load(published, server, tmp_path,
-                                                                                     monkeypatch):
+def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_load(
+    published, server, tmp_path, monkeypatch
+):
     """torchvision publishes 32 bits of each file's SHA-256: a later download of the same URL must be the file first
     downloaded (all 256 bits), and the converted npz is the one the manifest recorded, on every load."""
     files, _ = published
@@ -236,7 +251,7 @@ def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_lo
     assert len(entry["sha256"]) == 64 and len(entry["npz_sha256"]) == 64
     assert canonical.load(root, "resnet50")[1] == "imagenet"
 
-    npz = canonical.weights_path(root, "resnet50")                    # changed after conversion: refused on load
+    npz = canonical.weights_path(root, "resnet50")  # changed after conversion: refused on load
     stored = dict(np.load(npz))
     first = sorted(stored)[0]
     stored[first] = stored[first] + 1
@@ -244,7 +259,7 @@ def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_lo
     with pytest.raises(ValueError, match="not the .* its manifest recorded.*shared.weights --root"):
         canonical.load(root, "resnet50")
 
-    npz.unlink()                                   # a new download whose prefix matches but whose full hash does not
+    npz.unlink()  # a new download whose prefix matches but whose full hash does not
     entry["sha256"] = entry["sha256"][:8] + "0" * 56
     manifest_file.write_text(json.dumps(manifest))
     with pytest.raises(DataError, match=f"{name}: SHA-256 .* when first downloaded .*delete the resnet50 entry"):
@@ -266,15 +281,18 @@ def test_from_a_copied_file(published, tmp_path, monkeypatch, fmt):
     files, expected = published
     data = files["densenet121", fmt].read_bytes()
     monkeypatch.setitem(canonical.SHAPES, "densenet121", TINY["densenet121"])
-    monkeypatch.setitem(weights.SOURCES, "densenet121",
-                        f"http://nowhere.invalid/densenet121-{hashlib.sha256(data).hexdigest()[:8]}.pth")
+    monkeypatch.setitem(
+        weights.SOURCES, "densenet121", f"http://nowhere.invalid/densenet121-{hashlib.sha256(data).hexdigest()[:8]}.pth"
+    )
     copy = tmp_path / "densenet121-copied.pth"
     copy.write_bytes(data)
-    assert weights.main(["--root", str(tmp_path / "data"), "--from", str(copy)]) == 0   # no download tried
+    assert weights.main(["--root", str(tmp_path / "data"), "--from", str(copy)]) == 0  # no download tried
     loaded, source = canonical.load(tmp_path / "data", "densenet121")
     assert source == "imagenet"
-    np.testing.assert_array_equal(loaded["features.denseblock1.denselayer1.conv2.weight"],
-                                  expected["densenet121"]["features.denseblock1.denselayer1.conv.2.weight"])
+    np.testing.assert_array_equal(
+        loaded["features.denseblock1.denselayer1.conv2.weight"],
+        expected["densenet121"]["features.denseblock1.denselayer1.conv.2.weight"],
+    )
     copy.write_bytes(data[:-10])
     with pytest.raises(DataError, match="SHA-256"):
         weights.prepare(tmp_path / "data", [], [copy])
@@ -297,15 +315,17 @@ def test_conversion_checks_every_name_and_shape():
 
 @pytest.mark.unit
 def test_densenet_old_keys_as_torchvision_renames_them():
-    assert canonical_name("features.denseblock3.denselayer12.norm.2.running_var") == \
-        "features.denseblock3.denselayer12.norm2.running_var"
+    assert (
+        canonical_name("features.denseblock3.denselayer12.norm.2.running_var")
+        == "features.denseblock3.denselayer12.norm2.running_var"
+    )
     assert canonical_name("features.transition1.norm.weight") == "features.transition1.norm.weight"
 
 
 @pytest.mark.unit
 def test_a_file_that_would_run_code_is_refused(tmp_path):
     path = tmp_path / "evil.pth"
-    path.write_bytes(pickle.dumps(print))                       # any global outside a state dict's few
+    path.write_bytes(pickle.dumps(print))  # any global outside a state dict's few
     with pytest.raises(DataError, match="unexpected global builtins.print"):
         weights.read_pth(path)
 

@@ -1,5 +1,6 @@
 """The wheelhouse outlives its downloads: it keeps each wheel's SHA-256 as first downloaded and refuses to build from
 a wheel swapped in the folder since (scripts/launch/wheelhouse.py)."""
+
 import sys
 
 import pytest
@@ -18,7 +19,7 @@ def fill(folder, **wheels):
 def test_hashes_are_kept_on_first_sight_and_new_wheels_added(tmp_path):
     fill(tmp_path, a=b"first")
     assert wheelhouse.check_sums(tmp_path) == []
-    fill(tmp_path, b=b"second")                                  # a later download adds a wheel
+    fill(tmp_path, b=b"second")  # a later download adds a wheel
     assert wheelhouse.check_sums(tmp_path) == []
     lines = (tmp_path / "SHA256SUMS").read_text().splitlines()
     assert [line.split("  ")[1] for line in lines] == ["a-1.0-py3-none-any.whl", "b-1.0-py3-none-any.whl"]
@@ -39,4 +40,4 @@ def test_a_wheel_changed_since_it_was_downloaded_stops_the_build(tmp_path, monke
     assert wheelhouse.main(argv) == 1
     err = capsys.readouterr().err
     assert "a-1.0-py3-none-any.whl" in err and "changed since they were downloaded" in err and f"delete {house}" in err
-    assert (house / "SHA256SUMS").read_text() == kept            # the swapped wheel's hash was not taken
+    assert (house / "SHA256SUMS").read_text() == kept  # the swapped wheel's hash was not taken

@@ -10,8 +10,8 @@ time), then the canonical update rules:
   correction: w -= lr·√(1−β2ᵗ)/(1−β1ᵗ)·m / (√v + ε) (Keras, TensorFlow, MXNet, Chainer, CNTK).
 Dropout is off (the runners' `dropout` switch): the step is deterministic.
 """
-import numpy as np
 
+import numpy as np
 from reference import sigmoid
 
 
@@ -23,7 +23,7 @@ def _im2col(x):
     cols = np.empty((n, c, 3, 3, h, w), x.dtype)
     for i in range(3):
         for j in range(3):
-            cols[:, :, i, j] = xp[:, :, i:i + h, j:j + w]
+            cols[:, :, i, j] = xp[:, :, i : i + h, j : j + w]
     return cols.reshape(n, c * 9, h * w)
 
 
@@ -33,7 +33,7 @@ def _col2im(dcols, shape):
     dxp = np.zeros((n, c, h + 2, w + 2), dcols.dtype)
     for i in range(3):
         for j in range(3):
-            dxp[:, :, i:i + h, j:j + w] += dcols[:, :, i, j]
+            dxp[:, :, i : i + h, j : j + w] += dcols[:, :, i, j]
     return dxp[:, :, 1:-1, 1:-1]
 
 
@@ -87,7 +87,7 @@ def cnn_loss_grads(W, x, labels):
     a4, c4 = _conv(h3, W["conv4.weight"], W["conv4.bias"])
     p4, m4 = _pool(a4)
     h4 = np.maximum(p4, 0)
-    f = h4.reshape(len(x), -1)                                  # C·H·W
+    f = h4.reshape(len(x), -1)  # C·H·W
     z5 = f @ W["fc1.weight"].T + W["fc1.bias"]
     h5 = np.maximum(z5, 0)
     logits = h5 @ W["fc2.weight"].T + W["fc2.bias"]
@@ -112,8 +112,9 @@ def gru_loss_grads(W, tokens, labels, reset_after=True):
     """Mean cross-entropy of embedding → GRU → last hidden state → dense, and its gradient by backpropagation through
     time. `reset_after=False` is the original GRU (reset gate on h before the recurrent matmul)."""
     W = {k: np.asarray(v, np.float64) for k, v in W.items()}
-    E, Wi, Wh, bi, bh = (W[k] for k in ("embedding.weight", "gru.weight_ih", "gru.weight_hh", "gru.bias_ih",
-                                        "gru.bias_hh"))
+    E, Wi, Wh, bi, bh = (
+        W[k] for k in ("embedding.weight", "gru.weight_ih", "gru.weight_hh", "gru.bias_ih", "gru.bias_hh")
+    )
     H = Wh.shape[1]
     n, steps = tokens.shape
     h = np.zeros((n, H))
@@ -123,17 +124,17 @@ def gru_loss_grads(W, tokens, labels, reset_after=True):
         gi = x @ Wi.T + bi
         gh = h @ Wh.T + bh
         r = sigmoid(gi[:, :H] + gh[:, :H])
-        z = sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+        z = sigmoid(gi[:, H : 2 * H] + gh[:, H : 2 * H])
         if reset_after:
-            nn = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+            nn = np.tanh(gi[:, 2 * H :] + r * gh[:, 2 * H :])
         else:
-            nn = np.tanh(gi[:, 2 * H:] + (r * h) @ Wh[2 * H:].T + bh[2 * H:])
+            nn = np.tanh(gi[:, 2 * H :] + (r * h) @ Wh[2 * H :].T + bh[2 * H :])
         tape.append((x, h, gh, r, z, nn))
         h = (1 - z) * nn + z * h
     logits = h @ W["fc.weight"].T + W["fc.bias"]
     loss, d = softmax_cross_entropy(logits, labels)
     G = {"fc.weight": d.T @ h, "fc.bias": d.sum(0), "embedding.weight": np.zeros_like(E)}
-    squares = np.zeros_like(E)    # Σ over a row's occurrences of each occurrence's gradient², for `sparse_squares`
+    squares = np.zeros_like(E)  # Σ over a row's occurrences of each occurrence's gradient², for `sparse_squares`
     dWi, dWh, dbi, dbh = (np.zeros_like(a) for a in (Wi, Wh, bi, bh))
     dh = d @ W["fc.weight"]
     for t in reversed(range(steps)):
@@ -141,22 +142,22 @@ def gru_loss_grads(W, tokens, labels, reset_after=True):
         dn = dh * (1 - z)
         dz = dh * (h - nn)
         dh_next = dh * z
-        da_n = dn * (1 - nn ** 2)
+        da_n = dn * (1 - nn**2)
         dai_z = dz * z * (1 - z)
         if reset_after:
-            dr = da_n * gh[:, 2 * H:]
+            dr = da_n * gh[:, 2 * H :]
             dah_n = da_n * r
             dai_r = dr * r * (1 - r)
             dgh = np.concatenate([dai_r, dai_z, dah_n], axis=1)
             dWh += dgh.T @ h
             dh_next += dgh @ Wh
         else:
-            drh = da_n @ Wh[2 * H:]
+            drh = da_n @ Wh[2 * H :]
             dai_r = drh * h * r * (1 - r)
             dgh = np.concatenate([dai_r, dai_z, da_n], axis=1)
-            dWh[:2 * H] += dgh[:, :2 * H].T @ h
-            dWh[2 * H:] += da_n.T @ (r * h)
-            dh_next += dgh[:, :2 * H] @ Wh[:2 * H] + drh * r
+            dWh[: 2 * H] += dgh[:, : 2 * H].T @ h
+            dWh[2 * H :] += da_n.T @ (r * h)
+            dh_next += dgh[:, : 2 * H] @ Wh[: 2 * H] + drh * r
         dgi = np.concatenate([dai_r, dai_z, da_n], axis=1)
         dWi += dgi.T @ x
         dbi += dgi.sum(0)
@@ -183,6 +184,7 @@ def sgd_momentum(lr, momentum):
             velocity[k] = momentum * velocity.get(k, 0.0) + G[k]
             out[k] = W[k] - lr * velocity[k]
         return out
+
     return step
 
 
@@ -205,6 +207,7 @@ def adam(lr, beta1, beta2, eps, epsilon_hat=False, sparse_squares=False):
             else:
                 out[k] = W[k] - lr * (m[k] / (1 - beta1 ** t[0])) / (np.sqrt(v[k] / (1 - beta2 ** t[0])) + eps)
         return out
+
     return step
 
 

@@ -4,6 +4,7 @@ CNTK 2.7's native libraries were linked against OpenMPI 1.10 (libmpi.so.12, libm
 distribution ships. Debian's libopenmpi3 (OpenMPI 4) keeps the same C ABI for what CNTK calls, so the old sonames are
 links to it, placed in cntk/libs (already on the libraries' RUNPATH) rather than in a system directory.
 """
+
 import os
 import sys
 import sysconfig
@@ -17,8 +18,10 @@ def main():
     for old, new in LINKS.items():
         target = next((os.path.join(d, new) for d in SEARCH if os.path.exists(os.path.join(d, new))), None)
         if target is None:
-            sys.exit(f"{new} not found in {', '.join(SEARCH)}: CNTK needs OpenMPI's libraries "
-                     f"(Debian/Ubuntu: apt-get install libopenmpi3)")
+            sys.exit(
+                f"{new} not found in {', '.join(SEARCH)}: CNTK needs OpenMPI's libraries "
+                f"(Debian/Ubuntu: apt-get install libopenmpi3)"
+            )
         link = os.path.join(libs, old)
         if os.path.lexists(link):
             os.remove(link)

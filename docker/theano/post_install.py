@@ -5,10 +5,12 @@ Lasagne 0.1, the release on PyPI, imports `theano.tensor.signal.downsample`, a m
 `theano.tensor.signal.pool`. This writes that module back as a thin mapping of the one function Lasagne imports from it,
 so the PyPI releases of both run unchanged.
 """
+
 import os
 import sysconfig
 
-MODULE = '''"""Added by the rosetta project (docker/theano/post_install.py): Theano 0.8's downsample API for Lasagne 0.1."""
+MODULE = '''"""Added by the rosetta project (docker/theano/post_install.py): Theano 0.8's downsample API for
+Lasagne 0.1."""
 from theano.tensor.signal.pool import pool_2d
 
 

@@ -18,6 +18,7 @@ graph. A train and a test model share weights simply by using the same blob name
 Seed lesson 12 (building Caffe2 from source for Python 3.5) is history: caffe2.python ships inside the torch 1.8.1
 and 1.10.2 wheels; 1.13 dropped it.
 """
+
 import os
 import zlib
 
@@ -26,9 +27,9 @@ import zlib
 # CPUs ignore it. Set before MKL loads, unless the user set it; the record keeps the value (mkl_debug_cpu_type).
 os.environ.setdefault("MKL_DEBUG_CPU_TYPE", "5")
 
-import numpy as np  # noqa: E402
-from caffe2.proto import caffe2_pb2  # noqa: E402
-from caffe2.python import core, workspace  # noqa: E402
+import numpy as np
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core, workspace
 
 from shared import batching
 from shared.record import GpuMissing, Skip
@@ -37,9 +38,9 @@ from shared.record import GpuMissing, Skip
 # creation) out of the cell's log.
 workspace.GlobalInit(["caffe2", "--caffe2_log_level=2"])
 
-BUILD = workspace.C.get_build_options()   # the wheel's build: TORCH_VERSION, CUDA_VERSION, CUDNN_VERSION, BLAS_INFO
+BUILD = workspace.C.get_build_options()  # the wheel's build: TORCH_VERSION, CUDA_VERSION, CUDNN_VERSION, BLAS_INFO
 CPU = core.DeviceOption(caffe2_pb2.CPU)
-IDEEP = core.DeviceOption(caffe2_pb2.IDEEP)   # the CPU through Intel's MKL-DNN (ideep) operators, built into the wheel
+IDEEP = core.DeviceOption(caffe2_pb2.IDEEP)  # the CPU through Intel's MKL-DNN (ideep) operators, built into the wheel
 
 
 def _visible_gpus():
@@ -52,11 +53,11 @@ def _visible_gpus():
 def framework_info():
     count = _visible_gpus()
     return {
-        "framework_version": BUILD["TORCH_VERSION"],   # Caffe2 has no version of its own since it joined PyTorch
+        "framework_version": BUILD["TORCH_VERSION"],  # Caffe2 has no version of its own since it joined PyTorch
         "numpy_version": np.__version__,
-        "cuda_build": BUILD.get("CUDA_VERSION") or None,           # what the wheel was compiled for …
+        "cuda_build": BUILD.get("CUDA_VERSION") or None,  # what the wheel was compiled for …
         "cudnn_build": BUILD.get("CUDNN_VERSION") or None,
-        "cuda": BUILD["CUDA_VERSION"] if count else None,          # … and what this cell could use
+        "cuda": BUILD["CUDA_VERSION"] if count else None,  # … and what this cell could use
         "cudnn": BUILD["CUDNN_VERSION"] if count else None,
         "blas": BUILD.get("BLAS_INFO"),
         "mkl_debug_cpu_type": os.environ.get("MKL_DEBUG_CPU_TYPE"),
@@ -72,8 +73,12 @@ def select_device(cfg, rank=0, mkldnn=False):
         return IDEEP if mkldnn else CPU
     asked, visible = max(cfg.gpus, 1), _visible_gpus()
     if visible < asked:
-        raise GpuMissing(asked, visible, f"Caffe2 (torch {BUILD['TORCH_VERSION']}, a CUDA {BUILD['CUDA_VERSION']} "
-                                         f"build: its CUDA operators load, but NumCudaDevices() is {visible})")
+        raise GpuMissing(
+            asked,
+            visible,
+            f"Caffe2 (torch {BUILD['TORCH_VERSION']}, a CUDA {BUILD['CUDA_VERSION']} "
+            f"build: its CUDA operators load, but NumCudaDevices() is {visible})",
+        )
     return core.DeviceOption(caffe2_pb2.CUDA, rank)
 
 
@@ -96,8 +101,10 @@ def check_precision(precision):
     """float32 only: Caffe2's float16 path (float16_compute, FP16 initializers) is a hand-converted GPU graph, and
     CUDA 10.2 predates TF32 and bfloat16."""
     if precision != "fp32":
-        raise Skip(f"caffe2 runs fp32 only; {precision} is not a mode of Caffe2 in torch {BUILD['TORCH_VERSION']} "
-                   "(its float16 path means converting the graph by hand, and CUDA 10.2 has no TF32 or bfloat16)")
+        raise Skip(
+            f"caffe2 runs fp32 only; {precision} is not a mode of Caffe2 in torch {BUILD['TORCH_VERSION']} "
+            "(its float16 path means converting the graph by hand, and CUDA 10.2 has no TF32 or bfloat16)"
+        )
 
 
 # rosetta: barrier
@@ -117,7 +124,7 @@ def seed_ops(net, seed):
     or `drop1` do not change when an operator is added before them). Initial weights and dropout masks then repeat
     run to run."""
     for op in net.Proto().op:
-        op.device_option.random_seed = (seed + zlib.crc32(op.output[0].encode())) % 2 ** 32
+        op.device_option.random_seed = (seed + zlib.crc32(op.output[0].encode())) % 2**32
 
 
 def count_parameters(model):

@@ -1,10 +1,22 @@
 """Caffe2 (torch 1.8.1) · cnn · a VGG-style CNN built with brew on a ModelHelper, trained on CIFAR-10 by running its
 net in the workspace with momentum SGD from caffe2.python.optimizer."""
+
 import numpy as np
 from caffe2.python import brew, core, model_helper, optimizer, workspace
 
-from runners.caffe2 import CPU, blob_name, check_precision, count_parameters, device_name, feed_canonical, is_gpu, \
-    seed_ops, select_device, sync, train_batches
+from runners.caffe2 import (
+    CPU,
+    blob_name,
+    check_precision,
+    count_parameters,
+    device_name,
+    feed_canonical,
+    is_gpu,
+    seed_ops,
+    select_device,
+    sync,
+    train_batches,
+)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -13,19 +25,19 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
 SWITCHES = {
-    "cudnn": True,                    # GPU: convolution, pooling, ReLU and dropout run as cuDNN-engine operators
+    "cudnn": True,  # GPU: convolution, pooling, ReLU and dropout run as cuDNN-engine operators
     "cudnn_exhaustive_search": True,  # GPU: cuDNN times its algorithms once per shape, keeps the fastest (lesson 3)
-    "net_type": "async_scheduling",   # Caffe2's executor: operators run once their inputs are ready and a GPU waits
-                                      # once per net ("simple": in order, a stream sync after each operator); its
-                                      # trainers ask for "dag", which this build redirects to async_scheduling
+    "net_type": "async_scheduling",  # Caffe2's executor: operators run once their inputs are ready and a GPU waits
+    # once per net ("simple": in order, a stream sync after each operator); its
+    # trainers ask for "dag", which this build redirects to async_scheduling
     "data_placement": params.DATA_PLACEMENT,  # host: feed each batch inside the clock (the rule for every framework);
-                                              # device: the whole set in device blobs before the clock, a Gather op
-                                              # picks each batch by its fed indices
-    "dropout": True,                  # off only in the training-equivalence test (its step must be deterministic)
+    # device: the whole set in device blobs before the clock, a Gather op
+    # picks each batch by its fed indices
+    "dropout": True,  # off only in the training-equivalence test (its step must be deterministic)
 }
 # Layout: NCHW ("order" in the arg_scope), Caffe2's default and cuDNN's classic layout (lesson 2). No mkldnn switch
 # (resnet50 has one): Caffe2's IDEEP device lacks training operators in this build (UniformFill, for one).
-LOGITS = "fc2"        # the blob that holds the logits (N, 10)
+LOGITS = "fc2"  # the blob that holds the logits (N, 10)
 
 
 # ==== Data ====
@@ -55,20 +67,32 @@ def glorot_uniform(fan_in, fan_out):
 
 def conv(model, blob_in, blob_out, cin, cout, **kwargs):
     """3×3 convolution, pad 1 ("same" for 3×3, symmetric zeros), Glorot kernel, zero bias (brew's ConstantFill)."""
-    return brew.conv(model, blob_in, blob_out, dim_in=cin, dim_out=cout, kernel=3, pad=1,
-                     weight_init=glorot_uniform(cin * 9, cout * 9), **kwargs)
+    return brew.conv(
+        model,
+        blob_in,
+        blob_out,
+        dim_in=cin,
+        dim_out=cout,
+        kernel=3,
+        pad=1,
+        weight_init=glorot_uniform(cin * 9, cout * 9),
+        **kwargs,
+    )
 
 
 # rosetta: model
-def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=False, exhaustive_search=False,
-                dropout=True):
+def build_model(
+    cfg=None, device=CPU, is_test=True, placement="host", cudnn=False, exhaustive_search=False, dropout=True
+):
     """A ModelHelper whose net maps the blob `data` (N, 3, 32, 32) to logits `fc2`. The training model
     (is_test=False) fills its parameters in param_init_net and runs dropout; the test model (is_test=True) is built
     with init_params=False: it creates no parameters and reads the training model's blobs by name. With placement
     "device" the net first gathers its batch from the device-resident `train_x` by the fed `index`."""
     model = model_helper.ModelHelper(
-        name="cnn_test" if is_test else "cnn_train", init_params=not is_test,
-        arg_scope={"order": "NCHW", "use_cudnn": cudnn, "cudnn_exhaustive_search": exhaustive_search})
+        name="cnn_test" if is_test else "cnn_train",
+        init_params=not is_test,
+        arg_scope={"order": "NCHW", "use_cudnn": cudnn, "cudnn_exhaustive_search": exhaustive_search},
+    )
     rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
     with core.DeviceScope(device):
         data = "data" if placement == "host" else model.net.Gather(["train_x", "index"], "data")
@@ -82,8 +106,18 @@ def build_model(cfg=None, device=CPU, is_test=True, placement="host", cudnn=Fals
         h = conv(model, h, "conv4", 100, 100)
         h = brew.relu(model, brew.max_pool(model, h, "pool2", kernel=2, stride=2), "relu4")  # stride given: lesson 11
         h = brew.dropout(model, h, "drop2", ratio=rates[1], is_test=is_test)  # (N, 100, 8, 8); is_test: off (lesson 4)
-        h = brew.relu(model, brew.fc(model, h, "fc1", dim_in=100 * 8 * 8, dim_out=512,   # FC flattens C·H·W itself
-                                     weight_init=glorot_uniform(6400, 512)), "relu5")
+        h = brew.relu(
+            model,
+            brew.fc(
+                model,
+                h,
+                "fc1",
+                dim_in=100 * 8 * 8,
+                dim_out=512,  # FC flattens C·H·W itself
+                weight_init=glorot_uniform(6400, 512),
+            ),
+            "relu5",
+        )
         h = brew.dropout(model, h, "drop3", ratio=rates[2], is_test=is_test)
         brew.fc(model, h, LOGITS, dim_in=512, dim_out=10, weight_init=glorot_uniform(512, 10))  # logits (lesson 6)
     return model
@@ -116,7 +150,7 @@ def add_training_operators(model, device, lr, momentum, placement):
         label = "label" if placement == "host" else model.net.Gather(["train_y", "index"], "label")
         # rosetta: loss
         _, loss = model.net.SoftmaxWithLoss([LOGITS, label], ["softmax", "loss"])
-        model.AddGradientOperators([loss])        # appends each forward operator's gradient operator, in reverse
+        model.AddGradientOperators([loss])  # appends each forward operator's gradient operator, in reverse
         # rosetta: optimizer
         # MomentumSGDUpdate with nesterov=False is plain momentum, v = μv + lr·g, p -= v: PyTorch's v = μv + g,
         # p -= lr·v at a fixed lr, and no unit gain (lesson 8). SgdOptimizer defaults to nesterov=True, so the
@@ -137,6 +171,7 @@ def make_train_step(model, device, inputs, loss):
             workspace.FeedBlob(name, array, device_option=device)
         workspace.RunNet(model.net)
         return workspace.FetchBlob(loss)
+
     return train_step
 
 
@@ -184,26 +219,46 @@ def main(cfg):
     loss = add_training_operators(train, device, p["lr"], p["momentum"], placement)
     test = build_model(device=device, is_test=True, **cudnn)
     train.net.Proto().type = switches["net_type"]
-    seed_ops(train.param_init_net, params.SEED)                       # Glorot draws …
-    seed_ops(train.net, params.SEED)                                   # … and dropout masks repeat run to run
-    workspace.RunNetOnce(train.param_init_net)                         # parameters, momenta, lr, iteration counter
-    load_canonical(train, canonical.init_weights("cnn"), device)       # the same start in every framework (DESIGN.md)
+    seed_ops(train.param_init_net, params.SEED)  # Glorot draws …
+    seed_ops(train.net, params.SEED)  # … and dropout masks repeat run to run
+    workspace.RunNetOnce(train.param_init_net)  # parameters, momenta, lr, iteration counter
+    load_canonical(train, canonical.init_weights("cnn"), device)  # the same start in every framework (DESIGN.md)
     train_step = make_train_step(train, device, ["data", "label"] if placement == "host" else ["index"], loss)
 
-    losses = []                                                        # every step's loss
+    losses = []  # every step's loss
     epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, placement),
-        train_step, sync(train.net), outputs=losses)
+        p["epochs"],
+        lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, placement),
+        train_step,
+        sync(train.net),
+        outputs=losses,
+    )
 
     accuracy = evaluate(test, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical", parameters=count_parameters(train),
-                                 **metrics.loss_metrics(losses, steps),
-                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=placement, differences=[]),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            parameters=count_parameters(train),
+            **metrics.loss_metrics(losses, steps),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=placement,
+            differences=[],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "cudnn": cudnn["cudnn"], "memory_format": "NCHW", "dtype": "float32",
-                     "device": device_name(device)},
+        "switches": {
+            **switches,
+            "cudnn": cudnn["cudnn"],
+            "memory_format": "NCHW",
+            "dtype": "float32",
+            "device": device_name(device),
+        },
     }

@@ -8,6 +8,7 @@ idiom of Chainer's own examples. The same code runs on either backend; a device 
 This package is `runners.chainer`; `import chainer` inside it is the library (absolute imports), as `runners.jax`
 imports JAX.
 """
+
 import os
 
 # Ampere and newer GPUs would run float32 cuDNN convolutions and cuBLAS matmuls in TF32 by default (cuDNN 8's default
@@ -15,18 +16,19 @@ import os
 # NVIDIA way, before CUDA's libraries load: the fp32 column stays float32. amp computes in float16 and is unaffected.
 os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 
-import chainer  # noqa: E402
-import chainer.links as L  # noqa: E402
-import numpy as np  # noqa: E402
-from chainer.backends import cuda  # noqa: E402
+import chainer
+import chainer.links as L
+import numpy as np
+from chainer.backends import cuda
 
-from shared import batching  # noqa: E402
-from shared.record import GpuMissing, Skip  # noqa: E402
+from shared import batching
+from shared.record import GpuMissing, Skip
 
 # Chainer's Adam divides by sqrt(v) + ε after folding the bias corrections into its step size α_t (chainer/optimizers/
 # adam.py), i.e. ε is added before the bias correction, as Keras does; PyTorch and optax add it after.
-ADAM_EPSILON_HAT = ("Adam ε added before bias correction (Chainer's α_t form, like Keras' epsilon-hat); "
-                    "PyTorch/optax add it after")
+ADAM_EPSILON_HAT = (
+    "Adam ε added before bias correction (Chainer's α_t form, like Keras' epsilon-hat); PyTorch/optax add it after"
+)
 
 
 def _cupy():
@@ -37,7 +39,7 @@ def _cupy():
 def _device_count(cupy):
     try:
         return cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError:             # no driver, or no device behind it
+    except cupy.cuda.runtime.CUDARuntimeError:  # no driver, or no device behind it
         return 0
 
 
@@ -63,8 +65,12 @@ def select_device(cfg, rank=0):
     asked = max(cfg.gpus, 1)
     cupy = _cupy()
     if cupy is None:
-        raise GpuMissing(asked, 0, f"Chainer {chainer.__version__} (CuPy is not importable: the image lacks its "
-                                   f"cupy-cuda wheel or CUDA libraries)")
+        raise GpuMissing(
+            asked,
+            0,
+            f"Chainer {chainer.__version__} (CuPy is not importable: the image lacks its "
+            f"cupy-cuda wheel or CUDA libraries)",
+        )
     visible = _device_count(cupy)
     if visible < asked:
         raise GpuMissing(asked, visible, f"Chainer {chainer.__version__} with CuPy {cupy.__version__}")
@@ -77,6 +83,7 @@ def select_device(cfg, rank=0):
 def sync(device):
     """The clock's barrier: CuPy launches kernels asynchronously, so wait for the device before reading the time."""
     return device.device.synchronize if device.xp is not np else (lambda: None)
+
 
 def gemm(cfg, n, dtype):
     """The calibration GEMM (shared/calibration.py): `F.matmul` on the cell's device (NumPy or CuPy)."""
@@ -98,8 +105,10 @@ def set_precision(precision, device):
     if precision in ("tf32", "bf16"):
         raise Skip(f"{precision}: Chainer {chainer.__version__} has no {precision} mode (float32 and mixed16 only)")
     if precision == "amp" and not gpu:
-        raise Skip("amp needs an NVIDIA GPU (float16 tensor cores); this cell runs on the CPU, where Chainer's "
-                   "mixed16 would compute in emulated float16")
+        raise Skip(
+            "amp needs an NVIDIA GPU (float16 tensor cores); this cell runs on the CPU, where Chainer's "
+            "mixed16 would compute in emulated float16"
+        )
     chainer.global_config.dtype = chainer.mixed16 if precision == "amp" else np.float32
     return precision == "amp"
 
@@ -109,7 +118,7 @@ def setup_optimizer(optimizer, model, loss_scaling):
     optimizer.setup(model)
     if loss_scaling:
         optimizer.use_fp32_update()
-        optimizer.loss_scaling()          # dynamic: start at 1, grow ×2 every 1,000 finite steps, halve on overflow
+        optimizer.loss_scaling()  # dynamic: start at 1, grow ×2 every 1,000 finite steps, halve on overflow
     return optimizer
 
 
@@ -132,7 +141,7 @@ def load_torchvision_names(model, weights):
     for name, w in weights.items():
         *path, leaf = name.split(".")
         link = model
-        for part in path:                                   # a number indexes a ChainList (chainer.Sequential)
+        for part in path:  # a number indexes a ChainList (chainer.Sequential)
             link = link[int(part)] if part.isdigit() else getattr(link, part)
         target = getattr(link, (BATCHNORM_NAMES if isinstance(link, L.BatchNormalization) else LAYER_NAMES)[leaf])
         array = target.array if isinstance(target, chainer.Variable) else target
@@ -141,8 +150,13 @@ def load_torchvision_names(model, weights):
         array[...] = link.xp.asarray(w, dtype=array.dtype)
         loaded.add(id(target))
     missing = [path for path, param in model.namedparams() if id(param) not in loaded]
-    missing += [f"{path}/{attr}" for path, link in model.namedlinks() if isinstance(link, L.BatchNormalization)
-                for attr in ("avg_mean", "avg_var") if id(getattr(link, attr)) not in loaded]
+    missing += [
+        f"{path}/{attr}"
+        for path, link in model.namedlinks()
+        if isinstance(link, L.BatchNormalization)
+        for attr in ("avg_mean", "avg_var")
+        if id(getattr(link, attr)) not in loaded
+    ]
     if missing:
         raise ValueError(f"canonical weights lack {len(missing)} of the model's arrays, e.g. {missing[:3]}")
 

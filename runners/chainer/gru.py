@@ -1,13 +1,21 @@
 """Chainer 7.8 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, Adam; L.NStepGRU is cuDNN's fused GRU
 on the GPU."""
+
 import chainer
 import chainer.functions as F
 import chainer.links as L
 import numpy as np
 from chainer import initializers, optimizers
 
-from runners.chainer import (ADAM_EPSILON_HAT, count_parameters, select_device, set_precision, setup_optimizer, sync,
-                             train_batches)
+from runners.chainer import (
+    ADAM_EPSILON_HAT,
+    count_parameters,
+    select_device,
+    set_precision,
+    setup_optimizer,
+    sync,
+    train_batches,
+)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -17,10 +25,10 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
-    "use_cudnn": "auto",   # NStepGRU runs as one cuDNN RNN call on the GPU ('never' = Chainer's step-by-step loop)
-    "type_check": False,   # skip Chainer's per-call shape/dtype checks: pure Python overhead on every function call
+    "use_cudnn": "auto",  # NStepGRU runs as one cuDNN RNN call on the GPU ('never' = Chainer's step-by-step loop)
+    "type_check": False,  # skip Chainer's per-call shape/dtype checks: pure Python overhead on every function call
     "data_placement": params.DATA_PLACEMENT,  # host: send each batch to the device inside the clock (the rule for
-                                              # every framework); device: the whole set on the device before the clock
+    # every framework); device: the whole set on the device before the clock
 }
 # Chainer's Adam adds ε before the bias correction (runners.chainer.ADAM_EPSILON_HAT; recorded in `differences`).
 
@@ -30,8 +38,9 @@ def load_data(cfg, device, placement):
     """IMDB as int32 token ids (N, maxlen), Keras convention, front-padded, and int32 labels; the training set in host
     memory or on `device` (`placement`). The test set stays on the host: evaluation is outside the clock."""
     p = cfg.params
-    x_train, y_train, x_test, y_test = load_imdb(cfg.data, p["max_features"], p["maxlen"],
-                                                 p.get("train_samples"), p.get("test_samples"))
+    x_train, y_train, x_test, y_test = load_imdb(
+        cfg.data, p["max_features"], p["maxlen"], p.get("train_samples"), p.get("test_samples")
+    )
     if placement not in params.DATA_PLACEMENTS:
         raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
     if placement == "device":
@@ -42,8 +51,13 @@ def load_data(cfg, device, placement):
 # ==== Model ====
 # rosetta: model
 class GRUClassifier(chainer.Chain):
-    def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
-                 num_classes=SIZES["num_classes"]):
+    def __init__(
+        self,
+        max_features=SIZES["max_features"],
+        embedding_dim=SIZES["embedding_dim"],
+        hidden=SIZES["hidden"],
+        num_classes=SIZES["num_classes"],
+    ):
         super().__init__()
         with self.init_scope():
             self.embedding = L.EmbedID(max_features, embedding_dim, initialW=initializers.Uniform(0.05))
@@ -55,18 +69,18 @@ class GRUClassifier(chainer.Chain):
             self.fc = L.Linear(hidden, num_classes, initialW=initializers.GlorotUniform())
         # Keras' initializers, so every framework starts from the same distribution: Glorot over the stacked (r, z, n)
         # input kernel and an orthogonal stacked recurrent kernel (gain 1; Chainer's default is 1.1), zero biases.
-        kernel = np.empty((3 * hidden, embedding_dim), np.float32)    # rows r, z, n
+        kernel = np.empty((3 * hidden, embedding_dim), np.float32)  # rows r, z, n
         recurrent = np.empty((3 * hidden, hidden), np.float32)
-        initializers.GlorotUniform()(kernel)                # Chainer's initializers fill an array in place
+        initializers.GlorotUniform()(kernel)  # Chainer's initializers fill an array in place
         initializers.Orthogonal(scale=1.0)(recurrent)
         for j, w in enumerate([*np.split(kernel, 3), *np.split(recurrent, 3)]):
             getattr(self.gru[0], f"w{j}").array[...] = w
 
     # rosetta: model
-    def forward(self, x):                                  # x: (N, T) int32 token ids
-        xs = F.separate(self.embedding(x), axis=0)         # N sequences of (T, embedding_dim), NStepGRU's input
-        hy, _ = self.gru(None, xs)                         # hy: (layers, N, hidden), the state after the last step
-        return self.fc(hy[-1])                             # last time step only (front padding makes it real text)
+    def forward(self, x):  # x: (N, T) int32 token ids
+        xs = F.separate(self.embedding(x), axis=0)  # N sequences of (T, embedding_dim), NStepGRU's input
+        hy, _ = self.gru(None, xs)  # hy: (layers, N, hidden), the state after the last step
+        return self.fc(hy[-1])  # last time step only (front padding makes it real text)
 
 
 def build_model(cfg=None):
@@ -80,8 +94,9 @@ def load_canonical(model, weights):
     model.embedding.W.array[...] = weights["embedding.weight"]
     layer = model.gru[0]
     for kind, first in (("ih", 0), ("hh", 3)):
-        for j, (w, b) in enumerate(zip(np.split(weights[f"gru.weight_{kind}"], 3),
-                                       np.split(weights[f"gru.bias_{kind}"], 3)), start=first):
+        for j, (w, b) in enumerate(
+            zip(np.split(weights[f"gru.weight_{kind}"], 3), np.split(weights[f"gru.bias_{kind}"], 3)), start=first
+        ):
             getattr(layer, f"w{j}").array[...] = w
             getattr(layer, f"b{j}").array[...] = b
     model.fc.W.array[...] = weights["fc.weight"]
@@ -93,9 +108,15 @@ def read_canonical(model):
     host = lambda a: chainer.backends.cuda.to_cpu(a.array).copy()
     layer = model.gru[0]
     stack = lambda kind, first: np.concatenate([host(getattr(layer, f"{kind}{j}")) for j in range(first, first + 3)])
-    return {"embedding.weight": host(model.embedding.W), "gru.weight_ih": stack("w", 0), "gru.weight_hh": stack("w", 3),
-            "gru.bias_ih": stack("b", 0), "gru.bias_hh": stack("b", 3), "fc.weight": host(model.fc.W),
-            "fc.bias": host(model.fc.b)}
+    return {
+        "embedding.weight": host(model.embedding.W),
+        "gru.weight_ih": stack("w", 0),
+        "gru.weight_hh": stack("w", 3),
+        "gru.bias_ih": stack("b", 0),
+        "gru.bias_hh": stack("b", 3),
+        "fc.weight": host(model.fc.W),
+        "fc.bias": host(model.fc.b),
+    }
 
 
 def predict_logits(model, x):
@@ -106,15 +127,17 @@ def predict_logits(model, x):
 # ==== Train step ====
 # rosetta: optimizer
 def make_optimizer(classifier, p, loss_scaling):
-    return setup_optimizer(optimizers.Adam(alpha=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"]),
-                           classifier, loss_scaling)
+    return setup_optimizer(
+        optimizers.Adam(alpha=p["lr"], beta1=p["beta1"], beta2=p["beta2"], eps=p["eps"]), classifier, loss_scaling
+    )
 
 
 # rosetta: train-step
 def make_train_step(classifier, optimizer):
     def train_step(x, y):
-        optimizer.update(classifier, x, y)                 # clear grads, forward, backward, Adam update
-        return classifier.loss.array                       # the array, not the Variable (its graph); no sync
+        optimizer.update(classifier, x, y)  # clear grads, forward, backward, Adam update
+        return classifier.loss.array  # the array, not the Variable (its graph); no sync
+
     return train_step
 
 
@@ -151,33 +174,52 @@ def main(cfg):
     loss_scaling = set_precision(cfg.precision, device)
     chainer.global_config.use_cudnn = switches["use_cudnn"]
     chainer.global_config.type_check = switches["type_check"]
-    np.random.seed(0)                                      # Chainer's initializers draw from NumPy
+    np.random.seed(0)  # Chainer's initializers draw from NumPy
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
-    load_canonical(model, canonical.init_weights("gru"))             # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
     model.to_device(device)
     # rosetta: loss
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)
-    classifier.compute_accuracy = False                    # accuracy is measured after training
+    classifier.compute_accuracy = False  # accuracy is measured after training
     # rosetta: end
     optimizer = make_optimizer(classifier, p, loss_scaling)
     train_step = make_train_step(classifier, optimizer)
 
-    losses = []                                                        # every step's loss, on the device
+    losses = []  # every step's loss, on the device
     epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
-        lambda batch: train_step(*batch), sync(device), outputs=losses)
+        p["epochs"],
+        lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, device),
+        lambda batch: train_step(*batch),
+        sync(device),
+        outputs=losses,
+    )
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
-                                 **metrics.loss_metrics([float(loss) for loss in losses], steps),
-                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"], differences=[ADAM_EPSILON_HAT]),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            parameters=count_parameters(model),
+            **metrics.loss_metrics([float(loss) for loss in losses], steps),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=switches["data_placement"],
+            differences=[ADAM_EPSILON_HAT],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "cudnn_rnn": device.xp is not np and chainer.backends.cuda.should_use_cudnn(">=auto"),
-                     "dtype": "mixed16" if loss_scaling else "float32",
-                     "loss_scaling": "dynamic" if loss_scaling else None, "device": str(device)},
+        "switches": {
+            **switches,
+            "cudnn_rnn": device.xp is not np and chainer.backends.cuda.should_use_cudnn(">=auto"),
+            "dtype": "mixed16" if loss_scaling else "float32",
+            "loss_scaling": "dynamic" if loss_scaling else None,
+            "device": str(device),
+        },
     }

@@ -1,5 +1,6 @@
 """Chainer 7.8 · resnet50 · ResNet-50 v1.5 written as a `chainer.Chain`, cut after global average pooling: timed
 feature extraction."""
+
 import chainer
 import chainer.functions as F
 import chainer.links as L
@@ -12,10 +13,10 @@ from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
 
 # ==== Config ====
-# Image size, batch size and batch count come from shared/params.py (1,280 images of 224² in batches of 32 at full scale).
+# Image size, batch size and batch count: shared/params.py (1,280 images of 224² in batches of 32 at full scale).
 SWITCHES = {
-    "autotune": True,      # fixed input shape: cuDNN benchmarks its conv algorithms once, during the warm-up pass
-    "type_check": False,   # skip Chainer's per-call shape/dtype checks: pure Python overhead on every function call
+    "autotune": True,  # fixed input shape: cuDNN benchmarks its conv algorithms once, during the warm-up pass
+    "type_check": False,  # skip Chainer's per-call shape/dtype checks: pure Python overhead on every function call
 }
 # Layout: NCHW (Chainer's only layout). Weights: Chainer's own L.ResNet50Layers is the Caffe model, ResNet v1 (the
 # stride on the first 1×1 conv, conv biases, BatchNorm ε 2e-5), which is not the canonical network; so ResNet-50 v1.5
@@ -39,7 +40,7 @@ def conv(cin, cout, k, stride=1):
 
 
 def norm(channels):
-    return L.BatchNormalization(channels, eps=1e-5)        # torchvision's ε (Chainer's default is 2e-5)
+    return L.BatchNormalization(channels, eps=1e-5)  # torchvision's ε (Chainer's default is 2e-5)
 
 
 class Bottleneck(chainer.Chain):
@@ -70,8 +71,12 @@ class ResNet50(chainer.Chain):
         with self.init_scope():
             self.conv1, self.bn1 = conv(3, 64, 7, 2), norm(64)
             cin = 64
-            for name, width, depth, stride in (("layer1", 64, 3, 1), ("layer2", 128, 4, 2),
-                                               ("layer3", 256, 6, 2), ("layer4", 512, 3, 2)):
+            for name, width, depth, stride in (
+                ("layer1", 64, 3, 1),
+                ("layer2", 128, 4, 2),
+                ("layer3", 256, 6, 2),
+                ("layer4", 512, 3, 2),
+            ):
                 blocks = []
                 for i in range(depth):
                     blocks.append(Bottleneck(cin, width, stride if i == 0 else 1))
@@ -79,12 +84,12 @@ class ResNet50(chainer.Chain):
                 setattr(self, name, chainer.Sequential(*blocks))
 
     # rosetta: model
-    def forward(self, x):                                                   # x: (N, 3, H, W)
-        h = F.relu(self.bn1(self.conv1(x)))                                 # (N, 64, H/2, W/2)
-        h = F.max_pooling_2d(h, 3, 2, 1, cover_all=False)                   # (N, 64, H/4, W/4), torchvision's floor
+    def forward(self, x):  # x: (N, 3, H, W)
+        h = F.relu(self.bn1(self.conv1(x)))  # (N, 64, H/2, W/2)
+        h = F.max_pooling_2d(h, 3, 2, 1, cover_all=False)  # (N, 64, H/4, W/4), torchvision's floor
         for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
-            h = stage(h)                                                    # ... (N, 2048, H/32, W/32)
-        return F.mean(h, axis=(2, 3))                                       # global average pool: (N, 2048)
+            h = stage(h)  # ... (N, 2048, H/32, W/32)
+        return F.mean(h, axis=(2, 3))  # global average pool: (N, 2048)
 
 
 def build_model(cfg=None):
@@ -109,8 +114,8 @@ def extract(model, images, batch_size, device):
     features = []
     with chainer.using_config("train", False), chainer.using_config("enable_backprop", False):
         for idx in batching.eval_batches(len(images), batch_size):
-            x = device.send(images[idx[0]:idx[-1] + 1].astype(chainer.get_dtype()))  # host → device: timed work
-            features.append(chainer.backends.cuda.to_cpu(model(x).array))          # back to host: timed work too
+            x = device.send(images[idx[0] : idx[-1] + 1].astype(chainer.get_dtype()))  # host → device: timed work
+            features.append(chainer.backends.cuda.to_cpu(model(x).array))  # back to host: timed work too
     return features
 
 
@@ -130,21 +135,36 @@ def main(cfg):
     chainer.global_config.autotune = switches["autotune"]
     chainer.global_config.type_check = switches["type_check"]
     images = load_data(cfg)
-    model = build_model()                                  # float16 conv kernels under mixed16, float32 BatchNorm
+    model = build_model()  # float16 conv kernels under mixed16, float32 BatchNorm
     # rosetta: init
-    weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
+    weights, source = canonical.load(cfg.data, "resnet50")  # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
     model.to_device(device)
 
     features = []
-    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"], device)),
-                    repeats=cfg.repeats, barrier=sync(device))
+    timing = repeat(
+        lambda: features.append(extract(model, images, p["batch_size"], device)),
+        repeats=cfg.repeats,
+        barrier=sync(device),
+    )
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
-                                      feature_mean=feature_mean, parameters=count_parameters(model),
-                                      data_placement="host", differences=[]),
+        "metrics": extraction_metrics(
+            timing,
+            len(images),
+            p["batch_size"],
+            p["image_size"],
+            weights=source,
+            feature_mean=feature_mean,
+            parameters=count_parameters(model),
+            data_placement="host",
+            differences=[],
+        ),
         "timing": timing,
-        "switches": {**switches, "memory_format": "NCHW", "dtype": "mixed16" if mixed16 else "float32",
-                     "device": str(device)},
+        "switches": {
+            **switches,
+            "memory_format": "NCHW",
+            "dtype": "mixed16" if mixed16 else "float32",
+            "device": str(device),
+        },
     }

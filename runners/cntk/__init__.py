@@ -19,6 +19,7 @@ Importing the CPU wheel prints two warnings of its own (an untested Linux distri
 This package is `runners.cntk`; `import cntk` inside it is the library (absolute imports), as `runners.jax` imports
 JAX.
 """
+
 import glob
 import os
 

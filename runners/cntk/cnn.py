@@ -1,9 +1,18 @@
 """CNTK 2.7 · cnn · a VGG-style CNN (`C.layers.Sequential`) trained on CIFAR-10 by a `C.Trainer` with momentum SGD."""
+
 import cntk as C
 import numpy as np
 
-from runners.cntk import (LOSS_HOST_READ, check_precision, count_parameters, is_gpu, one_hot, select_device,
-                          sync, train_batches)
+from runners.cntk import (
+    LOSS_HOST_READ,
+    check_precision,
+    count_parameters,
+    is_gpu,
+    one_hot,
+    select_device,
+    sync,
+    train_batches,
+)
 from shared import batching, canonical, metrics
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -12,10 +21,10 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
 SWITCHES = {
-    "deterministic": False,   # True = C.cntk_py.force_deterministic_algorithms(): only cuDNN's reproducible conv
-                              # algorithms; False lets CNTK time them all on the first minibatch and keep the
-                              # fastest for our fixed shapes (lesson 3)
-    "dropout": True,          # off only in the training-equivalence test (its step must be deterministic)
+    "deterministic": False,  # True = C.cntk_py.force_deterministic_algorithms(): only cuDNN's reproducible conv
+    # algorithms; False lets CNTK time them all on the first minibatch and keep the
+    # fastest for our fixed shapes (lesson 3)
+    "dropout": True,  # off only in the training-equivalence test (its step must be deterministic)
 }
 # Layout: NCHW, CNTK's only image layout and cuDNN's classic one (lesson 2). Data placement is "host": each NumPy batch
 # is copied to the device inside train_minibatch, inside the clock (runners.cntk.train_batches says why).
@@ -40,21 +49,23 @@ def build_model(cfg=None, num_classes=10, dropout=True):
     # Glorot-uniform kernels (lesson 7; CNTK's glorot_uniform uses Keras' fans for conv and dense kernels), zero biases
     # (CNTK's init_bias). Activations are spelled out where they act: C.layers default to none (lesson 11).
     with C.layers.default_options(init=C.glorot_uniform(), init_bias=0):
-        model = C.layers.Sequential([
-            C.layers.Convolution2D((3, 3), 50, pad=True, activation=C.relu, name="conv1"),  # pad=True: "same"
-            C.layers.Convolution2D((3, 3), 50, pad=True, name="conv2"),
-            C.layers.MaxPooling((2, 2), strides=(2, 2)),                 # (50, 16, 16)
-            C.relu,                                                      # ReLU after pooling (lesson 10)
-            C.layers.Dropout(rates[0]),                                  # acts in train_minibatch only (lesson 4)
-            C.layers.Convolution2D((3, 3), 100, pad=True, activation=C.relu, name="conv3"),
-            C.layers.Convolution2D((3, 3), 100, pad=True, name="conv4"),
-            C.layers.MaxPooling((2, 2), strides=(2, 2)),                 # (100, 8, 8)
-            C.relu,
-            C.layers.Dropout(rates[1]),
-            C.layers.Dense(512, activation=C.relu, name="fc1"),          # W (100, 8, 8, 512): C·H·W in, no flatten
-            C.layers.Dropout(rates[2]),
-            C.layers.Dense(num_classes, name="fc2"),                     # logits; softmax lives in the loss (lesson 6)
-        ])
+        model = C.layers.Sequential(
+            [
+                C.layers.Convolution2D((3, 3), 50, pad=True, activation=C.relu, name="conv1"),  # pad=True: "same"
+                C.layers.Convolution2D((3, 3), 50, pad=True, name="conv2"),
+                C.layers.MaxPooling((2, 2), strides=(2, 2)),  # (50, 16, 16)
+                C.relu,  # ReLU after pooling (lesson 10)
+                C.layers.Dropout(rates[0]),  # acts in train_minibatch only (lesson 4)
+                C.layers.Convolution2D((3, 3), 100, pad=True, activation=C.relu, name="conv3"),
+                C.layers.Convolution2D((3, 3), 100, pad=True, name="conv4"),
+                C.layers.MaxPooling((2, 2), strides=(2, 2)),  # (100, 8, 8)
+                C.relu,
+                C.layers.Dropout(rates[1]),
+                C.layers.Dense(512, activation=C.relu, name="fc1"),  # W (100, 8, 8, 512): C·H·W in, no flatten
+                C.layers.Dropout(rates[2]),
+                C.layers.Dense(num_classes, name="fc2"),  # logits; softmax lives in the loss (lesson 6)
+            ]
+        )
     return model(features)
 
 
@@ -81,7 +92,7 @@ def read_canonical(model):
 
 
 def predict_logits(model, x):
-    return model.eval({model.arguments[0]: np.asarray(x, np.float32)})     # eval: inference mode, dropout off
+    return model.eval({model.arguments[0]: np.asarray(x, np.float32)})  # eval: inference mode, dropout off
 
 
 # ==== Train step ====
@@ -90,8 +101,12 @@ def make_learner(parameters, p):
     """Plain momentum, v = μv + g, w -= lr·v (lesson 8): unit_gain=False, because CNTK's default unit gain would scale
     the gradient by (1 − μ). learning_parameter_schedule(lr) applies lr to the minibatch's mean gradient although
     CNTK's criterion is the minibatch sum (tests/test_cntk_learners.py checks the steps against NumPy)."""
-    return C.momentum_sgd(parameters, lr=C.learning_parameter_schedule(p["lr"]),
-                          momentum=C.momentum_schedule(p["momentum"]), unit_gain=False)
+    return C.momentum_sgd(
+        parameters,
+        lr=C.learning_parameter_schedule(p["lr"]),
+        momentum=C.momentum_schedule(p["momentum"]),
+        unit_gain=False,
+    )
 
 
 # rosetta: train-step
@@ -99,9 +114,11 @@ def make_train_step(trainer, features, labels):
     """train_minibatch copies the batch to the device, runs forward in training mode (dropout on) and backward, and
     lets the learner update the parameters: the whole step. It returns the step's loss, which CNTK hands over only
     on the host (LOSS_HOST_READ)."""
+
     def train_step(x, y):
         trainer.train_minibatch({features: x, labels: y})
         return trainer.previous_minibatch_loss_average
+
     return train_step
 
 
@@ -138,31 +155,52 @@ def main(cfg):
     device = select_device(cfg)
     if switches["deterministic"]:
         C.cntk_py.force_deterministic_algorithms()
-    C.cntk_py.set_fixed_random_seed(0)                     # CNTK's initializers and dropout masks draw from it
+    C.cntk_py.set_fixed_random_seed(0)  # CNTK's initializers and dropout masks draw from it
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(num_classes=p["num_classes"], dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))   # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
     # rosetta: loss
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
-    loss = C.cross_entropy_with_softmax(model, labels)     # softmax + cross-entropy in one op (lesson 6)
+    loss = C.cross_entropy_with_softmax(model, labels)  # softmax + cross-entropy in one op (lesson 6)
     # rosetta: end
     learner = make_learner(model.parameters, p)
-    trainer = C.Trainer(model, loss, [learner])            # no metric: accuracy is measured after training
+    trainer = C.Trainer(model, loss, [learner])  # no metric: accuracy is measured after training
     train_step = make_train_step(trainer, model.arguments[0], labels)
 
-    losses = []                                            # every step's loss
+    losses = []  # every step's loss
     epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync(trainer), outputs=losses)
+        p["epochs"],
+        lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
+        lambda batch: train_step(*batch),
+        sync(trainer),
+        outputs=losses,
+    )
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical", **metrics.loss_metrics(losses, steps),
-                                 parameters=count_parameters(model), epochs=p["epochs"], train_samples=len(x_train),
-                                 test_samples=len(x_test), data_placement="host", differences=[LOSS_HOST_READ]),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            **metrics.loss_metrics(losses, steps),
+            parameters=count_parameters(model),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement="host",
+            differences=[LOSS_HOST_READ],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "memory_format": "NCHW", "dtype": "float32", "unit_gain": False,
-                     "device": "gpu(0)" if is_gpu(device) else "cpu"},
+        "switches": {
+            **switches,
+            "memory_format": "NCHW",
+            "dtype": "float32",
+            "unit_gain": False,
+            "device": "gpu(0)" if is_gpu(device) else "cpu",
+        },
     }

@@ -1,5 +1,6 @@
 """CNTK 2.7 · resnet50 · ResNet-50 v1.5 built from `C.layers`, cut after global average pooling: timed feature
 extraction with `model.eval`."""
+
 import cntk as C
 import numpy as np
 
@@ -10,10 +11,10 @@ from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
 
 # ==== Config ====
-# Image size, batch size and batch count come from shared/params.py (1,280 images of 224² in batches of 32 at full scale).
+# Image size, batch size and batch count: shared/params.py (1,280 images of 224² in batches of 32 at full scale).
 SWITCHES = {
-    "cudnn_batchnorm": True,   # BatchNormalization(use_cntk_engine=False): cuDNN's batch-norm kernels on the GPU
-                               # (off: CNTK's own engine; the CPU runs CNTK's either way)
+    "cudnn_batchnorm": True,  # BatchNormalization(use_cntk_engine=False): cuDNN's batch-norm kernels on the GPU
+    # (off: CNTK's own engine; the CPU runs CNTK's either way)
 }
 # Layout: NCHW (CNTK's only layout). CNTK's pretrained ResNets are ResNet v1 models in its own .model format, not the
 # canonical network; so ResNet-50 v1.5 is written here the way CNTK's own ResNet example writes it
@@ -40,11 +41,10 @@ def conv_bn(x, channels, k, stride, conv_name, bn_name, cudnn_batchnorm, explici
     that can happen the same zeros are added by C.pad (`explicit_pad`): only there, as C.pad is slow on the CPU
     (padding the last stage explicitly cost ~20% of a 224² pass here)."""
     if explicit_pad and k > 1:
-        x = C.pad(x, pattern=[(0, 0), (k // 2, k // 2), (k // 2, k // 2)])              # (C, H + k - 1, W + k - 1)
+        x = C.pad(x, pattern=[(0, 0), (k // 2, k // 2), (k // 2, k // 2)])  # (C, H + k - 1, W + k - 1)
     x = C.layers.Convolution2D((k, k), channels, strides=stride, pad=not explicit_pad, bias=False, name=conv_name)(x)
     # Spatial batch norm (map_rank=1: one scale, bias, mean and variance per channel) with torchvision's ε.
-    return C.layers.BatchNormalization(map_rank=1, epsilon=1e-5, use_cntk_engine=not cudnn_batchnorm,
-                                       name=bn_name)(x)
+    return C.layers.BatchNormalization(map_rank=1, epsilon=1e-5, use_cntk_engine=not cudnn_batchnorm, name=bn_name)(x)
 
 
 def bottleneck(x, width, stride, prefix, cudnn_batchnorm, explicit_pad):
@@ -63,23 +63,33 @@ def build_model(cfg=None, image_size=C.FreeDimension, cudnn_batchnorm=True):
     """A Function of `images` (3, image_size, image_size) -> pooled features (2048,). The default free image size
     lets one model take any size (the equivalence test's 64×64); the timed cells fix it."""
     images = C.input_variable((3, image_size, image_size), np.float32, name="images")
-    h = C.relu(conv_bn(images, 64, 7, 2, "conv1", "bn1", cudnn_batchnorm))          # (64, H/2, W/2)
-    h = C.layers.MaxPooling((3, 3), strides=(2, 2), pad=True)(h)                       # (64, H/4, W/4)
+    h = C.relu(conv_bn(images, 64, 7, 2, "conv1", "bn1", cudnn_batchnorm))  # (64, H/2, W/2)
+    h = C.layers.MaxPooling((3, 3), strides=(2, 2), pad=True)(h)  # (64, H/4, W/4)
     # The last stage's maps are H/32: 7×7 at 224², but 2×2 at 64×64 (the tiny scale, the equivalence test), smaller
     # than its 3×3 kernels, so there (and at a free size) that stage pads explicitly (conv_bn).
     small = image_size == C.FreeDimension or image_size < 32 * 3
     for stage, (width, depth) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3)), start=1):
         for i in range(depth):
-            h = bottleneck(h, width, 2 if stage > 1 and i == 0 else 1, f"layer{stage}.{i}", cudnn_batchnorm,
-                           explicit_pad=small and stage == 4)
+            h = bottleneck(
+                h,
+                width,
+                2 if stage > 1 and i == 0 else 1,
+                f"layer{stage}.{i}",
+                cudnn_batchnorm,
+                explicit_pad=small and stage == 4,
+            )
     # Global average pooling as a mean over the spatial axes (C.layers.GlobalAveragePooling needs a fixed size):
     # (2048, H/32, W/32) -> (2048,)
     return C.reshape(C.reduce_mean(h, axis=(1, 2)), (2048,), name="features")
 
 
 # torchvision's BatchNorm names -> CNTK's: scale and bias are parameters, the aggregates are constants.
-BATCHNORM_NAMES = {"weight": "scale", "bias": "bias", "running_mean": "aggregate_mean",
-                   "running_var": "aggregate_variance"}
+BATCHNORM_NAMES = {
+    "weight": "scale",
+    "bias": "bias",
+    "running_mean": "aggregate_mean",
+    "running_var": "aggregate_variance",
+}
 
 
 def load_canonical(model, weights):
@@ -96,8 +106,9 @@ def load_canonical(model, weights):
         target.value = np.asarray(w, np.float32)
         loaded.add(target.uid)
     missing = [p.name for p in model.parameters if p.uid not in loaded]
-    missing += [c.name for c in model.constants if c.name in ("aggregate_mean", "aggregate_variance")
-                and c.uid not in loaded]
+    missing += [
+        c.name for c in model.constants if c.name in ("aggregate_mean", "aggregate_variance") and c.uid not in loaded
+    ]
     if missing:
         raise ValueError(f"canonical weights lack {len(missing)} of the model's arrays, e.g. {missing[:3]}")
 
@@ -114,7 +125,7 @@ def extract(model, images, batch_size):
     """`model.eval` copies each batch to the device, runs the graph in inference mode and returns the features as
     NumPy: both copies are timed work."""
     x = model.arguments[0]
-    return [model.eval({x: images[idx[0]:idx[-1] + 1]}) for idx in batching.eval_batches(len(images), batch_size)]
+    return [model.eval({x: images[idx[0] : idx[-1] + 1]}) for idx in batching.eval_batches(len(images), batch_size)]
 
 
 # ==== Evaluate ====
@@ -133,7 +144,7 @@ def main(cfg):
     images = load_data(cfg)
     model = build_model(image_size=p["image_size"], cudnn_batchnorm=switches["cudnn_batchnorm"])
     # rosetta: init
-    weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
+    weights, source = canonical.load(cfg.data, "resnet50")  # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
 
     features = []
@@ -144,10 +155,22 @@ def main(cfg):
     # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
-                                      feature_mean=feature_mean, parameters=count_parameters(model),
-                                      data_placement="host", differences=[]),
+        "metrics": extraction_metrics(
+            timing,
+            len(images),
+            p["batch_size"],
+            p["image_size"],
+            weights=source,
+            feature_mean=feature_mean,
+            parameters=count_parameters(model),
+            data_placement="host",
+            differences=[],
+        ),
         "timing": timing,
-        "switches": {**switches, "memory_format": "NCHW", "dtype": "float32",
-                     "device": "gpu(0)" if is_gpu(device) else "cpu"},
+        "switches": {
+            **switches,
+            "memory_format": "NCHW",
+            "dtype": "float32",
+            "device": "gpu(0)" if is_gpu(device) else "cpu",
+        },
     }

@@ -5,13 +5,15 @@ definition and a pytree of arrays once, then call a plain `jax.jit` step that me
 is the loop the Flax docs recommend for speed (guides/performance: `nnx.jit` walks the object graph in Python on every
 call; `jax.jit` over split state does that only while tracing).
 """
+
 import argparse
 import os
 import sys
 
 
 # XLA reads its flags once, when JAX first initializes a backend, so the stand-in devices of a data-parallel cell on the
-# CPU (`--device cpu --gpus N`, DESIGN.md: "on CPU: processes") must be requested before `import jax`. runners/__main__.py
+# CPU (`--device cpu --gpus N`, DESIGN.md: "on CPU: processes") must be requested before `import jax`.
+# runners/__main__.py
 # imports this package (through framework_info) before any task module and before anything touches JAX, so this is
 # the one place that can do it without the generic runner knowing about XLA. We read just these two options from the
 # runner's command line: parse_known_args ignores everything else and never fails (the test probe's argv has neither
@@ -50,8 +52,9 @@ def _cuda_versions():
     one `jax.print_environment_info` uses), hence the guard."""
     try:
         from jax._src.lib import cuda_versions
+
         return str(cuda_versions.cuda_runtime_get_version()), str(cuda_versions.cudnn_get_version())
-    except Exception:  # noqa: BLE001 — provenance only: a missing or renamed private API must not fail the cell
+    except Exception:
         return None, None
 
 
@@ -79,9 +82,11 @@ def select_devices(cfg, count=1):
     if cfg.device == "cpu":
         devices = jax.devices("cpu")
         if len(devices) < count:
-            raise RuntimeError(f"{count} CPU devices asked for, {len(devices)} visible to JAX: XLA_FLAGS="
-                               f"--xla_force_host_platform_device_count={count} must be set before JAX is imported "
-                               "(`python -m runners` does it for `--device cpu --gpus N`)")
+            raise RuntimeError(
+                f"{count} CPU devices asked for, {len(devices)} visible to JAX: XLA_FLAGS="
+                f"--xla_force_host_platform_device_count={count} must be set before JAX is imported "
+                "(`python -m runners` does it for `--device cpu --gpus N`)"
+            )
         return devices[:count]
     try:
         devices = jax.devices("gpu")
@@ -106,8 +111,9 @@ def set_precision(precision, device):
     # XLA would run bf16 on a pre-Ampere GPU too, emulated through float32: not what a bf16 column promises.
     capability = getattr(device, "compute_capability", "0") if gpu else None
     if precision in ("tf32", "bf16") and gpu and float(capability) < 8:
-        raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); "
-                   f"{device.device_kind} is {capability}")
+        raise Skip(
+            f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); {device.device_kind} is {capability}"
+        )
     # rosetta: precision
     jax.config.update("jax_default_matmul_precision", "tensorfloat32" if precision == "tf32" else "highest")
     dtype = {"amp": jnp.float16, "bf16": jnp.bfloat16}.get(precision, jnp.float32)
@@ -129,7 +135,7 @@ class DynamicLossScale(LossScale):
     unscale the gradients; on overflow halve the scale and skip the update (optax.apply_if_finite), after `period`
     finite steps double it. The defaults are torch.amp.GradScaler's (2**16, 2000), so both frameworks scale alike."""
 
-    def __init__(self, scale=2.0 ** 16, period=2000):
+    def __init__(self, scale=2.0**16, period=2000):
         self.scale = nnx.Variable(jnp.float32(scale))
         self.good_steps = nnx.Variable(jnp.int32(0))
         self.period = period
@@ -168,17 +174,20 @@ def load_torchvision_names(model, weights):
     for name, w in weights.items():
         *path, leaf = name.split(".")
         module = model
-        for part in path:                                       # a number indexes an nnx.List, as in nn.Sequential
+        for part in path:  # a number indexes an nnx.List, as in nn.Sequential
             module = module[int(part)] if part.isdigit() else getattr(module, part)
         variable = getattr(module, (BATCHNORM_NAMES if isinstance(module, nnx.BatchNorm) else LAYER_NAMES)[leaf])
         w = np.asarray(w)
         w = w.transpose(2, 3, 1, 0) if w.ndim == 4 else w.T if w.ndim == 2 else w
         if variable.shape != w.shape:
             raise ValueError(f"{name}: canonical shape {np.shape(weights[name])}, model has {variable.shape}")
-        variable.set_value(jnp.asarray(w))                      # replaces the array: works on an abstract model too
+        variable.set_value(jnp.asarray(w))  # replaces the array: works on an abstract model too
         loaded.add(id(variable))
-    missing = [".".join(map(str, path)) for path, node in nnx.iter_graph(model)
-               if isinstance(node, (nnx.Param, nnx.BatchStat)) and id(node) not in loaded]
+    missing = [
+        ".".join(map(str, path))
+        for path, node in nnx.iter_graph(model)
+        if isinstance(node, (nnx.Param, nnx.BatchStat)) and id(node) not in loaded
+    ]
     if missing:
         raise ValueError(f"canonical weights lack {len(missing)} of the model's variables, e.g. {missing[:3]}")
 
@@ -198,7 +207,7 @@ def train_chunks(x_train, y_train, batch_size, epoch, device, k):
     order = list(batching.train_batches(len(x_train), batch_size, epoch))
     whole = len(order) - len(order) % k
     for start in range(0, whole, k):
-        idx = np.concatenate(order[start:start + k])
+        idx = np.concatenate(order[start : start + k])
         x, y = x_train[idx], y_train[idx]
         yield jax.device_put((x.reshape(k, batch_size, *x.shape[1:]), y.reshape(k, batch_size, *y.shape[1:])), device)
     for idx in order[whole:]:
@@ -208,8 +217,10 @@ def train_chunks(x_train, y_train, batch_size, epoch, device, k):
 def multi_step(train_step, donate=True):
     """The tuned step: `train_step` (pure: (state, x, y) -> (state, loss)) run over a chunk's k batches by lax.scan
     inside one XLA program, one dispatch for k steps; returns (state, the k losses)."""
+
     def steps(state, xs, ys):
         return jax.lax.scan(lambda carry, batch: train_step(carry, *batch), state, (xs, ys))
+
     return jax.jit(steps, donate_argnums=0 if donate else ())
 
 
@@ -221,8 +232,11 @@ class Stepper:
     def __init__(self, make_train_step, graphdef, state, switches):
         self.state, self.k = state, switches["steps_per_dispatch"]
         self.train_step = make_train_step(graphdef, switches)
-        self.chunk_step = multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"]) \
-            if self.k > 1 else None
+        self.chunk_step = (
+            multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"])
+            if self.k > 1
+            else None
+        )
 
     def __call__(self, batch):
         self.state, loss = (self.chunk_step if self.steps_of(batch) > 1 else self.train_step)(self.state, *batch)
@@ -263,6 +277,7 @@ def gemm(cfg, n, dtype):
 
     def matmul():
         last[:] = [product(a)]
+
     return matmul, lambda: last and last[0].block_until_ready()
 
 
@@ -277,4 +292,5 @@ def device_copy(cfg, nbytes, pinned):
 
     def copy():
         last[:] = [jax.device_put(host, on_device)]
+
     return copy, lambda: last and last[0].block_until_ready()

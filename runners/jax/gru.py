@@ -1,5 +1,6 @@
 """JAX 0.10 + Flax NNX 0.12 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, optax Adam; the GRU is a small
 NNX module in the cuDNN formulation, its time loop a jax.lax.scan inside one XLA-compiled train step."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,14 +17,14 @@ from shared.timing import WINDOW_STEPS, timed_epochs, train_metrics, train_timin
 SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
-    "jit": True,        # compile the whole train step, time loop included, into one XLA program
-    "donate": True,     # donate the old parameter/optimizer buffers so XLA updates them in place
-    "scan_unroll": 1,   # time steps per lax.scan iteration: unrolling trades compile time for loop overhead
+    "jit": True,  # compile the whole train step, time loop included, into one XLA program
+    "donate": True,  # donate the old parameter/optimizer buffers so XLA updates them in place
+    "scan_unroll": 1,  # time steps per lax.scan iteration: unrolling trades compile time for loop overhead
     "steps_per_dispatch": 1,  # training steps one jitted call runs (more: lax.scan over a chunk of batches)
     "data_placement": params.DATA_PLACEMENT,  # host: device_put each batch inside the clock (the rule for every
-                                              # framework); device: the whole set on the device before the clock
+    # framework); device: the whole set on the device before the clock
 }
-TUNED = {               # tuning=tuned: JAX's own fast path (docs/tuned.md), same work
+TUNED = {  # tuning=tuned: JAX's own fast path (docs/tuned.md), same work
     "scan_unroll": 10,  # ten timesteps per loop iteration: XLA fuses their gate arithmetic, 15 iterations not 150
     "steps_per_dispatch": WINDOW_STEPS,  # one XLA program and one host-to-device copy per window of steps
 }
@@ -36,15 +37,15 @@ def load_data(cfg, device, placement):
     or on `device` (`placement`). The test set stays on the host: evaluation is outside the clock and copies its
     batches."""
     p = cfg.params
-    x_train, y_train, x_test, y_test = (np.asarray(a, np.int32) for a in load_imdb(
-        cfg.data, p["max_features"], p["maxlen"], p.get("train_samples"), p.get("test_samples")))
+    x_train, y_train, x_test, y_test = (
+        np.asarray(a, np.int32)
+        for a in load_imdb(cfg.data, p["max_features"], p["maxlen"], p.get("train_samples"), p.get("test_samples"))
+    )
     if placement not in params.DATA_PLACEMENTS:
         raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
     if placement == "device":
         x_train, y_train = jax.device_put((x_train, y_train), device)
     return x_train, y_train, x_test, y_test
-
-
 
 
 # ==== Model ====
@@ -61,40 +62,54 @@ class GRU(nnx.Module):
         self.bias_ih = nnx.Param(jnp.zeros(3 * hidden))
         self.bias_hh = nnx.Param(jnp.zeros(3 * hidden))
 
-    def __call__(self, x, unroll=1):                            # x: (N, T, E) -> last hidden state (N, H)
+    def __call__(self, x, unroll=1):  # x: (N, T, E) -> last hidden state (N, H)
         H, dt = self.hidden, self.dtype
         # The input projection of all time steps is one big matmul, outside the sequential loop (as cuDNN does).
-        gi = x.astype(dt) @ self.kernel_ih[...].astype(dt) + self.bias_ih[...].astype(dt)    # (N, T, 3H)
+        gi = x.astype(dt) @ self.kernel_ih[...].astype(dt) + self.bias_ih[...].astype(dt)  # (N, T, 3H)
         U, b_hh = self.kernel_hh[...].astype(dt), self.bias_hh[...].astype(dt)
 
         # rosetta: model
-        def step(h, gi_t):                                      # h: (N, H), gi_t: (N, 3H)
+        def step(h, gi_t):  # h: (N, H), gi_t: (N, 3H)
             gh = h @ U + b_hh
             r = jax.nn.sigmoid(gi_t[:, :H] + gh[:, :H])
-            z = jax.nn.sigmoid(gi_t[:, H:2 * H] + gh[:, H:2 * H])
-            n = jnp.tanh(gi_t[:, 2 * H:] + r * gh[:, 2 * H:])
+            z = jax.nn.sigmoid(gi_t[:, H : 2 * H] + gh[:, H : 2 * H])
+            n = jnp.tanh(gi_t[:, 2 * H :] + r * gh[:, 2 * H :])
             return (1 - z) * n + z * h, None
 
         h0 = jnp.zeros((x.shape[0], H), dt)
-        h, _ = jax.lax.scan(step, h0, gi.swapaxes(0, 1), unroll=unroll)   # scan over time: (T, N, 3H)
+        h, _ = jax.lax.scan(step, h0, gi.swapaxes(0, 1), unroll=unroll)  # scan over time: (T, N, 3H)
         return h
 
 
 # rosetta: model
 class GRUClassifier(nnx.Module):
-    def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
-                 num_classes=SIZES["num_classes"], dtype=jnp.float32,
-                 unroll=1, *, rngs):
+    def __init__(
+        self,
+        max_features=SIZES["max_features"],
+        embedding_dim=SIZES["embedding_dim"],
+        hidden=SIZES["hidden"],
+        num_classes=SIZES["num_classes"],
+        dtype=jnp.float32,
+        unroll=1,
+        *,
+        rngs,
+    ):
         # Keras' initializers, so every framework starts from the same distribution.
         uniform = lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, -0.05, 0.05)
         self.embedding = nnx.Embed(max_features, embedding_dim, embedding_init=uniform, dtype=dtype, rngs=rngs)
         self.gru = GRU(embedding_dim, hidden, dtype, rngs=rngs)
-        self.fc = nnx.Linear(hidden, num_classes, kernel_init=nnx.initializers.glorot_uniform(),
-                             bias_init=nnx.initializers.zeros, dtype=dtype, rngs=rngs)
+        self.fc = nnx.Linear(
+            hidden,
+            num_classes,
+            kernel_init=nnx.initializers.glorot_uniform(),
+            bias_init=nnx.initializers.zeros,
+            dtype=dtype,
+            rngs=rngs,
+        )
         self.unroll = unroll
 
     # rosetta: model
-    def __call__(self, x):                                      # x: (N, T) token ids
+    def __call__(self, x):  # x: (N, T) token ids
         return self.fc(self.gru(self.embedding(x), self.unroll))  # last time step only (front padding: real text)
 
 
@@ -114,9 +129,15 @@ def load_canonical(model, weights):
 
 def read_canonical(model):
     a = lambda v: np.asarray(v[...])
-    return {"embedding.weight": a(model.embedding.embedding), "gru.weight_ih": a(model.gru.kernel_ih).T,
-            "gru.weight_hh": a(model.gru.kernel_hh).T, "gru.bias_ih": a(model.gru.bias_ih),
-            "gru.bias_hh": a(model.gru.bias_hh), "fc.weight": a(model.fc.kernel).T, "fc.bias": a(model.fc.bias)}
+    return {
+        "embedding.weight": a(model.embedding.embedding),
+        "gru.weight_ih": a(model.gru.kernel_ih).T,
+        "gru.weight_hh": a(model.gru.kernel_hh).T,
+        "gru.bias_ih": a(model.gru.bias_ih),
+        "gru.bias_hh": a(model.gru.bias_hh),
+        "fc.weight": a(model.fc.kernel).T,
+        "fc.bias": a(model.fc.bias),
+    }
 
 
 @nnx.jit
@@ -138,6 +159,7 @@ def make_optimizer(model, p, loss_scale):
 # rosetta: train-step
 def make_train_step(graphdef, switches):
     """A pure function (state, x, y) -> (state, loss); `state` holds the model, optimizer and loss scale arrays."""
+
     def train_step(state, x, y):
         model, optimizer, loss_scale = nnx.merge(graphdef, state)
 
@@ -149,7 +171,8 @@ def make_train_step(graphdef, switches):
         # rosetta: train-step
         loss, grads = loss_scale.value_and_grad(loss_fn, model)
         optimizer.update(model, grads)
-        return nnx.state((model, optimizer, loss_scale)), loss     # no float(loss): the step never waits
+        return nnx.state((model, optimizer, loss_scale)), loss  # no float(loss): the step never waits
+
     if not switches["jit"]:
         return train_step
     return jax.jit(train_step, donate_argnums=0 if switches["donate"] else ())
@@ -160,7 +183,7 @@ def train_steps(cfg, weights, x, y, steps):
     steps on the one batch (x, y) with main's model, optimizer and step; (each step's loss, weights after each). A
     tuned cell's multi-step program runs step 1 alone, then the rest as one chunk: the weights in between are None."""
     switches = resolve_switches(SWITCHES, cfg, TUNED)
-    device, = select_devices(cfg)
+    (device,) = select_devices(cfg)
     dtype, loss_scale = set_precision(cfg.precision, device)
     model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
     load_canonical(model, weights)
@@ -168,8 +191,15 @@ def train_steps(cfg, weights, x, y, steps):
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     train_step = make_train_step(graphdef, switches)
     if switches["steps_per_dispatch"] > 1:
-        return tuned_steps(multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"]),
-                           state, (model, optimizer, loss_scale), read_canonical, x, y, steps)
+        return tuned_steps(
+            multi_step(make_train_step(graphdef, {**switches, "jit": False}), switches["donate"]),
+            state,
+            (model, optimizer, loss_scale),
+            read_canonical,
+            x,
+            y,
+            steps,
+        )
     losses, after = [], []
     for _ in range(steps):
         state, loss = train_step(state, jnp.asarray(x), jnp.asarray(y))
@@ -184,42 +214,63 @@ def train_steps(cfg, weights, x, y, steps):
 def evaluate(model, x_test, y_test, batch_size):
     # No dropout or batch norm in this model: training and inference compute the same function.
     logits = [forward(model, x_test[idx]) for idx in batching.eval_batches(len(x_test), batch_size)]
-    return metrics.accuracy(np.concatenate([np.asarray(l, np.float32) for l in logits]), np.asarray(y_test))
+    return metrics.accuracy(np.concatenate([np.asarray(batch, np.float32) for batch in logits]), np.asarray(y_test))
 
 
 # ==== Main ====
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg, TUNED)
-    device, = select_devices(cfg)
+    (device,) = select_devices(cfg)
     dtype, loss_scale = set_precision(cfg.precision, device)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype, unroll=int(switches["scan_unroll"]))
-    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
     # rosetta: end
     optimizer = make_optimizer(model, p, loss_scale)
     graphdef, state = nnx.split((model, optimizer, loss_scale))
     # Commit the state to the device: the step's outputs are committed, and committed and uncommitted inputs compile
     # to two different programs, so an uncommitted initial state would compile the step twice.
     state = jax.device_put(state, device)
-    step = Stepper(make_train_step, graphdef, state, switches)   # a batch a call (tuned: a chunk of batches)
+    step = Stepper(make_train_step, graphdef, state, switches)  # a batch a call (tuned: a chunk of batches)
 
     # rosetta: barrier
     # The barrier waits for the newest state: steps run in order, so it is ready only when all queued work is done.
-    losses = []                                                    # every step's loss, left on the device
+    losses = []  # every step's loss, left on the device
     epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], step.batches(x_train, y_train, p["batch_size"], device), step,
-        lambda: jax.block_until_ready(step.state), outputs=losses, steps_of=step.steps_of)
+        p["epochs"],
+        step.batches(x_train, y_train, p["batch_size"], device),
+        step,
+        lambda: jax.block_until_ready(step.state),
+        outputs=losses,
+        steps_of=step.steps_of,
+    )
     nnx.update((model, optimizer, loss_scale), step.state)
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
-                                 **metrics.loss_metrics([float(v) for out in losses for v in np.ravel(out)], steps),
-                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"], differences=[]),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            parameters=count_parameters(model),
+            **metrics.loss_metrics([float(v) for out in losses for v in np.ravel(out)], steps),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=switches["data_placement"],
+            differences=[],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "cudnn_rnn": False, "compute_dtype": jnp.dtype(dtype).name,
-                     "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},
+        "switches": {
+            **switches,
+            "cudnn_rnn": False,
+            "compute_dtype": jnp.dtype(dtype).name,
+            "matmul_precision": jax.config.jax_default_matmul_precision,
+            "device": str(device),
+        },
     }

@@ -1,5 +1,6 @@
 """JAX 0.10 + Flax NNX 0.12 · resnet50 · ResNet-50 (v1.5) written in NNX, cut after global average pooling: timed
 feature extraction with one XLA-compiled forward pass per batch."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,9 +13,9 @@ from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
 
 # ==== Config ====
-# Image size, batch size and batch count come from shared/params.py (1,280 images of 224² in batches of 32 at full scale).
+# Image size, batch size and batch count: shared/params.py (1,280 images of 224² in batches of 32 at full scale).
 SWITCHES = {
-    "jit": True,   # compile the forward pass into one XLA program (the warm-up pass absorbs the compile time)
+    "jit": True,  # compile the forward pass into one XLA program (the warm-up pass absorbs the compile time)
 }
 # Layout: NHWC inside the model (XLA's preferred layout for cuDNN convolutions on tensor cores); the shared images are
 # NCHW and the model's first op transposes them. Weights: Flax has no model zoo, so the network is written here with
@@ -58,8 +59,9 @@ class ResNet50(nnx.Module):
     def __init__(self, dtype=jnp.float32, *, rngs):
         # BatchNorm in inference mode (running statistics) with PyTorch's epsilon; the initializers only fill the
         # arrays until main loads the canonical weights.
-        conv = lambda cin, cout, k, stride=1: nnx.Conv(cin, cout, (k, k), stride, padding=k // 2, use_bias=False,
-                                                       dtype=dtype, rngs=rngs)
+        conv = lambda cin, cout, k, stride=1: nnx.Conv(
+            cin, cout, (k, k), stride, padding=k // 2, use_bias=False, dtype=dtype, rngs=rngs
+        )
         norm = lambda c: nnx.BatchNorm(c, use_running_average=True, epsilon=1e-5, dtype=dtype, rngs=rngs)
         self.conv1, self.bn1 = conv(3, 64, 7, 2), norm(64)
         stages, cin = [], 64
@@ -72,14 +74,14 @@ class ResNet50(nnx.Module):
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
 
     # rosetta: model
-    def __call__(self, x):                                                      # x: (N, 3, H, W)
-        x = x.transpose(0, 2, 3, 1)                                             # -> NHWC
-        x = nnx.relu(self.bn1(self.conv1(x)))                                   # (N, H/2, W/2, 64)
-        x = nnx.max_pool(x, (3, 3), (2, 2), padding=((1, 1), (1, 1)))           # (N, H/4, W/4, 64)
+    def __call__(self, x):  # x: (N, 3, H, W)
+        x = x.transpose(0, 2, 3, 1)  # -> NHWC
+        x = nnx.relu(self.bn1(self.conv1(x)))  # (N, H/2, W/2, 64)
+        x = nnx.max_pool(x, (3, 3), (2, 2), padding=((1, 1), (1, 1)))  # (N, H/4, W/4, 64)
         for stage in (self.layer1, self.layer2, self.layer3, self.layer4):
             for block in stage:
-                x = block(x)                                                    # ... (N, H/32, W/32, 2048)
-        return x.mean(axis=(1, 2))                                              # global average pool: (N, 2048)
+                x = block(x)  # ... (N, H/32, W/32, 2048)
+        return x.mean(axis=(1, 2))  # global average pool: (N, 2048)
 
 
 def build_model(cfg=None, dtype=jnp.float32, seed=0):
@@ -107,12 +109,12 @@ def predict_logits(model, x):
 def extract(forward, images, batch_size, device):
     features = []
     for idx in batching.eval_batches(len(images), batch_size):
-        x = jax.device_put(images[idx[0]:idx[-1] + 1], device)                 # host → device: part of the timed work
+        x = jax.device_put(images[idx[0] : idx[-1] + 1], device)  # host → device: part of the timed work
         out = forward(x).astype(jnp.float32)
-        out.copy_to_host_async()                                                # start device → host without waiting
+        out.copy_to_host_async()  # start device → host without waiting
         features.append(out)
     # rosetta: barrier
-    return jax.device_get(features)                                             # waits for the copies: the barrier
+    return jax.device_get(features)  # waits for the copies: the barrier
 
 
 # ==== Evaluate ====
@@ -126,12 +128,12 @@ def evaluate(features, n, dims):
 # ==== Main ====
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
-    device, = select_devices(cfg)
+    (device,) = select_devices(cfg)
     dtype, _ = set_precision(cfg.precision, device)
     images = load_data(cfg)
-    model = nnx.eval_shape(lambda: build_model(dtype=dtype))   # shapes only: no initializer runs (or compiles)
+    model = nnx.eval_shape(lambda: build_model(dtype=dtype))  # shapes only: no initializer runs (or compiles)
     # rosetta: init
-    weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
+    weights, source = canonical.load(cfg.data, "resnet50")  # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
     # rosetta: end
     graphdef, state = nnx.split(model)
@@ -139,17 +141,33 @@ def main(cfg):
 
     def apply(state, x):
         return nnx.merge(graphdef, state)(x)
+
     apply = jax.jit(apply) if switches["jit"] else apply
 
     features = []
-    timing = repeat(lambda: features.append(extract(lambda x: apply(state, x), images, p["batch_size"], device)),
-                    repeats=cfg.repeats)
+    timing = repeat(
+        lambda: features.append(extract(lambda x: apply(state, x), images, p["batch_size"], device)),
+        repeats=cfg.repeats,
+    )
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
-                                      feature_mean=feature_mean, parameters=count_parameters(model),
-                                      data_placement="host", differences=[]),
+        "metrics": extraction_metrics(
+            timing,
+            len(images),
+            p["batch_size"],
+            p["image_size"],
+            weights=source,
+            feature_mean=feature_mean,
+            parameters=count_parameters(model),
+            data_placement="host",
+            differences=[],
+        ),
         "timing": timing,
-        "switches": {**switches, "memory_format": "NHWC", "compute_dtype": jnp.dtype(dtype).name,
-                     "matmul_precision": jax.config.jax_default_matmul_precision, "device": str(device)},
+        "switches": {
+            **switches,
+            "memory_format": "NHWC",
+            "compute_dtype": jnp.dtype(dtype).name,
+            "matmul_precision": jax.config.jax_default_matmul_precision,
+            "device": str(device),
+        },
     }

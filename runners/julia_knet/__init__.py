@@ -14,6 +14,7 @@ machines this project is developed and tested on, so Knet only exists in the jul
 reaches it. `ROSETTA_JULIA_CONTRACT_CHECK=1` runs `common.jl --contract-check` instead of the task (Knet not needed):
 everything but training, for CI.
 """
+
 import functools
 import json
 import os
@@ -33,10 +34,16 @@ HERE = Path(__file__).resolve().parent
 CONTRACT_CHECK = "ROSETTA_JULIA_CONTRACT_CHECK"
 # The epoch times the contract check's Julia turns into metrics and timing, so a test can compare them with
 # shared/timing.py's for the same numbers.
-CONTRACT_TIMES = {"epoch_seconds": [2.0, 1.5, 1.25], "warmup": 0.75, "steps": 20,
-                  "windows": [0.09, 0.0625, 0.06, 0.07, 0.0655, 0.059, 0.064, 0.061]}
-PROBE = ('print(VERSION, " "); import Pkg; '
-         'print(something(get(Dict(p.name => p.version for p in values(Pkg.dependencies())), "Knet", nothing), "-"))')
+CONTRACT_TIMES = {
+    "epoch_seconds": [2.0, 1.5, 1.25],
+    "warmup": 0.75,
+    "steps": 20,
+    "windows": [0.09, 0.0625, 0.06, 0.07, 0.0655, 0.059, 0.064, 0.061],
+}
+PROBE = (
+    'print(VERSION, " "); import Pkg; '
+    'print(something(get(Dict(p.name => p.version for p in values(Pkg.dependencies())), "Knet", nothing), "-"))'
+)
 
 # What framework_info() returns; the Julia run adds what only a loaded Knet knows (CUDA, cuDNN, GPUs), and
 # shared.runner reads the dict after the task has run.
@@ -54,8 +61,7 @@ def probe():
     exe = julia()
     if not exe:
         return None, None
-    out = subprocess.run([exe, "--startup-file=no", "-e", PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         universal_newlines=True, timeout=300)
+    out = subprocess.run([exe, "--startup-file=no", "-e", PROBE], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(f"{exe} does not run: {out.stderr.strip()[-2000:]} (Julia needs /proc mounted)")
     julia_version, knet_version = out.stdout.split()
@@ -65,8 +71,16 @@ def probe():
 def framework_info():
     julia_version, knet_version = probe()
     INFO.clear()
-    INFO.update({"framework_version": knet_version, "julia_version": julia_version, "knet_version": knet_version,
-                 "cuda": None, "cudnn": None, "gpus": []})
+    INFO.update(
+        {
+            "framework_version": knet_version,
+            "julia_version": julia_version,
+            "knet_version": knet_version,
+            "cuda": None,
+            "cudnn": None,
+            "gpus": [],
+        }
+    )
     return INFO
 
 
@@ -74,33 +88,54 @@ def require_knet():
     """Skip, with the reason, where this environment cannot run Knet; the contract check needs Julia only."""
     julia_version, knet_version = probe()
     if julia_version is None:
-        raise Skip("julia is not installed on this host: julia-knet cells run in the julia-knet image "
-                   "(docker/julia-knet/Dockerfile), which installs Julia and, where the build host reaches Julia's "
-                   "package registry, Knet")
+        raise Skip(
+            "julia is not installed on this host: julia-knet cells run in the julia-knet image "
+            "(docker/julia-knet/Dockerfile), which installs Julia and, where the build host reaches Julia's "
+            "package registry, Knet"
+        )
     if knet_version is None and not os.environ.get(CONTRACT_CHECK):
-        raise Skip(f"Knet is not installed in this Julia ({julia_version}): Julia's package registry was "
-                   "unreachable when this environment was built; build the julia-knet image on a host that "
-                   "reaches it")
+        raise Skip(
+            f"Knet is not installed in this Julia ({julia_version}): Julia's package registry was "
+            "unreachable when this environment was built; build the julia-knet image on a host that "
+            "reaches it"
+        )
 
 
 def check_precision(precision):
     """Knet 1.4 trains and infers in float32 only (common.jl says so again where it matters, for a direct run)."""
     if precision != "fp32":
-        raise Skip(f"julia-knet runs fp32 only: Knet 1.4 has no {precision} path (no autocast or loss scaling; "
-                   "CUDA.jl 2 exposes no TF32 math mode)")
+        raise Skip(
+            f"julia-knet runs fp32 only: Knet 1.4 has no {precision} path (no autocast or loss scaling; "
+            "CUDA.jl 2 exposes no TF32 math mode)"
+        )
 
 
 def epoch_orders(n, batch_size, epochs):
     """The training batches of every epoch in the shared order, as an (epochs, steps·batch) int64 array of 0-based
     sample indices (Julia reads it as (steps·batch, epochs): one column per epoch)."""
-    return np.stack([np.concatenate(list(batching.train_batches(n, batch_size, epoch))) if n >= batch_size
-                     else np.zeros(0, np.int64) for epoch in range(epochs)]).astype(np.int64)
+    return np.stack(
+        [
+            np.concatenate(list(batching.train_batches(n, batch_size, epoch)))
+            if n >= batch_size
+            else np.zeros(0, np.int64)
+            for epoch in range(epochs)
+        ]
+    ).astype(np.int64)
 
 
 def write_config(work, cfg, **extra):
-    config = {"task": cfg.task, "scale": cfg.scale, "precision": cfg.precision, "device": cfg.device,
-              "gpus": cfg.gpus, "repeats": cfg.repeats, "switches": cfg.switches,
-              "params": str(params.JSON_PATH), "result": str(work / "result.json"), **extra}
+    config = {
+        "task": cfg.task,
+        "scale": cfg.scale,
+        "precision": cfg.precision,
+        "device": cfg.device,
+        "gpus": cfg.gpus,
+        "repeats": cfg.repeats,
+        "switches": cfg.switches,
+        "params": str(params.JSON_PATH),
+        "result": str(work / "result.json"),
+        **extra,
+    }
     if os.environ.get(CONTRACT_CHECK):
         config["contract_check"] = CONTRACT_TIMES
     path = work / "config.json"
@@ -117,14 +152,20 @@ def run_julia(cfg, arrays, **config):
         for name, array in arrays.items():
             np.save(work / f"{name}.npy", np.ascontiguousarray(array))
         config_path = write_config(work, cfg, **config)
-        script = ([str(HERE / "common.jl"), "--contract-check"] if os.environ.get(CONTRACT_CHECK)
-                  else [str(HERE / f"{cfg.task}.jl")])
-        proc = subprocess.run([julia(), "--startup-file=no", *script, str(config_path)], stderr=subprocess.PIPE,
-                              universal_newlines=True)
+        script = (
+            [str(HERE / "common.jl"), "--contract-check"]
+            if os.environ.get(CONTRACT_CHECK)
+            else [str(HERE / f"{cfg.task}.jl")]
+        )
+        proc = subprocess.run(
+            [julia(), "--startup-file=no", *script, str(config_path)], stderr=subprocess.PIPE, text=True
+        )
         sys.stderr.write(proc.stderr)
         if proc.returncode != 0:
-            raise RuntimeError(f"julia {Path(script[0]).name} exited with {proc.returncode}: "
-                               + "\n".join(proc.stderr.strip().splitlines()[-15:]))
+            raise RuntimeError(
+                f"julia {Path(script[0]).name} exited with {proc.returncode}: "
+                + "\n".join(proc.stderr.strip().splitlines()[-15:])
+            )
         result = json.loads((work / "result.json").read_text())
     if "skipped" in result:
         raise Skip(result["skipped"])

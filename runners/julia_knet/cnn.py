@@ -1,4 +1,5 @@
 """Julia 1.5 + Knet 1.4 · cnn · the contract side of cnn.jl, where the model, training step and evaluation are."""
+
 from runners.julia_knet import check_precision, epoch_orders, require_knet, run_julia
 from shared import canonical
 from shared.datasets import load_cifar10
@@ -9,6 +10,14 @@ def main(cfg):
     check_precision(cfg.precision)
     p = cfg.params
     x_train, y_train, x_test, y_test = load_cifar10(cfg.data, p.get("train_samples"), p.get("test_samples"))
-    return run_julia(cfg, {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test,
-                           "orders": epoch_orders(len(x_train), p["batch_size"], p["epochs"]),
-                           **canonical.init_weights("cnn")})   # the shared start, read by cnn.jl
+    return run_julia(
+        cfg,
+        {
+            "x_train": x_train,
+            "y_train": y_train,
+            "x_test": x_test,
+            "y_test": y_test,
+            "orders": epoch_orders(len(x_train), p["batch_size"], p["epochs"]),
+            **canonical.init_weights("cnn"),
+        },
+    )  # the shared start, read by cnn.jl

@@ -2,6 +2,7 @@
 framework ids. `runners.prepare_environment` sets KERAS_BACKEND before this import; the task modules are written
 once against the Keras API and only the precision, device and data-parallel plumbing below asks which backend runs.
 """
+
 import contextlib
 import time
 
@@ -12,10 +13,10 @@ from shared import batching
 from shared.record import GpuMissing, Skip
 from shared.timing import WINDOW_STEPS
 
-BACKEND = keras.backend.backend()          # "tensorflow" | "jax" | "torch"
+BACKEND = keras.backend.backend()  # "tensorflow" | "jax" | "torch"
 # Keras' own fast path, the same in the CNN and the GRU (their TUNED; tuning=tuned, docs/tuned.md), same work:
 FAST_PATH = {
-    "jit_compile": True,           # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
+    "jit_compile": True,  # the train step compiled on every backend: XLA (TF, JAX), torch.compile (torch)
     # a window of steps per compiled call, the host back in Python 5× less often; Keras' torch backend refuses more
     # than one ("`steps_per_execution` must be 1 with the PyTorch backend"), so there it stays 1
     "steps_per_execution": 1 if BACKEND == "torch" else WINDOW_STEPS,
@@ -28,14 +29,19 @@ ADAM_EPSILON_HAT = "Adam ε added before bias correction (Keras' epsilon-hat for
 # squares each slice): the embedding's gradient has one slice per token occurrence, so a token seen k times in a batch
 # adds Σ g_i² to Adam's second moment where Adam's definition (and every other backend) adds (Σ g_i)². Found by
 # tests/test_training_equivalence.py; the TensorFlow-backed GRU records name it.
-ADAM_SPARSE_SQUARES = ("Keras' Adam on TensorFlow squares the embedding's sparse gradient per token occurrence "
-                       "(second moment Σg² instead of (Σg)² for a token repeated in a batch)")
+ADAM_SPARSE_SQUARES = (
+    "Keras' Adam on TensorFlow squares the embedding's sparse gradient per token occurrence "
+    "(second moment Σg² instead of (Σg)² for a token repeated in a batch)"
+)
 SPARSE_SQUARES = (ADAM_SPARSE_SQUARES,) if BACKEND == "tensorflow" else ()
 # On TensorFlow, whose backend Keras does not mark thread-safe, `fit` runs the batch callbacks on the main thread and
 # converts each step's logs to Python floats first (keras/src/callbacks/callback_list.py), so every step waits for the
 # device: a sync Keras imposes in every precision, which the training runners add to `differences`.
-FIT_HOST_SYNCS = (("Keras on TensorFlow: fit converts every step's logs to Python floats (a host sync it imposes)",)
-                  if BACKEND == "tensorflow" else ())
+FIT_HOST_SYNCS = (
+    ("Keras on TensorFlow: fit converts every step's logs to Python floats (a host sync it imposes)",)
+    if BACKEND == "tensorflow"
+    else ()
+)
 
 
 def _backend_info():
@@ -43,6 +49,7 @@ def _backend_info():
     still has to create N logical CPU devices on TF and JAX, which is only possible before that."""
     if BACKEND == "tensorflow":
         import tensorflow as tf
+
         build = tf.sysconfig.get_build_info()
         gpus = tf.config.list_physical_devices("GPU")  # physical devices only: the runtime stays unconfigured
         names = [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
@@ -50,31 +57,50 @@ def _backend_info():
     if BACKEND == "jax":
         import jax
         from jax._src.lib import cuda_versions  # None unless a CUDA plugin is installed
+
         if cuda_versions is None:
             return jax.__version__, None, None, []
-        return (jax.__version__, str(cuda_versions.cuda_runtime_get_version()), str(cuda_versions.cudnn_get_version()),
-                [d.device_kind for d in jax.devices("gpu")])
+        return (
+            jax.__version__,
+            str(cuda_versions.cuda_runtime_get_version()),
+            str(cuda_versions.cudnn_get_version()),
+            [d.device_kind for d in jax.devices("gpu")],
+        )
     import torch
+
     cuda = torch.cuda.is_available()
-    return (torch.__version__, torch.version.cuda if cuda else None,
-            torch.backends.cudnn.version() if cuda else None,
-            [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [])
+    return (
+        torch.__version__,
+        torch.version.cuda if cuda else None,
+        torch.backends.cudnn.version() if cuda else None,
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
+    )
 
 
 def framework_info():
     version, cuda, cudnn, gpus = _backend_info()
-    return {"framework_version": f"keras {keras.__version__} / {BACKEND} {version}", "keras_version": keras.__version__,
-            "backend": BACKEND, "backend_version": version, "cuda": cuda, "cudnn": cudnn, "gpus": gpus}
+    return {
+        "framework_version": f"keras {keras.__version__} / {BACKEND} {version}",
+        "keras_version": keras.__version__,
+        "backend": BACKEND,
+        "backend_version": version,
+        "cuda": cuda,
+        "cudnn": cudnn,
+        "gpus": gpus,
+    }
 
 
 def gpu_count():
     if BACKEND == "tensorflow":
         import tensorflow as tf
+
         return len(tf.config.list_physical_devices("GPU"))
     if BACKEND == "jax":
         import jax
+
         return len([d for d in jax.devices() if d.platform == "gpu"])
     import torch
+
     return torch.cuda.device_count()
 
 
@@ -89,12 +115,18 @@ def compute_capability():
     """(major, minor) of the first GPU, as the backend reports it."""
     if BACKEND == "tensorflow":
         import tensorflow as tf
-        return tuple(tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
-                     .get("compute_capability", (0, 0)))
+
+        return tuple(
+            tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0]).get(
+                "compute_capability", (0, 0)
+            )
+        )
     if BACKEND == "jax":
         import jax
+
         return tuple(int(v) for v in jax.devices("gpu")[0].compute_capability.split("."))
     import torch
+
     return torch.cuda.get_device_capability(0)
 
 
@@ -109,18 +141,23 @@ def set_precision(precision, device):
     if precision in ("tf32", "amp") and not gpu:
         raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
     if precision in ("tf32", "bf16") and gpu and compute_capability() < (8, 0):  # else Keras runs it as fp32
-        raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+), this one is "
-                   f"{'.'.join(map(str, compute_capability()))}")
+        raise Skip(
+            f"{precision} needs an Ampere or newer GPU (compute capability 8.0+), this one is "
+            f"{'.'.join(map(str, compute_capability()))}"
+        )
     # rosetta: precision
     tf32 = precision == "tf32"
     if BACKEND == "tensorflow":
         import tensorflow as tf
+
         tf.config.experimental.enable_tensor_float_32_execution(tf32)
     elif BACKEND == "jax":
         import jax
+
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest")
     else:
         import torch
+
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
     policy = {"amp": "mixed_float16", "bf16": "mixed_bfloat16"}.get(precision, "float32")
     keras.mixed_precision.set_global_policy(policy)
@@ -136,9 +173,15 @@ def cudnn_gru(layer, device, jit_compile=False):
     from keras.src import backend
 
     cell = layer.cell
-    return bool(device == "gpu" and layer.use_cudnn is not False and BACKEND in ("tensorflow", "torch")
-                and cell.reset_after and not layer.recurrent_dropout and not (BACKEND == "torch" and jit_compile)
-                and backend.cudnn_ok(cell.activation, cell.recurrent_activation, layer.unroll, cell.use_bias))
+    return bool(
+        device == "gpu"
+        and layer.use_cudnn is not False
+        and BACKEND in ("tensorflow", "torch")
+        and cell.reset_after
+        and not layer.recurrent_dropout
+        and not (BACKEND == "torch" and jit_compile)
+        and backend.cudnn_ok(cell.activation, cell.recurrent_activation, layer.unroll, cell.use_bias)
+    )
 
 
 def data_format_of(switches, cfg):
@@ -172,8 +215,14 @@ class EpochBatches(keras.utils.PyDataset):
 
     def set_epoch(self, epoch):
         self.epoch = epoch
-        self.batches = list(zip(*(batching.train_batches(self.n, self.batch_size, epoch, rank, self.world)
-                                  for rank in range(self.world))))
+        self.batches = list(
+            zip(
+                *(
+                    batching.train_batches(self.n, self.batch_size, epoch, rank, self.world)
+                    for rank in range(self.world)
+                )
+            )
+        )
 
     def __len__(self):
         return batching.steps_per_epoch(self.n, self.batch_size, self.world)
@@ -190,6 +239,7 @@ def input_wait(wait):
     internals: PyDatasetAdapter._get_iterator): every backend pulls that generator on the training thread (TF through
     a tf.data from_generator without prefetch when Keras runs its own workers; JAX and torch directly)."""
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
     original = PyDatasetAdapter._get_iterator
     PyDatasetAdapter._get_iterator = lambda adapter: wait(original(adapter))
     try:
@@ -214,6 +264,7 @@ class EpochTimer(keras.callbacks.Callback):
     mean, not the batch's loss (its loss tracker is a Mean over the epoch), so the batch's own loss is recovered from
     consecutive means: after b batches of equal size, loss_b = b·mean_b − (b−1)·mean_(b−1). The values are kept as
     Keras hands them and converted once `fit` has returned."""
+
     async_safe = True
 
     def __init__(self, window=WINDOW_STEPS):
@@ -228,7 +279,7 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.start = time.perf_counter()
-        self.window_start, self.window_after = self.start, 0   # a window: `window` steps after step `window_after`
+        self.window_start, self.window_after = self.start, 0  # a window: `window` steps after step `window_after`
         self.means.append([])
 
     def on_train_batch_end(self, batch, logs=None):
@@ -282,9 +333,10 @@ def fit_steps(model, x, y, steps, read_canonical):
     """`fit` on one batch `steps` times with the model as compiled by its runner: (each step's loss, as the runner's
     EpochTimer recovers it; the canonical weights after each step, read by a batch hook, where Keras has synced the
     model's variables with its training state)."""
+
     class Weights(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
-            after.append(read_canonical(self.model))   # `self.model`, not `model`: on JAX it syncs the variables first
+            after.append(read_canonical(self.model))  # `self.model`, not `model`: on JAX it syncs the variables first
 
     timer, after = EpochTimer(), []
     model.fit(OneBatch(x, y, steps), epochs=1, shuffle=False, callbacks=[timer, Weights()], verbose=0)
@@ -303,4 +355,5 @@ def gemm(cfg, n, dtype):
 
     def matmul():
         last[:] = [keras.ops.matmul(a, a)]
+
     return matmul, lambda: last and keras.ops.convert_to_numpy(last[0])

@@ -1,13 +1,25 @@
 """Keras 3.15 (TF / JAX / PyTorch backend) · densenet121 · keras.applications.DenseNet121 (with torchvision's
 BatchNorm, runners/keras/networks.py) fine-tuned on ChestX-ray14 (14 sigmoid outputs) with `model.fit`, data-parallel
-over N devices: the Keras distribution API (DataParallel) on JAX, tf.distribute.MirroredStrategy on TF; one device only on torch (see `data_parallel`)."""
+over N devices: the Keras distribution API (DataParallel) on JAX, tf.distribute.MirroredStrategy on TF; one device
+only on torch (see `data_parallel`)."""
+
 import contextlib
 
 import keras
 import numpy as np
 
-from runners.keras import (ADAM_EPSILON_HAT, BACKEND, FIT_HOST_SYNCS, EpochBatches, EpochTimer, check_device,
-                           count_parameters, input_wait, nchw_to, set_precision)
+from runners.keras import (
+    ADAM_EPSILON_HAT,
+    BACKEND,
+    FIT_HOST_SYNCS,
+    EpochBatches,
+    EpochTimer,
+    check_device,
+    count_parameters,
+    input_wait,
+    nchw_to,
+    set_precision,
+)
 from runners.keras.networks import densenet121, load_canonical, predict_logits  # noqa: F401 (equivalence interface)
 from shared import batching, canonical, metrics, params
 from shared.datasets import ChestXray
@@ -20,8 +32,8 @@ from shared.timing import InputWait, train_metrics, train_timing, window_steps
 # Layout: keras.applications.DenseNet121 refuses channels_first on every backend (its concatenations assume NHWC),
 # so this task runs channels_last and transposes the shared NCHW batches on the host.
 SWITCHES = {
-    "jit_compile": "auto",     # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU without
-                               # tf.distribute only, torch never
+    "jit_compile": "auto",  # XLA-compile the train step; Keras' "auto": JAX always, TF on GPU without
+    # tf.distribute only, torch never
 }
 DATA_FORMAT = "channels_last"
 # Weights: the canonical ones (ImageNet from the `weights` step with the shared seeded head, else the shared seeded
@@ -42,9 +54,9 @@ DATA_FORMAT = "channels_last"
 DIFFERENCES = {
     "adam": ADAM_EPSILON_HAT,
     "biased_var": "BatchNorm moving variance updated with the biased batch variance (Keras); torchvision uses the "
-                  "unbiased one",
+    "unbiased one",
     "sync_bn": "BatchNorm statistics synchronized over devices (global-batch BN under jit); PyTorch DDP normalizes "
-               "per device",
+    "per device",
 }
 
 
@@ -95,24 +107,30 @@ def data_parallel(cfg, world):
     if world == 1:
         return contextlib.nullcontext(), "none"
     if BACKEND == "torch":
-        raise Skip("data-parallel fit is not available on Keras' torch backend: keras.distribution is implemented for "
-                   "JAX (and TF) only and the torch trainer has no tf.distribute counterpart; torch DDP means a "
-                   "hand-written loop instead of model.fit, which the pytorch runner already covers")
-    check_device(cfg)                                          # GPU cells only: it leaves the CPU devices unset
+        raise Skip(
+            "data-parallel fit is not available on Keras' torch backend: keras.distribution is implemented for "
+            "JAX (and TF) only and the torch trainer has no tf.distribute counterpart; torch DDP means a "
+            "hand-written loop instead of model.fit, which the pytorch runner already covers"
+        )
+    check_device(cfg)  # GPU cells only: it leaves the CPU devices unset
     if BACKEND == "jax":
         import jax
+
         if cfg.device == "cpu":
-            jax.config.update("jax_num_cpu_devices", world)    # only before the first jax.devices(), as here
+            jax.config.update("jax_num_cpu_devices", world)  # only before the first jax.devices(), as here
         devices = keras.distribution.list_devices(cfg.device)
-        if len(devices) < world:                               # a bug here, not an unsupported combination
-            raise RuntimeError(f"{world} CPU devices asked for, JAX made {len(devices)}: CPU devices can only be "
-                               "split before JAX initializes")
+        if len(devices) < world:  # a bug here, not an unsupported combination
+            raise RuntimeError(
+                f"{world} CPU devices asked for, JAX made {len(devices)}: CPU devices can only be "
+                "split before JAX initializes"
+            )
         # rosetta: data-parallel
         # Replicates the variables and splits every global batch along axis 0 over the devices.
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:world]))
         return contextlib.nullcontext(), "keras.distribution.DataParallel"
     import tensorflow as tf
-    if cfg.device == "cpu":                                    # only before TF's runtime starts, as here
+
+    if cfg.device == "cpu":  # only before TF's runtime starts, as here
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * world)
     devices = [d.name for d in tf.config.list_logical_devices("CPU" if cfg.device == "cpu" else "GPU")][:world]
@@ -135,11 +153,17 @@ def build_model(cfg=None, num_classes=14):
 def train_step(model, batches, cfg, switches, timer, world):
     p = cfg.params
     # rosetta: optimizer
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=p["lr"] * world,  # linear scaling with the batch
-                                                  beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
-                  # rosetta: loss
-                  loss=keras.losses.BinaryCrossentropy(from_logits=True),  # sigmoid inside the loss (lesson 6)
-                  jit_compile=switches["jit_compile"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            learning_rate=p["lr"] * world,  # linear scaling with the batch
+            beta_1=p["beta1"],
+            beta_2=p["beta2"],
+            epsilon=p["eps"],
+        ),
+        # rosetta: loss
+        loss=keras.losses.BinaryCrossentropy(from_logits=True),  # sigmoid inside the loss (lesson 6)
+        jit_compile=switches["jit_compile"],
+    )
     # rosetta: end
     # Build the compiled loss here: else fit first peeks a batch through the PyDataset's worker queue to build it, and
     # on JAX Keras 3.15 then serves the batches its workers made for that peek first, out of the shared order.
@@ -152,7 +176,7 @@ def train_step(model, batches, cfg, switches, timer, world):
 # rosetta: evaluate
 def evaluate(model, test, crop, batch_size, world):
     """Mean AUC over the 14 findings on every test image (centre crop, no flip)."""
-    logits = np.asarray(model.predict(TestBatches(test, crop, batch_size, world), verbose=0), np.float32)[:len(test)]
+    logits = np.asarray(model.predict(TestBatches(test, crop, batch_size, world), verbose=0), np.float32)[: len(test)]
     return metrics.mean_auc(1 / (1 + np.exp(-logits)), test.labels)
 
 
@@ -160,7 +184,7 @@ def evaluate(model, test, crop, batch_size, world):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     world = max(cfg.gpus, 1)
-    scope, parallel = data_parallel(cfg, world)               # first: before anything touches the devices
+    scope, parallel = data_parallel(cfg, world)  # first: before anything touches the devices
     check_device(cfg)
     policy = set_precision(cfg.precision, cfg.device)
     keras.utils.set_random_seed(0)
@@ -179,24 +203,49 @@ def main(cfg):
 
     auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"] * world, world)
     samples = len(batches) * p["batch_size"] * world
-    differences = [DIFFERENCES["adam"], DIFFERENCES["biased_var"]] + (
-        [DIFFERENCES["sync_bn"]] if BACKEND == "jax" and world > 1 else []) + [*FIT_HOST_SYNCS]
+    differences = (
+        [DIFFERENCES["adam"], DIFFERENCES["biased_var"]]
+        + ([DIFFERENCES["sync_bn"]] if BACKEND == "jax" and world > 1 else [])
+        + [*FIT_HOST_SYNCS]
+    )
     return {
-        "metrics": train_metrics(timer.epoch_seconds, samples, warmup=timer.warmup, steps=len(batches),
-                                 windows=timer.windows, auc=auc,
-                                 auc_classes=classes, train_minutes=sum(timer.epoch_seconds) / 60,
-                                 final_loss=timer.final_loss, devices=world, weights=source,
-                                 parameters=count_parameters(model), global_batch=p["batch_size"] * world,
-                                 train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                 epochs=p["epochs"], data_placement="host", differences=differences,
-                                 input_pipeline=(f"keras PyDataset, {workers} worker threads ({p['loader_workers']} "
-                                                 "per device), a new pool each epoch" if workers > 1 else
-                                                 "keras PyDataset in fit's own thread (1 worker in all: Keras "
-                                                 "starts no pool for one)"),
-                                 loader_workers=p["loader_workers"], input_wait_seconds=wait.seconds,
-                                 input_wait_fraction=wait.fraction(sum(timer.epoch_seconds))),
+        "metrics": train_metrics(
+            timer.epoch_seconds,
+            samples,
+            warmup=timer.warmup,
+            steps=len(batches),
+            windows=timer.windows,
+            auc=auc,
+            auc_classes=classes,
+            train_minutes=sum(timer.epoch_seconds) / 60,
+            final_loss=timer.final_loss,
+            devices=world,
+            weights=source,
+            parameters=count_parameters(model),
+            global_batch=p["batch_size"] * world,
+            train_samples=len(train),
+            test_samples=len(test),
+            crop_size=p["crop_size"],
+            epochs=p["epochs"],
+            data_placement="host",
+            differences=differences,
+            input_pipeline=(
+                f"keras PyDataset, {workers} worker threads ({p['loader_workers']} per device), a new pool each epoch"
+                if workers > 1
+                else "keras PyDataset in fit's own thread (1 worker in all: Keras starts no pool for one)"
+            ),
+            loader_workers=p["loader_workers"],
+            input_wait_seconds=wait.seconds,
+            input_wait_fraction=wait.fraction(sum(timer.epoch_seconds)),
+        ),
         "timing": train_timing(timer.windows, warmup=timer.warmup, window=timer.window),
-        "switches": {**switches, "data_parallel": parallel, "data_format": DATA_FORMAT,
-                     "dtype_policy": policy, "jit_compile_resolved": model.jit_compile, "backend": BACKEND,
-                     "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},
+        "switches": {
+            **switches,
+            "data_parallel": parallel,
+            "data_format": DATA_FORMAT,
+            "dtype_policy": policy,
+            "jit_compile_resolved": model.jit_compile,
+            "backend": BACKEND,
+            "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)",
+        },
     }

@@ -9,6 +9,7 @@ DenseNet-121: keras.applications.DenseNet121 is torchvision's network but for it
 0.99); the zoo model is used with every BatchNorm set to torchvision's ε 1e-5 and momentum 0.1 (Keras: 0.9), and
 `densenet_layer` maps the canonical names onto the zoo's layer names.
 """
+
 import re
 
 import keras
@@ -17,7 +18,7 @@ from keras import layers
 
 from runners.keras import nchw_to
 
-BN = {"epsilon": 1e-5, "momentum": 0.9}   # torchvision's BatchNorm: ε 1e-5, running statistics updated by 0.1
+BN = {"epsilon": 1e-5, "momentum": 0.9}  # torchvision's BatchNorm: ε 1e-5, running statistics updated by 0.1
 
 
 # ==== ResNet-50 v1.5 ====
@@ -39,20 +40,20 @@ def resnet50(data_format="channels_last"):
 
     def bottleneck(x, width, stride, name):
         y = conv_bn(x, width, 1, 1, f"{name}_conv1", f"{name}_bn1")
-        y = conv_bn(y, width, 3, stride, f"{name}_conv2", f"{name}_bn2")          # v1.5: the stride is here
+        y = conv_bn(y, width, 3, stride, f"{name}_conv2", f"{name}_bn2")  # v1.5: the stride is here
         y = conv_bn(y, 4 * width, 1, 1, f"{name}_conv3", f"{name}_bn3", relu=False)
-        if stride != 1 or x.shape[axis] != 4 * width:                             # projection shortcut
+        if stride != 1 or x.shape[axis] != 4 * width:  # projection shortcut
             x = conv_bn(x, 4 * width, 1, stride, f"{name}_downsample_0", f"{name}_downsample_1", relu=False)
         return layers.ReLU()(layers.Add()([y, x]))
 
     inputs = keras.Input((3, None, None) if axis == 1 else (None, None, 3))
-    x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")                                  # (N, H/2, W/2, 64)
+    x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")  # (N, H/2, W/2, 64)
     x = layers.ZeroPadding2D(1, data_format=data_format)(x)
-    x = layers.MaxPooling2D(3, 2, data_format=data_format)(x)                      # (N, H/4, W/4, 64)
+    x = layers.MaxPooling2D(3, 2, data_format=data_format)(x)  # (N, H/4, W/4, 64)
     for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3)), start=1):
         for i in range(blocks):
             x = bottleneck(x, width, 2 if stage > 1 and i == 0 else 1, f"layer{stage}_{i}")
-    features = layers.GlobalAveragePooling2D(data_format, dtype="float32")(x)     # float32 under mixed precision
+    features = layers.GlobalAveragePooling2D(data_format, dtype="float32")(x)  # float32 under mixed precision
     return keras.Model(inputs, features, name="resnet50_v1_5")
 
 
@@ -69,7 +70,7 @@ def densenet121(num_classes=14):
     base = keras.applications.DenseNet121(include_top=False, weights=None, input_shape=(None, None, 3), pooling="avg")
     for layer in base.layers:
         if isinstance(layer, layers.BatchNormalization):
-            layer.epsilon, layer.momentum = BN["epsilon"], BN["momentum"]         # read at every call
+            layer.epsilon, layer.momentum = BN["epsilon"], BN["momentum"]  # read at every call
     logits = layers.Dense(num_classes, dtype="float32", name="classifier")(base.output)  # float32 under mixed policy
     return keras.Model(base.input, logits, name="densenet121")
 

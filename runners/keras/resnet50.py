@@ -1,6 +1,7 @@
 """Keras 3.15 (TF / JAX / PyTorch backend) · resnet50 · ResNet-50 v1.5 (torchvision's definition, written in Keras'
 functional idiom in runners/keras/networks.py) cut after global average pooling: timed feature extraction with
 `model.predict_on_batch`, batch by batch."""
+
 import keras
 import numpy as np
 
@@ -12,11 +13,11 @@ from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
 
 # ==== Config ====
-# Image size, batch size and batch count come from shared/params.py (1,280 images of 224² in batches of 32 at full scale).
+# Image size, batch size and batch count: shared/params.py (1,280 images of 224² in batches of 32 at full scale).
 SWITCHES = {
-    "channels_first": None,    # NCHW; None = on a GPU (cuDNN's classic layout, lesson 2) and on the torch backend
-                               # (Keras copies NHWC tensors to NCHW around every torch conv), else NHWC
-    "jit_compile": "auto",     # XLA-compile predict; Keras' "auto": JAX always, TF on GPU only, torch never
+    "channels_first": None,  # NCHW; None = on a GPU (cuDNN's classic layout, lesson 2) and on the torch backend
+    # (Keras copies NHWC tensors to NCHW around every torch conv), else NHWC
+    "jit_compile": "auto",  # XLA-compile predict; Keras' "auto": JAX always, TF on GPU only, torch never
 }
 # Not keras.applications.ResNet50: that is ResNet v1 (stride on the first 1×1 conv, conv biases), another network.
 # Weights: the canonical ones (ImageNet from the `weights` step, else the shared seeded init; record field `weights`).
@@ -46,8 +47,9 @@ def build_model(cfg=None, data_format="channels_last"):
 # Feature extraction has no training step: the timed unit is one pass of `predict_on_batch` over all images (see
 # `extract`), which includes the host→device copy of each batch and the device→host copy of its features.
 def extract(model, images, batch_size):
-    return np.concatenate([model.predict_on_batch(images[idx[0]:idx[-1] + 1])
-                           for idx in batching.eval_batches(len(images), batch_size)])
+    return np.concatenate(
+        [model.predict_on_batch(images[idx[0] : idx[-1] + 1]) for idx in batching.eval_batches(len(images), batch_size)]
+    )
 
 
 # ==== Evaluate ====
@@ -68,7 +70,7 @@ def main(cfg):
     images = load_data(cfg, data_format)
     model = build_model(data_format=data_format)
     # rosetta: init
-    weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
+    weights, source = canonical.load(cfg.data, "resnet50")  # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
     model.compile(jit_compile=switches["jit_compile"])  # predict_on_batch() reads jit_compile from compile()
 
@@ -79,10 +81,23 @@ def main(cfg):
     # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
-                                      feature_mean=feature_mean, parameters=count_parameters(model),
-                                      data_placement="host", differences=[]),
+        "metrics": extraction_metrics(
+            timing,
+            len(images),
+            p["batch_size"],
+            p["image_size"],
+            weights=source,
+            feature_mean=feature_mean,
+            parameters=count_parameters(model),
+            data_placement="host",
+            differences=[],
+        ),
         "timing": timing,
-        "switches": {**switches, "data_format": data_format, "dtype_policy": policy,
-                     "jit_compile_resolved": model.jit_compile, "backend": keras.backend.backend()},
+        "switches": {
+            **switches,
+            "data_format": data_format,
+            "dtype_policy": policy,
+            "jit_compile_resolved": model.jit_compile,
+            "backend": keras.backend.backend(),
+        },
     }

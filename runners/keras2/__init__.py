@@ -9,6 +9,7 @@ through libgpuarray/pygpu), and Keras' CNTK backend freezes CNTK's process-wide 
 sets from `--device` before importing a runner package, and sets the backend up *before* `import keras`;
 `check_device(cfg)` then fails a GPU cell whose backend did not get one.
 """
+
 import os
 import time
 
@@ -19,18 +20,20 @@ def theano_flags(device, environ=os.environ):
     """THEANO_FLAGS with this project's defaults in front of the user's own: Theano keeps the last value of a key, so
     a flag the user sets wins (each default applies only where it is unset). Theano 1.0 spells sections with dots
     (`blas.ldflags`; the `blas__ldflags` form is Aesara's)."""
-    defaults = ["floatX=float32",             # Keras' floatx; Theano's own default is float64
-                "blas.ldflags=-lopenblas"]    # Theano's C GEMM/GEMV ops link OpenBLAS (libopenblas-dev in the image)
-    if environ.get("ROSETTA_CACHE_DIR"):      # compiled C modules, the container's own (a tmpfs per cell; 42 s cold)
+    defaults = [
+        "floatX=float32",  # Keras' floatx; Theano's own default is float64
+        "blas.ldflags=-lopenblas",
+    ]  # Theano's C GEMM/GEMV ops link OpenBLAS (libopenblas-dev in the image)
+    if environ.get("ROSETTA_CACHE_DIR"):  # compiled C modules, the container's own (a tmpfs per cell; 42 s cold)
         defaults.append("base_compiledir=" + os.path.join(environ["ROSETTA_CACHE_DIR"], "theano"))
     if device == "gpu":
-        defaults.append("device=cuda")        # libgpuarray's CUDA backend (pygpu); Theano 1.0 has no other GPU path
+        defaults.append("device=cuda")  # libgpuarray's CUDA backend (pygpu); Theano 1.0 has no other GPU path
         defaults.append("dnn.enabled=False")  # Theano 1.0.5's cuDNN ops need cuDNN <= 7, which no wheel ships (the
-                                              # theano image has none): GpuCorrMM convolutions and cuBLAS instead
+        # theano image has none): GpuCorrMM convolutions and cuBLAS instead
     return ",".join(defaults + ([environ["THEANO_FLAGS"]] if environ.get("THEANO_FLAGS") else []))
 
 
-DEVICE = os.environ.get("ROSETTA_DEVICE", "gpu")   # the runner contract's default device
+DEVICE = os.environ.get("ROSETTA_DEVICE", "gpu")  # the runner contract's default device
 if BACKEND == "theano":
     os.environ["THEANO_FLAGS"] = theano_flags(DEVICE)
 elif BACKEND == "cntk":
@@ -50,15 +53,17 @@ from shared import batching  # noqa: E402
 from shared.record import GpuMissing, Skip  # noqa: E402
 from shared.timing import WINDOW_STEPS, edge  # noqa: E402
 
-BACKEND = keras.backend.backend()             # "cntk" | "theano"
+BACKEND = keras.backend.backend()  # "cntk" | "theano"
 # Keras' Adam updates w -= lr·√(1−β₂ᵗ)/(1−β₁ᵗ) · m / (√v + ε): ε is added before the bias correction (Kingma & Ba's
 # "epsilon hat", as Keras 3 still does), where PyTorch and optax add it to √v̂ after it. Recorded in `differences`.
 ADAM_EPSILON_HAT = "Adam ε added before bias correction (Keras' epsilon-hat form; PyTorch/optax add it after)"
 # Keras 2's Theano backend computes a from-logits cross-entropy as softmax, then clip to [1e-7, 1 − 1e-7], then
 # −log (keras/backend/theano_backend.py): the loss saturates near 16.1 and a sample whose true class has probability
 # below 1e-7 gets no gradient. Keras' CNTK backend calls C.cross_entropy_with_softmax, the exact function.
-CLIPPED_CROSS_ENTROPY = ("softmax cross-entropy clips the probabilities to [1e-7, 1 - 1e-7] (Keras 2's Theano "
-                         "backend, also from logits): no gradient from samples below 1e-7")
+CLIPPED_CROSS_ENTROPY = (
+    "softmax cross-entropy clips the probabilities to [1e-7, 1 - 1e-7] (Keras 2's Theano "
+    "backend, also from logits): no gradient from samples below 1e-7"
+)
 
 
 def differences():
@@ -75,33 +80,49 @@ def _bundled(prefix):
     """The CUDA or cuDNN version cntk-gpu bundles, from its libraries' names (CNTK has no runtime query)."""
     libs = os.path.join(os.path.dirname(C.__file__), "libs")
     names = sorted(n for n in os.listdir(libs) if n.startswith(prefix + ".so.")) if os.path.isdir(libs) else []
-    return names[-1][len(prefix) + 4:] if names else None
+    return names[-1][len(prefix) + 4 :] if names else None
 
 
 def _theano_gpu():
     """(device name, cuDNN version) of Theano's GPU context, or None where Theano runs on the CPU."""
     import theano.gpuarray
+
     if not theano.gpuarray.pygpu_activated:
         return None
     from theano.gpuarray import dnn
-    return (theano.gpuarray.type.get_context(None).devname,
-            str(dnn.version()) if dnn.dnn_present() else None)
+
+    return (theano.gpuarray.type.get_context(None).devname, str(dnn.version()) if dnn.dnn_present() else None)
 
 
 def framework_info():
     if BACKEND == "cntk":
         on_gpu = on_device_gpu()
-        info = {"backend_version": C.__version__, "gpus": [C.device.get_gpu_properties(d).name for d in _cntk_gpus()],
-                "cuda": _bundled("libcudart") if on_gpu else None, "cudnn": _bundled("libcudnn") if on_gpu else None,
-                "cntk_device": str(C.device.use_default_device())}
+        info = {
+            "backend_version": C.__version__,
+            "gpus": [C.device.get_gpu_properties(d).name for d in _cntk_gpus()],
+            "cuda": _bundled("libcudart") if on_gpu else None,
+            "cudnn": _bundled("libcudnn") if on_gpu else None,
+            "cntk_device": str(C.device.use_default_device()),
+        }
     else:
         import theano
+
         gpu = _theano_gpu()
-        info = {"backend_version": theano.__version__, "gpus": [gpu[0]] if gpu else [], "cuda": None,
-                "cudnn": gpu[1] if gpu else None, "theano_device": theano.config.device,
-                "blas_ldflags": theano.config.blas.ldflags, "compiledir": theano.config.compiledir}
-    return {"framework_version": f"keras {keras.__version__} / {BACKEND} {info['backend_version']}",
-            "keras_version": keras.__version__, "backend": BACKEND, **info}
+        info = {
+            "backend_version": theano.__version__,
+            "gpus": [gpu[0]] if gpu else [],
+            "cuda": None,
+            "cudnn": gpu[1] if gpu else None,
+            "theano_device": theano.config.device,
+            "blas_ldflags": theano.config.blas.ldflags,
+            "compiledir": theano.config.compiledir,
+        }
+    return {
+        "framework_version": f"keras {keras.__version__} / {BACKEND} {info['backend_version']}",
+        "keras_version": keras.__version__,
+        "backend": BACKEND,
+        **info,
+    }
 
 
 def backend_switches():
@@ -109,6 +130,7 @@ def backend_switches():
     if BACKEND != "theano" or DEVICE != "gpu":
         return {}
     import theano
+
     return {"theano_dnn_enabled": theano.config.dnn.enabled}
 
 
@@ -124,20 +146,30 @@ def check_device(cfg):
     """Fail a GPU cell where the backend computes on the CPU (a broken install, never an unsupported combination):
     CNTK without a visible GPU (or the CPU-only `cntk` wheel), Theano without libgpuarray (pygpu)."""
     if cfg.device != DEVICE:
-        raise RuntimeError(f"the backend was set up for device {DEVICE!r} at import, the cell asks for {cfg.device!r}; "
-                           "pass the cell's --device on the command line or in ROSETTA_DEVICE")
-    asked = max(cfg.gpus, 1)            # these tasks run on the first; more visible than that are fine
+        raise RuntimeError(
+            f"the backend was set up for device {DEVICE!r} at import, the cell asks for {cfg.device!r}; "
+            "pass the cell's --device on the command line or in ROSETTA_DEVICE"
+        )
+    asked = max(cfg.gpus, 1)  # these tasks run on the first; more visible than that are fine
     if cfg.device == "gpu" and BACKEND == "cntk" and (not on_device_gpu() or len(_cntk_gpus()) < asked):
-        raise GpuMissing(asked, len(_cntk_gpus()),
-                         f"Keras 2 on CNTK {C.__version__} (default device: {C.device.use_default_device()})")
+        raise GpuMissing(
+            asked,
+            len(_cntk_gpus()),
+            f"Keras 2 on CNTK {C.__version__} (default device: {C.device.use_default_device()})",
+        )
     if cfg.device == "gpu" and BACKEND == "theano" and (not on_device_gpu() or asked > 1):
         import theano
         import theano.gpuarray
+
         pygpu = theano.gpuarray.pygpu
         found = f"pygpu {pygpu.__version__}" if pygpu is not None else "no pygpu"
-        raise GpuMissing(asked, int(on_device_gpu()), f"Keras 2 on Theano {theano.__version__} with {found} "
-                                                      f"(THEANO_FLAGS device={theano.config.device}: its GPU path "
-                                                      "needs libgpuarray and pygpu, and uses one GPU)")
+        raise GpuMissing(
+            asked,
+            int(on_device_gpu()),
+            f"Keras 2 on Theano {theano.__version__} with {found} "
+            f"(THEANO_FLAGS device={theano.config.device}: its GPU path "
+            "needs libgpuarray and pygpu, and uses one GPU)",
+        )
 
 
 # rosetta: precision
@@ -198,7 +230,7 @@ class EpochTimer(keras.callbacks.Callback):
         self.start = time.perf_counter()
 
     def on_epoch_begin(self, epoch, logs=None):
-        if self.epoch_seconds or self.start is None:   # epoch 0 started with `fit`
+        if self.epoch_seconds or self.start is None:  # epoch 0 started with `fit`
             self.start = time.perf_counter()
         self.window_start, self.in_window, self.probing = time.perf_counter(), 0, 0.0
 
@@ -207,11 +239,11 @@ class EpochTimer(keras.callbacks.Callback):
         self.losses.append(float(logs["loss"]))
         if self.warmup is None:
             self.warmup = now - self.start
-            self.probing += edge()                        # the cores' distance at a window edge, outside the clock
+            self.probing += edge()  # the cores' distance at a window edge, outside the clock
             self.window_start = time.perf_counter()
             return
         self.in_window += 1
-        if self.in_window == WINDOW_STEPS:                # one sample per WINDOW_STEPS steps after the first
+        if self.in_window == WINDOW_STEPS:  # one sample per WINDOW_STEPS steps after the first
             self.windows.append((now - self.window_start) / WINDOW_STEPS)
             self.probing += edge()
             self.window_start, self.in_window = time.perf_counter(), 0
@@ -228,8 +260,14 @@ def fit_steps(model, x, y, steps, read_canonical):
     timer, after = EpochTimer(), []
     weights = keras.callbacks.LambdaCallback(on_batch_end=lambda batch, logs: after.append(read_canonical(model)))
     timer.start_fit()
-    model.fit(EpochBatches(steps * len(x), len(x), lambda idx: (x, y)), epochs=1, shuffle=False, workers=0,
-              callbacks=[timer, weights], verbose=0)
+    model.fit(
+        EpochBatches(steps * len(x), len(x), lambda idx: (x, y)),
+        epochs=1,
+        shuffle=False,
+        workers=0,
+        callbacks=[timer, weights],
+        verbose=0,
+    )
     return timer.losses, after
 
 
@@ -257,12 +295,14 @@ def gemm(cfg, n, dtype):
     """The calibration GEMM (shared/calibration.py): `K.dot` compiled by the backend into a function that returns
     numpy (so it has finished when it returns). Keras 2 here computes in float32 only."""
     from keras import backend as K
+
     if dtype != "float32":
         raise ValueError(f"Keras 2 on {BACKEND} runs float32 only here")
     a = np.ones((n, n), np.float32)
     if BACKEND == "cntk":
         # CNTK caches a graph without inputs between evaluations (a 13 TFLOP/s "GEMM" on two cores): feed one.
         import cntk as C
+
         rows = C.input_variable(n)
         product = C.times(rows, C.constant(a))
         return (lambda: product.eval({rows: a})), (lambda: None)

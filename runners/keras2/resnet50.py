@@ -1,5 +1,6 @@
 """Keras 2.3 (CNTK 2.7 backend) · resnet50 · ResNet-50 v1.5 (torchvision's definition) in Keras 2's functional API,
 channels_first, cut after global average pooling: timed feature extraction with `model.predict`."""
+
 import keras
 import numpy as np
 from keras import layers
@@ -11,18 +12,18 @@ from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
 
 # ==== Config ====
-# Image size, batch size and batch count come from shared/params.py (1,280 images of 224² in batches of 32 at full scale).
+# Image size, batch size and batch count: shared/params.py (1,280 images of 224² in batches of 32 at full scale).
 SWITCHES = {
     "data_format": "channels_first",  # NCHW, CNTK's native layout and cuDNN's classic one (lesson 2)
-    "inference_graph": True,          # K.set_learning_phase(0) before building: the graph holds BatchNorm's inference
-                                      # branch only; with the dynamic learning phase CNTK computes the batch-statistics
-                                      # branch too and discards it (element_select), ~1.5x slower here
+    "inference_graph": True,  # K.set_learning_phase(0) before building: the graph holds BatchNorm's inference
+    # branch only; with the dynamic learning phase CNTK computes the batch-statistics
+    # branch too and discards it (element_select), ~1.5x slower here
 }
 # Not keras.applications.ResNet50: in Keras 2.3 that is ResNet v1 (stride on the first 1×1 conv of a block, conv
 # biases, BatchNorm ε 1.001e-5), another network. Weights: the canonical ones (ImageNet from the `weights` step, else
 # the shared seeded init; record field `weights`). Data placement is "host" (the only choice with `predict`): the
 # images sit in host memory and every timed pass copies each batch in and its features back out.
-BN = {"epsilon": 1e-5, "momentum": 0.9}   # torchvision's BatchNorm: ε 1e-5, running statistics updated by 0.1
+BN = {"epsilon": 1e-5, "momentum": 0.9}  # torchvision's BatchNorm: ε 1e-5, running statistics updated by 0.1
 
 
 # ==== Data ====
@@ -48,17 +49,18 @@ def build_model(cfg=None, data_format="channels_first", image_size=None):
     96², or any size: CNTK refuses "same" there, "kernel dim 3 <= input dim 2"), as runners/cntk/resnet50.py does.
     The max pool's padding equals torchvision's -∞ padding because it follows a ReLU.
     """
-    keras.backend.set_image_data_format(data_format)    # every layer below follows it
+    keras.backend.set_image_data_format(data_format)  # every layer below follows it
     axis = 1 if data_format == "channels_first" else -1
     explicit = keras.backend.backend() != "cntk"
-    small = image_size is None or image_size < 32 * 3   # the last stage's maps are H/32
+    small = image_size is None or image_size < 32 * 3  # the last stage's maps are H/32
 
     # rosetta: model
     def conv_bn(x, filters, kernel, stride, name, bn_name, relu=True, pad=explicit):
         if pad and kernel > 1:
             x = layers.ZeroPadding2D(kernel // 2)(x)
-        x = layers.Conv2D(filters, kernel, strides=stride, padding="valid" if pad else "same", use_bias=False,
-                          name=name)(x)
+        x = layers.Conv2D(
+            filters, kernel, strides=stride, padding="valid" if pad else "same", use_bias=False, name=name
+        )(x)
         x = layers.BatchNormalization(axis=axis, name=bn_name, **BN)(x)
         return layers.Activation("relu")(x) if relu else x
 
@@ -67,21 +69,22 @@ def build_model(cfg=None, data_format="channels_first", image_size=None):
         y = conv_bn(x, width, 1, 1, f"{name}_conv1", f"{name}_bn1")
         y = conv_bn(y, width, 3, stride, f"{name}_conv2", f"{name}_bn2", pad=pad)  # v1.5: the stride is here
         y = conv_bn(y, 4 * width, 1, 1, f"{name}_conv3", f"{name}_bn3", relu=False)
-        if stride != 1 or keras.backend.int_shape(x)[axis] != 4 * width:         # projection shortcut
+        if stride != 1 or keras.backend.int_shape(x)[axis] != 4 * width:  # projection shortcut
             x = conv_bn(x, 4 * width, 1, stride, f"{name}_downsample_0", f"{name}_downsample_1", relu=False)
         return layers.Activation("relu")(layers.add([y, x]))
 
     # rosetta: model
     inputs = layers.Input((3, None, None) if axis == 1 else (None, None, 3))
-    x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")                                  # (N, 64, H/2, W/2)
+    x = conv_bn(inputs, 64, 7, 2, "conv1", "bn1")  # (N, 64, H/2, W/2)
     if explicit:
         x = layers.ZeroPadding2D(1)(x)
-    x = layers.MaxPooling2D(3, strides=2, padding="valid" if explicit else "same")(x)   # (N, 64, H/4, W/4)
+    x = layers.MaxPooling2D(3, strides=2, padding="valid" if explicit else "same")(x)  # (N, 64, H/4, W/4)
     for stage, (width, blocks) in enumerate(((64, 3), (128, 4), (256, 6), (512, 3)), start=1):
         for i in range(blocks):
-            x = bottleneck(x, width, 2 if stage > 1 and i == 0 else 1, f"layer{stage}_{i}",
-                           pad=explicit or (small and stage == 4))
-    features = layers.GlobalAveragePooling2D()(x)                                  # (N, 2048)
+            x = bottleneck(
+                x, width, 2 if stage > 1 and i == 0 else 1, f"layer{stage}_{i}", pad=explicit or (small and stage == 4)
+            )
+    features = layers.GlobalAveragePooling2D()(x)  # (N, 2048)
     return keras.models.Model(inputs, features, name="resnet50_v1_5")
 
 
@@ -131,10 +134,10 @@ def main(cfg):
     check_precision(cfg.precision)
     images = load_data(cfg, switches["data_format"])
     if switches["inference_graph"]:
-        keras.backend.set_learning_phase(0)                      # a feature extractor never trains (Keras 2's idiom)
+        keras.backend.set_learning_phase(0)  # a feature extractor never trains (Keras 2's idiom)
     model = build_model(data_format=switches["data_format"], image_size=p["image_size"])
     # rosetta: init
-    weights, source = canonical.load(cfg.data, "resnet50")       # ImageNet from the `weights` step, else seeded random
+    weights, source = canonical.load(cfg.data, "resnet50")  # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
 
     features = []
@@ -145,11 +148,23 @@ def main(cfg):
     # rosetta: end
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
-                                      feature_mean=feature_mean, parameters=count_parameters(model),
-                                      data_placement="host", differences=[]),
+        "metrics": extraction_metrics(
+            timing,
+            len(images),
+            p["batch_size"],
+            p["image_size"],
+            weights=source,
+            feature_mean=feature_mean,
+            parameters=count_parameters(model),
+            data_placement="host",
+            differences=[],
+        ),
         "timing": timing,
-        "switches": {**switches, "image_data_format": keras.backend.image_data_format(),
-                     "learning_phase": keras.backend.learning_phase() if switches["inference_graph"] else "dynamic",
-                     "backend": keras.backend.backend(), "floatx": keras.backend.floatx()},
+        "switches": {
+            **switches,
+            "image_data_format": keras.backend.image_data_format(),
+            "learning_phase": keras.backend.learning_phase() if switches["inference_graph"] else "dynamic",
+            "backend": keras.backend.backend(),
+            "floatx": keras.backend.floatx(),
+        },
     }

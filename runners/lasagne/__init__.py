@@ -12,6 +12,7 @@ of the other runners should know:
 - Lasagne's layers have defaults that differ from other frameworks' (a ReLU inside every Conv2DLayer and DenseLayer,
   true convolution with flipped filters): the task module spells each one out (seed lesson 11).
 """
+
 import os
 
 # Theano reads THEANO_FLAGS once, at import: set the defaults here, before the first `import theano`. They go first
@@ -19,15 +20,17 @@ import os
 # NB Theano 1.0 spells flags with dots (blas.ldflags); the `blas__ldflags` spelling is Aesara/PyTensor's and Theano
 # ignores it with a warning.
 _DEFAULT_FLAGS = {
-    "floatX": "float32",            # Python floats and new shared variables in float32 (Theano's default: float64)
-    "blas.ldflags": "-lopenblas",   # link Theano's C ops (CorrMM conv, Gemm) against OpenBLAS (libopenblas-dev)
+    "floatX": "float32",  # Python floats and new shared variables in float32 (Theano's default: float64)
+    "blas.ldflags": "-lopenblas",  # link Theano's C ops (CorrMM conv, Gemm) against OpenBLAS (libopenblas-dev)
 }
 # Without BLAS flags Theano calls the BLAS through NumPy's C API (measured: 650 vs 760-910 ms per cnn step of 32 on 2
 # shared cores); with a BLAS flag the linker must find the library, else the compile fails and says so.
 if os.environ.get("ROSETTA_CACHE_DIR"):  # a container's own compile cache (compose.yaml: a tmpfs per cell)
     _DEFAULT_FLAGS["base_compiledir"] = os.path.join(os.environ["ROSETTA_CACHE_DIR"], "theano")
-os.environ["THEANO_FLAGS"] = ",".join([f"{k}={v}" for k, v in _DEFAULT_FLAGS.items()]
-                                      + ([os.environ["THEANO_FLAGS"]] if os.environ.get("THEANO_FLAGS") else []))
+os.environ["THEANO_FLAGS"] = ",".join(
+    [f"{k}={v}" for k, v in _DEFAULT_FLAGS.items()]
+    + ([os.environ["THEANO_FLAGS"]] if os.environ.get("THEANO_FLAGS") else [])
+)
 
 import lasagne  # noqa: E402
 import numpy as np  # noqa: E402
@@ -41,6 +44,7 @@ def _gpuarray():
     """Theano's GPU backend (theano.gpuarray over libgpuarray/pygpu), or None where pygpu is not importable. pygpu is
     not on PyPI: it comes from conda or Debian's python3-pygpu, never from this project's CPU environment."""
     import theano.gpuarray
+
     return theano.gpuarray if theano.gpuarray.pygpu is not None else None
 
 
@@ -52,10 +56,10 @@ def framework_info():
         "theano_version": theano.__version__,
         "numpy_version": np.__version__,
         "pygpu_version": gpuarray.pygpu.__version__ if gpuarray is not None else None,
-        "blas_ldflags": theano.config.blas.ldflags,   # what Theano links its C ops against
-        "cxx": theano.config.cxx or None,             # None: no compiler, Theano cannot build its C ops
+        "blas_ldflags": theano.config.blas.ldflags,  # what Theano links its C ops against
+        "cxx": theano.config.cxx or None,  # None: no compiler, Theano cannot build its C ops
         "compiledir": theano.config.compiledir,
-        "cuda": None,                                 # libgpuarray loads libcuda/libnvrtc at run time: no version query
+        "cuda": None,  # libgpuarray loads libcuda/libnvrtc at run time: no version query
         "cudnn": str(gpuarray.dnn.version()) if context is not None and gpuarray.dnn.dnn_present() else None,
         "gpus": [context.devname] if context is not None else [],
     }
@@ -72,12 +76,16 @@ def select_device(cfg, rank=0):
     asked = max(cfg.gpus, 1)
     gpuarray = _gpuarray()
     if gpuarray is None:
-        raise GpuMissing(asked, 0, f"Theano {theano.__version__} (pygpu is not importable: Theano's GPU backend, "
-                                   "device=cuda, needs libgpuarray and pygpu, which are not on PyPI; use an image "
-                                   "with conda's pygpu or Debian's python3-pygpu)")
+        raise GpuMissing(
+            asked,
+            0,
+            f"Theano {theano.__version__} (pygpu is not importable: Theano's GPU backend, "
+            "device=cuda, needs libgpuarray and pygpu, which are not on PyPI; use an image "
+            "with conda's pygpu or Debian's python3-pygpu)",
+        )
     try:
         visible = gpuarray.pygpu.gpuarray.count_devices("cuda", 0)
-    except gpuarray.pygpu.gpuarray.GpuArrayException:       # no driver behind libgpuarray
+    except gpuarray.pygpu.gpuarray.GpuArrayException:  # no driver behind libgpuarray
         visible = 0
     if visible < asked:
         raise GpuMissing(asked, visible, f"Theano {theano.__version__} with pygpu {gpuarray.pygpu.__version__}")
@@ -96,7 +104,7 @@ def check_precision(precision):
 
 def count_parameters(model):
     """Trainable parameters of every layer below the output layer `model` (Lasagne's own count)."""
-    return int(lasagne.layers.count_params(model, trainable=True))          # a NumPy integer: JSON needs int
+    return int(lasagne.layers.count_params(model, trainable=True))  # a NumPy integer: JSON needs int
 
 
 def layers_by_name(model):

@@ -1,5 +1,6 @@
 """Lasagne 0.1 on Theano 1.0 · cnn · a VGG-style CNN on CIFAR-10: a Lasagne layer stack, SGD + momentum updates and
 a compiled `theano.function` train step."""
+
 import lasagne
 import numpy as np
 import theano
@@ -17,14 +18,14 @@ from shared.timing import stopwatch, timed_epochs, train_metrics, train_timing
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
 SWITCHES = {
-    "openmp": False,       # Theano's OpenMP flag (CorrMM convolves batch items in threads): slower on 2 shared cores
-    "cudnn": False,        # GPU: Theano 1.0.5's cuDNN ops need cuDNN <= 7, which no wheel ships (the theano image
-                           # has none): GpuCorrMM convolutions and cuBLAS instead (Theano's dnn.enabled flag)
+    "openmp": False,  # Theano's OpenMP flag (CorrMM convolves batch items in threads): slower on 2 shared cores
+    "cudnn": False,  # GPU: Theano 1.0.5's cuDNN ops need cuDNN <= 7, which no wheel ships (the theano image
+    # has none): GpuCorrMM convolutions and cuBLAS instead (Theano's dnn.enabled flag)
     "cudnn_algo": "time_once",  # GPU, with cudnn on: cuDNN times its conv algorithms once per shape (lesson 3)
     "data_placement": params.DATA_PLACEMENT,  # host: each batch passed to the function inside the clock (the rule for
-                                              # every framework); device: the set in shared variables, batches taken
-                                              # by index through `givens` (Theano's tutorial idiom)
-    "dropout": True,       # off only in the training-equivalence test (its step must be deterministic)
+    # every framework); device: the set in shared variables, batches taken
+    # by index through `givens` (Theano's tutorial idiom)
+    "dropout": True,  # off only in the training-equivalence test (its step must be deterministic)
 }
 # Layout: NCHW, Theano's only layout and cuDNN's classic one (lesson 2). float32 through THEANO_FLAGS' floatX.
 
@@ -44,29 +45,39 @@ def build_model(cfg=None, dropout=True):
     apply a ReLU unless told otherwise (`nonlinearity=rectify` is their default), "same" padding is `pad=1` for a
     3×3 kernel (the default is 0, "valid"), and pooling's stride defaults to its size. Glorot-uniform weights and zero
     biases are Lasagne's defaults and the canonical CNN's (lesson 7), named anyway."""
+
     def conv(net, channels, name, nonlinearity):
         # pad=1, not pad="same": Lasagne 0.1 computes "same" as a full convolution cropped back to 32×32 (more work),
         # an integer pads the input and convolves "valid"; measured here: 520 vs 690-830 ms per step of 32.
-        return Conv2DLayer(net, channels, filter_size=(3, 3), stride=(1, 1), pad=1, nonlinearity=nonlinearity,
-                           W=GlorotUniform(), b=Constant(0.), name=name)
+        return Conv2DLayer(
+            net,
+            channels,
+            filter_size=(3, 3),
+            stride=(1, 1),
+            pad=1,
+            nonlinearity=nonlinearity,
+            W=GlorotUniform(),
+            b=Constant(0.0),
+            name=name,
+        )
 
-    def pool(net):                         # ignore_border: a partial window at the edge is dropped (32 and 16 are even)
+    def pool(net):  # ignore_border: a partial window at the edge is dropped (32 and 16 are even)
         return MaxPool2DLayer(net, pool_size=(2, 2), stride=(2, 2), ignore_border=True)
 
     rates = (0.25, 0.25, 0.5) if dropout else (0.0, 0.0, 0.0)
     # rosetta: model
-    net = InputLayer((None, 3, 32, 32))                               # any batch size
+    net = InputLayer((None, 3, 32, 32))  # any batch size
     net = conv(net, 50, "conv1", nonlinearity=rectify)
     # conv2's ReLU comes after the pooling (lesson 10: on 4x fewer elements), so the layer's own must be switched off.
     net = NonlinearityLayer(pool(conv(net, 50, "conv2", nonlinearity=identity)), rectify)
-    net = DropoutLayer(net, p=rates[0])                               # (N, 50, 16, 16); off when deterministic=True
+    net = DropoutLayer(net, p=rates[0])  # (N, 50, 16, 16); off when deterministic=True
     net = conv(net, 100, "conv3", nonlinearity=rectify)
     net = NonlinearityLayer(pool(conv(net, 100, "conv4", nonlinearity=identity)), rectify)
-    net = DropoutLayer(net, p=rates[1])                               # (N, 100, 8, 8)
-    net = DenseLayer(net, 512, nonlinearity=rectify, W=GlorotUniform(), b=Constant(0.), name="fc1")  # flattens C·H·W
+    net = DropoutLayer(net, p=rates[1])  # (N, 100, 8, 8)
+    net = DenseLayer(net, 512, nonlinearity=rectify, W=GlorotUniform(), b=Constant(0.0), name="fc1")  # flattens C·H·W
     net = DropoutLayer(net, p=rates[2])
     # Logits: the layer's default ReLU would clip them, and softmax lives in the loss (lesson 6).
-    return DenseLayer(net, 10, nonlinearity=identity, W=GlorotUniform(), b=Constant(0.), name="fc2")
+    return DenseLayer(net, 10, nonlinearity=identity, W=GlorotUniform(), b=Constant(0.0), name="fc2")
 
 
 # rosetta: init
@@ -121,7 +132,7 @@ def make_train_step(model, lr, momentum, x_train=None, y_train=None):
     memory) and the function takes a batch's index vector, substituted through `givens`."""
     # rosetta: train-step
     x, y = T.tensor4("x"), T.ivector("y")
-    logits = lasagne.layers.get_output(model, x)                       # deterministic=False: dropout on
+    logits = lasagne.layers.get_output(model, x)  # deterministic=False: dropout on
     # rosetta: loss
     loss = lasagne.objectives.categorical_crossentropy(T.nnet.softmax(logits), y).mean()
     # rosetta: optimizer
@@ -130,7 +141,7 @@ def make_train_step(model, lr, momentum, x_train=None, y_train=None):
     # rosetta: train-step
     if x_train is None:
         return theano.function([x, y], loss, updates=updates)
-    idx = T.lvector("idx")                                             # shared.batching's int64 indices
+    idx = T.lvector("idx")  # shared.batching's int64 indices
     x_shared, y_shared = theano.shared(x_train, borrow=True), theano.shared(y_train, borrow=True)
     return theano.function([idx], loss, updates=updates, givens={x: x_shared[idx], y: y_shared[idx]})
 
@@ -153,7 +164,7 @@ def train_steps(cfg, weights, x, y, steps):
 # ==== Evaluate ====
 # rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
-    predict = make_predict(model)                                      # dropout off (lesson 4)
+    predict = make_predict(model)  # dropout off (lesson 4)
     logits = [predict(x_test[idx]) for idx in batching.eval_batches(len(x_test), batch_size)]
     return metrics.accuracy(np.concatenate(logits), y_test)
 
@@ -162,29 +173,33 @@ def evaluate(model, x_test, y_test, batch_size):
 def main(cfg):
     p, switches = cfg.params, resolve_switches(SWITCHES, cfg)
     check_precision(cfg.precision)
-    theano.config.dnn.enabled = "True" if switches["cudnn"] else "False"   # read once, when the GPU context starts
-    device = select_device(cfg)                                        # before any shared variable exists
+    theano.config.dnn.enabled = "True" if switches["cudnn"] else "False"  # read once, when the GPU context starts
+    device = select_device(cfg)  # before any shared variable exists
     if switches["data_placement"] not in params.DATA_PLACEMENTS:
-        raise ValueError(f"data_placement={switches['data_placement']!r}: choose one of "
-                         f"{', '.join(params.DATA_PLACEMENTS)}")
+        raise ValueError(
+            f"data_placement={switches['data_placement']!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}"
+        )
     on_device = switches["data_placement"] == "device"
-    theano.config.openmp = bool(switches["openmp"])                    # read when the ops are created, at compile
+    theano.config.openmp = bool(switches["openmp"])  # read when the ops are created, at compile
     theano.config.dnn.conv.algo_fwd = switches["cudnn_algo"]
     theano.config.dnn.conv.algo_bwd_filter = theano.config.dnn.conv.algo_bwd_data = switches["cudnn_algo"]
-    lasagne.random.set_rng(np.random.RandomState(0))                   # Glorot draws and the dropout streams' seeds
+    lasagne.random.set_rng(np.random.RandomState(0))  # Glorot draws and the dropout streams' seeds
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))               # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
 
     # The compile happens here, before the first step: a user waits for it, so it belongs to the first epoch and to
     # the warm-up (with the first step), and stays out of the steady-state time (shared/timing.py).
     with stopwatch() as compile_time:
         train_step = make_train_step(model, p["lr"], p["momentum"], *((x_train, y_train) if on_device else ()))
     # rosetta: barrier
-    losses = []                                                        # every step's loss (host arrays)
+    losses = []  # every step's loss (host arrays)
     epoch_seconds, first_step, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, on_device),
-        lambda batch: train_step(*batch), outputs=losses)
+        p["epochs"],
+        lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch, on_device),
+        lambda batch: train_step(*batch),
+        outputs=losses,
+    )
     # theano.function returns host arrays, so every call has finished on the device when it returns: no barrier.
     warmup = compile_time() + first_step
     epoch_seconds[0] += compile_time()
@@ -192,14 +207,30 @@ def main(cfg):
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
-                                 **metrics.loss_metrics(losses, steps),
-                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"], compile_seconds=compile_time(),
-                                 differences=[]),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            parameters=count_parameters(model),
+            **metrics.loss_metrics(losses, steps),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=switches["data_placement"],
+            compile_seconds=compile_time(),
+            differences=[],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "memory_format": "NCHW", "dtype": theano.config.floatX, "device": device,
-                     "blas_ldflags": theano.config.blas.ldflags,
-                     "loss": "categorical_crossentropy(softmax), fused by Theano into a log-softmax op"},
+        "switches": {
+            **switches,
+            "memory_format": "NCHW",
+            "dtype": theano.config.floatX,
+            "device": device,
+            "blas_ldflags": theano.config.blas.ldflags,
+            "loss": "categorical_crossentropy(softmax), fused by Theano into a log-softmax op",
+        },
     }

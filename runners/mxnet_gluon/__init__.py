@@ -7,6 +7,7 @@ MXNet caches the graph and runs it as one symbolic program (seed lesson 15); tra
 training loop waits for the device unless it asks for a value (`asnumpy()`, `asscalar()`, lesson 13), so the clock
 edges call `mx.nd.waitall()` (lesson 14).
 """
+
 import re
 from importlib import metadata
 
@@ -20,8 +21,9 @@ from shared.record import GpuMissing, Skip
 GLOROT_UNIFORM = mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3)
 # MXNet's Adam folds the bias corrections into the step size, lr·√(1-β2ᵗ)/(1-β1ᵗ), and adds ε to √v itself: Kingma
 # & Ba's "ε-hat" form (as Keras does). PyTorch and optax add ε after the correction. Recorded in `differences`.
-ADAM_EPSILON_HAT = ("Adam ε added before bias correction (MXNet's epsilon-hat form, like Keras; PyTorch/optax add it "
-                    "after)")
+ADAM_EPSILON_HAT = (
+    "Adam ε added before bias correction (MXNet's epsilon-hat form, like Keras; PyTorch/optax add it after)"
+)
 # amp's dynamic loss scaler (mxnet.contrib.amp, set up by amp.init_trainer) reads its overflow check back to the host
 # before every update (lesson 13: asking for a value waits for the engine), a sync MXNet imposes. In `differences`.
 AMP_HOST_SYNC = "amp: MXNet's loss scaler reads its overflow check on the host every step (a sync MXNet imposes)"
@@ -45,8 +47,12 @@ def framework_info():
         "cuda": wheel_cuda() if cuda else None,
         "cudnn": ("built in" if features.is_enabled("CUDNN") else None) if cuda else None,  # 1.x has no version query
         "mkldnn": features.is_enabled("MKLDNN"),
-        "gpus": [f"gpu({i}) sm_{mx.util.get_cuda_compute_capability(mx.gpu(i))}"   # no device-name query in 1.x
-                 for i in range(mx.context.num_gpus())] if cuda else [],
+        "gpus": [
+            f"gpu({i}) sm_{mx.util.get_cuda_compute_capability(mx.gpu(i))}"  # no device-name query in 1.x
+            for i in range(mx.context.num_gpus())
+        ]
+        if cuda
+        else [],
     }
 
 
@@ -69,6 +75,7 @@ def sync():
     """The clock's barrier: wait until MXNet's engine has finished every queued operation (seed lesson 14)."""
     return mx.nd.waitall
 
+
 def gemm(cfg, n, dtype):
     """The calibration GEMM (shared/calibration.py): `nd.dot` on the cell's first context; the engine's waitall is
     the barrier."""
@@ -84,8 +91,10 @@ def check_precision(precision, ctx):
     if precision in ("tf32", "amp") and not gpu:
         raise Skip(f"{precision} needs an NVIDIA GPU (tensor cores); this cell runs on the CPU")
     if precision in ("tf32", "bf16"):
-        raise Skip(f"MXNet {mx.__version__} has no {precision} mode on {'GPUs' if gpu else 'this device'} "
-                   "(its amp is float16; bf16 exists only for MKL-DNN CPU inference)")
+        raise Skip(
+            f"MXNet {mx.__version__} has no {precision} mode on {'GPUs' if gpu else 'this device'} "
+            "(its amp is float16; bf16 exists only for MKL-DNN CPU inference)"
+        )
     return precision == "amp"
 
 
@@ -110,7 +119,7 @@ def load_structural(net, weights):
     """Load `weights` (structural name -> array) strictly into an initialized `net`: every parameter set, no name left
     over, shapes checked; `set_data` copies each array to every context the parameter lives on. Structural names are
     the ones `save_parameters`/`load_parameters` use (attribute paths such as `layer1.0.conv1.weight`)."""
-    params = net._collect_params_with_prefix()      # save_parameters' name map (Gluon 1.x has no public one)
+    params = net._collect_params_with_prefix()  # save_parameters' name map (Gluon 1.x has no public one)
     missing, extra = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
     if missing or extra:
         raise ValueError(f"canonical weights and the Gluon model differ: missing {missing[:3]}, unexpected {extra[:3]}")

@@ -1,4 +1,5 @@
 """MXNet 1.9 Gluon · cnn · a VGG-style CNN trained on CIFAR-10 with SGD + momentum, a hybridized HybridBlock."""
+
 import os
 
 import mxnet as mx
@@ -6,8 +7,17 @@ from mxnet import autograd, gluon
 from mxnet.contrib import amp
 from mxnet.gluon import nn
 
-from runners.mxnet_gluon import (AMP_HOST_SYNC, GLOROT_UNIFORM, check_precision, contexts, count_parameters,
-                                  load_structural, read_structural, sync, train_batches)
+from runners.mxnet_gluon import (
+    AMP_HOST_SYNC,
+    GLOROT_UNIFORM,
+    check_precision,
+    contexts,
+    count_parameters,
+    load_structural,
+    read_structural,
+    sync,
+    train_batches,
+)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -16,13 +26,13 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
 SWITCHES = {
-    "hybridize": True,         # cache the graph and run it symbolically instead of op by op (seed lesson 15)
-    "static_alloc": True,      # hybridize(static_alloc): allocate the graph's memory once and reuse it every step
-    "static_shape": True,      # hybridize(static_shape): shapes never change (last partial batch dropped), plan once
-    "cudnn_autotune": True,    # MXNET_CUDNN_AUTOTUNE_DEFAULT: pick the fastest conv algorithm for our fixed shapes
-    "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
+    "hybridize": True,  # cache the graph and run it symbolically instead of op by op (seed lesson 15)
+    "static_alloc": True,  # hybridize(static_alloc): allocate the graph's memory once and reuse it every step
+    "static_shape": True,  # hybridize(static_shape): shapes never change (last partial batch dropped), plan once
+    "cudnn_autotune": True,  # MXNET_CUDNN_AUTOTUNE_DEFAULT: pick the fastest conv algorithm for our fixed shapes
+    "dropout": True,  # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
-                                              # device: the whole set on the device before the clock (lesson 13)
+    # device: the whole set on the device before the clock (lesson 13)
 }
 
 
@@ -35,8 +45,12 @@ def load_data(cfg, ctx, placement):
     if placement not in params.DATA_PLACEMENTS:
         raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
     train_ctx = ctx if placement == "device" else mx.cpu()
-    return (mx.nd.array(x_train, ctx=train_ctx), mx.nd.array(y_train, ctx=train_ctx, dtype="int32"),
-            mx.nd.array(x_test), y_test)
+    return (
+        mx.nd.array(x_train, ctx=train_ctx),
+        mx.nd.array(y_train, ctx=train_ctx, dtype="int32"),
+        mx.nd.array(x_test),
+        y_test,
+    )
 
 
 # ==== Model ====
@@ -52,20 +66,20 @@ class CNN(gluon.HybridBlock):
             self.conv2 = nn.Conv2D(50, 3, padding=1, in_channels=50)
             self.conv3 = nn.Conv2D(100, 3, padding=1, in_channels=50)
             self.conv4 = nn.Conv2D(100, 3, padding=1, in_channels=100)
-            self.fc1 = nn.Dense(512, in_units=100 * 8 * 8)   # Dense flattens its input: C·H·W, the canonical order
+            self.fc1 = nn.Dense(512, in_units=100 * 8 * 8)  # Dense flattens its input: C·H·W, the canonical order
             self.fc2 = nn.Dense(num_classes, in_units=512)
 
     # rosetta: model
-    def hybrid_forward(self, F, x):                                 # x: (N, 3, 32, 32); F is mx.nd or mx.sym
+    def hybrid_forward(self, F, x):  # x: (N, 3, 32, 32); F is mx.nd or mx.sym
         x = F.relu(self.conv1(x))
         x = F.relu(F.Pooling(self.conv2(x), kernel=(2, 2), stride=(2, 2), pool_type="max"))  # ReLU after pooling:
-        x = F.Dropout(x, p=self.rates[0])                           # 4x fewer elements (lesson 10); (N, 50, 16, 16)
+        x = F.Dropout(x, p=self.rates[0])  # 4x fewer elements (lesson 10); (N, 50, 16, 16)
         x = F.relu(self.conv3(x))
         x = F.relu(F.Pooling(self.conv4(x), kernel=(2, 2), stride=(2, 2), pool_type="max"))
-        x = F.Dropout(x, p=self.rates[1])                           # (N, 100, 8, 8); Dropout acts only while
-        x = F.relu(self.fc1(x))                                     # autograd records in training mode (lesson 4)
+        x = F.Dropout(x, p=self.rates[1])  # (N, 100, 8, 8); Dropout acts only while
+        x = F.relu(self.fc1(x))  # autograd records in training mode (lesson 4)
         x = F.Dropout(x, p=self.rates[2])
-        return self.fc2(x)                                          # logits; softmax lives in the loss (lesson 6)
+        return self.fc2(x)  # logits; softmax lives in the loss (lesson 6)
 
 
 def build_model(cfg=None, ctx=mx.cpu(), dropout=True):
@@ -86,7 +100,7 @@ def read_canonical(model):
 
 
 def predict_logits(model, x):
-    return model(mx.nd.array(x)).asnumpy()                          # outside autograd.record: inference mode
+    return model(mx.nd.array(x)).asnumpy()  # outside autograd.record: inference mode
 
 
 # ==== Train step ====
@@ -98,20 +112,21 @@ def make_trainer(net, p):
 
 def make_train_step(net, trainer, ctx, use_amp):
     # rosetta: loss
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()                  # integer labels, no one-hot (lesson 11)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()  # integer labels, no one-hot (lesson 11)
 
     # rosetta: train-step
     def train_step(x, y):
-        x, y = x.as_in_context(ctx), y.as_in_context(ctx)           # host -> device inside the clock (a no-op on CPU)
-        with autograd.record():                                     # training mode: dropout on
-            loss = loss_fn(net(x), y)                               # (N,) per-sample losses
-            if use_amp:                                             # amp: scale the loss so fp16 gradients don't
-                with amp.scale_loss(loss, trainer) as scaled:       # underflow; the scaling must be recorded too
+        x, y = x.as_in_context(ctx), y.as_in_context(ctx)  # host -> device inside the clock (a no-op on CPU)
+        with autograd.record():  # training mode: dropout on
+            loss = loss_fn(net(x), y)  # (N,) per-sample losses
+            if use_amp:  # amp: scale the loss so fp16 gradients don't
+                with amp.scale_loss(loss, trainer) as scaled:  # underflow; the scaling must be recorded too
                     autograd.backward(scaled)
             else:
                 loss.backward()
-        trainer.step(x.shape[0])                                    # gradients of the summed loss / N: the mean
-        return loss                                                 # stays an NDArray: no wait inside the step (13)
+        trainer.step(x.shape[0])  # gradients of the summed loss / N: the mean
+        return loss  # stays an NDArray: no wait inside the step (13)
+
     return train_step
 
 
@@ -136,9 +151,10 @@ def train_steps(cfg, weights, x, y, steps):
 # rosetta: evaluate
 def evaluate(net, x_test, y_test, batch_size, ctx):
     """Test accuracy outside the clock; not recording autograd is inference mode, so dropout is off (lesson 4)."""
-    logits = [net(x_test[idx[0]:idx[-1] + 1].as_in_context(ctx))
-              for idx in batching.eval_batches(len(x_test), batch_size)]
-    return metrics.accuracy(mx.nd.concat(*logits, dim=0).astype("float32").asnumpy(), y_test)   # one copy back
+    logits = [
+        net(x_test[idx[0] : idx[-1] + 1].as_in_context(ctx)) for idx in batching.eval_batches(len(x_test), batch_size)
+    ]
+    return metrics.accuracy(mx.nd.concat(*logits, dim=0).astype("float32").asnumpy(), y_test)  # one copy back
 
 
 # ==== Main ====
@@ -149,35 +165,49 @@ def main(cfg):
     use_amp = check_precision(cfg.precision, ctx)
     os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if switches["cudnn_autotune"] else "0"
     if use_amp:
-        amp.init()                                                  # float16 casts around the ops that gain from it
+        amp.init()  # float16 casts around the ops that gain from it
     # rosetta: end
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx, switches["data_placement"])
     net = build_model(ctx=ctx, dropout=switches["dropout"])
-    load_canonical(net, canonical.init_weights("cnn"))           # the same start in every framework (DESIGN.md)
+    load_canonical(net, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
     # rosetta: optimizer
     trainer = make_trainer(net, p)
     if use_amp:
-        amp.init_trainer(trainer)                                   # dynamic loss scaling; skips overflowing steps
+        amp.init_trainer(trainer)  # dynamic loss scaling; skips overflowing steps
     # rosetta: end
     train_step = make_train_step(net, trainer, ctx, use_amp)
 
-    losses = []                                                     # every step's per-sample losses, on the device
+    losses = []  # every step's per-sample losses, on the device
     epoch_seconds, warmup, _, windows = timed_epochs(
-        p["epochs"], lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
-        lambda batch: train_step(*batch), sync(), outputs=losses)
+        p["epochs"],
+        lambda epoch: train_batches(x_train, y_train, p["batch_size"], epoch),
+        lambda batch: train_step(*batch),
+        sync(),
+        outputs=losses,
+    )
 
     accuracy = evaluate(net, x_test, y_test, p["batch_size"], ctx)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical",
-                                 **metrics.loss_metrics([loss.mean().asscalar() for loss in losses], steps),
-                                 parameters=count_parameters(net), epochs=p["epochs"], train_samples=len(x_train),
-                                 test_samples=len(x_test), data_placement=switches["data_placement"],
-                                 differences=[AMP_HOST_SYNC] if use_amp else []),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            **metrics.loss_metrics([loss.mean().asscalar() for loss in losses], steps),
+            parameters=count_parameters(net),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=switches["data_placement"],
+            differences=[AMP_HOST_SYNC] if use_amp else [],
+        ),
         "timing": train_timing(windows, warmup=warmup),
         "switches": {**switches, "amp": use_amp, "memory_format": "NCHW", "device": str(ctx)},
     }

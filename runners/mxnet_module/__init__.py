@@ -13,6 +13,7 @@ user should know when reading these runners:
 - `forward(batch, is_train=False)` is inference mode (dropout off, BatchNorm on its moving statistics), the role
   Gluon gives to "outside `autograd.record()`".
 """
+
 import mxnet as mx
 import numpy as np
 
@@ -22,7 +23,7 @@ from shared.record import Skip
 # MXNet's BatchNorm names its four arrays differently from torchvision; conv and dense layers keep `weight`/`bias`
 # and the canonical layouts (conv OIHW, dense (out, in)): MXNet is channels-first like PyTorch.
 BATCHNORM_NAMES = {"weight": "gamma", "bias": "beta", "running_mean": "moving_mean", "running_var": "moving_var"}
-AUX_STATES = ("moving_mean", "moving_var")   # updated by forward passes, never by the optimizer
+AUX_STATES = ("moving_mean", "moving_var")  # updated by forward passes, never by the optimizer
 
 # MXNet's Adam (mx.optimizer.Adam) folds the bias correction into the learning rate, lr·√(1−β₂ᵗ)/(1−β₁ᵗ), and adds ε
 # to √v before it, like Keras: the same ε is ε/√(1−β₂ᵗ) in PyTorch's and optax's terms (larger in the first steps).
@@ -34,8 +35,10 @@ def check_precision(precision):
     """The Module runners train and infer in float32 only: mixed precision for a symbol means rewriting the graph by
     hand (`mxnet.contrib.amp.convert_symbol` plus a loss-scaled optimizer), which its users rarely did."""
     if precision != "fp32":
-        raise Skip(f"mxnet-module runs fp32 only; MXNet's {precision} path is Gluon's (mxnet-gluon), the symbolic "
-                   "API would need its graph rewritten by hand (amp.convert_symbol)")
+        raise Skip(
+            f"mxnet-module runs fp32 only; MXNet's {precision} path is Gluon's (mxnet-gluon), the symbolic "
+            "API would need its graph rewritten by hand (amp.convert_symbol)"
+        )
 
 
 def count_parameters(model):

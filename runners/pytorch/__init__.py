@@ -1,4 +1,5 @@
 """PyTorch runners (torch 2.14, torchvision 0.29): device, precision and provenance shared by the four task modules."""
+
 import contextlib
 
 import numpy as np
@@ -20,8 +21,11 @@ def framework_info():
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
         # streaming multiprocessors, which nvidia-smi does not report (shared/sysinfo.py: gpu_facts)
-        "gpu_sm_counts": [torch.cuda.get_device_properties(i).multi_processor_count
-                          for i in range(torch.cuda.device_count())] if cuda else [],
+        "gpu_sm_counts": [
+            torch.cuda.get_device_properties(i).multi_processor_count for i in range(torch.cuda.device_count())
+        ]
+        if cuda
+        else [],
     }
 
 
@@ -41,6 +45,7 @@ def sync(device):
     """The clock's barrier: CUDA runs asynchronously, so wait for queued kernels before reading the time."""
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
+
 def gemm(cfg, n, dtype):
     """The calibration GEMM (shared/calibration.py): an n×n product of `dtype` on the cell's device, and its barrier.
     "tfloat32" is float32 on TF32 tensor cores; "float32" turns TF32 off for its product, whatever the cell set."""
@@ -51,6 +56,7 @@ def gemm(cfg, n, dtype):
     def matmul():
         torch.backends.cuda.matmul.allow_tf32 = tf32
         return a @ a
+
     return matmul, sync(device)
 
 
@@ -75,8 +81,10 @@ def set_precision(precision, device):
     # emulated (pre-Ampere GPUs), which would time an emulation under the bf16 label.
     capability = torch.cuda.get_device_capability(device) if gpu else None
     if precision in ("tf32", "bf16") and gpu and capability < (8, 0):
-        raise Skip(f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); "
-                   f"{torch.cuda.get_device_name(device)} is {capability[0]}.{capability[1]}")
+        raise Skip(
+            f"{precision} needs an Ampere or newer GPU (compute capability 8.0+); "
+            f"{torch.cuda.get_device_name(device)} is {capability[0]}.{capability[1]}"
+        )
     # rosetta: precision
     tf32 = precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -113,7 +121,7 @@ def train_batches(x_train, y_train, batch_size, epoch, device):
         x, y = x_train[idx], y_train[idx]
         if pin:
             x, y = x.pin_memory(), y.pin_memory()
-        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)   # no-op where they already are
+        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)  # no-op where they already are
 
 
 # ---- the tuned path (cells with tuning=tuned): PyTorch's own documented fast path, each piece a switch in TUNED ----
@@ -133,6 +141,7 @@ def compiled(train_step, mode):
     def graphed(*batch):
         torch.compiler.cudagraph_mark_step_begin()
         return step(*batch).clone()
+
     return graphed
 
 
@@ -150,9 +159,9 @@ def prefetched(batches, device):
             return tuple(t.to(device, non_blocking=True) for t in host)
 
     def handed_over(batch):
-        compute.wait_stream(side)             # only this batch's copy is queued on the side stream yet
+        compute.wait_stream(side)  # only this batch's copy is queued on the side stream yet
         for t in batch:
-            t.record_stream(compute)          # the allocator must not reuse it while the step still reads it
+            t.record_stream(compute)  # the allocator must not reuse it while the step still reads it
         return batch
 
     batches = iter(batches)
@@ -162,7 +171,7 @@ def prefetched(batches, device):
     ready = start(first)
     for host in batches:
         current = handed_over(ready)
-        ready = start(host)                   # batch i+1's copy, beside step i
+        ready = start(host)  # batch i+1's copy, beside step i
         yield current
     yield handed_over(ready)
 
@@ -190,4 +199,5 @@ def fast_path(train_step, switches, x_train, y_train, batch_size, device):
         if prefetch:
             return prefetched(host_batches(x_train, y_train, batch_size, epoch, device), device)
         return train_batches(x_train, y_train, batch_size, epoch, device)
+
     return train_step, batches, mode, prefetch

@@ -1,4 +1,5 @@
 """PyTorch 2.14 · cnn · a VGG-style CNN trained on CIFAR-10 with SGD + momentum, eager mode (torch.compile optional)."""
+
 import contextlib
 
 import numpy as np
@@ -6,8 +7,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import (AMP_HOST_SYNC, compile_mode, compiled, count_parameters, fast_path, select_device,
-                             set_precision, sync)
+from runners.pytorch import (
+    AMP_HOST_SYNC,
+    compile_mode,
+    compiled,
+    count_parameters,
+    fast_path,
+    select_device,
+    set_precision,
+    sync,
+)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_cifar10
 from shared.runner import resolve_switches
@@ -16,20 +25,20 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (epochs, batch_size, lr, momentum, samples).
 SWITCHES = {
-    "cudnn_benchmark": True,   # autotune the fastest conv algorithm for our fixed shapes (seed lesson CNN 3)
-    "channels_last": False,    # NHWC memory format; NCHW is cuDNN's classic layout (lesson 2), NHWC helps tensor cores
-    "compile": False,          # torch.compile the train step; compile time is reported as warm-up
+    "cudnn_benchmark": True,  # autotune the fastest conv algorithm for our fixed shapes (seed lesson CNN 3)
+    "channels_last": False,  # NHWC memory format; NCHW is cuDNN's classic layout (lesson 2), NHWC helps tensor cores
+    "compile": False,  # torch.compile the train step; compile time is reported as warm-up
     "fused_optimizer": False,  # the SGD update of every parameter in one fused kernel (fused=True)
-    "prefetch": False,         # GPU: batch i+1 copied from pinned memory on a side stream while step i runs
-    "dropout": True,           # off only in the training-equivalence test (its step must be deterministic)
+    "prefetch": False,  # GPU: batch i+1 copied from pinned memory on a side stream while step i runs
+    "dropout": True,  # off only in the training-equivalence test (its step must be deterministic)
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
-                                              # device: the whole set on the device before the clock (lesson 13)
+    # device: the whole set on the device before the clock (lesson 13)
 }
-TUNED = {                      # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
-    "compile": True,           # Inductor's fused kernels; on a GPU mode="reduce-overhead": the step as a CUDA graph
-    "fused_optimizer": True,   # also takes GradScaler's inf check on the device: no host read per amp step
-    "channels_last": True,     # NHWC for the convolutions and their input: tensor-core and oneDNN kernels' layout
-    "prefetch": True,          # the copy engine beside the SMs (no effect on the CPU, where batches are gathered)
+TUNED = {  # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
+    "compile": True,  # Inductor's fused kernels; on a GPU mode="reduce-overhead": the step as a CUDA graph
+    "fused_optimizer": True,  # also takes GradScaler's inf check on the device: no host read per amp step
+    "channels_last": True,  # NHWC for the convolutions and their input: tensor-core and oneDNN kernels' layout
+    "prefetch": True,  # the copy engine beside the SMs (no effect on the CPU, where batches are gathered)
 }
 
 
@@ -44,8 +53,6 @@ def load_data(cfg, device, placement):
     train_device = device if placement == "device" else "cpu"
     x_train, y_train = torch.as_tensor(x_train, device=train_device), torch.as_tensor(y_train, device=train_device)
     return x_train, y_train.long(), torch.as_tensor(x_test), torch.as_tensor(y_test).long()
-
-
 
 
 # ==== Model ====
@@ -63,16 +70,16 @@ class CNN(nn.Module):
         # No init here: main loads the shared canonical start (Glorot uniform, zero biases; lesson 7), drawn in NumPy.
 
     # rosetta: model
-    def forward(self, x):                                          # x: (N, 3, 32, 32)
+    def forward(self, x):  # x: (N, 3, 32, 32)
         x = F.relu(self.conv1(x))
-        x = F.relu(F.max_pool2d(self.conv2(x), 2))                 # ReLU after pooling: 4x fewer elements (lesson 10)
-        x = F.dropout(x, self.rates[0], self.training)             # (N, 50, 16, 16)
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))  # ReLU after pooling: 4x fewer elements (lesson 10)
+        x = F.dropout(x, self.rates[0], self.training)  # (N, 50, 16, 16)
         x = F.relu(self.conv3(x))
         x = F.relu(F.max_pool2d(self.conv4(x), 2))
-        x = F.dropout(x, self.rates[1], self.training)             # (N, 100, 8, 8)
-        x = F.relu(self.fc1(torch.flatten(x, 1)))                  # flatten C·H·W = 6400, the canonical order
+        x = F.dropout(x, self.rates[1], self.training)  # (N, 100, 8, 8)
+        x = F.relu(self.fc1(torch.flatten(x, 1)))  # flatten C·H·W = 6400, the canonical order
         x = F.dropout(x, self.rates[2], self.training)
-        return self.fc2(x)                                         # logits; softmax lives in the loss (lesson 6)
+        return self.fc2(x)  # logits; softmax lives in the loss (lesson 6)
 
 
 def build_model(cfg=None, dropout=True):
@@ -98,26 +105,31 @@ def predict_logits(model, x):
 # ==== Train step ====
 # rosetta: optimizer
 def make_optimizer(model, p, fused=False):
-    return torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=p["momentum"],  # plain momentum (lesson 8)
-                           fused=fused or None)
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=p["lr"],
+        momentum=p["momentum"],  # plain momentum (lesson 8)
+        fused=fused or None,
+    )
 
 
 # rosetta: train-step
 def make_train_step(model, optimizer, autocast, scaler, memory_format=torch.contiguous_format):
     def train_step(x, y):
-        x = x.contiguous(memory_format=memory_format)             # a no-op unless channels_last
+        x = x.contiguous(memory_format=memory_format)  # a no-op unless channels_last
         optimizer.zero_grad(set_to_none=True)
         with autocast():
             # rosetta: loss
-            loss = F.cross_entropy(model(x), y)                    # integer labels, no one-hot (lesson 11)
-        if scaler:                                                 # amp: scale the loss so fp16 gradients don't underflow
+            loss = F.cross_entropy(model(x), y)  # integer labels, no one-hot (lesson 11)
+        if scaler:  # amp: scale the loss so fp16 gradients don't underflow
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
         else:
             loss.backward()
             optimizer.step()
-        return loss.detach()                                       # stays on the device: no host sync inside the step
+        return loss.detach()  # stays on the device: no host sync inside the step
+
     return train_step
 
 
@@ -131,8 +143,13 @@ def train_steps(cfg, weights, x, y, steps):
     load_canonical(model, weights)
     model = model.to(memory_format=memory_format)
     model.train()
-    train_step = make_train_step(model, make_optimizer(model, cfg.params, switches["fused_optimizer"]),
-                                 contextlib.nullcontext, None, memory_format)
+    train_step = make_train_step(
+        model,
+        make_optimizer(model, cfg.params, switches["fused_optimizer"]),
+        contextlib.nullcontext,
+        None,
+        memory_format,
+    )
     if switches["compile"]:
         train_step = compiled(train_step, compile_mode(torch.device("cpu")))
     x, y = torch.as_tensor(x), torch.as_tensor(y).long()
@@ -146,7 +163,7 @@ def train_steps(cfg, weights, x, y, steps):
 # ==== Evaluate ====
 # rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size, device, autocast):
-    model.eval()                                                   # dropout off in evaluation (lesson 4)
+    model.eval()  # dropout off in evaluation (lesson 4)
     logits = []
     with torch.inference_mode(), autocast():
         for idx in batching.eval_batches(len(x_test), batch_size):
@@ -165,28 +182,50 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = build_model(dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))         # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
     model = model.to(device, memory_format=memory_format)
     # rosetta: end
     optimizer = make_optimizer(model, p, switches["fused_optimizer"])
-    train_step, batches, mode, prefetch = fast_path(make_train_step(model, optimizer, autocast, scaler, memory_format),
-                                                    switches, x_train, y_train, p["batch_size"], device)
+    train_step, batches, mode, prefetch = fast_path(
+        make_train_step(model, optimizer, autocast, scaler, memory_format),
+        switches,
+        x_train,
+        y_train,
+        p["batch_size"],
+        device,
+    )
 
     model.train()
-    losses = []                                                    # every step's loss, left on the device
-    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], batches, lambda batch: train_step(*batch),
-                                                     sync(device), outputs=losses)
+    losses = []  # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
+        p["epochs"], batches, lambda batch: train_step(*batch), sync(device), outputs=losses
+    )
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
-                                 **metrics.loss_metrics([loss.item() for loss in losses], steps),
-                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"],
-                                 differences=[AMP_HOST_SYNC] if scaler and not switches["fused_optimizer"] else []),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            parameters=count_parameters(model),
+            **metrics.loss_metrics([loss.item() for loss in losses], steps),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=switches["data_placement"],
+            differences=[AMP_HOST_SYNC] if scaler and not switches["fused_optimizer"] else [],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
-                     "compile_mode": mode, "prefetch": prefetch, "device": str(device)},
+        "switches": {
+            **switches,
+            "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
+            "compile_mode": mode,
+            "prefetch": prefetch,
+            "device": str(device),
+        },
     }

@@ -1,6 +1,6 @@
 """PyTorch 2.14 · densenet121 · torchvision DenseNet-121 fine-tuned on ChestX-ray14 (14 sigmoid outputs),
 data-parallel over N devices with DistributedDataParallel, one process per device, launched by this runner."""
-import os
+
 import socket
 
 import numpy as np
@@ -21,9 +21,9 @@ from shared.timing import InputWait, timed_epochs, train_metrics, train_timing, 
 # ==== Config ====
 # Epochs, batch size per device, lr (× devices), crop and stored sizes come from shared/params.py.
 SWITCHES = {
-    "cudnn_benchmark": True,   # fixed 224² crops: autotune convolutions once
-    "channels_last": False,    # NHWC for tensor cores under amp/bf16; NCHW is cuDNN's classic layout
-    "compile": False,          # torch.compile the DDP model (compiles per process; reported as warm-up)
+    "cudnn_benchmark": True,  # fixed 224² crops: autotune convolutions once
+    "channels_last": False,  # NHWC for tensor cores under amp/bf16; NCHW is cuDNN's classic layout
+    "compile": False,  # torch.compile the DDP model (compiles per process; reported as warm-up)
 }
 # Data placement is "host" by the nature of the task (and shared.params.DATA_PLACEMENT): ChestX-ray14 does not fit on a
 # device, so DataLoader workers crop each batch in host memory and it is copied (pinned, asynchronous) inside the clock.
@@ -41,8 +41,8 @@ class ChestBatches(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.data)
 
-    def __getitems__(self, key):               # DataLoader passes what the batch sampler yields: (epoch, indices)
-        epoch, idx = key                       # persistent workers learn the epoch (the crop seed) from each key
+    def __getitems__(self, key):  # DataLoader passes what the batch sampler yields: (epoch, indices)
+        epoch, idx = key  # persistent workers learn the epoch (the crop seed) from each key
         rng = np.random.default_rng([params.SEED, epoch, self.rank, int(idx[0])])
         x, y = self.data.batch(idx, self.crop, rng)
         return torch.from_numpy(x), torch.from_numpy(y)
@@ -81,8 +81,12 @@ def loader(train, cfg, rank, world, device):
     return torch.utils.data.DataLoader(
         ChestBatches(train, p["crop_size"], rank),
         batch_sampler=EpochBatchSampler(len(train), p["batch_size"], rank, world),
-        collate_fn=lambda batch: batch, num_workers=p["loader_workers"], persistent_workers=True,
-        multiprocessing_context="fork", pin_memory=device.type == "cuda")
+        collate_fn=lambda batch: batch,
+        num_workers=p["loader_workers"],
+        persistent_workers=True,
+        multiprocessing_context="fork",
+        pin_memory=device.type == "cuda",
+    )
 
 
 # ==== Model ====
@@ -115,13 +119,14 @@ def make_train_step(model, optimizer, autocast, scaler, device):
             # rosetta: loss
             loss = F.binary_cross_entropy_with_logits(model(x), y)  # sigmoid inside the loss (lesson 6)
         if scaler:
-            scaler.scale(loss).backward()                           # DDP all-reduces gradients during backward
+            scaler.scale(loss).backward()  # DDP all-reduces gradients during backward
             scaler.step(optimizer)
             scaler.update()
         else:
             loss.backward()
             optimizer.step()
         return loss.detach()
+
     return train_step
 
 
@@ -146,7 +151,7 @@ def worker(rank, world, cfg, port, results):
     device = select_device(cfg, rank)
     # rosetta: data-parallel
     if world > 1:
-        backend = "nccl" if device.type == "cuda" else "gloo"       # gloo lets the CPU tests exercise the same code
+        backend = "nccl" if device.type == "cuda" else "gloo"  # gloo lets the CPU tests exercise the same code
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     # rosetta: end
     if device.type == "cpu":
@@ -157,7 +162,7 @@ def worker(rank, world, cfg, port, results):
     train, test = load_data(cfg)
     model = build_model()
     # rosetta: init
-    weights, source = canonical.load(cfg.data, "densenet121")      # the same start in every framework and on every rank
+    weights, source = canonical.load(cfg.data, "densenet121")  # the same start in every framework and on every rank
     load_canonical(model, weights)
     # rosetta: end
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
@@ -174,33 +179,55 @@ def worker(rank, world, cfg, port, results):
 
     def epoch_batches(epoch):
         batches.batch_sampler.set_epoch(epoch)
-        return wait(batches)                                        # times each wait for the workers' next batch
+        return wait(batches)  # times each wait for the workers' next batch
 
-    losses = []                                                     # every step's loss, left on the device
-    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_batches, lambda batch: train_step(*batch),
-                                                     sync(device), outputs=losses, window=window_steps("densenet121"))
+    losses = []  # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
+        p["epochs"],
+        epoch_batches,
+        lambda batch: train_step(*batch),
+        sync(device),
+        outputs=losses,
+        window=window_steps("densenet121"),
+    )
 
     if rank == 0:
         auc, classes = evaluate(model, test, p["crop_size"], p["batch_size"], device, autocast)
         steps = batching.steps_per_epoch(len(train), p["batch_size"], world)
         result = {
-            "metrics": train_metrics(epoch_seconds, steps * p["batch_size"] * world, warmup=warmup, steps=steps,
-                                     windows=windows,
-                                     auc=auc, auc_classes=classes, train_minutes=sum(epoch_seconds) / 60,
-                                     **metrics.loss_metrics([loss.item() for loss in losses], steps),
-                                     devices=world, weights=source,
-                                     global_batch=p["batch_size"] * world, parameters=count_parameters(model),
-                                     train_samples=len(train), test_samples=len(test), crop_size=p["crop_size"],
-                                     epochs=p["epochs"], data_placement="host",
-                                     differences=[AMP_HOST_SYNC] if scaler else [],
-                                     input_pipeline=f"torch DataLoader, {p['loader_workers']} persistent worker "
-                                                    f"processes per device", loader_workers=p["loader_workers"],
-                                     input_wait_seconds=wait.seconds,  # rank 0's
-                                     input_wait_fraction=wait.fraction(sum(epoch_seconds))),
+            "metrics": train_metrics(
+                epoch_seconds,
+                steps * p["batch_size"] * world,
+                warmup=warmup,
+                steps=steps,
+                windows=windows,
+                auc=auc,
+                auc_classes=classes,
+                train_minutes=sum(epoch_seconds) / 60,
+                **metrics.loss_metrics([loss.item() for loss in losses], steps),
+                devices=world,
+                weights=source,
+                global_batch=p["batch_size"] * world,
+                parameters=count_parameters(model),
+                train_samples=len(train),
+                test_samples=len(test),
+                crop_size=p["crop_size"],
+                epochs=p["epochs"],
+                data_placement="host",
+                differences=[AMP_HOST_SYNC] if scaler else [],
+                input_pipeline=f"torch DataLoader, {p['loader_workers']} persistent worker processes per device",
+                loader_workers=p["loader_workers"],
+                input_wait_seconds=wait.seconds,  # rank 0's
+                input_wait_fraction=wait.fraction(sum(epoch_seconds)),
+            ),
             "timing": train_timing(windows, warmup=warmup, window=window_steps("densenet121")),
-            "switches": {**switches, "ddp": world > 1,
-                         "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,
-                         "memory_format": "NHWC" if switches["channels_last"] else "NCHW", "device": str(device)},
+            "switches": {
+                **switches,
+                "ddp": world > 1,
+                "backend": ("nccl" if device.type == "cuda" else "gloo") if world > 1 else None,
+                "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
+                "device": str(device),
+            },
         }
         if results is not None:
             results.put(result)
@@ -220,8 +247,8 @@ def free_port():
 
 def main(cfg):
     world = max(cfg.gpus, 1)
-    select_device(cfg)                                              # fail early when the GPUs are not there
-    load_data(cfg)                                                  # and on a damaged data file, with its own message
+    select_device(cfg)  # fail early when the GPUs are not there
+    load_data(cfg)  # and on a damaged data file, with its own message
     if world == 1:
         return worker(0, 1, cfg, None, None)
     # rosetta: data-parallel

@@ -1,4 +1,5 @@
 """PyTorch 2.14 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment, Adam; nn.GRU is cuDNN's fused GRU on GPU."""
+
 import contextlib
 
 import numpy as np
@@ -6,8 +7,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runners.pytorch import (AMP_HOST_SYNC, compile_mode, compiled, count_parameters, fast_path, select_device,
-                             set_precision, sync)
+from runners.pytorch import (
+    AMP_HOST_SYNC,
+    compile_mode,
+    compiled,
+    count_parameters,
+    fast_path,
+    select_device,
+    set_precision,
+    sync,
+)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -17,17 +26,17 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 SIZES = params.GRU  # the canonical sizes (max_features, embedding_dim, hidden, maxlen, num_classes)
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
-    "cudnn_benchmark": True,   # let cuDNN pick its fastest kernels for the fixed (batch, 150) shape
-    "compile": False,          # torch.compile the train step (the cuDNN GRU itself stays one fused call)
+    "cudnn_benchmark": True,  # let cuDNN pick its fastest kernels for the fixed (batch, 150) shape
+    "compile": False,  # torch.compile the train step (the cuDNN GRU itself stays one fused call)
     "fused_optimizer": False,  # the Adam update of every parameter in one fused kernel (fused=True)
-    "prefetch": False,         # GPU: batch i+1 copied from pinned memory on a side stream while step i runs
+    "prefetch": False,  # GPU: batch i+1 copied from pinned memory on a side stream while step i runs
     "data_placement": params.DATA_PLACEMENT,  # host: copy each batch inside the clock (the rule for every framework);
-                                              # device: the whole set on the device before the clock
+    # device: the whole set on the device before the clock
 }
-TUNED = {                      # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
-    "compile": True,           # Inductor's fused kernels around the GRU; on a GPU the step as a CUDA graph
-    "fused_optimizer": True,   # also takes GradScaler's inf check on the device: no host read per amp step
-    "prefetch": True,          # the copy engine beside the SMs (no effect on the CPU, where batches are gathered)
+TUNED = {  # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
+    "compile": True,  # Inductor's fused kernels around the GRU; on a GPU the step as a CUDA graph
+    "fused_optimizer": True,  # also takes GradScaler's inf check on the device: no host read per amp step
+    "prefetch": True,  # the copy engine beside the SMs (no effect on the CPU, where batches are gathered)
 }
 
 
@@ -36,8 +45,9 @@ def load_data(cfg, device, placement):
     """IMDB as int64 token ids (N, maxlen), Keras convention, front-padded; the training set in host memory or on
     `device` (`placement`). The test set stays on the host: evaluation is outside the clock and copies its batches."""
     p = cfg.params
-    x_train, y_train, x_test, y_test = load_imdb(cfg.data, p["max_features"], p["maxlen"],
-                                                 p.get("train_samples"), p.get("test_samples"))
+    x_train, y_train, x_test, y_test = load_imdb(
+        cfg.data, p["max_features"], p["maxlen"], p.get("train_samples"), p.get("test_samples")
+    )
     if placement not in params.DATA_PLACEMENTS:
         raise ValueError(f"data_placement={placement!r}: choose one of {', '.join(params.DATA_PLACEMENTS)}")
     train_device = device if placement == "device" else "cpu"
@@ -45,13 +55,16 @@ def load_data(cfg, device, placement):
     return to(x_train, train_device), to(y_train, train_device), to(x_test), to(y_test)
 
 
-
-
 # ==== Model ====
 # rosetta: model
 class GRUClassifier(nn.Module):
-    def __init__(self, max_features=SIZES["max_features"], embedding_dim=SIZES["embedding_dim"], hidden=SIZES["hidden"],
-                 num_classes=SIZES["num_classes"]):
+    def __init__(
+        self,
+        max_features=SIZES["max_features"],
+        embedding_dim=SIZES["embedding_dim"],
+        hidden=SIZES["hidden"],
+        num_classes=SIZES["num_classes"],
+    ):
         super().__init__()
         self.embedding = nn.Embedding(max_features, embedding_dim)
         # PyTorch's GRU is the cuDNN formulation: gates (r, z, n), reset applied after the recurrent matmul,
@@ -61,9 +74,9 @@ class GRUClassifier(nn.Module):
         # No init here: main loads the shared canonical start (Keras' GRU initializers, drawn once in NumPy).
 
     # rosetta: model
-    def forward(self, x):                      # x: (N, T) token ids
-        out, _ = self.gru(self.embedding(x))   # (N, T, hidden)
-        return self.fc(out[:, -1])             # last time step only (front padding makes it real text)
+    def forward(self, x):  # x: (N, T) token ids
+        out, _ = self.gru(self.embedding(x))  # (N, T, hidden)
+        return self.fc(out[:, -1])  # last time step only (front padding makes it real text)
 
 
 def build_model(cfg=None):
@@ -71,9 +84,15 @@ def build_model(cfg=None):
 
 
 # rosetta: init
-CANONICAL_NAMES = {"embedding.weight": "embedding.weight", "gru.weight_ih": "gru.weight_ih_l0",
-                   "gru.weight_hh": "gru.weight_hh_l0", "gru.bias_ih": "gru.bias_ih_l0",
-                   "gru.bias_hh": "gru.bias_hh_l0", "fc.weight": "fc.weight", "fc.bias": "fc.bias"}
+CANONICAL_NAMES = {
+    "embedding.weight": "embedding.weight",
+    "gru.weight_ih": "gru.weight_ih_l0",
+    "gru.weight_hh": "gru.weight_hh_l0",
+    "gru.bias_ih": "gru.bias_ih_l0",
+    "gru.bias_hh": "gru.bias_hh_l0",
+    "fc.weight": "fc.weight",
+    "fc.bias": "fc.bias",
+}
 
 
 # rosetta: init
@@ -95,8 +114,9 @@ def predict_logits(model, x):
 # ==== Train step ====
 # rosetta: optimizer
 def make_optimizer(model, p, fused=False):
-    return torch.optim.Adam(model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"],
-                            fused=fused or None)
+    return torch.optim.Adam(
+        model.parameters(), lr=p["lr"], betas=(p["beta1"], p["beta2"]), eps=p["eps"], fused=fused or None
+    )
 
 
 # rosetta: train-step
@@ -113,7 +133,8 @@ def make_train_step(model, optimizer, autocast, scaler):
         else:
             loss.backward()
             optimizer.step()
-        return loss.detach()                   # no .item(): the step never waits for the device
+        return loss.detach()  # no .item(): the step never waits for the device
+
     return train_step
 
 
@@ -125,8 +146,9 @@ def train_steps(cfg, weights, x, y, steps):
     model = build_model()
     load_canonical(model, weights)
     model.train()
-    train_step = make_train_step(model, make_optimizer(model, cfg.params, switches["fused_optimizer"]),
-                                 contextlib.nullcontext, None)
+    train_step = make_train_step(
+        model, make_optimizer(model, cfg.params, switches["fused_optimizer"]), contextlib.nullcontext, None
+    )
     if switches["compile"]:
         train_step = compiled(train_step, compile_mode(torch.device("cpu")))
     x, y = torch.as_tensor(x, dtype=torch.long), torch.as_tensor(y).long()
@@ -158,28 +180,45 @@ def main(cfg):
     torch.manual_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
-    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
     model = model.to(device)
     # rosetta: end
     optimizer = make_optimizer(model, p, switches["fused_optimizer"])
-    train_step, batches, mode, prefetch = fast_path(make_train_step(model, optimizer, autocast, scaler),
-                                                    switches, x_train, y_train, p["batch_size"], device)
+    train_step, batches, mode, prefetch = fast_path(
+        make_train_step(model, optimizer, autocast, scaler), switches, x_train, y_train, p["batch_size"], device
+    )
 
     model.train()
-    losses = []                                                    # every step's loss, left on the device
-    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], batches, lambda batch: train_step(*batch),
-                                                     sync(device), outputs=losses)
+    losses = []  # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
+        p["epochs"], batches, lambda batch: train_step(*batch), sync(device), outputs=losses
+    )
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"], device, autocast)
     steps = batching.steps_per_epoch(len(x_train), p["batch_size"])
     return {
-        "metrics": train_metrics(epoch_seconds, steps * p["batch_size"], warmup=warmup, steps=steps, windows=windows,
-                                 accuracy=accuracy, init="canonical", parameters=count_parameters(model),
-                                 **metrics.loss_metrics([loss.item() for loss in losses], steps),
-                                 epochs=p["epochs"], train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"],
-                                 differences=[AMP_HOST_SYNC] if scaler and not switches["fused_optimizer"] else []),
+        "metrics": train_metrics(
+            epoch_seconds,
+            steps * p["batch_size"],
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            parameters=count_parameters(model),
+            **metrics.loss_metrics([loss.item() for loss in losses], steps),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=switches["data_placement"],
+            differences=[AMP_HOST_SYNC] if scaler and not switches["fused_optimizer"] else [],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "cudnn_rnn": device.type == "cuda" and torch.backends.cudnn.enabled,
-                     "compile_mode": mode, "prefetch": prefetch, "device": str(device)},
+        "switches": {
+            **switches,
+            "cudnn_rnn": device.type == "cuda" and torch.backends.cudnn.enabled,
+            "compile_mode": mode,
+            "prefetch": prefetch,
+            "device": str(device),
+        },
     }

@@ -1,4 +1,5 @@
 """PyTorch 2.14 · resnet50 · torchvision ResNet-50 v1.5 cut after global average pooling: timed feature extraction."""
+
 import torch
 import torchvision
 from torch import nn
@@ -10,16 +11,16 @@ from shared.runner import resolve_switches
 from shared.timing import extraction_metrics, repeat
 
 # ==== Config ====
-# Image size, batch size and batch count come from shared/params.py (1,280 images of 224² in batches of 32 at full scale).
+# Image size, batch size and batch count: shared/params.py (1,280 images of 224² in batches of 32 at full scale).
 SWITCHES = {
-    "cudnn_benchmark": True,   # fixed input shape: autotune once during the warm-up pass
-    "channels_last": False,    # NHWC helps tensor cores under amp/bf16; off keeps cuDNN's classic NCHW
-    "compile": False,          # torch.compile the model; the warm-up pass absorbs the compile time
-    "pinned_memory": True,     # page-locked host buffers make the host→device copy asynchronous and faster
+    "cudnn_benchmark": True,  # fixed input shape: autotune once during the warm-up pass
+    "channels_last": False,  # NHWC helps tensor cores under amp/bf16; off keeps cuDNN's classic NCHW
+    "compile": False,  # torch.compile the model; the warm-up pass absorbs the compile time
+    "pinned_memory": True,  # page-locked host buffers make the host→device copy asynchronous and faster
 }
-TUNED = {                      # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
-    "channels_last": True,     # NHWC: the layout tensor-core (and oneDNN) convolutions run in
-    "compile": True,           # Inductor's fused conv+BN+ReLU kernels; the warm-up passes absorb the compile
+TUNED = {  # tuning=tuned: PyTorch's own documented fast path (docs/tuned.md), same work
+    "channels_last": True,  # NHWC: the layout tensor-core (and oneDNN) convolutions run in
+    "compile": True,  # Inductor's fused conv+BN+ReLU kernels; the warm-up passes absorb the compile
 }
 # Data placement is "host" by the nature of the task (and shared.params.DATA_PLACEMENT): the images sit in host memory
 # and every timed pass copies each batch in and its features back out, as a feature extractor in production would.
@@ -63,7 +64,7 @@ def extract(model, images, batch_size, device, autocast):
     features = []
     with torch.inference_mode(), autocast():
         for idx in batching.eval_batches(len(images), batch_size):
-            x = images[idx[0]:idx[-1] + 1].to(device, non_blocking=True)
+            x = images[idx[0] : idx[-1] + 1].to(device, non_blocking=True)
             features.append(model(x).float().to("cpu", non_blocking=True))  # back to host: part of the timed work
     return features
 
@@ -86,7 +87,7 @@ def main(cfg):
     images = load_data(cfg)
     model = build_model()
     # rosetta: init
-    weights, source = canonical.load(cfg.data, "resnet50")      # ImageNet from the `weights` step, else seeded random
+    weights, source = canonical.load(cfg.data, "resnet50")  # ImageNet from the `weights` step, else seeded random
     load_canonical(model, weights)
     # rosetta: end
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
@@ -95,14 +96,28 @@ def main(cfg):
         model = torch.compile(model)
 
     features = []
-    timing = repeat(lambda: features.append(extract(model, images, p["batch_size"], device, autocast)),
-                    repeats=cfg.repeats, barrier=sync(device))
+    timing = repeat(
+        lambda: features.append(extract(model, images, p["batch_size"], device, autocast)),
+        repeats=cfg.repeats,
+        barrier=sync(device),
+    )
     feature_mean = evaluate(features[-1], len(images), p["features"])
     return {
-        "metrics": extraction_metrics(timing, len(images), p["batch_size"], p["image_size"], weights=source,
-                                      feature_mean=feature_mean, parameters=count_parameters(model),
-                                      data_placement="host", differences=[]),
+        "metrics": extraction_metrics(
+            timing,
+            len(images),
+            p["batch_size"],
+            p["image_size"],
+            weights=source,
+            feature_mean=feature_mean,
+            parameters=count_parameters(model),
+            data_placement="host",
+            differences=[],
+        ),
         "timing": timing,
-        "switches": {**switches, "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
-                     "device": str(device)},
+        "switches": {
+            **switches,
+            "memory_format": "NHWC" if switches["channels_last"] else "NCHW",
+            "device": str(device),
+        },
     }

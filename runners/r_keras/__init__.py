@@ -7,6 +7,7 @@ The code to read is R: runners/r_keras/{cnn,gru,resnet50}.R, the twins of runner
 what the Python contract needs: one small launcher module per task (runners/rscript.py runs the script with
 `Rscript` in this environment) and the system block's provenance, R's versions beside Keras'.
 """
+
 from runners import rscript
 
 count_parameters = rscript.count_parameters
@@ -16,6 +17,7 @@ def framework_info():
     """Keras' own report (runners.keras: backend version, CUDA, cuDNN, GPUs; imported here, in the interpreter R
     drives) with R's and reticulate's versions in front."""
     from runners import keras as py_keras
+
     info = py_keras.framework_info()
     r = rscript.r_info(f"keras {info['keras_version']} ({info['backend']} {info['backend_version']})")
     return {**info, **r}
@@ -24,4 +26,5 @@ def framework_info():
 def gemm(cfg, n, dtype):
     """The calibration GEMM: the Keras (TensorFlow backend) the R scripts drive, from this launcher's Python."""
     from runners import keras as py_keras
+
     return py_keras.gemm(cfg, n, dtype)

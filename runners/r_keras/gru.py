@@ -1,4 +1,5 @@
 """r-keras · gru: launches runners/r_keras/gru.R (R through reticulate to Keras 3; the code to read) with Rscript."""
+
 from runners import rscript
 
 main, build_model, load_canonical, predict_logits, train_steps = rscript.task(__file__)

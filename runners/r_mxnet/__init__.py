@@ -4,6 +4,7 @@ The code to read is R: runners/r_mxnet/{gru,resnet50}.R, the twins of runners/mx
 what the Python contract needs: one small launcher module per task (runners/rscript.py runs the script with
 `Rscript` in this environment) and the system block's provenance, R's versions beside MXNet's.
 """
+
 from runners import rscript
 
 count_parameters = rscript.count_parameters
@@ -12,6 +13,7 @@ count_parameters = rscript.count_parameters
 def framework_info():
     """MXNet's own report (runners.mxnet_gluon: version, CUDA build, GPUs) with R's and reticulate's in front."""
     from runners import mxnet_gluon
+
     info = mxnet_gluon.framework_info()
     return {**info, **rscript.r_info(f"mxnet {info['framework_version']}")}
 
@@ -19,4 +21,5 @@ def framework_info():
 def gemm(cfg, n, dtype):
     """The calibration GEMM: the MXNet the R scripts drive, from this launcher's Python."""
     from runners import mxnet_gluon
+
     return mxnet_gluon.gemm(cfg, n, dtype)

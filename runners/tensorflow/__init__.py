@@ -5,16 +5,17 @@ The loop is TensorFlow's own: tf.data feeds a `tf.function` train step that take
 Keras supplies what TF 2 only ships through it (optimizers, the GRU layer, the applications, mixed-precision
 policies); Keras `fit` is the `keras-tf` runner's idiom, not this one's.
 """
+
 import itertools
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ INFO/WARNING lines would crowd the record's log_tail
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from shared import batching, params  # noqa: E402
-from shared.record import GpuMissing, Skip  # noqa: E402
+from shared import batching, params
+from shared.record import GpuMissing, Skip
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp": "mixed_float16", "bf16": "mixed_bfloat16"}
 
@@ -46,7 +47,7 @@ def select_devices(cfg, count=1):
             tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
         return [d.name for d in tf.config.list_logical_devices("CPU")][:count]
     gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) < count:                              # a broken install or launch, never an unsupported combination
+    if len(gpus) < count:  # a broken install or launch, never an unsupported combination
         raise GpuMissing(count, len(gpus), "TensorFlow")
     return [d.name for d in tf.config.list_logical_devices("GPU")][:count]
 
@@ -120,8 +121,8 @@ def index_dataset(index_batches):
     """The index batches in the shared order (`train_batches`, shared.batching.eval_batches) as a tf.data pipeline."""
     batches = list(index_batches)
     full = [b for b in batches if len(b) == len(batches[0])]
-    ds = tf.data.Dataset.from_tensor_slices(np.stack(full))                         # (steps, batch) int64
-    if len(full) < len(batches):                                                    # evaluation's last, smaller batch
+    ds = tf.data.Dataset.from_tensor_slices(np.stack(full))  # (steps, batch) int64
+    if len(full) < len(batches):  # evaluation's last, smaller batch
         ds = ds.concatenate(tf.data.Dataset.from_tensors(batches[-1]))
     return ds
 
@@ -138,7 +139,7 @@ def batch_dataset(tensors, index_batches, device=None, repeat=False):
     if repeat:
         ds = ds.repeat()
     ds = ds.map(lambda idx: tuple(tf.gather(t, idx) for t in tensors), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.prefetch(tf.data.AUTOTUNE)                                              # map keeps order (deterministic)
+    ds = ds.prefetch(tf.data.AUTOTUNE)  # map keeps order (deterministic)
     if device and "GPU" in device:
         ds = ds.apply(tf.data.experimental.prefetch_to_device(device))
     return ds
@@ -173,4 +174,5 @@ def gemm(cfg, n, dtype):
     def matmul():
         with tf.device(device):
             last[:] = [tf.linalg.matmul(a, a)]
+
     return matmul, lambda: last and last[0].numpy()

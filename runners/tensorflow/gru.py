@@ -1,12 +1,25 @@
 """TensorFlow 2.21 · gru · embedding → GRU(100) → dense 2 on IMDB sentiment with Adam, in a tf.function/GradientTape
 loop; the recurrence is tf.keras.layers.GRU, which runs cuDNN's fused GRU kernel on a GPU."""
+
 import numpy as np
 import tensorflow as tf
 
 from runners.keras import ADAM_EPSILON_HAT, ADAM_SPARSE_SQUARES
-from runners.tensorflow import (batch_dataset, check_placement, count_parameters, device_tensors, epoch_iterator,
-                                host_tensors, index_dataset, optimizer_for, scaled, select_devices, set_precision,
-                                sync, train_batches)
+from runners.tensorflow import (
+    batch_dataset,
+    check_placement,
+    count_parameters,
+    device_tensors,
+    epoch_iterator,
+    host_tensors,
+    index_dataset,
+    optimizer_for,
+    scaled,
+    select_devices,
+    set_precision,
+    sync,
+    train_batches,
+)
 from shared import batching, canonical, metrics, params
 from shared.datasets import load_imdb
 from shared.runner import resolve_switches
@@ -15,9 +28,9 @@ from shared.timing import timed_epochs, train_metrics, train_timing
 # ==== Config ====
 # Hyperparameters come from shared/params.py through cfg.params (max_features, maxlen, hidden, epochs, lr, …).
 SWITCHES = {
-    "xla": False,              # off: XLA has no kernel for the fused cuDNN RNN op (CudnnRNNV3), the GRU's fast path
+    "xla": False,  # off: XLA has no kernel for the fused cuDNN RNN op (CudnnRNNV3), the GRU's fast path
     "data_placement": params.DATA_PLACEMENT,  # host: tf.data gathers each batch and copies it inside the clock (the
-                                              # rule); device: the set copied to the device before it, gathered there
+    # rule); device: the set copied to the device before it, gathered there
 }
 # Adam: ε = 1e-8 as everywhere, but TF's Adam (Keras 3's) adds it before the bias correction
 # (runners.keras.ADAM_EPSILON_HAT; recorded in `differences`).
@@ -27,8 +40,9 @@ SWITCHES = {
 def load_data(cfg):
     """IMDB as int32 token ids (N, maxlen), Keras convention, front-padded; host tensors for tf.data."""
     p = cfg.params
-    return host_tensors(*load_imdb(cfg.data, p["max_features"], p["maxlen"],
-                                   p.get("train_samples"), p.get("test_samples")))
+    return host_tensors(
+        *load_imdb(cfg.data, p["max_features"], p["maxlen"], p.get("train_samples"), p.get("test_samples"))
+    )
 
 
 # ==== Model ====
@@ -42,12 +56,14 @@ def build_model(cfg=None):
     """
     # rosetta: model
     p = params.GRU
-    return tf.keras.Sequential([
-        tf.keras.Input(shape=(None,), dtype="int32"),                   # (N, T) token ids
-        tf.keras.layers.Embedding(p["max_features"], p["embedding_dim"]),
-        tf.keras.layers.GRU(p["hidden"]),                               # last output only: (N, hidden)
-        tf.keras.layers.Dense(p["num_classes"], dtype="float32"),       # float32 logits under mixed precision
-    ])
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input(shape=(None,), dtype="int32"),  # (N, T) token ids
+            tf.keras.layers.Embedding(p["max_features"], p["embedding_dim"]),
+            tf.keras.layers.GRU(p["hidden"]),  # last output only: (N, hidden)
+            tf.keras.layers.Dense(p["num_classes"], dtype="float32"),  # float32 logits under mixed precision
+        ]
+    )
 
 
 # rosetta: init
@@ -62,8 +78,13 @@ def load_canonical(model, weights):
     """Keras keeps kernels as (in, 3·units), gates (z, r, h), and both biases in one (2, 3·units) array."""
     embedding, gru, fc = model.layers
     embedding.set_weights([weights["embedding.weight"]])
-    gru.set_weights([keras_gates(weights["gru.weight_ih"]).T, keras_gates(weights["gru.weight_hh"]).T,
-                     np.stack([keras_gates(weights["gru.bias_ih"]), keras_gates(weights["gru.bias_hh"])])])
+    gru.set_weights(
+        [
+            keras_gates(weights["gru.weight_ih"]).T,
+            keras_gates(weights["gru.weight_hh"]).T,
+            np.stack([keras_gates(weights["gru.bias_ih"]), keras_gates(weights["gru.bias_hh"])]),
+        ]
+    )
     fc.set_weights([np.asarray(weights["fc.weight"]).T, weights["fc.bias"]])
 
 
@@ -76,9 +97,15 @@ def canonical_gates(w):
 def read_canonical(model):
     embedding, gru, fc = model.layers
     kernel, recurrent, bias = gru.get_weights()
-    return {"embedding.weight": embedding.get_weights()[0], "gru.weight_ih": canonical_gates(kernel.T),
-            "gru.weight_hh": canonical_gates(recurrent.T), "gru.bias_ih": canonical_gates(bias[0]),
-            "gru.bias_hh": canonical_gates(bias[1]), "fc.weight": fc.get_weights()[0].T, "fc.bias": fc.get_weights()[1]}
+    return {
+        "embedding.weight": embedding.get_weights()[0],
+        "gru.weight_ih": canonical_gates(kernel.T),
+        "gru.weight_hh": canonical_gates(recurrent.T),
+        "gru.bias_ih": canonical_gates(bias[0]),
+        "gru.bias_hh": canonical_gates(bias[1]),
+        "fc.weight": fc.get_weights()[0].T,
+        "fc.bias": fc.get_weights()[1],
+    }
 
 
 def predict_logits(model, x):
@@ -88,8 +115,11 @@ def predict_logits(model, x):
 # ==== Train step ====
 # rosetta: optimizer
 def make_optimizer(model, p, precision):
-    return optimizer_for(tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
-                         precision, model.trainable_variables)
+    return optimizer_for(
+        tf.keras.optimizers.Adam(p["lr"], beta_1=p["beta1"], beta_2=p["beta2"], epsilon=p["eps"]),
+        precision,
+        model.trainable_variables,
+    )
 
 
 # rosetta: train-step
@@ -101,8 +131,9 @@ def make_train_step(model, optimizer, jit_compile):
             # rosetta: loss
             loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
         grads = tape.gradient(scaled(optimizer, loss), model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)   # the embedding's gradient is sparse (IndexedSlices)
-        return loss                                         # no .numpy(): the step never waits for the device
+        optimizer.apply(grads, model.trainable_variables)  # the embedding's gradient is sparse (IndexedSlices)
+        return loss  # no .numpy(): the step never waits for the device
+
     return train_step
 
 
@@ -124,7 +155,7 @@ def train_steps(cfg, weights, x, y, steps):
 # rosetta: evaluate
 def evaluate(model, x_test, y_test, batch_size):
     predict = tf.function(lambda x: model(x, training=False))
-    logits = [predict(x).numpy() for x, in batch_dataset((x_test,), batching.eval_batches(len(x_test), batch_size))]
+    logits = [predict(x).numpy() for (x,) in batch_dataset((x_test,), batching.eval_batches(len(x_test), batch_size))]
     return metrics.accuracy(np.concatenate(logits), y_test.numpy())
 
 
@@ -136,7 +167,7 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model()
-    load_canonical(model, canonical.init_weights("gru"))         # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
     # rosetta: end
     optimizer = make_optimizer(model, p, cfg.precision)
     train_step = make_train_step(model, optimizer, switches["xla"])
@@ -149,22 +180,37 @@ def main(cfg):
         step = tf.function(lambda idx: train_step(tf.gather(x_device, idx), tf.gather(y_device, idx)))
     else:
         dataset, step = batch_dataset((x_train, y_train), index_batches, device), lambda batch: train_step(*batch)
-    losses = []                                                     # every step's loss, left on the device
-    epoch_seconds, warmup, _, windows = timed_epochs(p["epochs"], epoch_iterator(dataset, steps), step, sync,
-                                                     outputs=losses)
+    losses = []  # every step's loss, left on the device
+    epoch_seconds, warmup, _, windows = timed_epochs(
+        p["epochs"], epoch_iterator(dataset, steps), step, sync, outputs=losses
+    )
 
     accuracy = evaluate(model, x_test, y_test, p["batch_size"])
     samples = steps * p["batch_size"]
     return {
-        "metrics": train_metrics(epoch_seconds, samples, warmup=warmup, steps=steps, windows=windows, accuracy=accuracy,
-                                 init="canonical", parameters=count_parameters(model),
-                                 **metrics.loss_metrics([float(loss) for loss in losses], steps), epochs=p["epochs"],
-                                 train_samples=len(x_train), test_samples=len(x_test),
-                                 data_placement=switches["data_placement"],
-                                 differences=[ADAM_EPSILON_HAT, ADAM_SPARSE_SQUARES]),
+        "metrics": train_metrics(
+            epoch_seconds,
+            samples,
+            warmup=warmup,
+            steps=steps,
+            windows=windows,
+            accuracy=accuracy,
+            init="canonical",
+            parameters=count_parameters(model),
+            **metrics.loss_metrics([float(loss) for loss in losses], steps),
+            epochs=p["epochs"],
+            train_samples=len(x_train),
+            test_samples=len(x_test),
+            data_placement=switches["data_placement"],
+            differences=[ADAM_EPSILON_HAT, ADAM_SPARSE_SQUARES],
+        ),
         "timing": train_timing(windows, warmup=warmup),
-        "switches": {**switches, "cudnn_rnn": bool(tf.config.list_logical_devices("GPU")), "device": device,
-                     "policy": tf.keras.mixed_precision.global_policy().name,
-                     "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled(),
-                     "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)"},
+        "switches": {
+            **switches,
+            "cudnn_rnn": bool(tf.config.list_logical_devices("GPU")),
+            "device": device,
+            "policy": tf.keras.mixed_precision.global_policy().name,
+            "tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled(),
+            "adam_epsilon": f"{p['eps']:g}, before bias correction (Keras)",
+        },
     }

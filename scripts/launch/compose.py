@@ -4,6 +4,7 @@ Before anything launches it checks, in order, and stops with what to do: a docke
 Compose (v2 plugin, else v1 `docker-compose`), every image the plan needs, and for GPU cells the NVIDIA runtime and
 the GPUs themselves. Each cell gets its own GPU set through ROSETTA_GPU_IDS (compose.gpu.yaml reserves them).
 """
+
 import json
 import os
 import re
@@ -12,7 +13,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.launch.executors import collect_from_own_folder, kill_group, own_folder, popen, prepare_own_folder, runner_args
+from scripts.launch.executors import (
+    collect_from_own_folder,
+    kill_group,
+    own_folder,
+    popen,
+    prepare_own_folder,
+    runner_args,
+)
 from scripts.paths import ROOT, files_hash
 from shared.record import git_commit
 from shared.sysinfo import memory_gib, usable_cpus
@@ -30,8 +38,10 @@ def docker_cli():
     for candidate in (os.environ.get("ROSETTA_DOCKER"), "/usr/bin/docker", shutil.which("docker")):
         if candidate and Path(candidate).exists():
             return candidate
-    raise ExecutorError("no docker CLI found: install Docker Engine (Debian: `apt-get install docker.io`) "
-                        "or set ROSETTA_DOCKER to its path")
+    raise ExecutorError(
+        "no docker CLI found: install Docker Engine (Debian: `apt-get install docker.io`) "
+        "or set ROSETTA_DOCKER to its path"
+    )
 
 
 def quiet(argv):
@@ -50,8 +60,10 @@ def check_engine(docker):
     # Debian's CLI exits 0 without an engine and puts the error in the JSON's ServerErrors.
     errors = facts.get("ServerErrors") or ([] if facts else [(info.stderr or info.stdout).strip()[:200]])
     if errors:
-        raise ExecutorError(f"no Docker engine answers ({errors[0]}): start it "
-                            "(`sudo systemctl start docker`; on a machine without systemd, `.ci/docker-setup.sh`)")
+        raise ExecutorError(
+            f"no Docker engine answers ({errors[0]}): start it "
+            "(`sudo systemctl start docker`; on a machine without systemd, `.ci/docker-setup.sh`)"
+        )
     return facts
 
 
@@ -59,13 +71,17 @@ def cdi_has_nvidia(info):
     """Docker 28 lists CDI devices (DiscoveredDevices); older engines only name the folders, so read the specs."""
     if any(str(d.get("ID", "")).startswith("nvidia.com/") for d in info.get("DiscoveredDevices") or []):
         return True
-    specs = [p for d in info.get("CDISpecDirs") or [] for p in sorted(Path(d).glob("*"))
-             if p.suffix in (".yaml", ".yml", ".json")]
+    specs = [
+        p
+        for d in info.get("CDISpecDirs") or []
+        for p in sorted(Path(d).glob("*"))
+        if p.suffix in (".yaml", ".yml", ".json")
+    ]
     for spec in specs:
         try:
             if "nvidia.com/" in spec.read_text(errors="replace"):
                 return True
-        except OSError:    # a spec we may not read (root-only folder) says nothing either way
+        except OSError:  # a spec we may not read (root-only folder) says nothing either way
             continue
     return False
 
@@ -92,12 +108,19 @@ def code_hash(family, variant, parent=None):
     parent's too). `make images` writes it into the image (label CODE_LABEL, and ROSETTA_CODE_HASH for the
     records); an image whose label differs was built from other code and is refused, so a record never claims code
     its image does not hold."""
-    paths = [*(ROOT / "runners").rglob("*"), *(ROOT / "shared").rglob("*"), *(ROOT / "docker").glob("*Dockerfile"),
-             *(ROOT / "docker" / family).rglob("*"), ROOT / variant.requirements]
+    paths = [
+        *(ROOT / "runners").rglob("*"),
+        *(ROOT / "shared").rglob("*"),
+        *(ROOT / "docker").glob("*Dockerfile"),
+        *(ROOT / "docker" / family).rglob("*"),
+        ROOT / variant.requirements,
+    ]
     if parent is not None:
         paths.append(ROOT / parent.requirements)
-    return files_hash((str(path.relative_to(ROOT)), path.read_bytes()) for path in sorted(
-        {p for p in paths if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}))
+    return files_hash(
+        (str(path.relative_to(ROOT)), path.read_bytes())
+        for path in sorted({p for p in paths if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"})
+    )
 
 
 def image_code_hash(docker, image):
@@ -120,17 +143,18 @@ def rebuild(images, plan, matrix):
     for cell in plan.cells:
         fw = matrix.frameworks[cell.framework]
         framework_of.setdefault(fw.variants[cell.variant].image(fw.family), cell.framework)
-    return "; ".join(f"`make images FRAMEWORK={framework_of[image]} VARIANT={image.split(':')[1]}`"
-                     for image in images)
+    return "; ".join(f"`make images FRAMEWORK={framework_of[image]} VARIANT={image.split(':')[1]}`" for image in images)
 
 
 def wanted_hashes(plan, matrix):
-    """{image: code hash} of the images `plan`'s cells run in."""
+    """{image: code hash} of the images `plan`'s cells run in (each image hashed once, however many cells run in it)."""
     wanted = {}
     for cell in plan.cells:
         fw = matrix.frameworks[cell.framework]
         variant = fw.variants[cell.variant]
-        wanted[variant.image(fw.family)] = code_hash(fw.family, variant, fw.variants.get(variant.parent))
+        image = variant.image(fw.family)
+        if image not in wanted:
+            wanted[image] = code_hash(fw.family, variant, fw.variants.get(variant.parent))
     return wanted
 
 
@@ -154,19 +178,23 @@ def cell_limits(gpus, gpu_count, cores=None, memory=None):
 
 
 def images_of(plan, matrix):
-    return sorted({matrix.frameworks[c.framework].variants[c.variant].image(matrix.frameworks[c.framework].family)
-                   for c in plan.cells})
+    return sorted(
+        {
+            matrix.frameworks[c.framework].variants[c.variant].image(matrix.frameworks[c.framework].family)
+            for c in plan.cells
+        }
+    )
 
 
 @dataclass(frozen=True)
 class ComposeExecutor:
-    compose: tuple                 # the compose command: ("docker", "compose") or ("docker-compose",)
+    compose: tuple  # the compose command: ("docker", "compose") or ("docker-compose",)
     docker: str
     files: tuple = COMPOSE_FILES
-    gpu_ids: tuple = ()            # GPUs cells are placed on; empty = CPU cells, one at a time
+    gpu_ids: tuple = ()  # GPUs cells are placed on; empty = CPU cells, one at a time
     root: Path = ROOT
     env: dict = field(default_factory=dict)
-    project: str = None            # compose's project name (-p); None: compose's default, the checkout's folder name
+    project: str = None  # compose's project name (-p); None: compose's default, the checkout's folder name
 
     @classmethod
     def for_plan(cls, plan, matrix):
@@ -176,26 +204,38 @@ class ComposeExecutor:
         compose = compose_cli(docker)
         missing = missing_images(docker, images_of(plan, matrix))
         if missing:
-            raise ExecutorError(f"image(s) not built: {', '.join(missing)}; build with "
-                                f"{rebuild(missing, plan, matrix)}")
+            raise ExecutorError(
+                f"image(s) not built: {', '.join(missing)}; build with {rebuild(missing, plan, matrix)}"
+            )
         stale = stale_images(docker, wanted_hashes(plan, matrix))
         if stale:
-            found = ", ".join(f"{image} (holds code {label or 'of no known hash'}, this checkout's is {expected})"
-                              for image, (label, expected) in stale.items())
-            raise ExecutorError(f"image(s) built from other code than this checkout: {found}; their records would "
-                                f"claim code they do not run. Rebuild with {rebuild(stale, plan, matrix)}")
+            found = ", ".join(
+                f"{image} (holds code {label or 'of no known hash'}, this checkout's is {expected})"
+                for image, (label, expected) in stale.items()
+            )
+            raise ExecutorError(
+                f"image(s) built from other code than this checkout: {found}; their records would "
+                f"claim code they do not run. Rebuild with {rebuild(stale, plan, matrix)}"
+            )
         gpu_ids, files = (), COMPOSE_FILES
         if any(c.device == "gpu" for c in plan.cells):
             if "nvidia" not in (info.get("Runtimes") or {}) and not cdi_has_nvidia(info):
-                raise ExecutorError("the Docker engine has no NVIDIA runtime: install the NVIDIA Container Toolkit "
-                                    "(`nvidia-ctk runtime configure --runtime=docker`, then restart Docker)")
+                raise ExecutorError(
+                    "the Docker engine has no NVIDIA runtime: install the NVIDIA Container Toolkit "
+                    "(`nvidia-ctk runtime configure --runtime=docker`, then restart Docker)"
+                )
             gpu_ids = visible_gpus()
             if not gpu_ids:
-                raise ExecutorError("no GPU visible: `nvidia-smi` lists none (install the NVIDIA driver), or set "
-                                    "ROSETTA_GPU_IDS_AVAILABLE=0,1,…")
+                raise ExecutorError(
+                    "no GPU visible: `nvidia-smi` lists none (install the NVIDIA driver), or set "
+                    "ROSETTA_GPU_IDS_AVAILABLE=0,1,…"
+                )
             files = COMPOSE_FILES + (GPU_FILE,)
-        env = {"ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()),
-               "ROSETTA_GIT_COMMIT": git_commit(ROOT) or ""}
+        env = {
+            "ROSETTA_UID": str(os.getuid()),
+            "ROSETTA_GID": str(os.getgid()),
+            "ROSETTA_GIT_COMMIT": git_commit(ROOT) or "",
+        }
         return cls(compose, docker, files, gpu_ids, ROOT, env)
 
     def command(self, cell, out, run, devices=()):
@@ -203,23 +243,40 @@ class ComposeExecutor:
         runner writes /results/ID.json; collect() moves it into the run afterwards."""
         inside = Path("/results") / Path(out).name
         cpus, memory = cell_limits(cell.gpus if cell.device == "gpu" else 0, len(self.gpu_ids))
-        env = {**os.environ, **self.env, "ROSETTA_VARIANT": cell.variant, "ROSETTA_DATA": str(run.data_root),
-               "ROSETTA_RESULTS": str(own_folder(out)), "ROSETTA_GPU_IDS": ",".join(devices),
-               "ROSETTA_CPUS": cpus, "ROSETTA_MEMORY": memory,
-               "COMPOSE_DOCKER_CLI_BUILD": "1", "DOCKER_BUILDKIT": "1",
-               "ROSETTA_REGISTRY": "",     # the local rosetta/… names for_plan checked, whatever .env prefixes
-               "ROSETTA_TWINS_SCRATCH": ""}   # the run prepared its data: a missing dataset is a failure, not made
+        env = {
+            **os.environ,
+            **self.env,
+            "ROSETTA_VARIANT": cell.variant,
+            "ROSETTA_DATA": str(run.data_root),
+            "ROSETTA_RESULTS": str(own_folder(out)),
+            "ROSETTA_GPU_IDS": ",".join(devices),
+            "ROSETTA_CPUS": cpus,
+            "ROSETTA_MEMORY": memory,
+            "COMPOSE_DOCKER_CLI_BUILD": "1",
+            "DOCKER_BUILDKIT": "1",
+            "ROSETTA_REGISTRY": "",  # the local rosetta/… names for_plan checked, whatever .env prefixes
+            "ROSETTA_TWINS_SCRATCH": "",
+        }  # the run prepared its data: a missing dataset is a failure, not made
         # --no-deps: a cell's container is the only one it starts (compose.yaml's services have no dependencies today;
         # this keeps it so if one is ever added).
         files = [arg for f in self.files for arg in ("-f", str(self.root / f))]
         project = ["-p", self.project] if self.project else []
-        argv = [*self.compose, *files, *project, "run", "--rm", "--no-deps",
-                "--name", container_name(run.run_id, cell.id), f"{cell.framework}-{cell.task}",
-                *runner_args(cell, inside, run, "/data")]
+        argv = [
+            *self.compose,
+            *files,
+            *project,
+            "run",
+            "--rm",
+            "--no-deps",
+            "--name",
+            container_name(run.run_id, cell.id),
+            f"{cell.framework}-{cell.task}",
+            *runner_args(cell, inside, run, "/data"),
+        ]
         return argv, env
 
     def launch(self, cell, out, log, run, devices=()):
-        prepare_own_folder(out)          # ours, before Docker would create it as root
+        prepare_own_folder(out)  # ours, before Docker would create it as root
         argv, env = self.command(cell, out, run, devices)
         proc = popen(argv, log, env, cwd=self.root)
         proc.container = container_name(run.run_id, cell.id)

@@ -10,6 +10,7 @@
 The local executor runs `python -m runners …` in the framework's own virtual environment; the compose executor
 (scripts/launch/compose.py) runs the same command inside the framework's image.
 """
+
 import os
 import shutil
 import signal
@@ -24,26 +25,47 @@ from shared.params import DEFAULT_TUNING
 @dataclass(frozen=True)
 class RunSettings:
     """What every cell of one run shares."""
+
     run_id: str
     repeats: int
     timeout_s: float
-    data_root: Path            # holds synthetic/ and real/
+    data_root: Path  # holds synthetic/ and real/
 
 
 def runner_args(cell, out, run, data_root):
     """The runner contract's arguments for `cell` (DESIGN.md, "Runner contract")."""
-    return [cell.framework, cell.task, "--data", str(Path(data_root) / cell.data), "--out", str(out),
-            "--precision", cell.precision, "--gpus", str(cell.gpus), "--device", cell.device, "--scale", cell.scale,
-            "--variant", cell.variant, "--run-id", run.run_id, "--repeats", str(run.repeats),
-            *(["--tuning", cell.tuning] if cell.tuning != DEFAULT_TUNING else [])]
+    return [
+        cell.framework,
+        cell.task,
+        "--data",
+        str(Path(data_root) / cell.data),
+        "--out",
+        str(out),
+        "--precision",
+        cell.precision,
+        "--gpus",
+        str(cell.gpus),
+        "--device",
+        cell.device,
+        "--scale",
+        cell.scale,
+        "--variant",
+        cell.variant,
+        "--run-id",
+        run.run_id,
+        "--repeats",
+        str(run.repeats),
+        *(["--tuning", cell.tuning] if cell.tuning != DEFAULT_TUNING else []),
+    ]
 
 
 def popen(argv, log, env=None, cwd=ROOT):
     """Start `argv` in its own process group (so a timeout kills its children too), output into `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
-        return subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
-                                env=env, start_new_session=True)
+        return subprocess.Popen(
+            argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True
+        )
 
 
 def own_folder(out):
@@ -55,7 +77,7 @@ def own_folder(out):
 
 def prepare_own_folder(out):
     folder = own_folder(out)
-    shutil.rmtree(folder, ignore_errors=True)        # nothing of an earlier attempt may pass as this one's record
+    shutil.rmtree(folder, ignore_errors=True)  # nothing of an earlier attempt may pass as this one's record
     folder.mkdir(parents=True)
     return folder
 
@@ -83,15 +105,20 @@ class LocalExecutor:
     `root` (the checkout holding runners/ and shared/) as working directory and import path. A GPU cell sees only
     its own devices (CUDA_VISIBLE_DEVICES). `name` is what the records say ran them (system.executor): `local` (the
     frameworks' venvs) or `system` (one interpreter given as it is, scripts/run.py --python)."""
+
     pythons: dict
     root: Path = ROOT
     gpu_ids: tuple = ()
     name: str = "local"
-    site: tuple = ()          # folders of packages installed beside the interpreter's own (make gpu-check: Keras)
+    site: tuple = ()  # folders of packages installed beside the interpreter's own (make gpu-check: Keras)
 
     def launch(self, cell, out, log, run, devices=()):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.root), *map(str, self.site)]),
-               "PYTHONUNBUFFERED": "1", "ROSETTA_EXECUTOR": self.name}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(self.root), *map(str, self.site)]),
+            "PYTHONUNBUFFERED": "1",
+            "ROSETTA_EXECUTOR": self.name,
+        }
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         argv = [str(self.pythons[cell.framework]), "-m", "runners", *runner_args(cell, out, run, run.data_root)]
@@ -119,6 +146,7 @@ class SlurmContainerExecutor:
     are the data (read-only) and the cell's own folder.
     `images`: {cell id: image} from the plan file; `code_hashes`: {cell id: the code hash its image must hold}
     (scripts/launch/compose.py's code_hash of this checkout), checked against the record by scripts.run.run_cell."""
+
     runtime: str
     images: dict
     prefix: str = ""
@@ -129,19 +157,44 @@ class SlurmContainerExecutor:
         return (self.code_hashes or {}).get(cell.id)
 
     def command(self, cell, out, run):
-        inside = Path("/results") / Path(out).name    # the cell's own folder (own_folder) at /results
+        inside = Path("/results") / Path(out).name  # the cell's own folder (own_folder) at /results
         data = f"{run.data_root}:/data:ro,{own_folder(out)}:/results"
         args = runner_args(cell, inside, run, "/data")
         image = self.images[cell.id]
         if self.runtime == "pyxis":
-            return ["srun", "--ntasks=1", f"--container-image={self.prefix}{image}", f"--container-mounts={data}",
-                    "--container-workdir=/app", "--no-container-mount-home", "python", "-m", "runners", *args]
+            return [
+                "srun",
+                "--ntasks=1",
+                f"--container-image={self.prefix}{image}",
+                f"--container-mounts={data}",
+                "--container-workdir=/app",
+                "--no-container-mount-home",
+                "python",
+                "-m",
+                "runners",
+                *args,
+            ]
         if self.runtime == "apptainer":
             sif = Path(self.prefix or ".") / (image.replace("/", "_").replace(":", "_") + ".sif")
-            passed = [f"{k}={os.environ[k]}" for k in ("CUDA_VISIBLE_DEVICES", "ROSETTA_HOST", "ROSETTA_GIT_COMMIT")
-                      if os.environ.get(k)] + ["PYTHONUNBUFFERED=1"]
-            return ["apptainer", "run", "--nv", "--containall", "--no-home", "--pwd", "/app", "--bind", data,
-                    *(word for pair in passed for word in ("--env", pair)), str(sif), *args]
+            passed = [
+                f"{k}={os.environ[k]}"
+                for k in ("CUDA_VISIBLE_DEVICES", "ROSETTA_HOST", "ROSETTA_GIT_COMMIT")
+                if os.environ.get(k)
+            ] + ["PYTHONUNBUFFERED=1"]
+            return [
+                "apptainer",
+                "run",
+                "--nv",
+                "--containall",
+                "--no-home",
+                "--pwd",
+                "/app",
+                "--bind",
+                data,
+                *(word for pair in passed for word in ("--env", pair)),
+                str(sif),
+                *args,
+            ]
         raise ValueError(f"unknown container runtime {self.runtime!r}; known: pyxis, apptainer")
 
     def launch(self, cell, out, log, run, devices=()):

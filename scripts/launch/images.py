@@ -16,6 +16,7 @@ GPU variant is also tagged rosetta/FAMILY:gpu, the image `make setup` points Com
 (the name `make setup PULL=REGISTRY` pulls for a checkout of that code; the gpu alias likewise), and prints {image:
 digest}; with --github-output it also appends name= and digest= for the provenance step.
 """
+
 import argparse
 import json
 import os
@@ -74,11 +75,29 @@ def pyenv_build_args(family, variant, house):
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as pins:
         pins.write("\n".join(bootstrap) + "\n")
         pins.flush()
-        if wheelhouse.main(["--requirements", pins.name, "--dest", str(house), "--python-version", variant.python,
-                            "--glibc", variant.glibc]):
+        if wheelhouse.main(
+            [
+                "--requirements",
+                pins.name,
+                "--dest",
+                str(house),
+                "--python-version",
+                variant.python,
+                "--glibc",
+                variant.glibc,
+            ]
+        ):
             raise ExecutorError(f"could not fill {house} with {' '.join(bootstrap)} (pip's message is above)")
-    return ["--build-arg", f"INTERPRETER={staged.relative_to(ROOT)}", "--build-arg", f"PYTHON_HOME={prefix}",
-            "--build-arg", f"FAMILY={family}", "--build-arg", f"BOOTSTRAP={' '.join(bootstrap)}"]
+    return [
+        "--build-arg",
+        f"INTERPRETER={staged.relative_to(ROOT)}",
+        "--build-arg",
+        f"PYTHON_HOME={prefix}",
+        "--build-arg",
+        f"FAMILY={family}",
+        "--build-arg",
+        f"BOOTSTRAP={' '.join(bootstrap)}",
+    ]
 
 
 def wanted(matrix, profile, framework, variant):
@@ -88,18 +107,22 @@ def wanted(matrix, profile, framework, variant):
         if framework not in matrix.frameworks:
             raise MatrixError(f"unknown framework {framework!r}; declared: {', '.join(matrix.frameworks)}")
         fw = matrix.frameworks[framework]
-        if variant == "gpu" and "gpu" not in fw.variants:     # the alias rosetta/FAMILY:gpu names
+        if variant == "gpu" and "gpu" not in fw.variants:  # the alias rosetta/FAMILY:gpu names
             variant = default_gpu_variant(matrix, fw.family)
         names = [variant] if variant else list(fw.variants)
         unknown = [n for n in names if n not in fw.variants]
         if unknown:
-            raise MatrixError(f"frameworks.{framework} has no variant {unknown[0]!r}; declared: "
-                              f"{', '.join(fw.variants)}")
+            raise MatrixError(
+                f"frameworks.{framework} has no variant {unknown[0]!r}; declared: {', '.join(fw.variants)}"
+            )
         pairs = [(fw.family, fw.variants[n]) for n in names]
     else:
         plan = expand(matrix, profile)
-        pairs = [(matrix.frameworks[c.framework].family, matrix.frameworks[c.framework].variants[c.variant])
-                 for c in plan.cells if not variant or c.variant == variant]
+        pairs = [
+            (matrix.frameworks[c.framework].family, matrix.frameworks[c.framework].variants[c.variant])
+            for c in plan.cells
+            if not variant or c.variant == variant
+        ]
     with_parents = []
     for family, v in pairs:
         if v.parent:
@@ -127,15 +150,15 @@ def mismatches(variant, report):
             problems.append(f"{key}: declared {sorted(declared)}, the image carries {carried}")
     for key in ("gpu_archs", "ptx"):
         if variant.device == "gpu" and report.get("kernels") and list(getattr(variant, key)) != report.get(key, []):
-            problems.append(f"{key}: declared {list(getattr(variant, key))}, the image's kernels are "
-                            f"{report.get(key, [])}")
+            problems.append(
+                f"{key}: declared {list(getattr(variant, key))}, the image's kernels are {report.get(key, [])}"
+            )
     return problems
 
 
 def inspect(docker, tag):
     """The image's report of what it carries (`IMAGE --inspect`)."""
-    out = subprocess.run([docker, "run", "--rm", "--network", "none", tag, "--inspect"], capture_output=True,
-                         text=True)
+    out = subprocess.run([docker, "run", "--rm", "--network", "none", tag, "--inspect"], capture_output=True, text=True)
     if out.returncode:
         raise ExecutorError(f"{tag} built but `--inspect` failed: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout)
@@ -166,43 +189,78 @@ def wheelhouse_of(family, variant):
 
 def build(docker, family, variant, gpu_alias=False, parent=None):
     house = wheelhouse_of(family, variant)
-    code = wheelhouse.main(["--requirements", str(ROOT / variant.requirements), "--dest", str(house),
-                            "--python-version", variant.python, "--glibc", variant.glibc,
-                            *(["--no-deps"] if variant.parent else [])])
+    code = wheelhouse.main(
+        [
+            "--requirements",
+            str(ROOT / variant.requirements),
+            "--dest",
+            str(house),
+            "--python-version",
+            variant.python,
+            "--glibc",
+            variant.glibc,
+            *(["--no-deps"] if variant.parent else []),
+        ]
+    )
     if code:
         raise ExecutorError(f"could not fill {house} from {variant.requirements} (pip's message is above)")
     tag = variant.image(family)
     if variant.parent:
-        file, extra = ROOT / "docker" / "overrides.Dockerfile", ["--build-arg", f"PARENT_IMAGE=rosetta/{family}:"
-                                                                               f"{variant.parent}"]
+        file, extra = (
+            ROOT / "docker" / "overrides.Dockerfile",
+            ["--build-arg", f"PARENT_IMAGE=rosetta/{family}:{variant.parent}"],
+        )
     else:
         ensure_local_base(docker, variant.base_image)
-        file, extra = dockerfile(family, variant), ["--build-arg", f"BASE_IMAGE={variant.base_image}",
-                                                    "--build-arg", f"FAMILY={family}"]
+        file, extra = (
+            dockerfile(family, variant),
+            ["--build-arg", f"BASE_IMAGE={variant.base_image}", "--build-arg", f"FAMILY={family}"],
+        )
         extra += pyenv_build_args(family, variant, house) if needs_pyenv(variant) else []
-    argv = [docker, "build", "-f", str(file), "-t", tag, "--build-arg", f"REQUIREMENTS={variant.requirements}",
-            "--build-arg", f"WHEELHOUSE={house.relative_to(ROOT)}", "--build-arg", f"IMAGE={tag}",
-            "--build-arg", f"CODE_HASH={code_hash(family, variant, parent)}", *extra, str(ROOT)]
+    argv = [
+        docker,
+        "build",
+        "-f",
+        str(file),
+        "-t",
+        tag,
+        "--build-arg",
+        f"REQUIREMENTS={variant.requirements}",
+        "--build-arg",
+        f"WHEELHOUSE={house.relative_to(ROOT)}",
+        "--build-arg",
+        f"IMAGE={tag}",
+        "--build-arg",
+        f"CODE_HASH={code_hash(family, variant, parent)}",
+        *extra,
+        str(ROOT),
+    ]
     started = time.time()
     if subprocess.run(argv, cwd=ROOT, env={**os.environ, "DOCKER_BUILDKIT": "1"}).returncode:
         raise ExecutorError(f"docker build of {tag} failed (its output is above)")
-    health = subprocess.run([docker, "run", "--rm", "--network", "none", tag, "--version"], capture_output=True,
-                            text=True)
+    health = subprocess.run(
+        [docker, "run", "--rm", "--network", "none", tag, "--version"], capture_output=True, text=True
+    )
     if health.returncode:
         raise ExecutorError(f"{tag} built but its health line failed: {health.stderr.strip()[-500:]}")
     report = inspect(docker, tag)
     problems = mismatches(variant, report)
     if problems:
-        raise ExecutorError(f"{tag} does not carry what matrix.yaml declares for it: {'; '.join(problems)}. Fix the "
-                            f"variant's pins ({variant.requirements}) or its declaration")
+        raise ExecutorError(
+            f"{tag} does not carry what matrix.yaml declares for it: {'; '.join(problems)}. Fix the "
+            f"variant's pins ({variant.requirements}) or its declaration"
+        )
     if gpu_alias:
         subprocess.run([docker, "tag", tag, f"rosetta/{family}:gpu"], check=True)
     size = subprocess.run([docker, "image", "inspect", "-f", "{{.Size}}", tag], capture_output=True, text=True)
     carries = ", ".join(f"{k} {'/'.join(report[k])}" for k in ("cuda", "cudnn", "nccl") if report.get(k))
-    print(f"{tag}: built in {time.time() - started:.0f} s, {int(size.stdout or 0) / 1e9:.2f} GB — "
-          f"{health.stdout.strip()}; {carries or 'no CUDA'}; kernels {' '.join(report['gpu_archs']) or 'none'}"
-          f"{' + PTX ' + ' '.join(report['ptx']) if report['ptx'] else ''}"
-          f"{f'; also tagged rosetta/{family}:gpu' if gpu_alias else ''}", flush=True)
+    print(
+        f"{tag}: built in {time.time() - started:.0f} s, {int(size.stdout or 0) / 1e9:.2f} GB — "
+        f"{health.stdout.strip()}; {carries or 'no CUDA'}; kernels {' '.join(report['gpu_archs']) or 'none'}"
+        f"{' + PTX ' + ' '.join(report['ptx']) if report['ptx'] else ''}"
+        f"{f'; also tagged rosetta/{family}:gpu' if gpu_alias else ''}",
+        flush=True,
+    )
 
 
 INSPECT_LABEL = "org.rosetta.inspect"
@@ -232,17 +290,29 @@ def publish(docker, family, variant, registry, parent=None, gpu_alias=False):
     local, expected = variant.image(family), code_hash(family, variant, parent)
     label = image_code_hash(docker, local)
     if label != expected:
-        raise ExecutorError(f"{local} holds code {label or 'of no known hash'}, this checkout's is {expected}: "
-                            f"build it first (`python -m scripts.launch.images --framework … --variant {variant.name}`)")
+        raise ExecutorError(
+            f"{local} holds code {label or 'of no known hash'}, this checkout's is {expected}: "
+            f"build it first (`python -m scripts.launch.images --framework … --variant {variant.name}`)"
+        )
     report = json.dumps(inspect(docker, local), sort_keys=True, separators=(",", ":"))
     repository = f"{registry}rosetta/{family}"
     names = [f"{repository}:{variant.name}", f"{repository}:{variant.name}-{expected}"]
     if gpu_alias:
         names = list(dict.fromkeys([*names, f"{repository}:gpu", f"{repository}:gpu-{expected}"]))
     # The report as a label: a build of one FROM line changes only the image's configuration, no layer.
-    labelled = subprocess.run([docker, "build", "--label", f"{INSPECT_LABEL}={report}",
-                               *(arg for name in names for arg in ("-t", name)), "-"],
-                              input=f"FROM {local}\n", text=True, capture_output=True)
+    labelled = subprocess.run(
+        [
+            docker,
+            "build",
+            "--label",
+            f"{INSPECT_LABEL}={report}",
+            *(arg for name in names for arg in ("-t", name)),
+            "-",
+        ],
+        input=f"FROM {local}\n",
+        text=True,
+        capture_output=True,
+    )
     if labelled.returncode:
         raise ExecutorError(f"could not label {local} with its report: {labelled.stderr.strip()[-500:]}")
     for name in names:
@@ -253,28 +323,48 @@ def publish(docker, family, variant, registry, parent=None, gpu_alias=False):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.images", description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", default="full",
-                    help="build the images this profile of matrix.yaml needs (default: full)")
+    ap.add_argument(
+        "--profile", default="full", help="build the images this profile of matrix.yaml needs (default: full)"
+    )
     ap.add_argument("--framework", help="only this framework's image (a framework id, e.g. keras-tf)")
     ap.add_argument("--variant", help="only this variant (cpu, gpu, cu130, …)")
-    ap.add_argument("--if-stale", action="store_true",
-                    help="build only images that are missing or hold other code than this checkout (their label)")
+    ap.add_argument(
+        "--if-stale",
+        action="store_true",
+        help="build only images that are missing or hold other code than this checkout (their label)",
+    )
     ap.add_argument("--and-cpu", action="store_true", help="every family's cpu image too")
-    ap.add_argument("--lean", action="store_true",
-                    help="remove each image's wheelhouse once it is built (a tight disk, CI's: the wheelhouse only "
-                         "saves the download of a rebuild, and the image holds what it installed)")
+    ap.add_argument(
+        "--lean",
+        action="store_true",
+        help="remove each image's wheelhouse once it is built (a tight disk, CI's: the wheelhouse only "
+        "saves the download of a rebuild, and the image holds what it installed)",
+    )
     ap.add_argument("--list", action="store_true", help="print the images to build as JSON jobs; build nothing")
-    ap.add_argument("--push", metavar="REGISTRY", help="push the built image(s) as REGISTRYrosetta/FAMILY:… "
-                    "(e.g. ghcr.io/OWNER/), with the --inspect report as a label")
-    ap.add_argument("--github-output", type=Path, help="append the --list jobs (images=) or the pushed name= and "
-                    "digest= to this file (GitHub's $GITHUB_OUTPUT)")
+    ap.add_argument(
+        "--push",
+        metavar="REGISTRY",
+        help="push the built image(s) as REGISTRYrosetta/FAMILY:… "
+        "(e.g. ghcr.io/OWNER/), with the --inspect report as a label",
+    )
+    ap.add_argument(
+        "--github-output",
+        type=Path,
+        help="append the --list jobs (images=) or the pushed name= and digest= to this file (GitHub's $GITHUB_OUTPUT)",
+    )
     args = ap.parse_args(argv)
     try:
         matrix = load()
         pairs = wanted(matrix, args.profile, args.framework, args.variant)
-        if args.and_cpu:    # what `docker compose run` uses on a host without a GPU: each family's cpu image
-            pairs = list(dict.fromkeys([*pairs, *((fw.family, fw.variants["cpu"]) for fw in
-                                                  matrix.frameworks.values() if "cpu" in fw.variants)]))
+        if args.and_cpu:  # what `docker compose run` uses on a host without a GPU: each family's cpu image
+            pairs = list(
+                dict.fromkeys(
+                    [
+                        *pairs,
+                        *((fw.family, fw.variants["cpu"]) for fw in matrix.frameworks.values() if "cpu" in fw.variants),
+                    ]
+                )
+            )
         if args.list:
             listed = json.dumps(jobs(matrix, pairs))
             print(listed)
@@ -284,17 +374,16 @@ def main(argv=None):
             return 0
         docker = docker_cli()
         check_engine(docker)
-        if args.push:   # the image asked for, not the parent `wanted` adds before it (its own job pushes that)
+        if args.push:  # the image asked for, not the parent `wanted` adds before it (its own job pushes that)
             return push(docker, matrix, pairs[-1:] if args.variant else pairs, args.push, args.github_output)
         for i, (family, variant) in enumerate(pairs):
             parent = parent_of(matrix, family, variant)
             if args.if_stale and image_code_hash(docker, variant.image(family)) == code_hash(family, variant, parent):
                 print(f"{variant.image(family)}: holds this checkout's code, not rebuilt")
                 continue
-            build(docker, family, variant, gpu_alias=variant.name == default_gpu_variant(matrix, family),
-                  parent=parent)
+            build(docker, family, variant, gpu_alias=variant.name == default_gpu_variant(matrix, family), parent=parent)
             house = wheelhouse_of(family, variant)
-            if args.lean and all(wheelhouse_of(*later) != house for later in pairs[i + 1:]):   # its last user
+            if args.lean and all(wheelhouse_of(*later) != house for later in pairs[i + 1 :]):  # its last user
                 shutil.rmtree(house, ignore_errors=True)
     except (MatrixError, ExecutorError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -307,8 +396,13 @@ def push(docker, matrix, pairs, registry, github_output=None):
     digests = {}
     for family, variant in pairs:
         repository, digests[variant.image(family)] = publish(
-            docker, family, variant, registry, parent_of(matrix, family, variant),
-            gpu_alias=variant.name == default_gpu_variant(matrix, family))
+            docker,
+            family,
+            variant,
+            registry,
+            parent_of(matrix, family, variant),
+            gpu_alias=variant.name == default_gpu_variant(matrix, family),
+        )
         if github_output:
             with github_output.open("a") as out:
                 out.write(f"name={repository}\ndigest={digests[variant.image(family)]}\n")

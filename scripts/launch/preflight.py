@@ -10,6 +10,7 @@ long run with "no kernel image is available" or "CUDA driver version is insuffic
 - a driver older than the image's CUDA runtime needs (minor-version compatibility), or, where only PTX fits, older
   than the exact release that wrote the PTX.
 """
+
 import shutil
 from dataclasses import dataclass
 
@@ -17,16 +18,24 @@ from scripts.launch.compose import quiet
 from shared.buildinfo import min_driver, runs
 
 # The driver that shipped with each CUDA release: JIT-compiling PTX needs at least this one (CUDA's release notes).
-JIT_DRIVER = {"10.0": "410.48", "10.2": "440.33", "11.2": "460.27.03", "11.7": "515.43.04", "11.8": "520.61.05",
-              "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06"}
+JIT_DRIVER = {
+    "10.0": "410.48",
+    "10.2": "440.33",
+    "11.2": "460.27.03",
+    "11.7": "515.43.04",
+    "11.8": "520.61.05",
+    "12.8": "570.26",
+    "12.9": "575.51.03",
+    "13.0": "580.65.06",
+}
 
 
 @dataclass(frozen=True)
 class HostGpu:
     index: str
     name: str
-    compute_capability: str   # "9.0", as nvidia-smi prints it
-    driver: str = None        # "570.86.15"; None where unknown (then no driver check)
+    compute_capability: str  # "9.0", as nvidia-smi prints it
+    driver: str = None  # "570.86.15"; None where unknown (then no driver check)
 
     @property
     def arch(self):
@@ -52,7 +61,7 @@ def version(text):
 def unfit_reason(cell, matrix, gpus):
     """Why `cell`'s image cannot run on any of `gpus`, or None (see `reason`)."""
     fw = matrix.frameworks[cell.framework]
-    if cell.variant not in fw.variants:     # the system executor's cells: no image whose kernels could be known
+    if cell.variant not in fw.variants:  # the system executor's cells: no image whose kernels could be known
         return None
     variant = fw.variants[cell.variant]
     return reason(cell, variant.image(fw.family), variant.gpu_archs, gpus, variant.ptx, variant.cuda)
@@ -68,17 +77,21 @@ def reason(cell, image, gpu_archs, gpus, ptx=(), cuda=()):
     for gpu in gpus:
         native = not gpu_archs or runs(gpu_archs, (), gpu.arch)
         if not native and not runs((), ptx, gpu.arch):
-            return (f"{image} carries GPU kernels for {', '.join(gpu_archs)} only"
-                    f"{f' and PTX for {ptx[-1]}' if ptx else ', and no PTX to compile for newer GPUs'}; this "
-                    f"host's GPU {gpu.index} ({gpu.name}) is {gpu.arch} (compute capability {gpu.compute_capability})."
-                    f" Run this cell on a GPU its kernels cover ({where}.gpu_archs)")
+            return (
+                f"{image} carries GPU kernels for {', '.join(gpu_archs)} only"
+                f"{f' and PTX for {ptx[-1]}' if ptx else ', and no PTX to compile for newer GPUs'}; this "
+                f"host's GPU {gpu.index} ({gpu.name}) is {gpu.arch} (compute capability {gpu.compute_capability})."
+                f" Run this cell on a GPU its kernels cover ({where}.gpu_archs)"
+            )
         for runtime in cuda if gpu.driver else ():
             needed = (JIT_DRIVER.get(".".join(runtime.split(".")[:2])) if not native else None) or min_driver(runtime)
             if needed and version(gpu.driver) < version(needed):
                 how = "to JIT-compile its PTX for" if not native else "for CUDA"
-                return (f"{image} needs NVIDIA driver {needed} or newer {how} {runtime if native else gpu.arch} "
-                        f"(its CUDA runtime is {runtime}); this host's GPU {gpu.index} ({gpu.name}) has driver "
-                        f"{gpu.driver}. Update the driver, or run a variant with an older CUDA ({where}.cuda)")
+                return (
+                    f"{image} needs NVIDIA driver {needed} or newer {how} {runtime if native else gpu.arch} "
+                    f"(its CUDA runtime is {runtime}); this host's GPU {gpu.index} ({gpu.name}) has driver "
+                    f"{gpu.driver}. Update the driver, or run a variant with an older CUDA ({where}.cuda)"
+                )
     return None
 
 

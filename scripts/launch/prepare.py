@@ -2,6 +2,7 @@
 a Slurm submission, one cell of a GitHub Actions job or a Kubernetes pod): its data made or found, and each
 framework's environment built or the reason it cannot be.
 """
+
 from pathlib import Path
 
 from scripts.launch.venvs import EnvBuildError, EnvError, ensure, prepare_system
@@ -18,7 +19,9 @@ def check_data(plan, data_root):
         if missing and kind == "synthetic":
             datasets.prepare(root, synthetic=True, datasets=missing)
         elif missing:
-            raise datasets.DataError(f"real data not prepared under {root}: {', '.join(missing)}; run `make data` first")
+            raise datasets.DataError(
+                f"real data not prepared under {root}: {', '.join(missing)}; run `make data` first"
+            )
 
 
 def local_environments(plan, matrix, refused=None):

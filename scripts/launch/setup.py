@@ -19,6 +19,7 @@ whose code-hash label is not this checkout's; tags it REGISTRYrosetta/FAMILY:VAR
 names Compose and the orchestrator look for, so neither pulls by a mutable tag), and writes ROSETTA_REGISTRY=REGISTRY to
 .env.
 """
+
 import argparse
 import os
 import subprocess
@@ -26,8 +27,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.launch.compose import (ExecutorError, cdi_has_nvidia, cell_limits, check_engine, code_hash, docker_cli,
-                             image_code_hash, missing_images, quiet)
+from scripts.launch.compose import (
+    ExecutorError,
+    cdi_has_nvidia,
+    cell_limits,
+    check_engine,
+    code_hash,
+    docker_cli,
+    image_code_hash,
+    missing_images,
+    quiet,
+)
 from scripts.launch.images import default_gpu_variant, parent_of
 from scripts.launch.k8s import K8sError, read_digests
 from scripts.paths import DATA, RESULTS, ROOT
@@ -39,7 +49,7 @@ MARK = "# written by `make setup` (python -m scripts.launch.setup); rerun it aft
 @dataclass(frozen=True)
 class Choice:
     gpu: bool
-    reason: str     # what decided it, in words: printed, so the user knows why
+    reason: str  # what decided it, in words: printed, so the user knows why
     hint: str = ""  # what to do for GPU containers, where the host lacks something
 
 
@@ -55,22 +65,32 @@ def detect():
     except ExecutorError as e:
         return Choice(False, "no Docker engine answers", str(e))
     if "nvidia" not in (info.get("Runtimes") or {}) and not cdi_has_nvidia(info):
-        return Choice(False, "no NVIDIA runtime in Docker", "install the NVIDIA Container Toolkit, then "
-                      "`nvidia-ctk runtime configure --runtime=docker` and restart Docker")
+        return Choice(
+            False,
+            "no NVIDIA runtime in Docker",
+            "install the NVIDIA Container Toolkit, then "
+            "`nvidia-ctk runtime configure --runtime=docker` and restart Docker",
+        )
     found = gpus()
     if not found:
-        return Choice(False, "Docker has the NVIDIA runtime but `nvidia-smi -L` lists no GPU",
-                      "install the NVIDIA driver")
+        return Choice(
+            False, "Docker has the NVIDIA runtime but `nvidia-smi -L` lists no GPU", "install the NVIDIA driver"
+        )
     return Choice(True, f"NVIDIA runtime in Docker and {len(found)} GPU(s), {found[0]}")
 
 
 def settings(gpu):
     device = "gpu" if gpu else "cpu"
-    cpus, memory = cell_limits(0, 0)      # a `docker compose run` by hand: the whole host, less 1 GiB of memory
-    return {"COMPOSE_FILE": "compose.yaml:compose.gpu.yaml" if gpu else "compose.yaml",
-            "ROSETTA_DEVICE": device, "ROSETTA_VARIANT": device,
-            "ROSETTA_UID": str(os.getuid()), "ROSETTA_GID": str(os.getgid()),
-            "ROSETTA_CPUS": cpus, "ROSETTA_MEMORY": memory}
+    cpus, memory = cell_limits(0, 0)  # a `docker compose run` by hand: the whole host, less 1 GiB of memory
+    return {
+        "COMPOSE_FILE": "compose.yaml:compose.gpu.yaml" if gpu else "compose.yaml",
+        "ROSETTA_DEVICE": device,
+        "ROSETTA_VARIANT": device,
+        "ROSETTA_UID": str(os.getuid()),
+        "ROSETTA_GID": str(os.getgid()),
+        "ROSETTA_CPUS": cpus,
+        "ROSETTA_MEMORY": memory,
+    }
 
 
 def choice_images(matrix, gpu, frameworks=()):
@@ -84,8 +104,10 @@ def choice_images(matrix, gpu, frameworks=()):
         if name in fw.variants:
             variant = fw.variants[name]
             tag = f"rosetta/{fw.family}:{'gpu' if gpu else 'cpu'}"
-            images.setdefault(tag, (fid, code_hash(fw.family, variant, parent_of(matrix, fw.family, variant)),
-                                    variant.image(fw.family)))
+            images.setdefault(
+                tag,
+                (fid, code_hash(fw.family, variant, parent_of(matrix, fw.family, variant)), variant.image(fw.family)),
+            )
     return images
 
 
@@ -96,14 +118,18 @@ def pull(docker, registry, images, digests):
         source = f"{repository}@{digests[own]}" if own in digests else f"{repository}:{tag}-{expected}"
         print(f"pulling {source}", flush=True)
         if subprocess.run([docker, "pull", source]).returncode:
-            raise ExecutorError(f"docker pull {source} failed (its output is above): is this checkout's code "
-                                f"published (a release tag built by .github/workflows/images.yml)? Else build: "
-                                f"`make images FRAMEWORK={images[local][0]} VARIANT={tag}`")
+            raise ExecutorError(
+                f"docker pull {source} failed (its output is above): is this checkout's code "
+                f"published (a release tag built by .github/workflows/images.yml)? Else build: "
+                f"`make images FRAMEWORK={images[local][0]} VARIANT={tag}`"
+            )
         label = image_code_hash(docker, source)
         if label != expected:
-            raise ExecutorError(f"{source} holds code {label or 'of no known hash'}, this checkout's is {expected}: "
-                                f"its records would claim code it does not run. Check out the release it was built "
-                                f"from, or build: `make images FRAMEWORK={images[local][0]} VARIANT={tag}`")
+            raise ExecutorError(
+                f"{source} holds code {label or 'of no known hash'}, this checkout's is {expected}: "
+                f"its records would claim code it does not run. Check out the release it was built "
+                f"from, or build: `make images FRAMEWORK={images[local][0]} VARIANT={tag}`"
+            )
         for name in (f"{repository}:{tag}", local):
             subprocess.run([docker, "tag", source, name], check=True)
         print(f"{local}: {source} (code {expected})")
@@ -119,16 +145,18 @@ def offer(images):
         return
     missing = missing_images(docker, images)
     if missing:
-        builds = "; ".join(f"`make images FRAMEWORK={images[image][0]} VARIANT={image.split(':')[1]}`"
-                           for image in missing)
-        print(f"not on this host: {', '.join(missing)}. Build them ({builds}: 1–4 min and 1–8 GB each), or pull "
-              f"the published ones: `make setup PULL=ghcr.io/OWNER/` (README, GPU host)")
+        builds = "; ".join(
+            f"`make images FRAMEWORK={images[image][0]} VARIANT={image.split(':')[1]}`" for image in missing
+        )
+        print(
+            f"not on this host: {', '.join(missing)}. Build them ({builds}: 1–4 min and 1–8 GB each), or pull "
+            f"the published ones: `make setup PULL=ghcr.io/OWNER/` (README, GPU host)"
+        )
 
 
 def merged(text, values):
     """The .env `text` without our mark and our keys' lines, then our block at the end; a rerun changes nothing."""
-    kept = [line for line in text.splitlines()
-            if line.strip() != MARK and line.split("=", 1)[0].strip() not in values]
+    kept = [line for line in text.splitlines() if line.strip() != MARK and line.split("=", 1)[0].strip() not in values]
     while kept and not kept[-1].strip():
         kept.pop()
     return "\n".join([*kept, *([""] if kept else []), MARK, *(f"{k}={v}" for k, v in values.items())]) + "\n"
@@ -139,17 +167,23 @@ def main(argv=None):
     force = ap.add_mutually_exclusive_group()
     force.add_argument("--cpu", action="store_true", help="CPU images, whatever the host has")
     force.add_argument("--gpu", action="store_true", help="GPU images and reservation, whatever the host has")
-    ap.add_argument("--env-file", type=Path, default=ROOT / ".env",
-                    help="the file to write (default: .env, which Compose reads)")
-    ap.add_argument("--pull", metavar="REGISTRY", help="pull the published images of the choice from REGISTRY "
-                    "(e.g. ghcr.io/OWNER/, ending in /) instead of building them")
+    ap.add_argument(
+        "--env-file", type=Path, default=ROOT / ".env", help="the file to write (default: .env, which Compose reads)"
+    )
+    ap.add_argument(
+        "--pull",
+        metavar="REGISTRY",
+        help="pull the published images of the choice from REGISTRY "
+        "(e.g. ghcr.io/OWNER/, ending in /) instead of building them",
+    )
     ap.add_argument("--digests", type=Path, help='JSON {"rosetta/FAMILY:VARIANT": "sha256:…"}: pull those by digest')
     ap.add_argument("--framework", action="append", default=[], help="pull only these frameworks' images")
     args = ap.parse_args(argv)
     choice = Choice(False, "--cpu") if args.cpu else detect()
     if args.gpu and not choice.gpu:
-        print(f"warning: --gpu, but {choice.reason}: GPU containers will not start here ({choice.hint})",
-              file=sys.stderr)
+        print(
+            f"warning: --gpu, but {choice.reason}: GPU containers will not start here ({choice.hint})", file=sys.stderr
+        )
         choice = Choice(True, "--gpu")
     print(f"{choice.reason}: {'GPU' if choice.gpu else 'CPU'} images" + (f" ({choice.hint})" if choice.hint else ""))
     values = settings(choice.gpu)

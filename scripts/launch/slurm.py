@@ -3,7 +3,7 @@
     python -m scripts.plan --profile full --out plan.json
     python -m scripts.launch.slurm plan.json --parallel 8                        # local venvs on the nodes
     python -m scripts.launch.slurm plan.json --runtime pyxis --image-prefix registry.example.org#   # images via enroot
-    python -m scripts.launch.slurm plan.json --runtime apptainer --image-prefix /shared/sif          # images as .sif files
+    python -m scripts.launch.slurm plan.json --runtime apptainer --image-prefix /shared/sif   # images as .sif files
 
 Slurm does the scheduling: an array's `--gres=gpu:N` gives each task its own GPUs (CUDA_VISIBLE_DEVICES), `%K` caps how
 many run at once, and the merge job (`--dependency=afterany`) runs when every task has ended, failed ones too. Cells are
@@ -15,6 +15,7 @@ Each task writes its record under RUN/slurm/JOB_TASK/ (so a resubmitted cell nev
 the merge job gathers them into RUN/cells/ with `scripts.results.merge` and writes the report. The checkout, the run
 folder and the data root must be on a file system every node sees.
 """
+
 import argparse
 import math
 import os
@@ -25,13 +26,13 @@ import sys
 from pathlib import Path
 
 from scripts.launch.prepare import check_data, local_environments
-from scripts.paths import ROOT, DATA, RESULTS
+from scripts.paths import DATA, RESULTS, ROOT
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import MatrixError, load
 from shared import datasets
 
 RUNTIMES = ("local", "pyxis", "apptainer")
-SLACK_MINUTES = 10   # a task's Slurm time limit over the plan's cell timeout: the host records the timeout itself
+SLACK_MINUTES = 10  # a task's Slurm time limit over the plan's cell timeout: the host records the timeout itself
 
 
 class SlurmError(Exception):
@@ -68,17 +69,23 @@ def array_spec(indices, parallel):
 def check_cluster(plan_file, max_array_size, gpus_per_node):
     """Refuse, before submitting anything, what this cluster cannot run."""
     if gpus_per_node == 0:
-        raise SlurmError("this Slurm offers no GPUs (`sinfo -o %G` lists no gpu gres): every cell takes its GPUs "
-                         "through --gres=gpu:N; submit to a partition with GPU nodes (--partition), or configure "
-                         "GresTypes=gpu and the nodes' Gres")
+        raise SlurmError(
+            "this Slurm offers no GPUs (`sinfo -o %G` lists no gpu gres): every cell takes its GPUs "
+            "through --gres=gpu:N; submit to a partition with GPU nodes (--partition), or configure "
+            "GresTypes=gpu and the nodes' Gres"
+        )
     wanted = max(c.cell.gpus for c in plan_file.cells)
     if wanted > gpus_per_node:
         big = [c.id for c in plan_file.cells if c.cell.gpus > gpus_per_node]
-        raise SlurmError(f"{len(big)} cell(s) need {wanted} GPUs on one node, the largest node here has "
-                         f"{gpus_per_node} (e.g. {big[0]}): drop those GPU counts from the profile's `gpus`")
+        raise SlurmError(
+            f"{len(big)} cell(s) need {wanted} GPUs on one node, the largest node here has "
+            f"{gpus_per_node} (e.g. {big[0]}): drop those GPU counts from the profile's `gpus`"
+        )
     if len(plan_file.cells) > max_array_size:
-        raise SlurmError(f"the plan has {len(plan_file.cells)} cells, the cluster's MaxArraySize is {max_array_size} "
-                         f"(array indices are the plan's cell indices): split the profile, or raise MaxArraySize")
+        raise SlurmError(
+            f"the plan has {len(plan_file.cells)} cells, the cluster's MaxArraySize is {max_array_size} "
+            f"(array indices are the plan's cell indices): split the profile, or raise MaxArraySize"
+        )
 
 
 # An extra #SBATCH option: --NAME or --NAME=VALUE, the value without spaces, quotes, newlines, $ or backquotes (a
@@ -91,11 +98,15 @@ def check_sbatch(extra, run_dir):
     """SlurmError unless every extra option is one plain #SBATCH option and the run folder a plain path."""
     for option in extra:
         if not SBATCH_OPTION.fullmatch(option):
-            raise SlurmError(f"--sbatch {option!r}: give one #SBATCH option as --NAME or --NAME=VALUE (letters, "
-                             "digits and ._,:@%/+=- only; no spaces, quotes, newlines or $), e.g. --partition=gpu")
+            raise SlurmError(
+                f"--sbatch {option!r}: give one #SBATCH option as --NAME or --NAME=VALUE (letters, "
+                "digits and ._,:@%/+=- only; no spaces, quotes, newlines or $), e.g. --partition=gpu"
+            )
     if not SAFE_PATH.fullmatch(str(run_dir)):
-        raise SlurmError(f"run folder {str(run_dir)!r}: its path goes into #SBATCH lines; use letters, digits and "
-                         "._/+@%,:=- only (no spaces, newlines or quotes)")
+        raise SlurmError(
+            f"run folder {str(run_dir)!r}: its path goes into #SBATCH lines; use letters, digits and "
+            "._/+@%,:=- only (no spaces, newlines or quotes)"
+        )
 
 
 def task_script(plan_path, run_dir, runtime, image_prefix, data_root):
@@ -131,17 +142,34 @@ def submit(plan_file, plan_path, run_dir, *, parallel, runtime, image_prefix, da
         groups.setdefault(planned.cell.gpus, []).append(index)
     jobs = []
     for gpus, indices in sorted(groups.items()):
-        script = sbatch_file(run_dir / "slurm" / f"cells-{gpus}gpu.sbatch", [
-            f"--job-name=rosetta-{plan_file.run_id}-{gpus}gpu", f"--array={array_spec(indices, parallel)}",
-            f"--gres=gpu:{gpus}", f"--time={minutes}", "--ntasks=1",
-            f"--output={run_dir}/slurm/%A_%a.out", *extra],
-            task_script(plan_path, run_dir, runtime, image_prefix, data_root))
+        script = sbatch_file(
+            run_dir / "slurm" / f"cells-{gpus}gpu.sbatch",
+            [
+                f"--job-name=rosetta-{plan_file.run_id}-{gpus}gpu",
+                f"--array={array_spec(indices, parallel)}",
+                f"--gres=gpu:{gpus}",
+                f"--time={minutes}",
+                "--ntasks=1",
+                f"--output={run_dir}/slurm/%A_%a.out",
+                *extra,
+            ],
+            task_script(plan_path, run_dir, runtime, image_prefix, data_root),
+        )
         jobs.append("DRY" if dry_run else slurm("sbatch", "--parsable", str(script)).strip().split(";")[0])
-    merge = sbatch_file(run_dir / "slurm" / "merge.sbatch", [
-        f"--job-name=rosetta-{plan_file.run_id}-merge", f"--dependency=afterany:{':'.join(jobs)}", "--time=30",
-        "--ntasks=1", f"--output={run_dir}/slurm/merge.out", *extra],
-        f"cd {shlex.quote(str(ROOT))}\nexec {shlex.quote(sys.executable)} -m scripts.results.merge {shlex.quote(str(run_dir))} "
-        f"{shlex.quote(str(run_dir / 'slurm'))} --plan {shlex.quote(str(plan_path))}\n")
+    merge = sbatch_file(
+        run_dir / "slurm" / "merge.sbatch",
+        [
+            f"--job-name=rosetta-{plan_file.run_id}-merge",
+            f"--dependency=afterany:{':'.join(jobs)}",
+            "--time=30",
+            "--ntasks=1",
+            f"--output={run_dir}/slurm/merge.out",
+            *extra,
+        ],
+        f"cd {shlex.quote(str(ROOT))}\nexec {shlex.quote(sys.executable)} -m scripts.results.merge "
+        f"{shlex.quote(str(run_dir))} "
+        f"{shlex.quote(str(run_dir / 'slurm'))} --plan {shlex.quote(str(plan_path))}\n",
+    )
     merge_id = "DRY" if dry_run else slurm("sbatch", "--parsable", str(merge)).strip().split(";")[0]
     return jobs, merge_id
 
@@ -157,12 +185,21 @@ def main(argv=None):
     ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
     ap.add_argument("--run-dir", type=Path, help="the run folder on a shared file system (default: results/RUN_ID)")
     ap.add_argument("--parallel", type=int, default=4, help="array tasks running at once (%%K), per GPU count")
-    ap.add_argument("--runtime", choices=RUNTIMES, default="local",
-                    help="local: the framework venvs (built here first); pyxis/apptainer: the images")
+    ap.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default="local",
+        help="local: the framework venvs (built here first); pyxis/apptainer: the images",
+    )
     ap.add_argument("--image-prefix", default="", help="pyxis: registry prefix; apptainer: folder of .sif files")
     ap.add_argument("--data-root", type=Path, default=DATA, help="folder holding synthetic/ and real/")
-    ap.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                    help="an extra #SBATCH option for every job, e.g. --sbatch=--partition=gpu (repeatable)")
+    ap.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an extra #SBATCH option for every job, e.g. --sbatch=--partition=gpu (repeatable)",
+    )
     ap.add_argument("--dry-run", action="store_true", help="write the scripts, submit nothing")
     args = ap.parse_args(argv)
     try:
@@ -172,26 +209,39 @@ def main(argv=None):
             raise SlurmError(f"--parallel {args.parallel}: run at least one task at a time")
         if not args.dry_run:
             config = slurm("scontrol", "show", "config")
-            max_array = int(re.search(r"MaxArraySize\s*=\s*(\d+)", config).group(1)) - 1   # indices < MaxArraySize
+            max_array = int(re.search(r"MaxArraySize\s*=\s*(\d+)", config).group(1)) - 1  # indices < MaxArraySize
             partition = [o.split("=", 1)[1] for o in args.sbatch if o.startswith("--partition=")]
-            check_cluster(plan_file, max_array + 1, node_gpus(slurm("sinfo", "-h", "-o", "%G",
-                                                                    *(["-p", partition[0]] if partition else []))))
-        if args.runtime == "local":   # build the venvs once here, not concurrently in every task
+            check_cluster(
+                plan_file,
+                max_array + 1,
+                node_gpus(slurm("sinfo", "-h", "-o", "%G", *(["-p", partition[0]] if partition else []))),
+            )
+        if args.runtime == "local":  # build the venvs once here, not concurrently in every task
             _, unavailable = local_environments(plan_file.plan, load())
             for fid, (status, reason) in unavailable.items():
                 print(f"{fid}: no environment, its cells will be recorded {status}: {reason}", file=sys.stderr)
-        check_data(plan_file.plan, args.data_root)   # synthetic data made once here, real data checked, before any task
+        check_data(plan_file.plan, args.data_root)  # synthetic data made once here, real data checked, before any task
         run_dir.mkdir(parents=True, exist_ok=True)
         plans.write(run_dir / "plan.json", plan_file)
-        jobs, merge_id = submit(plan_file, run_dir / "plan.json", run_dir, parallel=args.parallel,
-                                runtime=args.runtime, image_prefix=args.image_prefix,
-                                data_root=Path(args.data_root).resolve(), extra=args.sbatch, dry_run=args.dry_run)
+        jobs, merge_id = submit(
+            plan_file,
+            run_dir / "plan.json",
+            run_dir,
+            parallel=args.parallel,
+            runtime=args.runtime,
+            image_prefix=args.image_prefix,
+            data_root=Path(args.data_root).resolve(),
+            extra=args.sbatch,
+            dry_run=args.dry_run,
+        )
     except (plans.PlanError, SlurmError, MatrixError, datasets.DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     what = "written (dry run)" if args.dry_run else f"submitted: arrays {', '.join(jobs)}, merge {merge_id}"
-    print(f"{run_dir}/slurm: {len(plan_file.cells)} cells {what}\n"
-          f"watch: squeue --name=rosetta-{plan_file.run_id}-merge   report: {run_dir}/results.md")
+    print(
+        f"{run_dir}/slurm: {len(plan_file.cells)} cells {what}\n"
+        f"watch: squeue --name=rosetta-{plan_file.run_id}-merge   report: {run_dir}/results.md"
+    )
     return 0
 
 

@@ -1,9 +1,9 @@
 """System requirements: what each framework family needs from the host's distribution, checked before any cell runs and
 installed where this process may (as root, or through `sudo -n`, on Debian or Ubuntu).
 
-    python -m scripts.launch.syspackages                        # check every family; install what is missing where allowed
-    python -m scripts.launch.syspackages cntk theano --check    # only say what is missing and the command that installs it
-    python -m scripts.launch.syspackages --tests                # the test suite's own (a single-node Slurm; as root only)
+    python -m scripts.launch.syspackages                     # check every family; install what is missing where allowed
+    python -m scripts.launch.syspackages cntk theano --check # only say what is missing and the command that installs it
+    python -m scripts.launch.syspackages --tests             # the test suite's own (a single-node Slurm; as root only)
 
 One source of truth: docker/FAMILY/apt-packages.txt, which the family's image installs too, and tests/apt-packages.txt.
 Each line names a Debian package and what shows that it is there, so a host that got it some other way passes:
@@ -16,6 +16,7 @@ Nothing is installed when NO_SYSTEM_PACKAGES is set (to anything but 0, false or
 as where this process cannot install, the cells of the families concerned are recorded `skipped` with the exact command
 that installs what they need. A package that is simply absent never fails a cell.
 """
+
 import argparse
 import os
 import re
@@ -43,9 +44,9 @@ class SystemPackageError(Exception):
 
 @dataclass(frozen=True)
 class Requirement:
-    package: str       # the Debian package that provides it
-    checks: tuple      # ("lib:libmpi.so.40", …): all must pass
-    source: str        # the file that asks for it, relative to the checkout
+    package: str  # the Debian package that provides it
+    checks: tuple  # ("lib:libmpi.so.40", …): all must pass
+    source: str  # the file that asks for it, relative to the checkout
 
 
 def read(path):
@@ -61,9 +62,11 @@ def read(path):
         if not PACKAGE.fullmatch(package) or bad or not checks:
             raise SystemPackageError(
                 f"{path}:{number}: {line.strip()!r} is not `PACKAGE CHECK…` with at least one check of the form "
-                f"lib:SONAME, exe:PROGRAM or r:RPACKAGE{f' (bad: {bad[0]!r})' if bad else ''}")
-        requirements.append(Requirement(package, checks, str(path.relative_to(ROOT) if path.is_relative_to(ROOT)
-                                                              else path)))
+                f"lib:SONAME, exe:PROGRAM or r:RPACKAGE{f' (bad: {bad[0]!r})' if bad else ''}"
+            )
+        requirements.append(
+            Requirement(package, checks, str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+        )
     return tuple(requirements)
 
 
@@ -74,6 +77,7 @@ def for_family(family):
 
 
 # ---------------------------------------------------------------- checks
+
 
 def loader_cache():
     """The shared libraries the dynamic loader knows by name (`ldconfig -p`); empty where ldconfig is absent."""
@@ -106,8 +110,11 @@ def failed_checks(requirement, cache):
     """The checks of `requirement` that fail on this host, as a reader would say them ("libmpi.so.40 not found")."""
     found = {"lib": lambda name: has_library(name, cache), "exe": has_program, "r": has_r_package}
     words = {"lib": "library {} not found", "exe": "no {} on PATH", "r": "R package {} not loadable"}
-    return [words[kind].format(name) for kind, name in (c.split(":", 1) for c in requirement.checks)
-            if not found[kind](name)]
+    return [
+        words[kind].format(name)
+        for kind, name in (c.split(":", 1) for c in requirement.checks)
+        if not found[kind](name)
+    ]
 
 
 def unmet(requirements):
@@ -118,6 +125,7 @@ def unmet(requirements):
 
 
 # ---------------------------------------------------------------- installing
+
 
 def refusal(flag=False):
     """Why nothing may be installed (--no-system-packages, or NO_SYSTEM_PACKAGES in the environment), or None."""
@@ -155,8 +163,16 @@ def tee(argv, env=None, keep=12):
     """Run `argv` with its output shown as it comes (stdout and stderr together); returns (exit code, the last
     `keep` meaningful lines). apt-get here, pip and post_install.py in scripts/launch/venvs.py: a failure's cause is in
     those lines, which the caller puts into the record instead of asking the reader to scroll back."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            text=True, errors="replace", env=env, bufsize=1)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env=env,
+        bufsize=1,
+    )
     last = deque(maxlen=keep)
     with proc.stdout:
         for line in proc.stdout:
@@ -174,7 +190,7 @@ def install(packages, prefix):
     for args in (["update", "-q"], ["install", "-y", "-q", "--no-install-recommends", *sorted(packages)]):
         code, last = tee(apt + args)
         if code:
-            raise SystemPackageError(f"`{' '.join(apt[len(prefix):] + args)}` exited {code}:\n{last}")
+            raise SystemPackageError(f"`{' '.join(apt[len(prefix) :] + args)}` exited {code}:\n{last}")
 
 
 def ensure(groups, refused=None, say=print):
@@ -189,10 +205,14 @@ def ensure(groups, refused=None, say=print):
     if not why_not:
         packages = sorted({r.package for found in missing.values() for r in found})
         for name, found in missing.items():
-            say(f"system packages: {name} needs " + "; ".join(f"{r.package} ({', '.join(why)})"
-                                                           for r, why in found.items()))
-        say(f"system packages: installing {' '.join(packages)} with apt-get{' through sudo' if prefix else ''}, "
-            f"for {', '.join(missing)} (NO_SYSTEM_PACKAGES=1 turns this off)")
+            say(
+                f"system packages: {name} needs "
+                + "; ".join(f"{r.package} ({', '.join(why)})" for r, why in found.items())
+            )
+        say(
+            f"system packages: installing {' '.join(packages)} with apt-get{' through sudo' if prefix else ''}, "
+            f"for {', '.join(missing)} (NO_SYSTEM_PACKAGES=1 turns this off)"
+        )
         started = time.time()
         try:
             install(packages, prefix)
@@ -210,8 +230,10 @@ def ensure(groups, refused=None, say=print):
         if why_not.startswith("installing them failed"):
             reasons[name] += f" ({why_not})"
     everything = {r.package for found in missing.values() for r in found}
-    say(f"system packages: {', '.join(missing)} lack {' '.join(sorted(everything))}, not installed because "
-        f"{why_not}; without them their cells are skipped. To run them: {fix(everything).removeprefix('run ')}")
+    say(
+        f"system packages: {', '.join(missing)} lack {' '.join(sorted(everything))}, not installed because "
+        f"{why_not}; without them their cells are skipped. To run them: {fix(everything).removeprefix('run ')}"
+    )
     return reasons
 
 
@@ -225,8 +247,11 @@ def fix(packages):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.syspackages", description=__doc__.split("\n")[0])
     ap.add_argument("families", nargs="*", help="framework families (docker/FAMILY); default: every family")
-    ap.add_argument("--tests", action="store_true", help="the test suite's own packages (installed as root only: the "
-                                                         "tests that use them need root)")
+    ap.add_argument(
+        "--tests",
+        action="store_true",
+        help="the test suite's own packages (installed as root only: the tests that use them need root)",
+    )
     ap.add_argument("--check", action="store_true", help="only check and say what is missing; install nothing")
     ap.add_argument("--no-system-packages", action="store_true", help="as NO_SYSTEM_PACKAGES=1")
     args = ap.parse_args(argv)
@@ -239,8 +264,12 @@ def main(argv=None):
             if unknown:
                 raise SystemPackageError(f"unknown family {unknown[0]!r}; families are the folders under docker/")
             groups = {family: for_family(family) for family in families}
-        refused = ("--check installs nothing" if args.check else refusal(args.no_system_packages) or
-                   ("the tests that use them need root" if args.tests and os.geteuid() != 0 else None))
+        refused = (
+            "--check installs nothing"
+            if args.check
+            else refusal(args.no_system_packages)
+            or ("the tests that use them need root" if args.tests and os.geteuid() != 0 else None)
+        )
         reasons = ensure(groups, refused)
     except SystemPackageError as e:
         print(f"error: {e}", file=sys.stderr)

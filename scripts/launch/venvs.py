@@ -7,6 +7,7 @@ An environment is rebuilt when its requirements file changes (a stamp holds the 
 family needs (docker/FAMILY/apt-packages.txt) are checked first and installed where this process may
 (scripts/launch/syspackages.py); an environment whose packages are missing is not built.
 """
+
 import argparse
 import hashlib
 import os
@@ -51,15 +52,17 @@ def find_interpreter(version):
     """`pythonX.Y` on PATH first, then pyenv's; an EnvError naming both places if neither has it."""
     found = shutil.which(f"python{version}")
     if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
-        return found               # (a pyenv shim for a version that is installed but not selected exits 127)
+        return found  # (a pyenv shim for a version that is installed but not selected exits 127)
     try:
         root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         root = os.path.expanduser("~/.pyenv")
     for candidate in sorted(Path(root, "versions").glob(f"{version}.*/bin/python{version}"), reverse=True):
         return str(candidate)
-    raise EnvError(f"no python{version} on PATH or under pyenv ({root}); install Python {version} or run this "
-                   f"framework in its container image (`make images`)")
+    raise EnvError(
+        f"no python{version} on PATH or under pyenv ({root}); install Python {version} or run this "
+        f"framework in its container image (`make images`)"
+    )
 
 
 def post_install_script(requirements):
@@ -77,8 +80,11 @@ def stamp_of(requirements):
 
 # The pip that Python 3.6-3.8's ensurepip bundles predates the wheel tags and metadata of today's index; these are the
 # newest releases that still run on each (pip 22 dropped 3.6, pip 24 dropped 3.7).
-BOOTSTRAP = {"3.6": ["pip<22", "setuptools<60", "wheel<0.38"], "3.7": ["pip<24", "setuptools<69", "wheel<0.43"],
-             "3.8": ["pip<25", "setuptools<76", "wheel<0.46"]}
+BOOTSTRAP = {
+    "3.6": ["pip<22", "setuptools<60", "wheel<0.38"],
+    "3.7": ["pip<24", "setuptools<69", "wheel<0.43"],
+    "3.8": ["pip<25", "setuptools<76", "wheel<0.46"],
+}
 
 
 def build_env(requirements):
@@ -93,8 +99,10 @@ def run_step(argv, framework, env=None):
     code, last = syspackages.tee([str(a) for a in argv], env=env)
     if code:
         step = "post_install.py" if str(argv[-1]).endswith("post_install.py") else " ".join(map(str, argv[2:5]))
-        raise EnvBuildError(f"building the {framework.family} environment failed: `{step} …` exited {code}; its "
-                            f"output ends:\n{last}\n(rebuild it with `python -m scripts.launch.venvs {framework.id}`)")
+        raise EnvBuildError(
+            f"building the {framework.family} environment failed: `{step} …` exited {code}; its "
+            f"output ends:\n{last}\n(rebuild it with `python -m scripts.launch.venvs {framework.id}`)"
+        )
 
 
 def ensure(framework):
@@ -103,8 +111,11 @@ def ensure(framework):
     requirements = local_requirements(framework)
     missing = syspackages.unmet(syspackages.for_family(framework.family))
     if missing:
-        raise EnvError("system packages missing on this host (" + "; ".join(", ".join(w) for w in missing.values())
-                       + f"): run `{syspackages.install_command(r.package for r in missing)}`")
+        raise EnvError(
+            "system packages missing on this host ("
+            + "; ".join(", ".join(w) for w in missing.values())
+            + f"): run `{syspackages.install_command(r.package for r in missing)}`"
+        )
     target, stamp = venv_dir(framework), venv_dir(framework) / ".requirements.sha256"
     if stamp.exists() and stamp.read_text() == stamp_of(requirements) and python_of(framework).exists():
         return python_of(framework)
@@ -149,16 +160,23 @@ def share_identical_files():
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.venvs", description=__doc__.split("\n")[0])
     ap.add_argument("frameworks", nargs="+")
-    ap.add_argument("--keep-going", action="store_true",
-                    help="build every environment that can be built; exit 0 where the others only lack something "
-                         "this host does not have (an interpreter, a system package), which is named")
-    ap.add_argument("--no-system-packages", action="store_true", help="install no Debian package (NO_SYSTEM_PACKAGES=1)")
+    ap.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="build every environment that can be built; exit 0 where the others only lack something "
+        "this host does not have (an interpreter, a system package), which is named",
+    )
+    ap.add_argument(
+        "--no-system-packages", action="store_true", help="install no Debian package (NO_SYSTEM_PACKAGES=1)"
+    )
     args = ap.parse_args(argv)
     try:
         matrix = load()
         unknown = [fid for fid in args.frameworks if fid not in matrix.frameworks]
         if unknown:
-            raise MatrixError(f"unknown framework {unknown[0]!r}; declared in matrix.yaml: {', '.join(matrix.frameworks)}")
+            raise MatrixError(
+                f"unknown framework {unknown[0]!r}; declared in matrix.yaml: {', '.join(matrix.frameworks)}"
+            )
         frameworks = [matrix.frameworks[fid] for fid in args.frameworks]
         absent = prepare_system(frameworks, syspackages.refusal(args.no_system_packages))
         for fw in frameworks:

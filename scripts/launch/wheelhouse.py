@@ -47,19 +47,30 @@ def platform_tags(minor: int, arch: str) -> list[str]:
     return tags
 
 
-def download_command(requirements: Path, dest: Path, python_version: str, platforms: list[str],
-                     no_deps: bool = False) -> list[str]:
+def download_command(
+    requirements: Path, dest: Path, python_version: str, platforms: list[str], no_deps: bool = False
+) -> list[str]:
     """The pip download call; binary wheels only, since a foreign --python-version cannot build sdists."""
     return [
-        sys.executable, "-m", "pip", "download",
-        "--requirement", str(requirements),
-        "--dest", str(dest),
-        "--find-links", str(dest),  # wheels already here count as candidates, so nothing is fetched twice
-        "--python-version", python_version,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--requirement",
+        str(requirements),
+        "--dest",
+        str(dest),
+        "--find-links",
+        str(dest),  # wheels already here count as candidates, so nothing is fetched twice
+        "--python-version",
+        python_version,
         *(arg for tag in platforms for arg in ("--platform", tag)),
-        "--implementation", "cp",
-        "--only-binary", ":all:",
-        "--progress-bar", "off",
+        "--implementation",
+        "cp",
+        "--only-binary",
+        ":all:",
+        "--progress-bar",
+        "off",
         *(["--no-deps"] if no_deps else []),
     ]
 
@@ -79,8 +90,23 @@ def build_sdists(requirements: Path, dest: Path) -> int:
         return 0
     constraints = requirements.with_name("build-constraints.txt")
     env = {**os.environ, "PIP_CONSTRAINT": str(constraints)} if constraints.exists() else None
-    return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(dest),
-                           "--find-links", str(dest), "--progress-bar", "off", *pins], env=env).returncode
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--wheel-dir",
+            str(dest),
+            "--find-links",
+            str(dest),
+            "--progress-bar",
+            "off",
+            *pins,
+        ],
+        env=env,
+    ).returncode
 
 
 SUMS = "SHA256SUMS"
@@ -97,8 +123,11 @@ def check_sums(dest: Path) -> list[str]:
             if len(digest) == 64 and name:
                 known[name] = digest
     current = {wheel.name: file_digest(wheel, "sha256") for wheel in sorted(dest.glob("*.whl"))}
-    changed = [f"{name} (SHA-256 {digest}, kept {known[name]})" for name, digest in current.items()
-               if name in known and known[name] != digest]
+    changed = [
+        f"{name} (SHA-256 {digest}, kept {known[name]})"
+        for name, digest in current.items()
+        if name in known and known[name] != digest
+    ]
     if not changed and current.keys() - known.keys():
         sums.write_text("".join(f"{digest}  {name}\n" for name, digest in sorted({**known, **current}.items())))
     return changed
@@ -113,30 +142,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requirements", type=Path, required=True, help="pinned requirements file")
     parser.add_argument("--dest", type=Path, required=True, help="wheelhouse folder (created if missing)")
     parser.add_argument("--python-version", default="3.11", help="the image's Python, e.g. 3.11 (default) or 3.12")
-    parser.add_argument("--glibc", type=glibc_minor, default=DEFAULT_GLIBC,
-                        help=f"the image's glibc (default {DEFAULT_GLIBC}, Debian 12)")
+    parser.add_argument(
+        "--glibc",
+        type=glibc_minor,
+        default=DEFAULT_GLIBC,
+        help=f"the image's glibc (default {DEFAULT_GLIBC}, Debian 12)",
+    )
     parser.add_argument("--arch", default="x86_64", help="the image's CPU architecture (default x86_64)")
-    parser.add_argument("--no-deps", action="store_true",
-                        help="only the pinned wheels themselves (a variant that swaps one library of its parent)")
+    parser.add_argument(
+        "--no-deps",
+        action="store_true",
+        help="only the pinned wheels themselves (a variant that swaps one library of its parent)",
+    )
     args = parser.parse_args(argv)
 
     if not args.requirements.is_file():
         parser.error(f"no requirements file at {args.requirements}")
     args.dest.mkdir(parents=True, exist_ok=True)
     if build_sdists(args.requirements, args.dest) != 0:
-        print(f"wheelhouse: building the sdist pins of {args.requirements} failed; see pip's message above",
-              file=sys.stderr)
+        print(
+            f"wheelhouse: building the sdist pins of {args.requirements} failed; see pip's message above",
+            file=sys.stderr,
+        )
         return 1
-    command = download_command(args.requirements, args.dest, args.python_version,
-                               platform_tags(args.glibc, args.arch), args.no_deps)
+    command = download_command(
+        args.requirements, args.dest, args.python_version, platform_tags(args.glibc, args.arch), args.no_deps
+    )
     if subprocess.run(command).returncode != 0:
         print(f"wheelhouse: pip download failed for {args.requirements}; see pip's message above", file=sys.stderr)
         return 1
     changed = check_sums(args.dest)
     if changed:
-        print(f"wheelhouse: {len(changed)} wheel(s) in {args.dest} changed since they were downloaded: "
-              f"{'; '.join(changed)}. Nothing was built from them; delete {args.dest} to download them again",
-              file=sys.stderr)
+        print(
+            f"wheelhouse: {len(changed)} wheel(s) in {args.dest} changed since they were downloaded: "
+            f"{'; '.join(changed)}. Nothing was built from them; delete {args.dest} to download them again",
+            file=sys.stderr,
+        )
         return 1
     wheels = sum(1 for _ in args.dest.glob("*.whl"))
     print(f"wheelhouse: {args.dest} holds {wheels} wheels, {folder_size(args.dest) / 1e9:.2f} GB")

@@ -18,6 +18,7 @@ people with write access can cause: `push` to named branches or tags (protect th
 It reads only the repository's own files: what a fork adds in its own pull request is kept off the runners by the
 runner group's settings (docs/security.md, "Runner groups"), which no file here can show.
 """
+
 import argparse
 import re
 import sys
@@ -31,13 +32,48 @@ from scripts.paths import ROOT
 WORKFLOWS = ROOT / ".github" / "workflows"
 # Events a workflow can be started by without write access to the repository: a fork's pull request and everything
 # an outsider can do to an issue, a discussion, a review or a star; workflow_run follows any of these.
-FORK_EVENTS = frozenset({"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
-                         "issue_comment", "issues", "discussion", "discussion_comment", "fork", "watch",
-                         "workflow_run", "merge_group", "check_run", "check_suite", "status", "deployment_status",
-                         "public", "repository_dispatch"})
-TRUSTED_EVENTS = frozenset({"push", "workflow_dispatch", "schedule", "workflow_call", "release", "create", "delete",
-                            "page_build", "registry_package", "branch_protection_rule", "label", "milestone",
-                            "project", "project_card", "project_column", "gollum"})
+FORK_EVENTS = frozenset(
+    {
+        "pull_request",
+        "pull_request_target",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "issue_comment",
+        "issues",
+        "discussion",
+        "discussion_comment",
+        "fork",
+        "watch",
+        "workflow_run",
+        "merge_group",
+        "check_run",
+        "check_suite",
+        "status",
+        "deployment_status",
+        "public",
+        "repository_dispatch",
+    }
+)
+TRUSTED_EVENTS = frozenset(
+    {
+        "push",
+        "workflow_dispatch",
+        "schedule",
+        "workflow_call",
+        "release",
+        "create",
+        "delete",
+        "page_build",
+        "registry_package",
+        "branch_protection_rule",
+        "label",
+        "milestone",
+        "project",
+        "project_card",
+        "project_column",
+        "gollum",
+    }
+)
 # GitHub-hosted runner images (docs.github.com: "GitHub-hosted runners"); anything else is a self-hosted label.
 HOSTED = re.compile(r"(ubuntu|windows|macos)-[\w.-]+")
 
@@ -78,11 +114,12 @@ def triggers(doc):
 
 def may_be_self_hosted(runs_on):
     """True unless `runs_on` names only GitHub-hosted images (a literal string or list of them)."""
-    if isinstance(runs_on, dict):        # {group: …, labels: …}: a runner group is self-hosted or larger-runner
+    if isinstance(runs_on, dict):  # {group: …, labels: …}: a runner group is self-hosted or larger-runner
         return True
     labels = runs_on if isinstance(runs_on, list) else [runs_on]
-    return not labels or any(not isinstance(label, str) or "${{" in label or not HOSTED.fullmatch(label)
-                             for label in labels)
+    return not labels or any(
+        not isinstance(label, str) or "${{" in label or not HOSTED.fullmatch(label) for label in labels
+    )
 
 
 def local_callee(uses):
@@ -111,25 +148,43 @@ def job_findings(name, job_id, job, events):
     found = []
     forks = sorted(events & FORK_EVENTS or events - TRUSTED_EVENTS)
     if forks:
-        found.append(Finding(name, job_id, f"may run on a self-hosted runner ({job.get('runs-on')!r}) and is "
-                                           f"started by {', '.join(forks)}, which a fork can cause: run it on a "
-                                           "GitHub-hosted runner, or trigger it only by push to protected branches "
-                                           "or tags, workflow_dispatch or schedule"))
+        found.append(
+            Finding(
+                name,
+                job_id,
+                f"may run on a self-hosted runner ({job.get('runs-on')!r}) and is "
+                f"started by {', '.join(forks)}, which a fork can cause: run it on a "
+                "GitHub-hosted runner, or trigger it only by push to protected branches "
+                "or tags, workflow_dispatch or schedule",
+            )
+        )
     steps = [s for s in job.get("steps") or [] if isinstance(s, dict)]
     for step in steps:
         if str(step.get("uses", "")).startswith("actions/checkout@") and (step.get("with") or {}).get("clean") is False:
-            found.append(Finding(name, job_id, "checks out with `clean: false` on a self-hosted runner: files an "
-                                               "earlier job left (a framework's code run as the runner user) would "
-                                               "reach this one; let checkout clean, and use ephemeral runners"))
+            found.append(
+                Finding(
+                    name,
+                    job_id,
+                    "checks out with `clean: false` on a self-hosted runner: files an "
+                    "earlier job left (a framework's code run as the runner user) would "
+                    "reach this one; let checkout clean, and use ephemeral runners",
+                )
+            )
     scoped = False
     for step in steps:
         text = str(step.get("run", ""))
         if "DOCKER_CONFIG" in (step.get("env") or {}) or re.search(r"DOCKER_CONFIG=\S*RUNNER_TEMP", text):
             scoped = True
         if re.search(r"\bdocker\s+login\b", text) and not scoped:
-            found.append(Finding(name, job_id, "runs `docker login` without a job-scoped DOCKER_CONFIG (set it to a "
-                                               "folder under $RUNNER_TEMP first): the token would stay in the runner "
-                                               "user's ~/.docker/config.json for every later job"))
+            found.append(
+                Finding(
+                    name,
+                    job_id,
+                    "runs `docker login` without a job-scoped DOCKER_CONFIG (set it to a "
+                    "folder under $RUNNER_TEMP first): the token would stay in the runner "
+                    "user's ~/.docker/config.json for every later job",
+                )
+            )
     return found
 
 
@@ -143,8 +198,14 @@ def findings(folder=WORKFLOWS):
     for name, doc in docs.items():
         push = triggers(doc).get("push", False)
         if push is not False and not (isinstance(push, dict) and (push.get("branches") or push.get("tags"))):
-            found.append(Finding(name, "*", "`push` without `branches` or `tags`: any branch anyone with write "
-                                            "access pushes starts it; name the protected branches or tags"))
+            found.append(
+                Finding(
+                    name,
+                    "*",
+                    "`push` without `branches` or `tags`: any branch anyone with write "
+                    "access pushes starts it; name the protected branches or tags",
+                )
+            )
         for job_id, job in (doc.get("jobs") or {}).items():
             if isinstance(job, dict) and "runs-on" in job and may_be_self_hosted(job["runs-on"]):
                 found += job_findings(name, job_id, job, events[name])
@@ -162,8 +223,9 @@ def main(argv=None):
         return 2
     for finding in found:
         print(f"ERROR {finding}")
-    print(f"{args.folder}: {len(found)} finding(s)" + ("" if found else ": no fork's event reaches a self-hosted "
-                                                                          "runner"))
+    print(
+        f"{args.folder}: {len(found)} finding(s)" + ("" if found else ": no fork's event reaches a self-hosted runner")
+    )
     return 1 if found else 0
 
 

@@ -1,7 +1,8 @@
 """matrix.yaml → validated spec → cells: a pure expansion with stable order and stable ids (docs/style.md, rule 7).
 
-    python -m scripts.plan.matrix [--matrix matrix.yaml] --profile demo     # list the cells a profile would run
+python -m scripts.plan.matrix [--matrix matrix.yaml] --profile demo     # list the cells a profile would run
 """
+
 import argparse
 import itertools
 import re
@@ -16,16 +17,40 @@ from shared import params
 
 SCHEMA = 1
 EXECUTORS = ("local", "compose", "system")
-SYSTEM = "system"    # the variant of a cell run by the system executor: an interpreter given, no venv, no image
+SYSTEM = "system"  # the variant of a cell run by the system executor: an interpreter given, no venv, no image
 DATA_KINDS = ("synthetic", "real")
 TOP_KEYS = {"schema", "defaults", "frameworks", "profiles", "exclude"}
 DEFAULT_KEYS = {"repeats", "timeout_minutes"}
 FRAMEWORK_KEYS = {"family", "python", "tasks", "precisions", "variants"}
-VARIANT_KEYS = {"base_image", "requirements", "device", "python", "glibc", "gpu_archs", "ptx", "cuda", "cudnn",
-                "parent", "dockerfile"}
+VARIANT_KEYS = {
+    "base_image",
+    "requirements",
+    "device",
+    "python",
+    "glibc",
+    "gpu_archs",
+    "ptx",
+    "cuda",
+    "cudnn",
+    "parent",
+    "dockerfile",
+}
 VARIANT_REQUIRED = ("base_image", "requirements", "device")
-PROFILE_KEYS = {"executor", "device", "data", "scale", "repeats", "timeout_minutes", "frameworks", "variants",
-                "tasks", "precisions", "gpus", "tunings", "exclude"}
+PROFILE_KEYS = {
+    "executor",
+    "device",
+    "data",
+    "scale",
+    "repeats",
+    "timeout_minutes",
+    "frameworks",
+    "variants",
+    "tasks",
+    "precisions",
+    "gpus",
+    "tunings",
+    "exclude",
+}
 CELL_AXES = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale", "tuning")
 
 
@@ -39,13 +64,13 @@ class Variant:
     base_image: str
     requirements: str
     device: str
-    python: str = "3.11"   # the base image's python3, which the wheelhouse must match (Debian 12: 3.11)
-    glibc: str = "2.36"    # the base image's C library, likewise (Debian 12: 2.36; Ubuntu 24.04: 2.39)
+    python: str = "3.11"  # the base image's python3, which the wheelhouse must match (Debian 12: 3.11)
+    glibc: str = "2.36"  # the base image's C library, likewise (Debian 12: 2.36; Ubuntu 24.04: 2.39)
     gpu_archs: tuple = ()  # GPU architectures the image's kernels were compiled for ("sm_86"); () = not limited
-    ptx: tuple = ()        # PTX it carries ("compute_90"), which the driver JIT-compiles for newer GPUs
-    cuda: tuple = ()       # CUDA runtime version(s) the image carries ("13.0"); () = none (a CPU variant)
-    cudnn: tuple = ()      # cuDNN version(s) likewise ("9.24")
-    parent: str = None     # the variant whose image this one extends with `requirements` (one library swapped)
+    ptx: tuple = ()  # PTX it carries ("compute_90"), which the driver JIT-compiles for newer GPUs
+    cuda: tuple = ()  # CUDA runtime version(s) the image carries ("13.0"); () = none (a CPU variant)
+    cudnn: tuple = ()  # cuDNN version(s) likewise ("9.24")
+    parent: str = None  # the variant whose image this one extends with `requirements` (one library swapped)
     dockerfile: str = None  # the Dockerfile that builds it, where not the family's usual one (scripts/launch/images.py)
 
     def image(self, family):
@@ -72,7 +97,7 @@ class Cell:
     device: str
     data: str
     scale: str
-    tuning: str = params.DEFAULT_TUNING   # the framework's code as its tutorials write it, or its own fast path
+    tuning: str = params.DEFAULT_TUNING  # the framework's code as its tutorials write it, or its own fast path
 
     @property
     def id(self):
@@ -100,6 +125,7 @@ class Matrix:
 
 
 # ---------------------------------------------------------------- loading and validation
+
 
 class UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML keeps the last of two equal keys silently; a matrix with a duplicated framework or profile is an error.
@@ -164,23 +190,45 @@ def parse_framework(fid, spec):
         ptx = arch_list(v, "ptx", r"compute_\d{2,3}", "compute_90", f"{where}.variants.{name}")
         cuda, cudnn = (versions(v.get(key), f"{where}.variants.{name}.{key}") for key in ("cuda", "cudnn"))
         if v["device"] == "gpu" and not cuda:
-            raise MatrixError(f"{where}.variants.{name}: a GPU variant declares the CUDA runtime its image carries "
-                              f"(cuda: \"13.0\"); `docker run --rm IMAGE --inspect` reports it")
-        variants[name] = Variant(name, v["base_image"], v["requirements"], v["device"],
-                                 str(v.get("python", "3.11")), str(v.get("glibc", "2.36")), archs, ptx, cuda, cudnn,
-                                 v.get("parent"), v.get("dockerfile"))
+            raise MatrixError(
+                f"{where}.variants.{name}: a GPU variant declares the CUDA runtime its image carries "
+                f'(cuda: "13.0"); `docker run --rm IMAGE --inspect` reports it'
+            )
+        variants[name] = Variant(
+            name,
+            v["base_image"],
+            v["requirements"],
+            v["device"],
+            str(v.get("python", "3.11")),
+            str(v.get("glibc", "2.36")),
+            archs,
+            ptx,
+            cuda,
+            cudnn,
+            v.get("parent"),
+            v.get("dockerfile"),
+        )
     for name, variant in variants.items():
         if variant.parent and variant.dockerfile:
-            raise MatrixError(f"{where}.variants.{name}.dockerfile: a variant with a parent is built by "
-                              f"docker/overrides.Dockerfile; drop its `dockerfile` or its `parent`")
+            raise MatrixError(
+                f"{where}.variants.{name}.dockerfile: a variant with a parent is built by "
+                f"docker/overrides.Dockerfile; drop its `dockerfile` or its `parent`"
+            )
         if variant.parent is not None and (variant.parent not in variants or variants[variant.parent].parent):
-            raise MatrixError(f"{where}.variants.{name}.parent: {variant.parent!r} is not a variant of {fid} built "
-                              f"from requirements (declared: {', '.join(v for v in variants if v != name)})")
+            raise MatrixError(
+                f"{where}.variants.{name}.parent: {variant.parent!r} is not a variant of {fid} built "
+                f"from requirements (declared: {', '.join(v for v in variants if v != name)})"
+            )
     if not variants:
         raise MatrixError(f"{where}.variants: declare at least one variant")
-    return Framework(fid, str(spec["family"]), str(spec["python"]),
-                     check_list(spec["tasks"], params.TASKS, f"{where}.tasks"),
-                     check_list(spec["precisions"], params.PRECISIONS, f"{where}.precisions"), variants)
+    return Framework(
+        fid,
+        str(spec["family"]),
+        str(spec["python"]),
+        check_list(spec["tasks"], params.TASKS, f"{where}.tasks"),
+        check_list(spec["precisions"], params.PRECISIONS, f"{where}.precisions"),
+        variants,
+    )
 
 
 def arch_list(spec, key, pattern, example, where):
@@ -199,26 +247,33 @@ def versions(value, where):
     items = value if isinstance(value, list) else [value]
     bad = [v for v in items if not re.fullmatch(r"\d+(\.\d+)*", str(v))]
     if bad or not items:
-        raise MatrixError(f"{where}: expected a version like \"13.0\" or a list of them, got {value!r}")
+        raise MatrixError(f'{where}: expected a version like "13.0" or a list of them, got {value!r}')
     return tuple(str(v) for v in items)
 
 
 def parse_profile(name, spec, frameworks, defaults):
     where = f"profiles.{name}"
-    check_keys(spec, PROFILE_KEYS, where, required=("executor", "device", "data", "scale", "frameworks", "tasks",
-                                                     "precisions"))
-    for key, known in (("executor", EXECUTORS), ("device", params.DEVICES), ("data", DATA_KINDS),
-                       ("scale", params.SCALES)):
+    check_keys(
+        spec, PROFILE_KEYS, where, required=("executor", "device", "data", "scale", "frameworks", "tasks", "precisions")
+    )
+    for key, known in (
+        ("executor", EXECUTORS),
+        ("device", params.DEVICES),
+        ("data", DATA_KINDS),
+        ("scale", params.SCALES),
+    ):
         if spec[key] not in known:
             raise MatrixError(f"{where}.{key}: unknown value {spec[key]!r}; known: {', '.join(known)}")
     fws = check_list(spec["frameworks"], list(frameworks), f"{where}.frameworks")
     all_variants = sorted({v for f in fws for v in frameworks[f].variants})
     profile = dict(spec)
     profile["frameworks"] = fws
-    if spec["executor"] == SYSTEM:   # an interpreter the user gives carries whatever it carries: no image variants
+    if spec["executor"] == SYSTEM:  # an interpreter the user gives carries whatever it carries: no image variants
         if spec.get("variants", [SYSTEM]) != [SYSTEM]:
-            raise MatrixError(f"{where}.variants: the system executor runs cells in an interpreter, not an image; "
-                              f"drop `variants` (its cells' variant is {SYSTEM!r})")
+            raise MatrixError(
+                f"{where}.variants: the system executor runs cells in an interpreter, not an image; "
+                f"drop `variants` (its cells' variant is {SYSTEM!r})"
+            )
         all_variants = [SYSTEM]
     profile["variants"] = check_list(spec.get("variants", all_variants), all_variants, f"{where}.variants")
     profile["tasks"] = check_list(spec["tasks"], params.TASKS, f"{where}.tasks")
@@ -229,8 +284,9 @@ def parse_profile(name, spec, frameworks, defaults):
         check_positive(g, f"{where}.gpus")
     profile["repeats"] = int(check_positive(spec.get("repeats", defaults["repeats"]), f"{where}.repeats"))
     profile["exclude"] = check_exclude(spec.get("exclude"), f"{where}.exclude")
-    profile["timeout_minutes"] = check_positive(spec.get("timeout_minutes", defaults["timeout_minutes"]),
-                                                f"{where}.timeout_minutes")
+    profile["timeout_minutes"] = check_positive(
+        spec.get("timeout_minutes", defaults["timeout_minutes"]), f"{where}.timeout_minutes"
+    )
     return profile
 
 
@@ -277,6 +333,7 @@ def load(path=ROOT / "matrix.yaml"):
 
 # ---------------------------------------------------------------- expansion
 
+
 def excluded(cell, rules):
     return any(all(getattr(cell, k) == v for k, v in rule.items() if k != "reason") for rule in rules)
 
@@ -291,10 +348,11 @@ def expand(matrix, profile_name, executor=None):
     if executor not in EXECUTORS:
         raise MatrixError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     rules = matrix.exclude + p["exclude"]
-    cells = {}   # a dict as an ordered set: membership in O(1) (a list made expansion quadratic in the cells)
+    cells = {}  # a dict as an ordered set: membership in O(1) (a list made expansion quadratic in the cells)
     variants = (SYSTEM,) if executor == SYSTEM else p["variants"]
-    for fid, task, variant, precision, gpus, tuning in itertools.product(p["frameworks"], p["tasks"], variants,
-                                                                         p["precisions"], p["gpus"], p["tunings"]):
+    for fid, task, variant, precision, gpus, tuning in itertools.product(
+        p["frameworks"], p["tasks"], variants, p["precisions"], p["gpus"], p["tunings"]
+    ):
         fw = matrix.frameworks[fid]
         if task not in fw.tasks or precision not in fw.precisions:
             continue
@@ -306,8 +364,10 @@ def expand(matrix, profile_name, executor=None):
         if cell not in cells and not excluded(cell, rules):
             cells[cell] = None
     if not cells:
-        raise MatrixError(f"profiles.{profile_name}: expands to no cell (check its frameworks' tasks, precisions, "
-                          f"variants and device against the frameworks section, and the exclude rules)")
+        raise MatrixError(
+            f"profiles.{profile_name}: expands to no cell (check its frameworks' tasks, precisions, "
+            f"variants and device against the frameworks section, and the exclude rules)"
+        )
     return Plan(profile_name, executor, p["repeats"], p["timeout_minutes"] * 60.0, tuple(cells))
 
 

@@ -9,6 +9,7 @@ the matrix again, so every host runs exactly the cells the plan names, under the
 backend picks a cell by its index in `cells` (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX) or by its id; scripts/cell.py
 runs it.
 """
+
 import argparse
 import json
 import re
@@ -26,9 +27,9 @@ from shared.params import TUNINGS
 from shared.record import RecordError, read_plain, write_atomic
 
 SCHEMA = 1
-ACTIONLINT = ROOT / ".github" / "actionlint.yaml"    # the self-hosted runner labels the workflow may ask for
-GITHUB_MATRIX_LIMIT = 256                            # jobs one GitHub Actions matrix may generate
-GITHUB_CHUNKS = 4                                    # chunk jobs in .github/workflows/matrix.yml (cells-0 … cells-3)
+ACTIONLINT = ROOT / ".github" / "actionlint.yaml"  # the self-hosted runner labels the workflow may ask for
+GITHUB_MATRIX_LIMIT = 256  # jobs one GitHub Actions matrix may generate
+GITHUB_CHUNKS = 4  # chunk jobs in .github/workflows/matrix.yml (cells-0 … cells-3)
 
 
 class PlanError(Exception):
@@ -38,12 +39,13 @@ class PlanError(Exception):
 @dataclass(frozen=True)
 class PlannedCell:
     """A cell with what a backend needs to start it without the matrix: its image and compose service."""
+
     cell: Cell
-    image: str          # rosetta/FAMILY:VARIANT ("" for the system executor's cells: no image)
-    service: str        # the compose service (FRAMEWORK-TASK)
+    image: str  # rosetta/FAMILY:VARIANT ("" for the system executor's cells: no image)
+    service: str  # the compose service (FRAMEWORK-TASK)
     gpu_archs: tuple = ()  # the architectures the image has kernels for (the pre-flight's input); () = any
-    ptx: tuple = ()        # the PTX it carries, which newer GPUs JIT-compile
-    cuda: tuple = ()       # its CUDA runtime(s), which decide the oldest driver it runs on
+    ptx: tuple = ()  # the PTX it carries, which newer GPUs JIT-compile
+    cuda: tuple = ()  # its CUDA runtime(s), which decide the oldest driver it runs on
 
     @property
     def id(self):
@@ -54,7 +56,7 @@ class PlannedCell:
 class PlanFile:
     plan: Plan
     run_id: str
-    cells: tuple        # PlannedCell, in the plan's order: index i is array task / completion index i
+    cells: tuple  # PlannedCell, in the plan's order: index i is array task / completion index i
 
     def find(self, index=None, cell_id=None):
         """The cell at `index` (an array task id) or with `cell_id`; a PlanError naming the valid range or ids."""
@@ -62,8 +64,10 @@ class PlanFile:
             for planned in self.cells:
                 if planned.id == cell_id:
                     return planned
-            raise PlanError(f"no cell {cell_id!r} in the plan of run {self.run_id}; its cells: "
-                            f"{', '.join(c.id for c in self.cells[:5])}{' …' if len(self.cells) > 5 else ''}")
+            raise PlanError(
+                f"no cell {cell_id!r} in the plan of run {self.run_id}; its cells: "
+                f"{', '.join(c.id for c in self.cells[:5])}{' …' if len(self.cells) > 5 else ''}"
+            )
         if index is None or not 0 <= index < len(self.cells):
             raise PlanError(f"cell index {index!r} is outside the plan of run {self.run_id} (0…{len(self.cells) - 1})")
         return self.cells[index]
@@ -77,8 +81,10 @@ def check_ids(plan_file, where="the plan"):
     file names, Slurm directives, ConfigMap lines, pod arguments and labels, where a newline or a `$(…)` would be
     a new shell line or command (a plan file is untrusted input like a record)."""
     if not safe_id(plan_file.run_id):
-        raise PlanError(f"{where}: run id {plan_file.run_id!r} is not of letters, digits and ._- (at most 128, "
-                        "starting with a letter or digit); name the run again")
+        raise PlanError(
+            f"{where}: run id {plan_file.run_id!r} is not of letters, digits and ._- (at most 128, "
+            "starting with a letter or digit); name the run again"
+        )
     for planned in plan_file.cells:
         cell = planned.cell
         bad = [(k, v) for k, v in vars(cell).items() if k != "gpus" and not safe_id(v)]
@@ -88,8 +94,10 @@ def check_ids(plan_file, where="the plan"):
         bad += [("image", planned.image)] if not (no_image or IMAGE.fullmatch(str(planned.image))) else []
         bad += [("service", planned.service)] if not safe_id(planned.service) else []
         if bad:
-            raise PlanError(f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the "
-                            "plan again with `python -m scripts.plan`")
+            raise PlanError(
+                f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the "
+                "plan again with `python -m scripts.plan`"
+            )
     return plan_file
 
 
@@ -98,24 +106,53 @@ def make(matrix, profile, run_id=None, executor=None):
     service."""
     plan = expand(matrix, profile, executor)
     run_id = run_id or f"{profile}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
     def planned(cell):
         fw = matrix.frameworks[cell.framework]
         if cell.variant == SYSTEM:
             return PlannedCell(cell, "", f"{cell.framework}-{cell.task}")
         variant = fw.variants[cell.variant]
-        return PlannedCell(cell, variant.image(fw.family), f"{cell.framework}-{cell.task}", variant.gpu_archs,
-                           variant.ptx, variant.cuda)
+        return PlannedCell(
+            cell,
+            variant.image(fw.family),
+            f"{cell.framework}-{cell.task}",
+            variant.gpu_archs,
+            variant.ptx,
+            variant.cuda,
+        )
+
     cells = tuple(planned(c) for c in plan.cells)
     return check_ids(PlanFile(plan, run_id, cells), "the run id given")
 
 
 def to_json(plan_file):
     p = plan_file.plan
-    return json.dumps({"schema": SCHEMA, "run_id": plan_file.run_id, "profile": p.profile, "executor": p.executor,
-                       "repeats": p.repeats, "timeout_s": p.timeout_s,
-                       "cells": [{"id": c.id, **asdict(c.cell), "image": c.image, "service": c.service,
-                                  "gpu_archs": list(c.gpu_archs), "ptx": list(c.ptx), "cuda": list(c.cuda)}
-                                 for c in plan_file.cells]}, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "schema": SCHEMA,
+                "run_id": plan_file.run_id,
+                "profile": p.profile,
+                "executor": p.executor,
+                "repeats": p.repeats,
+                "timeout_s": p.timeout_s,
+                "cells": [
+                    {
+                        "id": c.id,
+                        **asdict(c.cell),
+                        "image": c.image,
+                        "service": c.service,
+                        "gpu_archs": list(c.gpu_archs),
+                        "ptx": list(c.ptx),
+                        "cuda": list(c.cuda),
+                    }
+                    for c in plan_file.cells
+                ],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def write(path, plan_file):
@@ -138,28 +175,43 @@ def read(path):
     except (RecordError, ValueError) as e:
         raise PlanError(f"{path}: not a readable plan file ({e}); write one with `python -m scripts.plan`") from e
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise PlanError(f"{path}: plan schema {doc.get('schema') if isinstance(doc, dict) else None!r}, this code "
-                        f"reads schema {SCHEMA}; write the plan again with this version (`python -m scripts.plan`)")
+        raise PlanError(
+            f"{path}: plan schema {doc.get('schema') if isinstance(doc, dict) else None!r}, this code "
+            f"reads schema {SCHEMA}; write the plan again with this version (`python -m scripts.plan`)"
+        )
     try:
         # a plan written before the tuning axis has no "tuning": its cells are default cells (Cell's own default)
-        cells = tuple(PlannedCell(Cell(**{k: c[k] for k in Cell.__dataclass_fields__ if k != "tuning" or k in c}),
-                                  c["image"], c["service"],
-                                  tuple(c.get("gpu_archs", ())), tuple(c.get("ptx", ())), tuple(c.get("cuda", ())))
-                      for c in doc["cells"])
-        plan = Plan(doc["profile"], doc["executor"], int(doc["repeats"]), float(doc["timeout_s"]),
-                    tuple(c.cell for c in cells))
-        bad = [c for c, planned in zip(doc["cells"], cells) if c["id"] != planned.id]
+        cells = tuple(
+            PlannedCell(
+                Cell(**{k: c[k] for k in Cell.__dataclass_fields__ if k != "tuning" or k in c}),
+                c["image"],
+                c["service"],
+                tuple(c.get("gpu_archs", ())),
+                tuple(c.get("ptx", ())),
+                tuple(c.get("cuda", ())),
+            )
+            for c in doc["cells"]
+        )
+        plan = Plan(
+            doc["profile"], doc["executor"], int(doc["repeats"]), float(doc["timeout_s"]), tuple(c.cell for c in cells)
+        )
+        bad = [c for c, planned in zip(doc["cells"], cells, strict=False) if c["id"] != planned.id]
         if bad:
-            raise PlanError(f"{path}: cell id {bad[0]['id']!r} does not match its axes (expected "
-                            f"{cells[doc['cells'].index(bad[0])].id!r}); the plan was edited by hand")
+            raise PlanError(
+                f"{path}: cell id {bad[0]['id']!r} does not match its axes (expected "
+                f"{cells[doc['cells'].index(bad[0])].id!r}); the plan was edited by hand"
+            )
         twice = sorted(cell_id for cell_id, n in Counter(c.id for c in cells).items() if n > 1)
-        if twice:   # records are files named by cell id: two such cells would overwrite each other's result
-            raise PlanError(f"{path}: cells {', '.join(twice)} appear more than once (a cell id names no data kind or "
-                            f"scale, so a plan holds one of each); the plan was edited by hand")
+        if twice:  # records are files named by cell id: two such cells would overwrite each other's result
+            raise PlanError(
+                f"{path}: cells {', '.join(twice)} appear more than once (a cell id names no data kind or "
+                f"scale, so a plan holds one of each); the plan was edited by hand"
+            )
         return check_ids(PlanFile(plan, doc["run_id"], cells), str(path))
     except (KeyError, TypeError, ValueError) as e:
-        raise PlanError(f"{path}: malformed plan ({type(e).__name__}: {e}); write it again with "
-                        f"`python -m scripts.plan`") from e
+        raise PlanError(
+            f"{path}: malformed plan ({type(e).__name__}: {e}); write it again with `python -m scripts.plan`"
+        ) from e
 
 
 def planned_profile(folder):
@@ -193,6 +245,7 @@ def planned_run(folder):
 
 # ---------------------------------------------------------------- GitHub Actions: one job per cell, by label
 
+
 def runner_labels(path=ACTIONLINT):
     """The self-hosted runner labels declared for actionlint: the only labels a cell's job may ask for."""
     try:
@@ -208,27 +261,41 @@ def runs_on(cell, gpu_model, labels):
     missing = [label for label in wanted[2:] if label not in labels]
     if missing:
         counts = sorted(int(label[5:]) for label in labels if label.startswith("gpus-"))
-        raise PlanError(f"cell {cell.id} needs a runner labelled {', '.join(missing)}, which .github/actionlint.yaml "
-                        f"does not declare (GPU counts offered: {counts or 'none'}; models: "
-                        f"{', '.join(label[4:] for label in labels if label.startswith('gpu-')) or 'none'}); register "
-                        f"such a runner and declare its labels, or drop the cell from the profile")
+        raise PlanError(
+            f"cell {cell.id} needs a runner labelled {', '.join(missing)}, which .github/actionlint.yaml "
+            f"does not declare (GPU counts offered: {counts or 'none'}; models: "
+            f"{', '.join(label[4:] for label in labels if label.startswith('gpu-')) or 'none'}); register "
+            f"such a runner and declare its labels, or drop the cell from the profile"
+        )
     return wanted
 
 
 def github_chunks(plan_file, gpu_model, labels, size=GITHUB_MATRIX_LIMIT, chunks=GITHUB_CHUNKS):
     """The plan as `chunks` job matrices of at most `size` cells each (GitHub's limit per matrix); empty ones are []."""
     if len(plan_file.cells) > size * chunks:
-        raise PlanError(f"the plan has {len(plan_file.cells)} cells; the workflow runs at most {size * chunks} "
-                        f"({chunks} matrices of {size}, GitHub's limit): split the profile (fewer frameworks, "
-                        f"variants or precisions per run)")
+        raise PlanError(
+            f"the plan has {len(plan_file.cells)} cells; the workflow runs at most {size * chunks} "
+            f"({chunks} matrices of {size}, GitHub's limit): split the profile (fewer frameworks, "
+            f"variants or precisions per run)"
+        )
     models = sorted(label[4:] for label in labels if label.startswith("gpu-"))
     if any(c.cell.device == "gpu" for c in plan_file.cells) and gpu_model not in models:
-        raise PlanError(f"unknown GPU model {gpu_model!r}: the runners' labels (.github/actionlint.yaml) declare "
-                        f"{', '.join(models) or 'none'}; pick one, or declare gpu-{gpu_model} for runners that have it")
-    jobs = [{"id": c.id, "runs-on": runs_on(c.cell, gpu_model, labels), "image": c.image,
-             "framework": c.cell.framework, "variant": c.cell.variant, "executor": plan_file.plan.executor}
-            for c in plan_file.cells]
-    return [jobs[i * size:(i + 1) * size] for i in range(chunks)]
+        raise PlanError(
+            f"unknown GPU model {gpu_model!r}: the runners' labels (.github/actionlint.yaml) declare "
+            f"{', '.join(models) or 'none'}; pick one, or declare gpu-{gpu_model} for runners that have it"
+        )
+    jobs = [
+        {
+            "id": c.id,
+            "runs-on": runs_on(c.cell, gpu_model, labels),
+            "image": c.image,
+            "framework": c.cell.framework,
+            "variant": c.cell.variant,
+            "executor": plan_file.plan.executor,
+        }
+        for c in plan_file.cells
+    ]
+    return [jobs[i * size : (i + 1) * size] for i in range(chunks)]
 
 
 def main(argv=None):
@@ -250,12 +317,14 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 2
     write(args.out, plan_file)
-    if args.github_output:          # after the plan file: the jobs these outputs start will download it
+    if args.github_output:  # after the plan file: the jobs these outputs start will download it
         with open(args.github_output, "a") as out:
             out.write(f"run_id={plan_file.run_id}\n")
             out.writelines(f"chunk-{i}={json.dumps(jobs)}\n" for i, jobs in enumerate(chunks))
-    print(f"{args.out}: run {plan_file.run_id}, profile {args.profile}, {len(plan_file.cells)} cells "
-          f"via {plan_file.plan.executor}")
+    print(
+        f"{args.out}: run {plan_file.run_id}, profile {args.profile}, {len(plan_file.cells)} cells "
+        f"via {plan_file.plan.executor}"
+    )
     return 0
 
 

@@ -7,11 +7,11 @@ One number per cell (the steady state: compile and first step excluded; ResNet-5
 each column sorted fastest first with "× the fastest", the machine and the date under each table. Only cells of one
 reference (one machine class) share a table; tests/test_docs.py fails when README.md's block differs from this.
 """
+
 import argparse
 import sys
 import textwrap
 from dataclasses import dataclass
-from pathlib import Path
 
 from scripts.paths import REFERENCES, ROOT
 from scripts.results.report import load_records, to_frame, value_of
@@ -24,24 +24,35 @@ NAMES = {"cnn": "CNN", "gru": "GRU", "resnet50": "ResNet-50", "densenet121": "De
 
 @dataclass(frozen=True)
 class Table:
-    reference: str            # folder under results/reference/
-    title: str                # what the table is, in words
-    columns: tuple            # (task, precision) pairs, one sorted column each
+    reference: str  # folder under results/reference/
+    title: str  # what the table is, in words
+    columns: tuple  # (task, precision) pairs, one sorted column each
 
 
 TABLES = (
-    Table("gpu-nvidia-h200-140g-x1", "One NVIDIA H200, full scale (CNN: 10 epochs of 50,000 images; ResNet-50: "
-          "batches of 32)", (("cnn", "fp32"), ("cnn", "bf16"), ("resnet50", "fp32"), ("resnet50", "bf16"))),
-    Table("cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c", "Two CPU cores (AMD EPYC family 25 model 17, Zen 4), demo scale "
-          "(CNN: 1,152 images, one epoch; ResNet-50: passes of 8 images)", (("cnn", "fp32"), ("resnet50", "fp32"))),
+    Table(
+        "gpu-nvidia-h200-140g-x1",
+        "One NVIDIA H200, full scale (CNN: 10 epochs of 50,000 images; ResNet-50: batches of 32)",
+        (("cnn", "fp32"), ("cnn", "bf16"), ("resnet50", "fp32"), ("resnet50", "bf16")),
+    ),
+    Table(
+        "cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c",
+        "Two CPU cores (AMD EPYC family 25 model 17, Zen 4), demo scale "
+        "(CNN: 1,152 images, one epoch; ResNet-50: passes of 8 images)",
+        (("cnn", "fp32"), ("resnet50", "fp32")),
+    ),
 )
 
 
 def ranked(frame, task, precision):
     """[(system, value)] of the ok default cells of one column, fastest first (ties by name, so the order is stable);
     tuned cells are a column of their own (docs/tuned.md)."""
-    rows = frame[(frame["cell.task"] == task) & (frame["cell.precision"] == precision) & (frame["status"] == "ok")
-                 & (frame["cell.tuning"] == DEFAULT_TUNING)]
+    rows = frame[
+        (frame["cell.task"] == task)
+        & (frame["cell.precision"] == precision)
+        & (frame["status"] == "ok")
+        & (frame["cell.tuning"] == DEFAULT_TUNING)
+    ]
     found = [(r["cell.framework"], value_of(r)) for r in rows.to_dict("records")]
     return sorted(((fw, v) for fw, v in found if isinstance(v, (int, float)) and v > 0), key=lambda p: (p[1], p[0]))
 
@@ -68,9 +79,11 @@ def table(spec, root=REFERENCES):
     first = frame.to_dict("records")[0]
     date = min(frame["started_at"])[:10]
     lines.append("")
-    caption = (f"*{spec.title}. Lower is better; (×n) is n times the column's fastest. Machine: {first['machine']}."
-               f" Run {date}; records and versions: [`{spec.reference}`](results/reference/{spec.reference}/results.md)"
-               ".*")
+    caption = (
+        f"*{spec.title}. Lower is better; (×n) is n times the column's fastest. Machine: {first['machine']}."
+        f" Run {date}; records and versions: [`{spec.reference}`](results/reference/{spec.reference}/results.md)"
+        ".*"
+    )
     lines.extend(textwrap.wrap(caption, 118, break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ Every source is untrusted (scripts/results/records.py): a record that breaks the
 or whose cell the plan does not hold, is copied to RUN/quarantine/ with its reason and the merge goes on; the report
 lists it. Every path the merge writes is built from checked ids and confined to the run folder.
 """
+
 import argparse
 import hashlib
 import json
@@ -32,7 +33,7 @@ from scripts.results import records, report
 from shared.record import RecordError, write_atomic, write_record
 
 SKIP = {"plan.json", "attempts.json"}
-LOG_BYTES = 64 * 2**20     # a cell's log is copied only as a plain file of at most this size
+LOG_BYTES = 64 * 2**20  # a cell's log is copied only as a plain file of at most this size
 # A folder that numbers the attempt inside it: GitHub's artifact record-ID-RUN_ATTEMPT, Slurm's RUN/slurm/JOB_TASK
 # (array job ids only grow on a cluster: a resubmission is a later attempt), or attempt-N.
 ATTEMPT = re.compile(r"(?:record-.+|attempt)-(\d{1,6})|(\d{1,12})_\d{1,7}")
@@ -55,7 +56,7 @@ def sources(paths):
         if not path.exists():
             raise MergeError(f"{path}: no such file or folder")
         for file in sorted([path] if path.is_file() else path.rglob("*.json")):
-            inside = file.parts[len(path.parts):-1]
+            inside = file.parts[len(path.parts) : -1]
             if file.name in SKIP or {"attempts", "quarantine"} & set(inside):
                 continue
             log = file.parent.parent / "logs" / f"{file.stem}.log"
@@ -92,8 +93,9 @@ def check_slot(record, file, folders, planned=None):
     cid = cell_id(record)
     for wanted, what in slot_cells(file, folders, planned):
         if wanted != cid:
-            raise RecordError(f"{file}: holds cell {cid}, but {what} is the slot of "
-                              f"{wanted or 'no planned cell'}: one cell per slot")
+            raise RecordError(
+                f"{file}: holds cell {cid}, but {what} is the slot of {wanted or 'no planned cell'}: one cell per slot"
+            )
     return record
 
 
@@ -145,7 +147,7 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
     target = records.confined(run_dir, "cells", f"{cid}.json")
     try:
         current = records.read(target) if target.exists() else None
-    except RecordError as e:    # what a bad earlier merge or a hand edit left: aside, and this record takes its place
+    except RecordError as e:  # what a bad earlier merge or a hand edit left: aside, and this record takes its place
         records.quarantine(run_dir, target, str(e))
         current = None
     if current == record:
@@ -164,7 +166,7 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
         try:
             records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))
         except RecordError:
-            pass          # swapped for a link or a FIFO since sources() looked: the record goes in without its log
+            pass  # swapped for a link or a FIFO since sources() looked: the record goes in without its log
     return "superseded" if current is not None else "new"
 
 
@@ -182,12 +184,14 @@ def expected(run_dir, plan):
         raise MergeError(f"{path}: not a readable plan file ({e}); pass the run's plan.json with --plan") from e
     run_id = doc.get("run_id")
     if run_id is not None and not safe_id(run_id):
-        raise MergeError(f"{path}: run id {run_id!r} is not of the safe alphabet; this plan was not written by "
-                         "`python -m scripts.plan`")
+        raise MergeError(
+            f"{path}: run id {run_id!r} is not of the safe alphabet; this plan was not written by "
+            "`python -m scripts.plan`"
+        )
     try:
         planned = plans.read(path).cells
     except plans.PlanError:
-        planned = None     # a bare list of ids: the file name and the artifact still name each slot
+        planned = None  # a bare list of ids: the file name and the artifact still name each slot
     return run_id, ids, planned
 
 
@@ -207,8 +211,9 @@ def merge(run_dir, paths, plan=None):
     this run is quarantined (counted as such), never fatal."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    plan = plan or next((p for path in map(Path, paths) if path.is_dir() for p in sorted(path.rglob("plan.json"))),
-                        None)
+    plan = plan or next(
+        (p for path in map(Path, paths) if path.is_dir() for p in sorted(path.rglob("plan.json"))), None
+    )
     run_id, cell_ids, planned = expected(run_dir, plan)
     counts = {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 0}
     index = numbers(run_dir)
@@ -221,7 +226,7 @@ def merge(run_dir, paths, plan=None):
         except RecordError as e:
             records.quarantine(run_dir, file, str(e))
             counts["quarantined"] += 1
-    if index != before:        # once per merge, not once per record: a GitHub run numbers every record
+    if index != before:  # once per merge, not once per record: a GitHub run numbers every record
         write_atomic(run_dir / "attempts.json", json.dumps(index, indent=1, sort_keys=True) + "\n")
     if plan is not None and not (run_dir / "plan.json").exists():
         shutil.copyfile(plan, run_dir / "plan.json")
@@ -237,10 +242,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         counts = merge(args.run_dir, args.sources, args.plan)
-        print(f"{args.run_dir}: {counts['new']} new records, {counts['superseded']} replacing an earlier attempt, "
-              f"{counts['older']} earlier attempts kept aside, {counts['same']} already merged, "
-              f"{counts['quarantined']} quarantined (not sound records of this run: {args.run_dir}/quarantine/)")
-        for source, reason in records.quarantined(args.run_dir):
+        print(
+            f"{args.run_dir}: {counts['new']} new records, {counts['superseded']} replacing an earlier attempt, "
+            f"{counts['older']} earlier attempts kept aside, {counts['same']} already merged, "
+            f"{counts['quarantined']} quarantined (not sound records of this run: {args.run_dir}/quarantine/)"
+        )
+        for _source, reason in records.quarantined(args.run_dir):
             print(f"quarantined: {reason}", file=sys.stderr)
         if not args.no_report:
             paths = report.write_report(args.run_dir)

@@ -7,6 +7,7 @@ be wrong, hostile or truncated. `read` checks a record file against SCHEMA (json
 any accuracy or AUC outside [0, 1]); `confined` builds a path from record fields only under a given folder; `quarantine`
 puts a file that fails aside with its reason, so one bad record never stops a merge or a report.
 """
+
 import hashlib
 import json
 import math
@@ -15,19 +16,29 @@ import re
 import statistics
 import sys
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 try:
     import jsonschema
-except ImportError:     # a bare GPU machine's Python (make gpu-check) may lack it: see OWN_RECORDS_ONLY
+except ImportError:  # a bare GPU machine's Python (make gpu-check) may lack it: see OWN_RECORDS_ONLY
     jsonschema = None
 
 from scripts.paths import SAFE_ID
 from shared import params, sysinfo, timing
+from shared.record import (
+    CELL_KEYS,
+    MAX_BYTES,  # noqa: F401  (re-exported: the size cap, as tests/test_untrusted.py names it)
+    OPTIONAL_CELL_KEYS,
+    STATUSES,
+    RecordError,
+    not_plain,
+    read_plain,
+)
+from shared.record import (
+    SCHEMA as RECORD_SCHEMA,
+)
 from shared.timing import warm_windows
-from shared.record import (CELL_KEYS, KINDS, MAX_BYTES, OPTIONAL_CELL_KEYS, SCHEMA as RECORD_SCHEMA,  # noqa: F401
-                           STATUSES, RecordError, not_plain, read_plain, read_record)
 
 
 def write_atomic(path, text, binary=None):
@@ -45,21 +56,49 @@ def write_atomic(path, text, binary=None):
             os.unlink(tmp)
         raise
 
+
 # File names and shell words as they are: no '/', no '..', no space, no newline. \Z, not $: jsonschema matches with
 # Python's re.search, where $ also matches before a final newline ("run\n" would pass).
-CLOCK_SKEW = timedelta(minutes=10)                # how far in the future a host's clock may run before it is a lie
+CLOCK_SKEW = timedelta(minutes=10)  # how far in the future a host's clock may run before it is a lie
 
 _id = {"type": "string", "pattern": SAFE_ID}
 _number = {"type": ["number", "null"]}
 _text = {"type": ["string", "null"], "maxLength": 200_000}
 _short = {"type": ["string", "null"], "maxLength": 200}
 _integer = {"type": ["integer", "null"]}
-NUMBER_METRICS = ("train_seconds", "steady_state_seconds", "seconds_per_1000_images", "accuracy", "auc",
-                  "achieved_flops", "efficiency", "samples_per_second", "steady_samples_per_second", "warmup_seconds",
-                  "train_minutes", "compile_seconds", "final_loss", "input_wait_fraction", "input_wait_seconds",
-                  "feature_mean", "model_flops_per_sample")
-INTEGER_METRICS = ("auc_classes", "batch_size", "crop_size", "devices", "epochs", "global_batch", "image_size",
-                   "images", "loader_workers", "parameters", "test_samples", "train_samples")
+NUMBER_METRICS = (
+    "train_seconds",
+    "steady_state_seconds",
+    "seconds_per_1000_images",
+    "accuracy",
+    "auc",
+    "achieved_flops",
+    "efficiency",
+    "samples_per_second",
+    "steady_samples_per_second",
+    "warmup_seconds",
+    "train_minutes",
+    "compile_seconds",
+    "final_loss",
+    "input_wait_fraction",
+    "input_wait_seconds",
+    "feature_mean",
+    "model_flops_per_sample",
+)
+INTEGER_METRICS = (
+    "auc_classes",
+    "batch_size",
+    "crop_size",
+    "devices",
+    "epochs",
+    "global_batch",
+    "image_size",
+    "images",
+    "loader_workers",
+    "parameters",
+    "test_samples",
+    "train_samples",
+)
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "rosetta result record",
@@ -70,59 +109,121 @@ SCHEMA = {
         "schema": {"const": RECORD_SCHEMA},
         "run_id": {"type": ["string", "null"], "pattern": SAFE_ID},
         "cell": {
-            "type": "object", "additionalProperties": False,
+            "type": "object",
+            "additionalProperties": False,
             "required": [k for k in CELL_KEYS if k not in OPTIONAL_CELL_KEYS],
-            "properties": {"framework": _id, "task": {"enum": list(params.TASKS)}, "variant": _id,
-                           "precision": {"enum": ["fp32", "tf32", "amp", "bf16"]},
-                           "gpus": {"type": "integer", "minimum": 1, "maximum": 4096},
-                           "device": {"enum": ["cpu", "gpu"]}, "data": {"enum": ["synthetic", "real"]},
-                           "scale": {"enum": ["full", "demo", "tiny"]}, "tuning": {"enum": list(params.TUNINGS)}}},
+            "properties": {
+                "framework": _id,
+                "task": {"enum": list(params.TASKS)},
+                "variant": _id,
+                "precision": {"enum": ["fp32", "tf32", "amp", "bf16"]},
+                "gpus": {"type": "integer", "minimum": 1, "maximum": 4096},
+                "device": {"enum": ["cpu", "gpu"]},
+                "data": {"enum": ["synthetic", "real"]},
+                "scale": {"enum": ["full", "demo", "tiny"]},
+                "tuning": {"enum": list(params.TUNINGS)},
+            },
+        },
         "status": {"enum": list(STATUSES)},
         "reason": _text,
         "log_tail": _text,
         # Typed wherever the host side reads a field (report, site, verify, submission): a runner may add keys, but
         # a known key of the wrong type (a string spread, integer cpu_flags, objects in differences) is refused.
-        "metrics": {"type": "object", "properties": {
-            **{key: _number for key in NUMBER_METRICS},
-            **{key: _integer for key in INTEGER_METRICS},
-            **{key: _short for key in ("data_placement", "input_pipeline", "weights")},
-            "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
-            "differences": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 2000},
-                            "maxItems": 1000},
-            "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000}}},
-        "timing": {"type": "object", "properties": {
-            **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
-            **{key: {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000}
-               for key in ("values", "warmup_windows")},
-            "unit": _short, "repeats": _integer, "window_steps": _integer,
-            "unstable": {"type": ["boolean", "null"]}, "warm": {"type": ["boolean", "null"]},
-            "barrier_audit": {"type": ["object", "null"]},
-            # the cores' distance at each window edge (shared/placement.py): None where the probe could not answer
-            "round_trips_ns": {"type": ["array", "null"], "items": {"type": ["number", "null"], "exclusiveMinimum": 0},
-                               "maxItems": 100_001}}},
-        "system": {"type": "object", "properties": {
-            "host": {"type": ["string", "null"], "pattern": SAFE_ID},
-            "cpu": _text, "cpu_count": _integer, "cpu_usable": _integer, "cpu_physical_cores": _integer,
-            "cpu_flags": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 100}, "maxItems": 1000},
-            # what verify and the report's ‡ compare by: shared.sysinfo.machine_class's alphabet, params_hash's hex
-            "machine_class": {"type": ["string", "null"], "pattern": "^[a-z0-9?][a-z0-9?:._-]{0,199}\\Z"},
-            "params_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{12}\\Z"},
-            "code_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}\\Z"},
-            "gpus": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
-            "gpu_sm_counts": {"type": ["array", "null"], "items": {"type": "integer"}},
-            "gpu_facts": {"type": ["array", "null"], "items": {"type": "object"}},
-            "devices": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
-            "memory_gib": _number,
-            "cudnn": {"type": ["string", "integer", "null"], "maxLength": 200},
-            **{key: _short for key in ("framework_version", "python", "cuda", "driver", "os", "executor", "image",
-                                       "gpu_ids", "backend")},
-            "switches": {"type": ["object", "null"]}, "build": {"type": ["object", "null"]},
-            "placement": {"type": ["object", "null"], "properties": {   # shared/placement.py
-                "before_ns": _number, "after_ns": _number,
-                "cpus": {"type": ["array", "null"], "items": {"type": "integer"}, "maxItems": 2}}},
-            "calibration": {"type": ["object", "null"], "properties": {
-                **{key: _number for key in ("gemm_fp32_flops", "gemm_reduced_flops", "host_copy_bytes_per_s")},
-                "gemm_n": _integer, "note": _text, "reduced_dtype": _short}}}},
+        "metrics": {
+            "type": "object",
+            "properties": {
+                **{key: _number for key in NUMBER_METRICS},
+                **{key: _integer for key in INTEGER_METRICS},
+                **{key: _short for key in ("data_placement", "input_pipeline", "weights")},
+                "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
+                "differences": {
+                    "type": ["array", "null"],
+                    "items": {"type": "string", "maxLength": 2000},
+                    "maxItems": 1000,
+                },
+                "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000},
+            },
+        },
+        "timing": {
+            "type": "object",
+            "properties": {
+                **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
+                **{
+                    key: {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000}
+                    for key in ("values", "warmup_windows")
+                },
+                "unit": _short,
+                "repeats": _integer,
+                "window_steps": _integer,
+                "unstable": {"type": ["boolean", "null"]},
+                "warm": {"type": ["boolean", "null"]},
+                "barrier_audit": {"type": ["object", "null"]},
+                # the cores' distance at each window edge (shared/placement.py): None where the probe could not answer
+                "round_trips_ns": {
+                    "type": ["array", "null"],
+                    "items": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                    "maxItems": 100_001,
+                },
+            },
+        },
+        "system": {
+            "type": "object",
+            "properties": {
+                "host": {"type": ["string", "null"], "pattern": SAFE_ID},
+                "cpu": _text,
+                "cpu_count": _integer,
+                "cpu_usable": _integer,
+                "cpu_physical_cores": _integer,
+                "cpu_flags": {
+                    "type": ["array", "null"],
+                    "items": {"type": "string", "maxLength": 100},
+                    "maxItems": 1000,
+                },
+                # what verify and the report's ‡ compare by: shared.sysinfo.machine_class's alphabet, params_hash's hex
+                "machine_class": {"type": ["string", "null"], "pattern": "^[a-z0-9?][a-z0-9?:._-]{0,199}\\Z"},
+                "params_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{12}\\Z"},
+                "code_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}\\Z"},
+                "gpus": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
+                "gpu_sm_counts": {"type": ["array", "null"], "items": {"type": "integer"}},
+                "gpu_facts": {"type": ["array", "null"], "items": {"type": "object"}},
+                "devices": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
+                "memory_gib": _number,
+                "cudnn": {"type": ["string", "integer", "null"], "maxLength": 200},
+                **{
+                    key: _short
+                    for key in (
+                        "framework_version",
+                        "python",
+                        "cuda",
+                        "driver",
+                        "os",
+                        "executor",
+                        "image",
+                        "gpu_ids",
+                        "backend",
+                    )
+                },
+                "switches": {"type": ["object", "null"]},
+                "build": {"type": ["object", "null"]},
+                "placement": {
+                    "type": ["object", "null"],
+                    "properties": {  # shared/placement.py
+                        "before_ns": _number,
+                        "after_ns": _number,
+                        "cpus": {"type": ["array", "null"], "items": {"type": "integer"}, "maxItems": 2},
+                    },
+                },
+                "calibration": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        **{key: _number for key in ("gemm_fp32_flops", "gemm_reduced_flops", "host_copy_bytes_per_s")},
+                        "gemm_n": _integer,
+                        "note": _text,
+                        "reduced_dtype": _short,
+                    },
+                },
+            },
+        },
         "started_at": {"type": "string", "maxLength": 40},
         "finished_at": {"type": "string", "maxLength": 40},
         "git_commit": {"type": ["string", "null"], "pattern": "^[0-9a-f]{4,40}\\Z"},
@@ -144,23 +245,29 @@ RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|
 def moment(text, where):
     """An RFC 3339 time as an aware datetime (a record's times are compared as times, never as strings)."""
     if not isinstance(text, str) or not RFC3339.fullmatch(text):
-        raise RecordError(f"{where}: {text!r} is not an ISO 8601 time of RFC 3339's form "
-                          "(YYYY-MM-DDTHH:MM:SS[.frac] and Z or ±HH:MM)")
+        raise RecordError(
+            f"{where}: {text!r} is not an ISO 8601 time of RFC 3339's form (YYYY-MM-DDTHH:MM:SS[.frac] and Z or ±HH:MM)"
+        )
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise RecordError(f"{where}: {text!r} is not an ISO 8601 time") from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-CONSISTENT = 1e-6     # relative: a published figure and the same figure recomputed from the record's samples
+CONSISTENT = 1e-6  # relative: a published figure and the same figure recomputed from the record's samples
 
 
 def non_finite(value, path=""):
     """The paths of every NaN or infinity in a JSON value, and of every integer beyond a float's range (JSON allows
     10**400; no arithmetic on it does): a record's numbers must all be numbers."""
-    if isinstance(value, float) and not math.isfinite(value) or \
-            isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
+    if (
+        isinstance(value, float)
+        and not math.isfinite(value)
+        or isinstance(value, int)
+        and not isinstance(value, bool)
+        and abs(value) > sys.float_info.max
+    ):
         return [path or "(the record)"]
     if isinstance(value, dict):
         return [p for key, v in value.items() for p in non_finite(v, f"{path}/{key}" if path else str(key))]
@@ -212,31 +319,47 @@ def contradictions(record):
     values = block.get("values") if isinstance(block.get("values"), list) else []
     values = [float(v) for v in values if number(v)]
     task = cell["task"]
-    known = (record.get("system") or {}).get("params_hash") == params.params_hash(task, cell.get("scale", "full")) \
-        if cell.get("scale") in params.SCALES else False
+    known = (
+        (record.get("system") or {}).get("params_hash") == params.params_hash(task, cell.get("scale", "full"))
+        if cell.get("scale") in params.SCALES
+        else False
+    )
     if task == "resnet50":
         published, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
         if values and number(published) and number(images) and images > 0:
             recomputed = statistics.median(values) / images * 1000
             if differs(published, recomputed):
-                found.append(f"metrics/seconds_per_1000_images {published:.6g} does not follow from the passes "
-                             f"(median {statistics.median(values):.6g} s over {images} images: {recomputed:.6g})")
+                found.append(
+                    f"metrics/seconds_per_1000_images {published:.6g} does not follow from the passes "
+                    f"(median {statistics.median(values):.6g} s over {images} images: {recomputed:.6g})"
+                )
         return found
     published, epochs = metrics.get("steady_state_seconds"), metrics.get("epoch_seconds")
-    if not (known and number(published) and isinstance(epochs, list) and epochs and all(map(number, epochs))
-            and number(metrics.get("train_samples"))):
+    if not (
+        known
+        and number(published)
+        and isinstance(epochs, list)
+        and epochs
+        and all(map(number, epochs))
+        and number(metrics.get("train_samples"))
+    ):
         return found
     batch = metrics.get("global_batch") or params.task_params(task, cell["scale"])["batch_size"] * (
-        metrics.get("devices") or 1)
+        metrics.get("devices") or 1
+    )
     steps = int(metrics["train_samples"]) // int(batch) if number(batch) and batch > 0 else None
     windows = values if block.get("unit") == "seconds per step" else None
     warmup = metrics.get("warmup_seconds") if number(metrics.get("warmup_seconds")) else None
     recomputed = timing.steady_state_seconds([float(e) for e in epochs], warmup, steps, windows)
     if recomputed is not None and differs(published, recomputed):
-        how = (f"median window {statistics.median(windows):.6g} s × {steps} steps × {len(epochs)} epochs" if windows
-               else f"the epochs' times, {steps} steps an epoch")
-        found.append(f"metrics/steady_state_seconds {published:.6g} does not follow from the samples ({how}: "
-                     f"{recomputed:.6g})")
+        how = (
+            f"median window {statistics.median(windows):.6g} s × {steps} steps × {len(epochs)} epochs"
+            if windows
+            else f"the epochs' times, {steps} steps an epoch"
+        )
+        found.append(
+            f"metrics/steady_state_seconds {published:.6g} does not follow from the samples ({how}: {recomputed:.6g})"
+        )
     return found
 
 
@@ -255,17 +378,19 @@ def figures_that_do_not_follow(record):
     values = timing.get("values") if isinstance(timing.get("values"), list) else []
     values = [v for v in values if number(v)]
     if values and any(v <= 0 for v in values):
-        return found    # check_status / the report: a non-positive sample is not a figure to recompute from
+        return found  # check_status / the report: a non-positive sample is not a figure to recompute from
     if values:
         for key, figure in (("median", statistics.median(values)), ("min", min(values)), ("max", max(values))):
             if number(timing.get(key)) and differs(timing[key], figure):
                 found.append(f"timing.{key} {timing[key]:.6g} is not the {key} of timing.values ({figure:.6g})")
     warm = timing.get("warmup_windows")
     if isinstance(warm, list) and warm and all(number(w) and w > 0 for w in warm):
-        split = warm_windows([*warm, *values])[0]      # the rule decides which windows are warm-up, not the record
+        split = warm_windows([*warm, *values])[0]  # the rule decides which windows are warm-up, not the record
         if split != len(warm):
-            found.append(f"timing.warmup_windows holds {len(warm)} windows where the warm-up rule makes {split} of "
-                         f"the {len(warm) + len(values)} windows warm-up (shared.timing.warm_windows)")
+            found.append(
+                f"timing.warmup_windows holds {len(warm)} windows where the warm-up rule makes {split} of "
+                f"the {len(warm) + len(values)} windows warm-up (shared.timing.warm_windows)"
+            )
     task = (record.get("cell") or {}).get("task")
     epochs = metrics.get("epoch_seconds")
     train = metrics.get("train_seconds")
@@ -276,49 +401,78 @@ def figures_that_do_not_follow(record):
         found.append(f"metrics.train_minutes {minutes:.6g} is not train_seconds ÷ 60 ({train / 60:.6g})")
     steady, median = metrics.get("steady_state_seconds"), statistics.median(values) if values else None
     steady_rate = metrics.get("steady_samples_per_second")
-    if (values and timing.get("unit") == "seconds per step" and number(steady) and steady > 0
-            and number(steady_rate) and task in params.TASKS):
-        steps = steady / median                      # every step of the run, at the median window's rate
+    if (
+        values
+        and timing.get("unit") == "seconds per step"
+        and number(steady)
+        and steady > 0
+        and number(steady_rate)
+        and task in params.TASKS
+    ):
+        steps = steady / median  # every step of the run, at the median window's rate
         batch = steady_rate * steady / round(steps) if round(steps) else 0
         scale = (record.get("cell") or {}).get("scale", "full")
         # the task's batch only where the record ran this checkout's task parameters (its params_hash)
-        wanted = params.task_params(task, scale).get("batch_size") if scale in params.SCALES and \
-            system.get("params_hash") == params.params_hash(task, scale) else None
+        wanted = (
+            params.task_params(task, scale).get("batch_size")
+            if scale in params.SCALES and system.get("params_hash") == params.params_hash(task, scale)
+            else None
+        )
         gpus = (record.get("cell") or {}).get("gpus") or 1
         if abs(steps - round(steps)) > 1e-6 * steps or round(steps) < 1:
-            found.append(f"metrics.steady_state_seconds {steady:.6g} is not a whole number of steps at the median "
-                         f"window's {median:.6g} s ({steps:.6g} steps)")
+            found.append(
+                f"metrics.steady_state_seconds {steady:.6g} is not a whole number of steps at the median "
+                f"window's {median:.6g} s ({steps:.6g} steps)"
+            )
         elif wanted and all(differs(batch, wanted * k) for k in {1, gpus}):
-            found.append(f"metrics.steady_state_seconds {steady:.6g} and steady_samples_per_second {steady_rate:.6g} "
-                         f"imply {batch:.6g} samples a step at the median window's {median:.6g} s; the task's batch "
-                         f"is {wanted}")
+            found.append(
+                f"metrics.steady_state_seconds {steady:.6g} and steady_samples_per_second {steady_rate:.6g} "
+                f"imply {batch:.6g} samples a step at the median window's {median:.6g} s; the task's batch "
+                f"is {wanted}"
+            )
     rate = metrics.get("samples_per_second")
-    if number(rate) and number(train) and number(steady) and number(steady_rate) \
-            and differs(rate * train, steady_rate * steady):
-        found.append(f"metrics.samples_per_second × train_seconds ({rate * train:.6g} samples) is not "
-                     f"steady_samples_per_second × steady_state_seconds ({steady_rate * steady:.6g})")
+    if (
+        number(rate)
+        and number(train)
+        and number(steady)
+        and number(steady_rate)
+        and differs(rate * train, steady_rate * steady)
+    ):
+        found.append(
+            f"metrics.samples_per_second × train_seconds ({rate * train:.6g} samples) is not "
+            f"steady_samples_per_second × steady_state_seconds ({steady_rate * steady:.6g})"
+        )
     per_1000, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
     achieved, per_sample = metrics.get("achieved_flops"), metrics.get("model_flops_per_sample")
-    used = 1000 / per_1000 if task == "resnet50" and images and number(per_1000) and per_1000 \
-        else steady_rate or rate
+    used = 1000 / per_1000 if task == "resnet50" and images and number(per_1000) and per_1000 else steady_rate or rate
     if number(achieved) and number(per_sample) and number(used) and differs(achieved, per_sample * used):
-        found.append(f"metrics.achieved_flops {achieved:.6g} is not model_flops_per_sample × the throughput "
-                     f"({per_sample * used:.6g})")
+        found.append(
+            f"metrics.achieved_flops {achieved:.6g} is not model_flops_per_sample × the throughput "
+            f"({per_sample * used:.6g})"
+        )
     gemm = calibration.get("gemm_reduced_flops") or calibration.get("gemm_fp32_flops")
     devices = metrics.get("devices", 1) if (record.get("cell") or {}).get("device") == "gpu" else 1
     # Records since the one-denominator rule (shared/peaks.py) carry peak_flops: `efficiency` is of the device's peak,
     # `efficiency_of_gemm` of the framework's own GEMM; older ones have only `efficiency`, of the GEMM. Either share is
     # published only up to 1 (shared.peaks.shares names a larger one `implausible` instead).
-    shares = [("efficiency_of_gemm", gemm * devices if number(gemm) and number(devices) else None,
-               "the calibrated GEMM")]
-    shares.append(("efficiency", metrics.get("peak_flops"), "the device's peak") if "peak_flops" in metrics
-                  else ("efficiency", shares[0][1], "the calibrated GEMM"))
+    shares = [
+        ("efficiency_of_gemm", gemm * devices if number(gemm) and number(devices) else None, "the calibrated GEMM")
+    ]
+    shares.append(
+        ("efficiency", metrics.get("peak_flops"), "the device's peak")
+        if "peak_flops" in metrics
+        else ("efficiency", shares[0][1], "the calibrated GEMM")
+    )
     for key, denominator, words in shares:
         share = metrics.get(key)
-        if number(share) and number(achieved) and number(denominator) and denominator > 0 \
-                and differs(share, achieved / denominator):
-            found.append(f"metrics.{key} {share:.6g} is not achieved_flops over {words} "
-                         f"({achieved / denominator:.6g})")
+        if (
+            number(share)
+            and number(achieved)
+            and number(denominator)
+            and denominator > 0
+            and differs(share, achieved / denominator)
+        ):
+            found.append(f"metrics.{key} {share:.6g} is not achieved_flops over {words} ({achieved / denominator:.6g})")
     return found
 
 
@@ -329,29 +483,62 @@ def inconsistencies(record):
     return contradictions(record) or figures_that_do_not_follow(record)
 
 
-def check(record, where):
-    """Raise a RecordError naming the first field of `record` that breaks the schema or the clock."""
+def schema_problem(record):
+    """What of `record` breaks the schema, as "field: message"; None where nothing does."""
+    error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(record)) if VALIDATOR else None
+    return (
+        None if error is None else f"{'/'.join(map(str, error.absolute_path)) or '(the record)'}: {error.message[:300]}"
+    )
+
+
+def consistency_problem(record):
+    """What of a schema-valid `record` does not follow from the rest of it; None where nothing."""
+    try:
+        wrong = contradictions(record)
+    except (TypeError, ValueError, AttributeError, ArithmeticError) as e:  # a fact of a type no reader expects
+        return f"malformed ({type(e).__name__}: {str(e)[:200]})"
+    return f"inconsistent: {'; '.join(wrong)[:600]}" if wrong else None
+
+
+_JUDGED = {}  # (check, a record file's bytes) -> its answer: a reference read by every verify is judged once a process
+
+
+def judged(problem, record, data):
+    """`problem(record)`, from the cache where `data` (the bytes `record` was parsed from) was judged before."""
+    if data is None:
+        return problem(record)
+    key = (problem.__name__, data)
+    if key not in _JUDGED:
+        if len(_JUDGED) >= 8192:
+            _JUDGED.clear()
+        _JUDGED[key] = problem(record)
+    return _JUDGED[key]
+
+
+def check(record, where, data=None):
+    """Raise a RecordError naming the first field of `record` that breaks the schema or the clock. `data`, the bytes
+    `record` was parsed from where it came from a file, lets the checks of its content run once per content."""
     if not isinstance(record, dict):
         raise RecordError(f"{where}: a record is a JSON object, this is a {type(record).__name__}")
     if VALIDATOR is None and not OWN_RECORDS_ONLY:
-        raise RecordError(f"{where}: jsonschema is not installed, so no record can be checked; install it "
-                          "(pip install -r scripts/requirements.txt, or make host)")
-    error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(record)) if VALIDATOR else None
-    if error is not None:
-        field = "/".join(map(str, error.absolute_path)) or "(the record)"
-        raise RecordError(f"{where}: {field}: {error.message[:300]}")
+        raise RecordError(
+            f"{where}: jsonschema is not installed, so no record can be checked; install it "
+            "(pip install -r scripts/requirements.txt, or make host)"
+        )
+    schema = judged(schema_problem, record, data)
+    if schema is not None:
+        raise RecordError(f"{where}: {schema}")
     started, finished = (moment(record[key], f"{where}: {key}") for key in ("started_at", "finished_at"))
-    if max(started, finished) > datetime.now(timezone.utc) + CLOCK_SKEW:
-        raise RecordError(f"{where}: started_at/finished_at {record['started_at']} … {record['finished_at']} lie in "
-                          "the future (a wrong clock or a forged record)")
+    if max(started, finished) > datetime.now(UTC) + CLOCK_SKEW:
+        raise RecordError(
+            f"{where}: started_at/finished_at {record['started_at']} … {record['finished_at']} lie in "
+            "the future (a wrong clock or a forged record)"
+        )
     if finished < started:
         raise RecordError(f"{where}: finished_at {record['finished_at']} is before started_at {record['started_at']}")
-    try:
-        wrong = contradictions(record)
-    except (TypeError, ValueError, AttributeError, ArithmeticError) as e:     # a fact of a type no reader expects
-        raise RecordError(f"{where}: malformed ({type(e).__name__}: {str(e)[:200]})") from None
-    if wrong:
-        raise RecordError(f"{where}: inconsistent: {'; '.join(wrong)[:600]}")
+    wrong = judged(consistency_problem, record, data)
+    if wrong is not None:
+        raise RecordError(f"{where}: {wrong}")
     return record
 
 
@@ -359,13 +546,15 @@ def parse(data, where):
     """A record from the bytes of its file (shared.record.read_record's checks, on bytes already read)."""
     try:
         record = json.loads(data.decode())
-    except (UnicodeDecodeError, ValueError) as e:     # ValueError: JSONDecodeError, and an integer of 4,300+ digits
+    except (UnicodeDecodeError, ValueError) as e:  # ValueError: JSONDecodeError, and an integer of 4,300+ digits
         raise RecordError(f"{where}: not a readable result record ({e}); delete it to re-run that cell") from e
     if not isinstance(record, dict):
         raise RecordError(f"{where}: a record is a JSON object, this is a {type(record).__name__}")
     if record.get("schema") != RECORD_SCHEMA:
-        raise RecordError(f"{where}: record schema {record.get('schema')!r}, this code reads schema {RECORD_SCHEMA}; "
-                          "merge it with the version of the project that wrote it, or re-run the cell")
+        raise RecordError(
+            f"{where}: record schema {record.get('schema')!r}, this code reads schema {RECORD_SCHEMA}; "
+            "merge it with the version of the project that wrote it, or re-run the cell"
+        )
     return record
 
 
@@ -374,7 +563,8 @@ def read(path):
     a link, FIFO, device or oversize file is refused by name, never opened (read_plain)."""
     path = Path(path)
     try:
-        return check(parse(read_plain(path), str(path)), str(path))
+        data = read_plain(path)
+        return check(parse(data, str(path)), str(path), data)
     except RecursionError:
         raise RecordError(f"{path}: nested too deeply to be a record") from None
 
@@ -416,8 +606,10 @@ def quarantine(run_dir, source, reason):
         data, why = b"", str(e)
     name = hashlib.sha256(data or f"not read: {os.fspath(source)}".encode()).hexdigest()[:16]
     write_atomic(folder / f"{name}.json.quarantined", data.decode("latin-1"), binary=data)
-    write_atomic(folder / f"{name}.reason.txt", f"source: {os.fspath(source)}\nreason: {reason}\n"
-                 + (f"not read: {why}\n" if why else ""))
+    write_atomic(
+        folder / f"{name}.reason.txt",
+        f"source: {os.fspath(source)}\nreason: {reason}\n" + (f"not read: {why}\n" if why else ""),
+    )
     return folder / f"{name}.json.quarantined"
 
 
@@ -429,7 +621,7 @@ def quarantined(run_dir):
         try:
             text = read_plain(note).decode(errors="replace")
         except RecordError:
-            continue            # not one the quarantine wrote
+            continue  # not one the quarantine wrote
         lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
         found.append((lines.get("source", "?"), lines.get("reason", "?")))
     return found

@@ -13,13 +13,14 @@ bimodal, a defect to remove at its cause, never a reason for a wider tolerance.
 A reference holds one machine class (shared.sysinfo.machine_class): the records of a run whose ok cells span several
 classes are refused, as are runs with failed cells (a reference must be a healthy install) unless --allow-failed.
 """
+
 import argparse
 import shutil
 import statistics
 import sys
 import textwrap
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tabulate import tabulate
@@ -38,33 +39,52 @@ def generation(system):
     """The CPU generation as the kernel reported it, for the README ('' for a record made before these facts)."""
     if system.get("cpu_family") is None:
         return ""
-    return (f"{system.get('cpu_vendor') or '?'} family {system['cpu_family']} model {system.get('cpu_model_number')} "
-            f"stepping {system.get('cpu_stepping')}; ")
+    return (
+        f"{system.get('cpu_vendor') or '?'} family {system['cpu_family']} model {system.get('cpu_model_number')} "
+        f"stepping {system.get('cpu_stepping')}; "
+    )
 
 
 def describe(records, run_dir, classes):
     ok = [r for r in records if r["status"] == "ok"]
     first = ok[0]["system"] if ok else {}
     statuses = Counter(r["status"] for r in records)
-    profile = (plans.planned_profile(run_dir) or PROFILE)
-    seconds = sum(r["metrics"].get("train_seconds") or 0 for r in ok) + \
-        sum(sum((r.get("timing") or {}).get("values") or []) for r in ok if r["cell"]["task"] == "resnet50")
+    profile = plans.planned_profile(run_dir) or PROFILE
+    seconds = sum(r["metrics"].get("train_seconds") or 0 for r in ok) + sum(
+        sum((r.get("timing") or {}).get("values") or []) for r in ok if r["cell"]["task"] == "resnet50"
+    )
     machine_class = next(iter(classes))
-    gpu = (f"{', '.join(first.get('gpus') or [])} (driver {first.get('driver')}) on " if machine_class.startswith("gpu:")
-           else "")
+    gpu = (
+        f"{', '.join(first.get('gpus') or [])} (driver {first.get('driver')}) on "
+        if machine_class.startswith("gpu:")
+        else ""
+    )
     how = "`make gpu-check`" if profile == "gpu-check" else "`make reference`"
-    return textwrap.fill(" ".join([
-        f"Reference records of the `{profile}` profile ({len(records)} cells: "
-        + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) + ") for the machine class",
-        f"`{machine_class}`: {gpu}{first.get('cpu')} ({generation(first)}"
-        f"{', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
-        f"{first.get('cpu_usable')} usable of {first.get('cpu_count')} logical CPUs, {first.get('memory_gib')} GiB, "
-        f"{first.get('os')}.",
-        f"Made with {how} from run {run_dir.name} on {datetime.now(timezone.utc):%Y-%m-%d} (each record "
-        f"names its commit in `git_commit`); {seconds / 60:.1f} minutes of timed work.",
-        "Every training cell holds its post-warm-up windows and every ResNet-50 cell at least five passes: "
-        "`python -m scripts.results.verify` picks this folder for runs of the same machine class and judges cells against "
-        "these samples (README: \"Verify\"). results.md is the run's merged table."]), width=118, break_on_hyphens=False) + "\n"
+    return (
+        textwrap.fill(
+            " ".join(
+                [
+                    f"Reference records of the `{profile}` profile ({len(records)} cells: "
+                    + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+                    + ") for the machine class",
+                    f"`{machine_class}`: {gpu}{first.get('cpu')} ({generation(first)}"
+                    f"{', '.join(first.get('cpu_flags') or []) or 'no AVX2'}), "
+                    f"{first.get('cpu_usable')} usable of {first.get('cpu_count')} logical CPUs, "
+                    f"{first.get('memory_gib')} GiB, "
+                    f"{first.get('os')}.",
+                    f"Made with {how} from run {run_dir.name} on {datetime.now(UTC):%Y-%m-%d} (each record "
+                    f"names its commit in `git_commit`); {seconds / 60:.1f} minutes of timed work.",
+                    "Every training cell holds its post-warm-up windows and every ResNet-50 cell at least five passes: "
+                    "`python -m scripts.results.verify` picks this folder for runs of the same machine class and "
+                    "judges cells against "
+                    'these samples (README: "Verify"). results.md is the run\'s merged table.',
+                ]
+            ),
+            width=118,
+            break_on_hyphens=False,
+        )
+        + "\n"
+    )
 
 
 def checked(run_dir, allow_failed):
@@ -78,12 +98,15 @@ def checked(run_dir, allow_failed):
         raise ValueError(f"{run_dir} holds no records")
     classes = Counter(verify.machine_class(r) for r in records if r["status"] == "ok")
     if len(classes) != 1:
-        raise ValueError(f"{run_dir}: a reference holds one machine class; its ok records span "
-                         f"{', '.join(classes) or 'none'}")
+        raise ValueError(
+            f"{run_dir}: a reference holds one machine class; its ok records span {', '.join(classes) or 'none'}"
+        )
     broken = [r["cell"] for r in records if r["status"] in ("failed", "timeout")]
     if broken and not allow_failed:
-        raise ValueError(f"{run_dir}: {len(broken)} cells failed or timed out; a reference must come from a healthy "
-                         "install (fix them, or pass --allow-failed to keep them as failed cells)")
+        raise ValueError(
+            f"{run_dir}: {len(broken)} cells failed or timed out; a reference must come from a healthy "
+            "install (fix them, or pass --allow-failed to keep them as failed cells)"
+        )
     return cells, records, classes
 
 
@@ -93,8 +116,10 @@ def target_for(klass):
     results/reference itself, which copy() would then remove whole)."""
     name = sysinfo.slug(klass)
     if not safe_id(name):
-        raise ValueError(f"machine class {klass!r} gives no usable folder name ({name!r}): its records do not say "
-                         "what machine ran them; run the reference on a machine whose CPU or GPU they can name")
+        raise ValueError(
+            f"machine class {klass!r} gives no usable folder name ({name!r}): its records do not say "
+            "what machine ran them; run the reference on a machine whose CPU or GPU they can name"
+        )
     target = verify.records.confined(verify.REFERENCES, name)
     if target.parent != verify.REFERENCES.resolve():
         raise ValueError(f"machine class {klass!r} would not name a folder of its own under {verify.REFERENCES}")
@@ -102,7 +127,7 @@ def target_for(klass):
 
 
 RUNS_MARK = "Further runs, for the noise between runs:"
-STEADY_GOAL = 1.25       # a cell's between-run factor this reference aims to stay within (docs/verify.md)
+STEADY_GOAL = 1.25  # a cell's between-run factor this reference aims to stay within (docs/verify.md)
 
 
 def between_runs_line(target):
@@ -112,13 +137,19 @@ def between_runs_line(target):
     if len(runs) < 2 or not factors:
         return ""
     widest = sorted(factors.items(), key=lambda kv: -kv[1])[:3]
-    return textwrap.fill(
-        f"{RUNS_MARK} runs/{', runs/'.join(p.name for p in sorted((target / 'runs').glob('*')))} ({len(runs)} runs "
-        f"in all). Between them a cell's steady state moved by ×{statistics.median(factors.values()):.2f} at the "
-        "median and at most by " + ", ".join(f"×{f:.2f} ({cell_id})" for cell_id, f in widest)
-        + "; verify pools their samples (a cell beyond ×1.5 between runs is bimodal: a defect, not a tolerance).",
-        width=118,
-        break_on_hyphens=False) + "\n\n" + between_runs_table(factors, runs)
+    return (
+        textwrap.fill(
+            f"{RUNS_MARK} runs/{', runs/'.join(p.name for p in sorted((target / 'runs').glob('*')))} ({len(runs)} runs "
+            f"in all). Between them a cell's steady state moved by ×{statistics.median(factors.values()):.2f} at the "
+            "median and at most by "
+            + ", ".join(f"×{f:.2f} ({cell_id})" for cell_id, f in widest)
+            + "; verify pools their samples (a cell beyond ×1.5 between runs is bimodal: a defect, not a tolerance).",
+            width=118,
+            break_on_hyphens=False,
+        )
+        + "\n\n"
+        + between_runs_table(factors, runs)
+    )
 
 
 def between_runs_table(factors, runs=None):
@@ -139,27 +170,47 @@ def between_runs_table(factors, runs=None):
             fell = [i for i, values in enumerate(samples, 1) if report.still_falling(values)]
             falling += len(fell)
             sampled += sum(len(values) >= MIN_SAMPLES for values in samples)
-            row[2:2] = [" ".join(split(r, floor) or where or ("moved" if verify.round_trips(r) else "?")
-                                 for r, (where, _) in zip(records, verify.run_distances(runs, cell_id))),
-                        f"×{same:.2f}" if same else "", ", ".join(map(str, fell))]
+            row[2:2] = [
+                " ".join(
+                    split(r, floor) or where or ("moved" if verify.round_trips(r) else "?")
+                    for r, (where, _) in zip(records, verify.run_distances(runs, cell_id), strict=False)
+                ),
+                f"×{same:.2f}" if same else "",
+                ", ".join(map(str, fell)),
+            ]
         rows.append(row)
-    headers = ["cell", "between runs"] + (["cores per run", "at one distance", "still falling in run"] if runs
-                                          else []) + [f"beyond ×{STEADY_GOAL}"]
-    legend = textwrap.fill(
-        "Cores per run: each run's samples by the cores' distance at their two edges (\"6n3a\": 6 near, 3 apart, "
-        "\"1m\": the cores moved during 1), or, for a runner that measures no window edges, the distance around the "
-        "whole cell (near, apart, moved during it). At one distance: the widest factor between runs compared near "
-        "with near and apart with apart, as verify judges a cell. Still falling in run: the runs (1 the reference's "
-        f"first) whose samples still fell while timed (a one-sided Kendall test, p < {report.FALLING_ALPHA:g}: not "
-        f"yet steady), {falling} of the {sampled} cell-runs with {MIN_SAMPLES} or more samples.", width=118,
-        break_on_hyphens=False) + "\n\n" if runs else ""
-    return (f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
-            f"×{STEADY_GOAL}):\n\n" + legend
-            + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True) + "\n")
+    headers = (
+        ["cell", "between runs"]
+        + (["cores per run", "at one distance", "still falling in run"] if runs else [])
+        + [f"beyond ×{STEADY_GOAL}"]
+    )
+    legend = (
+        textwrap.fill(
+            "Cores per run: each run's samples by the cores' distance at their two edges (\"6n3a\": 6 near, 3 apart, "
+            '"1m": the cores moved during 1), or, for a runner that measures no window edges, the distance around the '
+            "whole cell (near, apart, moved during it). At one distance: the widest factor between runs compared near "
+            "with near and apart with apart, as verify judges a cell. Still falling in run: the runs (1 the "
+            "reference's "
+            f"first) whose samples still fell while timed (a one-sided Kendall test, p < {report.FALLING_ALPHA:g}: not "
+            f"yet steady), {falling} of the {sampled} cell-runs with {MIN_SAMPLES} or more samples.",
+            width=118,
+            break_on_hyphens=False,
+        )
+        + "\n\n"
+        if runs
+        else ""
+    )
+    return (
+        f"Each cell's factor between runs ({len(factors) - len(above)} of {len(factors)} within the goal of "
+        f"×{STEADY_GOAL}):\n\n"
+        + legend
+        + tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+        + "\n"
+    )
 
 
 def split(record, floor):
-    """"6n3a1m": how many of the record's samples ran with the cores near, apart, or moving (verify.sample_distances),
+    """ "6n3a1m": how many of the record's samples ran with the cores near, apart, or moving (verify.sample_distances),
     or "" where it measured no window edges."""
     counts = Counter(where or "moved" for where in verify.sample_distances(record, floor))
     return "".join(f"{counts[w]}{w[0]}" for w in ("near", "apart", "moved") if counts[w])
@@ -195,7 +246,7 @@ def copy(run_dir, allow_failed=False):
     for path in cells:
         shutil.copyfile(path, target / "cells" / path.name)
     shutil.copyfile(run_dir / "plan.json", target / "plan.json")
-    for name in ("barriers.json", "gpu-check.json"):      # make gpu-check's barrier self-tests and summary
+    for name in ("barriers.json", "gpu-check.json"):  # make gpu-check's barrier self-tests and summary
         if (run_dir / name).is_file():
             shutil.copyfile(run_dir / name, target / name)
     write_tables(target)
@@ -215,8 +266,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.results.reference", description=__doc__.split("\n")[0])
     ap.add_argument("--from", dest="source", type=Path, help="copy this finished run instead of running the profile")
     ap.add_argument("--allow-failed", action="store_true", help="keep failed cells in the reference")
-    ap.add_argument("--add", action="store_true",
-                    help="keep the run beside the reference's first (runs/RUN_ID/): how far cells move between runs")
+    ap.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the run beside the reference's first (runs/RUN_ID/): how far cells move between runs",
+    )
     args = ap.parse_args(argv)
     if args.source is None:
         if start_run(["--profile", PROFILE]) == 2:

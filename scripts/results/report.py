@@ -14,6 +14,7 @@ not yet steady, so the steady state is overstated), * the first step (compile, t
 training time — short runs measure start-up more than training — and ‡ records of different machine classes in one
 column. Records are read, never edited; results from different machine classes are never averaged.
 """
+
 import argparse
 import json
 import math
@@ -43,33 +44,51 @@ from shared import params, peaks, sysinfo  # noqa: E402
 from shared.record import RecordError  # noqa: E402
 from shared.timing import MIN_SAMPLES  # noqa: E402
 
-TIME_METRIC = {"cnn": "train_seconds", "gru": "train_seconds", "resnet50": "seconds_per_1000_images",
-               "densenet121": "train_minutes"}
-TIME_LABEL = {"train_seconds": "training time, s", "seconds_per_1000_images": "s per 1,000 images",
-              "train_minutes": "training time, min"}
+TIME_METRIC = {
+    "cnn": "train_seconds",
+    "gru": "train_seconds",
+    "resnet50": "seconds_per_1000_images",
+    "densenet121": "train_minutes",
+}
+TIME_LABEL = {
+    "train_seconds": "training time, s",
+    "seconds_per_1000_images": "s per 1,000 images",
+    "train_minutes": "training time, min",
+}
 QUALITY_METRIC = {"cnn": "accuracy", "gru": "accuracy", "densenet121": "auc"}
 QUALITY_LABEL = {"accuracy": "test accuracy", "auc": "mean AUC over 14 classes"}
 TRAINING_TASKS = ("cnn", "gru", "densenet121")
 WEIGHT_TASKS = ("resnet50", "densenet121")
-TITLES = {"cnn": "CNN (VGG-style) on CIFAR-10", "gru": "GRU on IMDB", "resnet50": "ResNet-50 feature extraction",
-          "densenet121": "DenseNet-121 on ChestX-ray14"}
-WEIGHTS = {"imagenet": "ImageNet (torchvision's, in the canonical layout)",
-           "random": "random canonical weights (`make weights` fetches the ImageNet ones)"}
-PLACEMENT = {"host": "host memory, each batch copied to the device inside the clock",
-             "device": "the whole set on the device before the clock starts"}
+TITLES = {
+    "cnn": "CNN (VGG-style) on CIFAR-10",
+    "gru": "GRU on IMDB",
+    "resnet50": "ResNet-50 feature extraction",
+    "densenet121": "DenseNet-121 on ChestX-ray14",
+}
+WEIGHTS = {
+    "imagenet": "ImageNet (torchvision's, in the canonical layout)",
+    "random": "random canonical weights (`make weights` fetches the ImageNet ones)",
+}
+PLACEMENT = {
+    "host": "host memory, each batch copied to the device inside the clock",
+    "device": "the whole set on the device before the clock starts",
+}
 PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:orange", "amp": "tab:green", "bf16": "tab:red"}
-PLOT_CAP = 60   # rows per task panel: 10,000 cells in one canvas would pass Pillow's decompression-bomb limit
+PLOT_CAP = 60  # rows per task panel: 10,000 cells in one canvas would pass Pillow's decompression-bomb limit
 STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
-MARKS = ("±n% the steady state's spread (IQR / median of the post-warm-up samples; none below five samples) · "
-         "† that spread over 10 % (noise) · ↓ the samples still fell while timed (not yet steady: the steady state is "
-         "overstated) · * first step (compile/trace/autotune) over half the training time · "
-         "eff n% peak the steady state's model FLOP/s as a share of the device's peak for the cell's precision (one "
-         "denominator per machine: a GPU's datasheet, a CPU's cores × clock × FMA width; shared/peaks.py) · n% GEMM "
-         "the same as a share of the framework's own GEMM rate on that device (measured after the cell) · eff "
-         "implausible: above 100 % of either (not an efficiency: a clock or a peak that does not hold) · ‡ records of different machine classes in one column · [n] see the note under "
-         "the table (a formulation "
-         "difference from the canonical definition, a host sync the framework imposes on every step, or why a cell "
-         "did not run)")
+MARKS = (
+    "±n% the steady state's spread (IQR / median of the post-warm-up samples; none below five samples) · "
+    "† that spread over 10 % (noise) · ↓ the samples still fell while timed (not yet steady: the steady state is "
+    "overstated) · * first step (compile/trace/autotune) over half the training time · "
+    "eff n% peak the steady state's model FLOP/s as a share of the device's peak for the cell's precision (one "
+    "denominator per machine: a GPU's datasheet, a CPU's cores × clock × FMA width; shared/peaks.py) · n% GEMM "
+    "the same as a share of the framework's own GEMM rate on that device (measured after the cell) · eff "
+    "implausible: above 100 % of either (not an efficiency: a clock or a peak that does not hold) · ‡ records of "
+    "different machine classes in one column · [n] see the note under "
+    "the table (a formulation "
+    "difference from the canonical definition, a host sync the framework imposes on every step, or why a cell "
+    "did not run)"
+)
 
 
 class ReportError(Exception):
@@ -95,8 +114,15 @@ def load_records(run_dirs):
 def md(text):
     """Record text made inert in Markdown (tables, GitHub's job summary): one line, no table pipe, no HTML, no link."""
     text = " ".join(str(text).split())
-    for raw, safe in (("\\", "\\\\"), ("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("[", "\\["),
-                      ("]", "\\]")):
+    for raw, safe in (
+        ("\\", "\\\\"),
+        ("&", "&amp;"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("|", "\\|"),
+        ("[", "\\["),
+        ("]", "\\]"),
+    ):
         text = text.replace(raw, safe)
     # GitHub's Markdown (the job summary) links bare URLs and www. names by itself: a zero-width joiner after the
     # scheme's colon, or after "www", leaves the text as it reads and nothing to click
@@ -105,12 +131,15 @@ def md(text):
 
 def csv_safe(frame):
     """Text cells a spreadsheet would run as a formula (= + - @ and control starts) get a leading apostrophe."""
+
     def cell(value):
         return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
     return frame.apply(lambda column: column if pd.api.types.is_numeric_dtype(column) else column.map(cell))
 
 
 # ---------------------------------------------------------------- one row per record, in display units
+
 
 def known(value):
     """False for a missing field: None, NaN, or absent (a list or a string is known)."""
@@ -125,7 +154,7 @@ def number(value):
     return float(value) if math.isfinite(value) else None
 
 
-PLOTTABLE = 1e12     # a bar longer than this (in the task's unit) is not a time; its text would overflow the raster
+PLOTTABLE = 1e12  # a bar longer than this (in the task's unit) is not a time; its text would overflow the raster
 
 
 def plottable(value):
@@ -144,7 +173,7 @@ def plain(value):
 def machine_of(row):
     """The machine in words, e.g. 'AMD EPYC 9B14, 2 cores, no GPU (host vm)'; None for host-written records (crash,
     timeout), which carry no system information. GPU models, not counts: a cell sees only the GPUs it was given."""
-    if not known(row.get("system.cpu")):   # host-written records say only where they ran
+    if not known(row.get("system.cpu")):  # host-written records say only where they ran
         return None
     gpus = row.get("system.gpus") if isinstance(row.get("system.gpus"), list) else []
     text = row.get("system.cpu") or "unknown CPU"
@@ -170,7 +199,7 @@ def machine_class_of(row):
         return row["system.machine_class"]
     if not known(row.get("system.cpu")):
         return None
-    system = {key[len("system."):]: value for key, value in row.items() if key.startswith("system.") and known(value)}
+    system = {key[len("system.") :]: value for key, value in row.items() if key.startswith("system.") and known(value)}
     return sysinfo.machine_class(system, row["cell.device"], row["cell.gpus"])
 
 
@@ -202,10 +231,10 @@ def times_of(row):
     """(time as waited, steady-state time, (low, high) spread of the steady-state or extraction time or None), in
     the task's display unit: minutes for DenseNet-121, else as recorded."""
     task, get = row["cell.task"], lambda key: number(row.get(f"metrics.{key}"))
-    timing = lambda key: number(row.get(f"timing.{key}"))  # noqa: E731
+    timing = lambda key: number(row.get(f"timing.{key}"))
     unit = 60.0 if task == "densenet121" else 1.0
     samples = timing("q1") is not None and timing("spread") is not None
-    low_key, high_key = ("q1", "q3") if samples else ("min", "max")   # older records: min–max
+    low_key, high_key = ("q1", "q3") if samples else ("min", "max")  # older records: min–max
     if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' quartiles, same scale
         value, low, median, high = get("seconds_per_1000_images"), *(timing(k) for k in (low_key, "median", high_key))
         if any(v is None for v in (value, low, median, high)) or median <= 0:
@@ -225,7 +254,7 @@ def times_of(row):
     return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
 
 
-FALLING_ALPHA = 0.01    # samples that fall with time at this significance (one-sided Kendall τ) were still settling
+FALLING_ALPHA = 0.01  # samples that fall with time at this significance (one-sided Kendall τ) were still settling
 
 
 def still_falling(values):
@@ -247,12 +276,21 @@ def efficiency_of(row):
     achieved = row.get("metrics.achieved_flops")
     if row.get("status") != "ok" or not known(achieved):
         return None, None, []
-    system = {key[len("system."):]: value for key, value in row.items() if key.startswith("system.")
-              and (isinstance(value, list) or known(value))}
+    system = {
+        key[len("system.") :]: value
+        for key, value in row.items()
+        if key.startswith("system.") and (isinstance(value, list) or known(value))
+    }
     gpu = row["cell.device"] == "gpu"
     devices = row.get("metrics.devices") if gpu and known(row.get("metrics.devices")) else 1
-    gemm = next((system.get(f"calibration.{k}") for k in ("gemm_reduced_flops", "gemm_fp32_flops")
-                 if known(system.get(f"calibration.{k}"))), None)
+    gemm = next(
+        (
+            system.get(f"calibration.{k}")
+            for k in ("gemm_reduced_flops", "gemm_fp32_flops")
+            if known(system.get(f"calibration.{k}"))
+        ),
+        None,
+    )
     peak, _ = peaks.device_peak(system, row["cell.device"], row["cell.precision"], devices)
     got = peaks.shares(achieved, peak, gemm * devices if gemm else None)
     return got["efficiency"], got["efficiency_of_gemm"], got["implausible"]
@@ -265,32 +303,49 @@ def to_frame(records):
     # records written before the tuning axis are default cells; a tuned cell is its own column beside its default one
     tuning = frame["cell.tuning"] if "cell.tuning" in frame else pd.Series(params.DEFAULT_TUNING, index=frame.index)
     frame["cell.tuning"] = tuning.fillna(params.DEFAULT_TUNING)
-    frame["column"] = (frame["cell.variant"] + " · " + frame["cell.precision"] + " · "
-                       + frame["cell.gpus"].astype(str) + "×" + frame["cell.device"]
-                       + frame["cell.tuning"].map(lambda t: "" if t == params.DEFAULT_TUNING else f" · {t}"))
+    frame["column"] = (
+        frame["cell.variant"]
+        + " · "
+        + frame["cell.precision"]
+        + " · "
+        + frame["cell.gpus"].astype(str)
+        + "×"
+        + frame["cell.device"]
+        + frame["cell.tuning"].map(lambda t: "" if t == params.DEFAULT_TUNING else f" · {t}")
+    )
     rows = frame.to_dict("records")
     frame["machine"] = [machine_of(r) for r in rows]
     frame["machine_class"] = [machine_class_of(r) for r in rows]
     frame["software"] = [software_of(r) for r in rows]
-    frame[["eff_peak", "eff_gemm", "eff_implausible"]] = pd.DataFrame([efficiency_of(r) for r in rows],
-                                                                      index=frame.index, dtype=object)
-    frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index,
-                                                       dtype=object)
+    frame[["eff_peak", "eff_gemm", "eff_implausible"]] = pd.DataFrame(
+        [efficiency_of(r) for r in rows], index=frame.index, dtype=object
+    )
+    frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index, dtype=object)
     frame["quality_note"] = quality_notes(frame)
     frame["speedup"] = speedups(frame)
     return frame
 
 
-SIBLING_KEYS = ("run_id", "cell.framework", "cell.task", "cell.variant", "cell.precision", "cell.gpus", "cell.device",
-                "cell.data", "cell.scale")
+SIBLING_KEYS = (
+    "run_id",
+    "cell.framework",
+    "cell.task",
+    "cell.variant",
+    "cell.precision",
+    "cell.gpus",
+    "cell.device",
+    "cell.data",
+    "cell.scale",
+)
 
 
 def speedups(frame):
     """Per row: a tuned cell's speed-up over its default sibling of the same run (the sibling's value over its own,
     value_of: steady state or seconds per 1,000 images), None for default cells and where either has no value."""
     rows = frame.to_dict("records")
-    default = {tuple(r.get(k) for k in SIBLING_KEYS): value_of(r) for r in rows
-               if r["cell.tuning"] == params.DEFAULT_TUNING}
+    default = {
+        tuple(r.get(k) for k in SIBLING_KEYS): value_of(r) for r in rows if r["cell.tuning"] == params.DEFAULT_TUNING
+    }
     got = []
     for row in rows:
         base, value = default.get(tuple(row.get(k) for k in SIBLING_KEYS)), value_of(row)
@@ -303,7 +358,7 @@ def speedup_text(row):
     return f" · ×{row['speedup']:.2f} over default" if known(row.get("speedup")) else ""
 
 
-QUALITY_DEPARTURE = 0.05    # below its siblings' median by more than this (verify's quality margin): explained
+QUALITY_DEPARTURE = 0.05  # below its siblings' median by more than this (verify's quality margin): explained
 
 
 def quality_notes(frame):
@@ -316,28 +371,39 @@ def quality_notes(frame):
         q = number(row.get(f"metrics.{quality}")) if quality else None
         if q is None or row["status"] != "ok":
             continue
-        peers = [number(r.get(f"metrics.{quality}")) for r in rows
-                 if r["status"] == "ok" and (r["cell.task"], r["cell.data"], r["cell.scale"]) ==
-                 (row["cell.task"], row["cell.data"], row["cell.scale"])]
+        peers = [
+            number(r.get(f"metrics.{quality}"))
+            for r in rows
+            if r["status"] == "ok"
+            and (r["cell.task"], r["cell.data"], r["cell.scale"])
+            == (row["cell.task"], row["cell.data"], row["cell.scale"])
+        ]
         peers = [v for v in peers if v is not None]
         if len(peers) < 3:
             continue
         median = float(pd.Series(peers).median())
         if q >= median - QUALITY_DEPARTURE:
             continue
-        words = f"{QUALITY_LABEL[quality]} {q:.1%} is below its siblings' median {median:.1%} on the same data and scale"
+        words = (
+            f"{QUALITY_LABEL[quality]} {q:.1%} is below its siblings' median {median:.1%} on the same data and scale"
+        )
         if row["cell.task"] in ("cnn", "gru") and row.get("metrics.init") != "canonical":
-            why = ("this record predates the shared start: it trained from its framework's own random initial "
-                   "weights, and a short run depends on the sample (docs/methodology.md, the same start and the "
-                   "same step); a run of today's runners starts from the canonical weights")
+            why = (
+                "this record predates the shared start: it trained from its framework's own random initial "
+                "weights, and a short run depends on the sample (docs/methodology.md, the same start and the "
+                "same step); a run of today's runners starts from the canonical weights"
+            )
         else:
-            why = ("nothing in its record explains it: a difference in training to look into "
-                   "(tests/test_training_equivalence.py checks the step itself)")
+            why = (
+                "nothing in its record explains it: a difference in training to look into "
+                "(tests/test_training_equivalence.py checks the step itself)"
+            )
         notes[i] = f"{words}: {why}"
     return notes
 
 
 # ---------------------------------------------------------------- tables
+
 
 def cell_text(row, task, footnotes):
     """'12.3* / 10.1 (91.2%) [1]' for an ok training cell (as waited, marks, steady state, quality, differences);
@@ -364,8 +430,9 @@ def cell_text(row, task, footnotes):
     if implausible:
         text += f" eff implausible ({'; '.join(implausible)})"
     elif known(peak) or known(gemm):
-        text += " eff " + ", ".join(f"{share:.0%} {label}" for share, label in ((peak, "peak"), (gemm, "GEMM"))
-                                    if known(share))
+        text += " eff " + ", ".join(
+            f"{share:.0%} {label}" for share, label in ((peak, "peak"), (gemm, "GEMM")) if known(share)
+        )
     quality = QUALITY_METRIC.get(task)
     if quality and known(row.get(f"metrics.{quality}")):
         q = row[f"metrics.{quality}"]
@@ -376,8 +443,11 @@ def cell_text(row, task, footnotes):
 def note_marks(row, footnotes):
     """' [1,3]': the numbers of the notes a cell carries (the differences its record names, why its accuracy departs
     from its siblings'), each note numbered once in `footnotes`; '' for none."""
-    notes = [d for d in row.get("metrics.differences") if isinstance(d, str)] if isinstance(
-        row.get("metrics.differences"), list) else []
+    notes = (
+        [d for d in row.get("metrics.differences") if isinstance(d, str)]
+        if isinstance(row.get("metrics.differences"), list)
+        else []
+    )
     notes += [row["quality_note"]] if known(row.get("quality_note")) else []
     numbers = sorted({footnotes.setdefault(d, len(footnotes) + 1) for d in notes})
     return " [" + ",".join(map(str, numbers)) + "]" if numbers else ""
@@ -397,12 +467,16 @@ def compact_table(frame, task, footnotes=None):
     a cell that did not run shows its status and the note that says why."""
     footnotes = {} if footnotes is None else footnotes
     order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
-    rows = frame[frame["cell.task"] == task].assign(_p=lambda f: f["cell.precision"].map(order)).sort_values(
-        ["cell.variant", "_p", "cell.gpus", "cell.framework"])
+    rows = (
+        frame[frame["cell.task"] == task]
+        .assign(_p=lambda f: f["cell.precision"].map(order))
+        .sort_values(["cell.variant", "_p", "cell.gpus", "cell.framework"])
+    )
     columns = list(dict.fromkeys(rows["column"]))
     records = rows.to_dict("records")
-    fastest = {c: min((v for r in records if r["column"] == c for v in [value_of(r)] if v), default=None)
-               for c in columns}
+    fastest = {
+        c: min((v for r in records if r["column"] == c for v in [value_of(r)] if v), default=None) for c in columns
+    }
 
     def text(row):
         value = value_of(row)
@@ -411,11 +485,20 @@ def compact_table(frame, task, footnotes=None):
         return f"{value:.3g} (×{value / fastest[row['column']]:.2f})" + speedup_text(row) + note_marks(row, footnotes)
 
     table = rows.assign(text=[text(r) for r in records], value=[value_of(r) for r in records]).pivot_table(
-        index="cell.framework", columns="column", values="text", aggfunc="; ".join)[columns]
-    values = rows.assign(value=[value_of(r) for r in records]).pivot_table(
-        index="cell.framework", columns="column", values="value", aggfunc="min").reindex(columns=columns)
-    ranked = sorted(table.index, key=lambda fw: tuple(
-        (0, values.at[fw, c]) if fw in values.index and known(values.at[fw, c]) else (1, 0) for c in columns) + (fw,))
+        index="cell.framework", columns="column", values="text", aggfunc="; ".join
+    )[columns]
+    values = (
+        rows.assign(value=[value_of(r) for r in records])
+        .pivot_table(index="cell.framework", columns="column", values="value", aggfunc="min")
+        .reindex(columns=columns)
+    )
+    ranked = sorted(
+        table.index,
+        key=lambda fw: (
+            tuple((0, values.at[fw, c]) if fw in values.index and known(values.at[fw, c]) else (1, 0) for c in columns)
+            + (fw,)
+        ),
+    )
     mixed = rows.groupby("column")["machine_class"].nunique()
     table = table.loc[ranked]
     table.columns = [f"{c} ‡" if mixed[c] > 1 else c for c in table.columns]
@@ -427,12 +510,16 @@ def task_table(frame, task, footnotes=None):
     """The seed-shaped table of one task: framework × column, with ‡ on columns whose records span machines."""
     footnotes = {} if footnotes is None else footnotes
     order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
-    rows = frame[frame["cell.task"] == task].assign(_p=lambda f: f["cell.precision"].map(order)).sort_values(
-        ["cell.variant", "_p", "cell.gpus", "cell.framework"])  # columns fp32 → bf16, as the seed's tables read
+    rows = (
+        frame[frame["cell.task"] == task]
+        .assign(_p=lambda f: f["cell.precision"].map(order))
+        .sort_values(["cell.variant", "_p", "cell.gpus", "cell.framework"])
+    )  # columns fp32 → bf16, as the seed's tables read
     columns = list(dict.fromkeys(rows["column"]))
     rows = rows.sort_values(["cell.framework"], kind="stable")  # notes numbered in the order the table is read
     table = rows.assign(text=[cell_text(r, task, footnotes) for r in rows.to_dict("records")]).pivot_table(
-        index="cell.framework", columns="column", values="text", aggfunc="; ".join)[columns]
+        index="cell.framework", columns="column", values="text", aggfunc="; ".join
+    )[columns]
     mixed = rows.groupby("column")["machine_class"].nunique()
     table.columns = [f"{c} ‡" if mixed[c] > 1 else c for c in table.columns]
     table.index.name = "framework"
@@ -454,8 +541,10 @@ def measured(frame, task):
     """The lines above a table that say what was measured, where and with what."""
     rows = frame[frame["cell.task"] == task]
     ran = rows[rows["status"] == "ok"]
-    lines = [f"- data: {in_words(rows, 'cell.data')}, scale {in_words(rows, 'cell.scale')} · data placement: "
-             f"{in_words(ran, 'metrics.data_placement', lambda v: PLACEMENT.get(v, v))}"]
+    lines = [
+        f"- data: {in_words(rows, 'cell.data')}, scale {in_words(rows, 'cell.scale')} · data placement: "
+        f"{in_words(ran, 'metrics.data_placement', lambda v: PLACEMENT.get(v, v))}"
+    ]
     if task in WEIGHT_TASKS:
         lines.append(f"- weights: {in_words(ran, 'metrics.weights', lambda v: WEIGHTS.get(v, v))}")
     machines = sorted(rows["machine"].dropna().unique())
@@ -492,26 +581,32 @@ def markdown(frame):
     for task in TIME_METRIC:
         if (frame["cell.task"] == task).any():
             footnotes = {}
-            compact = tabulate(compact_table(frame, task, footnotes), headers="keys", tablefmt="pipe",
-                               disable_numparse=True)
-            details = tabulate(task_table(frame, task, footnotes), headers="keys", tablefmt="pipe",
-                               disable_numparse=True)
+            compact = tabulate(
+                compact_table(frame, task, footnotes), headers="keys", tablefmt="pipe", disable_numparse=True
+            )
+            details = tabulate(
+                task_table(frame, task, footnotes), headers="keys", tablefmt="pipe", disable_numparse=True
+            )
             notes = "".join(f"\n[{n}] {md(text)}" for text, n in footnotes.items())
-            parts.append(f"{heading(task)}\n\n{measured(frame, task)}\n\n{compact}\n\n(×n: n times the column's "
-                         f"fastest.)\n\n<details><summary>{details_heading(task)}</summary>\n\n{details}\n\n"
-                         f"</details>\n{notes}\n")
+            parts.append(
+                f"{heading(task)}\n\n{measured(frame, task)}\n\n{compact}\n\n(×n: n times the column's "
+                f"fastest.)\n\n<details><summary>{details_heading(task)}</summary>\n\n{details}\n\n"
+                f"</details>\n{notes}\n"
+            )
     parts.append(MARKS + "\n")
     return "\n".join(parts)
 
 
 # ---------------------------------------------------------------- plot
 
+
 def bar_rows(rows):
     """The plot's rows of one task in a stable order (framework, variant, devices, then precision from fp32 to bf16),
     labelled 'framework · precision', with variant and devices where the task has more than one of them."""
     order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
     rows = rows.assign(_p=rows["cell.precision"].map(order)).sort_values(
-        ["cell.framework", "cell.variant", "cell.gpus", "_p"])
+        ["cell.framework", "cell.variant", "cell.gpus", "_p"]
+    )
     where = rows["cell.variant"] + " · " + rows["cell.gpus"].astype(str) + "×" + rows["cell.device"]
     labels = rows["cell.framework"] + (" · " + where if where.nunique() > 1 else "") + " · " + rows["cell.precision"]
     return rows, list(labels)
@@ -519,14 +614,27 @@ def bar_rows(rows):
 
 def draw_bar(ax, y, value, spread, colour, height, hatched=False):
     """One bar with its min–max whisker (where known) and its value written past both."""
-    ax.barh(y, value, height=height, color="white" if hatched else colour, edgecolor=colour,
-            hatch="////" if hatched else None)
+    ax.barh(
+        y,
+        value,
+        height=height,
+        color="white" if hatched else colour,
+        edgecolor=colour,
+        hatch="////" if hatched else None,
+    )
     end = value
     if known(spread):
         # Clamped at 0: a single timed pass gives min = median = max, and value × min / median can miss value by
         # one rounding step, which matplotlib refuses as a negative error.
-        ax.errorbar(value, y, xerr=[[max(value - spread[0], 0.0)], [max(spread[1] - value, 0.0)]], fmt="none",
-                    ecolor="black", capsize=2, linewidth=0.8)
+        ax.errorbar(
+            value,
+            y,
+            xerr=[[max(value - spread[0], 0.0)], [max(spread[1] - value, 0.0)]],
+            fmt="none",
+            ecolor="black",
+            capsize=2,
+            linewidth=0.8,
+        )
         end = max(value, spread[1])
     ax.text(end, y, f" {value:.3g}", va="center", fontsize=7)
 
@@ -536,20 +644,21 @@ def draw_task(ax, rows, task):
     whiskers span the samples' interquartile range (min–max in records older than the samples); a cell that did not
     run keeps its slot, outlined and hatched, with its status and reason."""
     rows, labels = bar_rows(rows)
-    for column in ("time", "steady"):   # a time the plot cannot draw (negative, absurd) is drawn as no time
+    for column in ("time", "steady"):  # a time the plot cannot draw (negative, absurd) is drawn as no time
         rows[column] = [v if plottable(v) else None for v in rows[column]]
     rows["spread"] = [x if known(x) and all(map(plottable, x)) else None for x in rows["spread"]]
     values = [v for column in ("time", "steady") for v in rows[column] if known(v)]
     values += [x[1] for x in rows["spread"] if known(x)]
-    largest = max(values + [1e-9])      # every bar and whisker inside the axes: text beyond them overflows the raster
+    largest = max(values + [1e-9])  # every bar and whisker inside the axes: text beyond them overflows the raster
     for y, row in enumerate(rows.to_dict("records")):
         colour = PRECISION_COLOURS.get(row["cell.precision"], "gray")
         if row["status"] != "ok" or not known(row["time"]):
             status_colour = STATUS_COLOURS.get(row["status"], "gray")
             reason = shorten(first_line(row["reason"]), 90, placeholder=" …") if known(row.get("reason")) else ""
             ax.barh(y, largest, height=0.8, color="none", edgecolor=status_colour, hatch="//", alpha=0.35)
-            ax.text(largest * 0.01, y, f"{row['status'].upper()}  {reason}", va="center", fontsize=7,
-                    color=status_colour)
+            ax.text(
+                largest * 0.01, y, f"{row['status'].upper()}  {reason}", va="center", fontsize=7, color=status_colour
+            )
         elif task in TRAINING_TASKS and known(row["steady"]):
             draw_bar(ax, y - 0.2, row["time"], None, colour, 0.38)
             draw_bar(ax, y + 0.2, row["steady"], row["spread"], colour, 0.38, hatched=True)
@@ -565,9 +674,14 @@ def plot(frame, path):
     says what colours and hatching mean."""
     tasks = [t for t in TIME_METRIC if (frame["cell.task"] == t).any()]
     sizes = [min(max((frame["cell.task"] == t).sum(), 1), PLOT_CAP) for t in tasks] or [1]
-    fig, axes = plt.subplots(len(sizes), 1, figsize=(9, 1.4 + sum(0.9 + 0.32 * n for n in sizes)), squeeze=False,
-                             gridspec_kw={"height_ratios": [0.9 + 0.32 * n for n in sizes]})
-    for ax, task in zip(axes[:, 0], tasks):
+    fig, axes = plt.subplots(
+        len(sizes),
+        1,
+        figsize=(9, 1.4 + sum(0.9 + 0.32 * n for n in sizes)),
+        squeeze=False,
+        gridspec_kw={"height_ratios": [0.9 + 0.32 * n for n in sizes]},
+    )
+    for ax, task in zip(axes[:, 0], tasks, strict=False):
         rows = frame[frame["cell.task"] == task]
         draw_task(ax, bar_rows(rows)[0].head(PLOT_CAP), task)
         what = f"{in_words(rows, 'cell.data')} data, {in_words(rows, 'cell.scale')} scale"
@@ -583,11 +697,19 @@ def plot(frame, path):
         ax.grid(axis="x", alpha=0.3)
     precisions = [p for p in PRECISION_COLOURS if (frame["cell.precision"] == p).any()]
     handles = [Patch(color=PRECISION_COLOURS[p], label=p) for p in precisions]
-    handles += [Patch(facecolor="gray", label="as waited (compile included)"),
-                Patch(facecolor="white", edgecolor="gray", hatch="////", label="steady state (training tasks)")]
+    handles += [
+        Patch(facecolor="gray", label="as waited (compile included)"),
+        Patch(facecolor="white", edgecolor="gray", hatch="////", label="steady state (training tasks)"),
+    ]
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False)
-    fig.text(0.01, 0.003, "whiskers: interquartile range of the post-warm-up samples (steady state; ResNet-50's "
-             "passes); hatched outline: a cell that did not run, with its status", fontsize=6.5, color="dimgray")
+    fig.text(
+        0.01,
+        0.003,
+        "whiskers: interquartile range of the post-warm-up samples (steady state; ResNet-50's "
+        "passes); hatched outline: a cell that did not run, with its status",
+        fontsize=6.5,
+        color="dimgray",
+    )
     fig.tight_layout(rect=(0, 0.012, 1, 1 - 0.35 / fig.get_figheight()))
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -595,8 +717,11 @@ def plot(frame, path):
 
 def loss_rows(rows):
     """(label, per-step losses) of the ok training cells that recorded a loss curve (shared.metrics.loss_metrics)."""
-    return [(f"{r['cell.framework']} · {r['column']}", r["metrics.loss_curve"]) for r in rows
-            if r.get("status") == "ok" and isinstance(r.get("metrics.loss_curve"), list) and r["metrics.loss_curve"]]
+    return [
+        (f"{r['cell.framework']} · {r['column']}", r["metrics.loss_curve"])
+        for r in rows
+        if r.get("status") == "ok" and isinstance(r.get("metrics.loss_curve"), list) and r["metrics.loss_curve"]
+    ]
 
 
 def draw_losses(ax, curves, title):
@@ -616,15 +741,18 @@ def plot_losses(frame, path):
     """One panel per training task, data kind and scale (steps of different work never share a chart) with loss
     curves; False where no record has one (nothing written)."""
     rows = frame.to_dict("records")
-    groups = sorted({(r["cell.task"], r["cell.data"], r["cell.scale"]) for r in rows},
-                    key=lambda g: (list(TIME_METRIC).index(g[0]) if g[0] in TIME_METRIC else 99, g[1], g[2]))
-    panels = [(g, loss_rows([r for r in rows if (r["cell.task"], r["cell.data"], r["cell.scale"]) == g]))
-              for g in groups]
+    groups = sorted(
+        {(r["cell.task"], r["cell.data"], r["cell.scale"]) for r in rows},
+        key=lambda g: (list(TIME_METRIC).index(g[0]) if g[0] in TIME_METRIC else 99, g[1], g[2]),
+    )
+    panels = [
+        (g, loss_rows([r for r in rows if (r["cell.task"], r["cell.data"], r["cell.scale"]) == g])) for g in groups
+    ]
     panels = [(g, curves) for g, curves in panels if curves]
     if not panels:
         return False
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 3.2 * len(panels)), squeeze=False)
-    for ax, ((task, data, scale), curves) in zip(axes[:, 0], panels):
+    for ax, ((task, data, scale), curves) in zip(axes[:, 0], panels, strict=False):
         draw_losses(ax, curves, f"{TITLES[task]} ({data} data, {scale} scale): training loss per step")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -652,8 +780,10 @@ def attempts_and_gaps(run_dirs, found):
             lines.append(md(f"- retried {folder.name}: " + " → ".join(steps) + " (the last one is in the table)"))
         missing = [cid for cid in planned_ids(run_dir) or [] if cid not in have]
         if missing:
-            lines.append(f"- {len(missing)} cell(s) of the plan have no record (never ran, or their record was lost; "
-                         f"run them again): {md(', '.join(missing))}")
+            lines.append(
+                f"- {len(missing)} cell(s) of the plan have no record (never ran, or their record was lost; "
+                f"run them again): {md(', '.join(missing))}"
+            )
         for source, reason in records.quarantined(run_dir):
             lines.append(f"- quarantined {md(source)} (a copy is in {md(run_dir.name)}/quarantine/): {md(reason)}")
     return ("### Attempts, gaps and quarantined records\n\n" + "\n".join(lines) + "\n") if lines else ""
@@ -667,13 +797,18 @@ def write_report(*run_dirs, out=None):
         raise ReportError(f"{', '.join(map(str, run_dirs))}: no sound record to report (see quarantine/)")
     out.mkdir(parents=True, exist_ok=True)
     frame = to_frame(found)
-    paths = {"jsonl": out / "results.jsonl", "csv": out / "results.csv", "markdown": out / "results.md",
-             "plot": out / "results.png"}
+    paths = {
+        "jsonl": out / "results.jsonl",
+        "csv": out / "results.csv",
+        "markdown": out / "results.md",
+        "plot": out / "results.png",
+    }
     # Every output through a temporary file this process made and a rename: a link planted at results.md (or any of
     # them) is replaced, never written through.
     records.write_atomic(paths["jsonl"], "".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
-    records.write_atomic(paths["csv"], csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"]))
-                         .to_csv(index=False))
+    records.write_atomic(
+        paths["csv"], csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"])).to_csv(index=False)
+    )
     records.write_atomic(paths["markdown"], markdown(frame) + attempts_and_gaps(run_dirs, found))
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".results.", suffix=".png")
     os.close(fd)

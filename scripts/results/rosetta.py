@@ -13,6 +13,7 @@ of the cell, which goes on). A concept lives in the task's module or, where the 
 module's markers come first. The registry below says which concepts each task's runners must mark; tests/test_site.py
 fails when a runner lacks one or names one that does not exist.
 """
+
 import re
 import textwrap
 from collections import OrderedDict
@@ -24,19 +25,24 @@ MARKER = re.compile(r"^(\s*)#\s*rosetta:\s*(.*?)\s*$")
 END = "end"
 SOURCES = (".py", ".R", ".jl")
 
-CONCEPTS = OrderedDict([
-    ("model", "define the network"),
-    ("init", "load the canonical weights, so that every framework starts from the same numbers"),
-    ("device", "choose the device: the CPU, or which GPU (failing when a GPU asked for is missing)"),
-    ("precision", "set the arithmetic: fp32, tf32, amp (fp16 with loss scaling) or bf16"),
-    ("loss", "the loss, on logits: softmax (cnn, gru) or sigmoid (densenet121) cross-entropy"),
-    ("optimizer", "the optimizer: SGD with plain momentum (cnn) or Adam (gru, densenet121), and its settings"),
-    ("train-step", "one training step: forward, loss, gradients, update (or the call that owns the loop)"),
-    ("evaluate", "evaluation without gradients, dropout off and BatchNorm on its running statistics"),
-    ("inference", "the timed no-grad forward pass over the images, copies in and out included"),
-    ("data-parallel", "data parallelism over N devices: replicas, the split of each batch, the gradients' all-reduce"),
-    ("barrier", "the clock's barrier: wait for the device's queued work before reading the time"),
-])
+CONCEPTS = OrderedDict(
+    [
+        ("model", "define the network"),
+        ("init", "load the canonical weights, so that every framework starts from the same numbers"),
+        ("device", "choose the device: the CPU, or which GPU (failing when a GPU asked for is missing)"),
+        ("precision", "set the arithmetic: fp32, tf32, amp (fp16 with loss scaling) or bf16"),
+        ("loss", "the loss, on logits: softmax (cnn, gru) or sigmoid (densenet121) cross-entropy"),
+        ("optimizer", "the optimizer: SGD with plain momentum (cnn) or Adam (gru, densenet121), and its settings"),
+        ("train-step", "one training step: forward, loss, gradients, update (or the call that owns the loop)"),
+        ("evaluate", "evaluation without gradients, dropout off and BatchNorm on its running statistics"),
+        ("inference", "the timed no-grad forward pass over the images, copies in and out included"),
+        (
+            "data-parallel",
+            "data parallelism over N devices: replicas, the split of each batch, the gradients' all-reduce",
+        ),
+        ("barrier", "the clock's barrier: wait for the device's queued work before reading the time"),
+    ]
+)
 TRAINING = ("model", "init", "device", "precision", "loss", "optimizer", "train-step", "evaluate")
 TASK_CONCEPTS = {
     "cnn": TRAINING + ("barrier",),
@@ -63,9 +69,11 @@ def markers(path, allowed=None):
         if match:
             name = match.group(2)
             if name != END and name not in allowed:
-                raise MarkerError(f"{path}:{i + 1}: `# rosetta: {name}` names no concept of "
-                                  f"{'this task' if allowed is not CONCEPTS else 'scripts/results/rosetta.py'}; known: "
-                                  f"{', '.join(allowed)}")
+                raise MarkerError(
+                    f"{path}:{i + 1}: `# rosetta: {name}` names no concept of "
+                    f"{'this task' if allowed is not CONCEPTS else 'scripts/results/rosetta.py'}; known: "
+                    f"{', '.join(allowed)}"
+                )
             found.append((i, len(match.group(1)), name))
     return found
 
@@ -82,15 +90,16 @@ def cells(path, allowed=None):
         if name == END:
             continue
         taken = []
-        for line in lines[start + 1:]:
+        for line in lines[start + 1 :]:
             match = MARKER.match(line)
             if not line.strip() or indent(line) < depth or (match and len(match.group(1)) <= depth):
                 break
             if not match:
                 taken.append(line)
         if not "".join(taken).strip():
-            raise MarkerError(f"{path}:{start + 1}: `# rosetta: {name}` marks no lines (a blank line or marker "
-                              f"follows it)")
+            raise MarkerError(
+                f"{path}:{start + 1}: `# rosetta: {name}` marks no lines (a blank line or marker follows it)"
+            )
         found.setdefault(name, []).append((start + 2, textwrap.dedent("\n".join(taken))))
     return found
 
@@ -107,8 +116,9 @@ def concepts_of(task, path):
     shared = [(p, cells(p)) for p in shared_files(path)]
     found = OrderedDict()
     for concept in TASK_CONCEPTS[task]:
-        snippets = [(Path(path), n, text) for n, text in own.get(concept, ())] or \
-                   [(p, n, text) for p, marked in shared for n, text in marked.get(concept, ())]
+        snippets = [(Path(path), n, text) for n, text in own.get(concept, ())] or [
+            (p, n, text) for p, marked in shared for n, text in marked.get(concept, ())
+        ]
         if snippets:
             found[concept] = snippets
     return found

@@ -8,6 +8,7 @@ A new run is started as its own process for the commands of the results wing tha
 The Makefile's RUN= means this everywhere (`make report|verify|submit|site RUN=…`); with nothing to work on it says
 so in one line and exits 1.
 """
+
 import re
 import subprocess
 import sys
@@ -22,8 +23,11 @@ class NoRun(Exception):
 
 def run_folders(results=RESULTS):
     """Every run folder under `results` (a folder with a plan.json or records), newest first."""
-    found = [p for p in Path(results).glob("*-*") if p.is_dir() and not p.is_symlink()
-             and ((p / "plan.json").is_file() or any((p / "cells").glob("*.json")))]
+    found = [
+        p
+        for p in Path(results).glob("*-*")
+        if p.is_dir() and not p.is_symlink() and ((p / "plan.json").is_file() or any((p / "cells").glob("*.json")))
+    ]
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
 
 
@@ -43,8 +47,11 @@ def resolve(names, results=RESULTS):
 def runs_of(results, profile):
     """The run folders of `profile`, oldest first: PROFILE-YYYYmmdd-HHMMSS with a plan. The date must follow the
     name, so that `demo` never picks up a `demo-full` run."""
-    return sorted(p for p in Path(results).glob(f"{profile}-*")
-                  if re.fullmatch(rf"{re.escape(profile)}-\d{{8}}-\d{{6}}", p.name) and (p / "plan.json").exists())
+    return sorted(
+        p
+        for p in Path(results).glob(f"{profile}-*")
+        if re.fullmatch(rf"{re.escape(profile)}-\d{{8}}-\d{{6}}", p.name) and (p / "plan.json").exists()
+    )
 
 
 def start_run(args):

@@ -15,6 +15,7 @@ efficiency; skipped and failed cells with their reasons; each number links to it
 plain JavaScript adds filters), lessons.html, and src/ (every runner and test file whole). Nothing is fetched from
 anywhere: no CDN, no font, no script from outside; every table reads without JavaScript.
 """
+
 import argparse
 import html
 import json
@@ -28,19 +29,19 @@ from pathlib import Path
 from urllib.parse import quote
 
 import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from pygments import highlight  # noqa: E402
-from pygments.formatters import HtmlFormatter  # noqa: E402
-from pygments.lexers import JuliaLexer, MarkdownLexer, PythonLexer, SLexer  # noqa: E402
 
-from runners import FRAMEWORKS  # noqa: E402
-from scripts.paths import safe_id
-from scripts.results import records, report, rosetta  # noqa: E402
-from scripts.paths import COMMUNITY, REFERENCES, ROOT
-from scripts.plan.matrix import Cell, load  # noqa: E402
-from shared.params import TASKS  # noqa: E402
-from shared.record import git_commit  # noqa: E402
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import JuliaLexer, MarkdownLexer, PythonLexer, SLexer
+
+from runners import FRAMEWORKS
+from scripts.paths import COMMUNITY, REFERENCES, ROOT, safe_id
+from scripts.plan.matrix import Cell, load
+from scripts.results import records, report, rosetta
+from shared.params import TASKS
+from shared.record import git_commit
 
 SECTIONS = ("Config", "Data", "Model", "Train step", "Evaluate", "Main")
 MARKER = re.compile(r"^\s*#\s*====\s*(.+?)\s*====\s*$")
@@ -50,33 +51,47 @@ DEFAULT_PICKS = ("pytorch", "tensorflow")
 MAX_PICKS = 4
 
 # The seed's lessons learned (its README, in our own words): the code cites them as "lesson N" (CNN) and "lesson RNN N".
-LESSONS = OrderedDict([
-    ("cnn-1", "One API level for every framework: the same generator feeds each, rather than each framework's own "
-              "training loop, which shuffles by batch and gains little when the data sits in memory."),
-    ("cnn-2", "With cuDNN prefer NCHW to channels-last."),
-    ("cnn-3", "Let cuDNN autotune its convolution algorithm for fixed-size images (most frameworks now do)."),
-    ("cnn-4", "Dropout must know training from testing: never apply it at evaluation."),
-    ("cnn-5", "TF_ENABLE_WINOGRAD_NONFUSED no longer speeds TensorFlow's CNN up."),
-    ("cnn-6", "Softmax belongs in the loss (cross-entropy with logits): do not apply it twice."),
-    ("cnn-7", "Initialisers differ between frameworks (about ±1 % accuracy): use Glorot/Xavier uniform everywhere."),
-    ("cnn-8", "SGD momentum comes in kinds: turn off CNTK's unit_gain to match the others."),
-    ("cnn-9", "Caffe2's no_gradient_to_input on the first layer skips a gradient nobody uses."),
-    ("cnn-10", "ReLU after max-pooling, not before: the activation runs on a quarter of the elements."),
-    ("cnn-11", "Check the defaults: kernel tuples, pooling strides, padding, built-in activations, bias initialisers, "
-               "sparse labels, dtypes, and gradients computed at test time."),
-    ("cnn-12", "Installing Caffe2 was hard; pin what works."),
-    ("cnn-13", "MXNet: keep data in mx.nd arrays on the right context; NumPy in the loop copies GPU to host."),
-    ("cnn-14", "MXNet queues work asynchronously: no blocking call in the loop; nd.waitall() at the epoch's end."),
-    ("cnn-15", "Gluon: hybridize() caches the graph and speeds it up, once the network is debugged."),
-    ("rnn-1", "The fused cuDNN GRU/LSTM kernels are fastest and nearly equal across frameworks, at some cost in "
-              "flexibility (and CPU inference)."),
-    ("rnn-2", "TNC is the fastest RNN layout, but NTC keeps the code like the others' for half a second."),
-])
+LESSONS = OrderedDict(
+    [
+        (
+            "cnn-1",
+            "One API level for every framework: the same generator feeds each, rather than each framework's own "
+            "training loop, which shuffles by batch and gains little when the data sits in memory.",
+        ),
+        ("cnn-2", "With cuDNN prefer NCHW to channels-last."),
+        ("cnn-3", "Let cuDNN autotune its convolution algorithm for fixed-size images (most frameworks now do)."),
+        ("cnn-4", "Dropout must know training from testing: never apply it at evaluation."),
+        ("cnn-5", "TF_ENABLE_WINOGRAD_NONFUSED no longer speeds TensorFlow's CNN up."),
+        ("cnn-6", "Softmax belongs in the loss (cross-entropy with logits): do not apply it twice."),
+        (
+            "cnn-7",
+            "Initialisers differ between frameworks (about ±1 % accuracy): use Glorot/Xavier uniform everywhere.",
+        ),
+        ("cnn-8", "SGD momentum comes in kinds: turn off CNTK's unit_gain to match the others."),
+        ("cnn-9", "Caffe2's no_gradient_to_input on the first layer skips a gradient nobody uses."),
+        ("cnn-10", "ReLU after max-pooling, not before: the activation runs on a quarter of the elements."),
+        (
+            "cnn-11",
+            "Check the defaults: kernel tuples, pooling strides, padding, built-in activations, bias initialisers, "
+            "sparse labels, dtypes, and gradients computed at test time.",
+        ),
+        ("cnn-12", "Installing Caffe2 was hard; pin what works."),
+        ("cnn-13", "MXNet: keep data in mx.nd arrays on the right context; NumPy in the loop copies GPU to host."),
+        ("cnn-14", "MXNet queues work asynchronously: no blocking call in the loop; nd.waitall() at the epoch's end."),
+        ("cnn-15", "Gluon: hybridize() caches the graph and speeds it up, once the network is debugged."),
+        (
+            "rnn-1",
+            "The fused cuDNN GRU/LSTM kernels are fastest and nearly equal across frameworks, at some cost in "
+            "flexibility (and CPU inference).",
+        ),
+        ("rnn-2", "TNC is the fastest RNN layout, but NTC keeps the code like the others' for half a second."),
+    ]
+)
 EQUIVALENCE = "tests/test_equivalence.py"
 
 
-MARK = ".rosetta-site"      # in every folder build() writes: the only kind of folder --out may replace
-LOG_BYTES = 64 * 2**20     # a log is copied into the site only as a plain file of at most this size
+MARK = ".rosetta-site"  # in every folder build() writes: the only kind of folder --out may replace
+LOG_BYTES = 64 * 2**20  # a log is copied into the site only as a plain file of at most this size
 
 
 class SiteError(Exception):
@@ -84,6 +99,7 @@ class SiteError(Exception):
 
 
 # ---------------------------------------------------------------- the runners, by section
+
 
 def runner_files():
     """{task: OrderedDict(package: (path, [framework ids]))}: every runner source file a reader compares — the R and
@@ -93,8 +109,9 @@ def runner_files():
     for fid, (package, _) in FRAMEWORKS.items():
         for task in matrix.frameworks[fid].tasks if fid in matrix.frameworks else ():
             folder = ROOT / "runners" / package
-            path = next((folder / f"{task}{ext}" for ext in (".R", ".jl", ".py") if (folder / f"{task}{ext}").exists()),
-                        None)
+            path = next(
+                (folder / f"{task}{ext}" for ext in (".R", ".jl", ".py") if (folder / f"{task}{ext}").exists()), None
+            )
             if path is None:
                 raise SiteError(f"runners/{package}: no {task}.py, .R or .jl for {fid}, which matrix.yaml lists")
             found[task].setdefault(package, (path, []))[1].append(fid)
@@ -114,16 +131,24 @@ def sections(path):
             continue
         parts[current or "Config"].append(line)
     if tuple(names) != SECTIONS:
-        raise SiteError(f"{path}: sections {names or 'none'}; a runner has `# ==== NAME ====` "
-                        f"markers for {', '.join(SECTIONS)}, in that order (docs/style.md)")
+        raise SiteError(
+            f"{path}: sections {names or 'none'}; a runner has `# ==== NAME ====` "
+            f"markers for {', '.join(SECTIONS)}, in that order (docs/style.md)"
+        )
     parts["Config"] = parts.pop(None, []) + parts["Config"]
     return OrderedDict((name, "\n".join(parts[name]).strip("\n")) for name in SECTIONS)
 
 
 def lessons_in(text):
     """The seed lessons a piece of code cites: ['cnn-4', 'rnn-2'] (a bare number is a CNN lesson)."""
-    return sorted({f"{(kind or 'CNN ').strip().lower()}-{n}" for kind, n in LESSON.findall(text)
-                   if f"{(kind or 'CNN ').strip().lower()}-{n}" in LESSONS}, key=lambda k: (k[:3], int(k[4:])))
+    return sorted(
+        {
+            f"{(kind or 'CNN ').strip().lower()}-{n}"
+            for kind, n in LESSON.findall(text)
+            if f"{(kind or 'CNN ').strip().lower()}-{n}" in LESSONS
+        },
+        key=lambda k: (k[:3], int(k[4:])),
+    )
 
 
 def highlighted(text, path):
@@ -132,11 +157,13 @@ def highlighted(text, path):
 
 # ---------------------------------------------------------------- results: sources, columns
 
+
 def sources(runs=()):
     """[(kind, name, folder)]: the references, the accepted community submissions, the run folders given."""
     found = [("reference", p.name, p) for p in sorted(REFERENCES.glob("*")) if (p / "cells").is_dir()]
     if COMMUNITY.is_dir():
         from scripts.results import submission
+
         found += [("community", name, Path(folder)) for name, folder, _ in submission.accepted(COMMUNITY)]
     found += [("run", Path(r).name, Path(r)) for r in runs]
     return found
@@ -156,8 +183,13 @@ def read_source(folder):
 
 def column_of(row):
     machine_class = row["machine_class"] if report.known(row.get("machine_class")) else "unknown machine"
-    return (row["source"], machine_class, row["cell.variant"], row["cell.precision"],
-            f"{int(row['cell.gpus'])}×{row['cell.device']}")
+    return (
+        row["source"],
+        machine_class,
+        row["cell.variant"],
+        row["cell.precision"],
+        f"{int(row['cell.gpus'])}×{row['cell.device']}",
+    )
 
 
 def versions(rows, key, kind):
@@ -253,15 +285,19 @@ document.querySelectorAll('.filters').forEach(function (form) {
 
 def page(title, body, depth=0):
     up = "../" * depth
-    nav = " ".join([f'<a href="{up}index.html">Rosetta</a>']
-                   + [f'<a href="{up}rosetta-{t}.html">rosetta: {t}</a>' for t in TASKS]
-                   + [f'<a href="{up}code-{t}.html">code: {t}</a>' for t in TASKS]
-                   + [f'<a href="{up}results-{t}.html">results: {t}</a>' for t in TASKS]
-                   + [f'<a href="{up}lessons.html">lessons</a>'])
-    return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<link rel="stylesheet" href="{up}style.css"></head>\n<body><header>{nav}</header>\n<main>\n'
-            f'<h1>{html.escape(title)}</h1>\n{body}\n</main>\n<script src="{up}site.js"></script></body></html>\n')
+    nav = " ".join(
+        [f'<a href="{up}index.html">Rosetta</a>']
+        + [f'<a href="{up}rosetta-{t}.html">rosetta: {t}</a>' for t in TASKS]
+        + [f'<a href="{up}code-{t}.html">code: {t}</a>' for t in TASKS]
+        + [f'<a href="{up}results-{t}.html">results: {t}</a>' for t in TASKS]
+        + [f'<a href="{up}lessons.html">lessons</a>']
+    )
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<link rel="stylesheet" href="{up}style.css"></head>\n<body><header>{nav}</header>\n<main>\n'
+        f'<h1>{html.escape(title)}</h1>\n{body}\n</main>\n<script src="{up}site.js"></script></body></html>\n'
+    )
 
 
 def differences_by_framework(rows):
@@ -277,18 +313,22 @@ def pickers(runners):
     the ticked ones, without JavaScript."""
     picks = [p for p in runners if p in DEFAULT_PICKS] or list(runners)[:2]
     boxes, css = [], []
-    for package, (path, fids) in runners.items():
-        boxes.append(f'<label for="pick-{package}"><input type="checkbox" class="pick" id="pick-{package}"'
-                     f'{" checked" if package in picks else ""}> {html.escape(", ".join(fids))}</label>')
+    for package, (_path, fids) in runners.items():
+        boxes.append(
+            f'<label for="pick-{package}"><input type="checkbox" class="pick" id="pick-{package}"'
+            f"{' checked' if package in picks else ''}> {html.escape(', '.join(fids))}</label>"
+        )
         css.append(f".sbs:has(#pick-{package}:checked) .c-{package} {{ display: table-cell; }}")
     hide = '.sbs .code td[class^="c-"], .sbs .code th[class^="c-"] { display: none; }'
     return '<div class="picks">\n' + "\n".join(boxes) + "</div>\n", f"<style>{hide} {' '.join(css)}</style>\n"
 
 
 def runner_head(runners):
-    return "".join(f'<th class="c-{p}">{html.escape(", ".join(fids))}<div class="muted"><a href="src/'
-                   f'{path.relative_to(ROOT).as_posix()}.html">{path.relative_to(ROOT).as_posix()}</a></div></th>'
-                   for p, (path, fids) in runners.items())
+    return "".join(
+        f'<th class="c-{p}">{html.escape(", ".join(fids))}<div class="muted"><a href="src/'
+        f'{path.relative_to(ROOT).as_posix()}.html">{path.relative_to(ROOT).as_posix()}</a></div></th>'
+        for p, (path, fids) in runners.items()
+    )
 
 
 def code_page(task, runners, differences):
@@ -301,35 +341,58 @@ def code_page(task, runners, differences):
         for package, (path, _) in runners.items():
             text = parsed[package][name]
             cited = lessons_in(text)
-            notes = ("lessons: " + ", ".join(f'<a href="lessons.html#{k}">{k.replace("-", " ").upper()}</a>'
-                                             for k in cited)) if cited else ""
-            cells.append(f'<td class="c-{package}">{highlighted(text, path) if text else "<p class=muted>—</p>"}'
-                         f'<div class="notes">{notes}</div></td>')
-        rows.append(f'<tr id="section-{name.lower().replace(" ", "-")}"><th class="section">{name}</th>'
-                    + "".join(cells) + "</tr>")
+            notes = (
+                (
+                    "lessons: "
+                    + ", ".join(f'<a href="lessons.html#{k}">{k.replace("-", " ").upper()}</a>' for k in cited)
+                )
+                if cited
+                else ""
+            )
+            cells.append(
+                f'<td class="c-{package}">{highlighted(text, path) if text else "<p class=muted>—</p>"}'
+                f'<div class="notes">{notes}</div></td>'
+            )
+        rows.append(
+            f'<tr id="section-{name.lower().replace(" ", "-")}"><th class="section">{name}</th>'
+            + "".join(cells)
+            + "</tr>"
+        )
     cells = []
     for package, (path, fids) in runners.items():
         named = sorted(set().union(*(differences.get((fid, task), set()) for fid in fids)))
         if path.suffix == ".jl":
-            test = ('no equivalence test: Knet is not installable here; <a href="src/tests/test_julia_runner.py.html">'
-                    'tests/test_julia_runner.py</a> checks the skeleton and the skip')
+            test = (
+                'no equivalence test: Knet is not installable here; <a href="src/tests/test_julia_runner.py.html">'
+                "tests/test_julia_runner.py</a> checks the skeleton and the skip"
+            )
         else:
             ids = ", ".join(f"test_same_weights_same_logits[{fid}-{task}]" for fid in fids)
-            test = (f'same weights → same logits as the canonical reference: <a href="src/{EQUIVALENCE}.html#'
-                    f'test_same_weights_same_logits">{html.escape(ids)}</a>')
+            test = (
+                f'same weights → same logits as the canonical reference: <a href="src/{EQUIVALENCE}.html#'
+                f'test_same_weights_same_logits">{html.escape(ids)}</a>'
+            )
         listed = "".join(f"<li>{html.escape(d)}</li>" for d in named) or "<li>none recorded</li>"
-        cells.append(f'<td class="c-{package}"><div class="notes">differences the records name:<ul>{listed}</ul>'
-                     f'{test}</div></td>')
-    rows.append('<tr id="section-differences"><th class="section">Named differences, equivalence</th>'
-                + "".join(cells) + "</tr>")
-    body = (f'<p>Pick two to four systems: their runners line up section by section (the same six sections in every '
-            f'runner, <a href="src/docs/style.md.html">docs/style.md</a>). Each section lists the seed lessons it '
-            f'cites; the last row, what each runner\'s records name as differing from the canonical definition, and '
-            f'the test that checks both compute the same function. Long lines wrap. Concept by concept (the device, '
-            f'the optimizer, the barrier …): <a href="rosetta-{task}.html">the Rosetta index</a>.</p>\n'
-            f'{style}<div class="sbs">{boxes}'
-            f'<table class="code"><thead><tr><th class="section">section</th>{head}</tr></thead>\n<tbody>'
-            + "\n".join(rows) + "</tbody></table></div>")
+        cells.append(
+            f'<td class="c-{package}"><div class="notes">differences the records name:<ul>{listed}</ul>'
+            f"{test}</div></td>"
+        )
+    rows.append(
+        '<tr id="section-differences"><th class="section">Named differences, equivalence</th>'
+        + "".join(cells)
+        + "</tr>"
+    )
+    body = (
+        f"<p>Pick two to four systems: their runners line up section by section (the same six sections in every "
+        f'runner, <a href="src/docs/style.md.html">docs/style.md</a>). Each section lists the seed lessons it '
+        f"cites; the last row, what each runner's records name as differing from the canonical definition, and "
+        f"the test that checks both compute the same function. Long lines wrap. Concept by concept (the device, "
+        f'the optimizer, the barrier …): <a href="rosetta-{task}.html">the Rosetta index</a>.</p>\n'
+        f'{style}<div class="sbs">{boxes}'
+        f'<table class="code"><thead><tr><th class="section">section</th>{head}</tr></thead>\n<tbody>'
+        + "\n".join(rows)
+        + "</tbody></table></div>"
+    )
     return page(f"{report.TITLES[task]}: the runners side by side", body)
 
 
@@ -341,23 +404,32 @@ def rosetta_page(task, runners):
     rows = []
     for concept in rosetta.TASK_CONCEPTS[task]:
         cells = []
-        for package, (path, _) in runners.items():
+        for package in runners:
             snippets = found[package].get(concept)
             reason = rosetta.EXCEPTIONS.get((package, task, concept))
-            text = "".join(f'<div class="muted"><a href="src/{p.relative_to(ROOT).as_posix()}.html#L-{n}">'
-                           f'{p.relative_to(ROOT).as_posix()}:{n}</a></div>{highlighted(code, p)}'
-                           for p, n, code in snippets or ()) or f'<p class="muted">{html.escape(reason or "—")}</p>'
+            text = (
+                "".join(
+                    f'<div class="muted"><a href="src/{p.relative_to(ROOT).as_posix()}.html#L-{n}">'
+                    f"{p.relative_to(ROOT).as_posix()}:{n}</a></div>{highlighted(code, p)}"
+                    for p, n, code in snippets or ()
+                )
+                or f'<p class="muted">{html.escape(reason or "—")}</p>'
+            )
             cells.append(f'<td class="c-{package}">{text}</td>')
-        rows.append(f'<tr id="concept-{concept}"><th class="section">{concept}<div class="muted">'
-                    f'{html.escape(rosetta.CONCEPTS[concept])}</div></th>' + "".join(cells) + "</tr>")
-    body = (f'<p>One concept per row, the few lines that do it in each system\'s runner, found by the '
-            f'<code># rosetta: CONCEPT</code> comment above them (so this page follows the code; '
-            f'<a href="src/docs/style.md.html">docs/style.md</a>). Pick two to four systems; each snippet links to '
-            f'its whole file at that line. The runners in full, section by section: '
-            f'<a href="code-{task}.html">code: {task}</a>.</p>\n'
-            f'{style}<div class="sbs">{boxes}'
-            f'<table class="code rosetta"><thead><tr><th class="section">concept</th>{runner_head(runners)}</tr>'
-            f'</thead>\n<tbody>' + "\n".join(rows) + "</tbody></table></div>")
+        rows.append(
+            f'<tr id="concept-{concept}"><th class="section">{concept}<div class="muted">'
+            f"{html.escape(rosetta.CONCEPTS[concept])}</div></th>" + "".join(cells) + "</tr>"
+        )
+    body = (
+        f"<p>One concept per row, the few lines that do it in each system's runner, found by the "
+        f"<code># rosetta: CONCEPT</code> comment above them (so this page follows the code; "
+        f'<a href="src/docs/style.md.html">docs/style.md</a>). Pick two to four systems; each snippet links to '
+        f"its whole file at that line. The runners in full, section by section: "
+        f'<a href="code-{task}.html">code: {task}</a>.</p>\n'
+        f'{style}<div class="sbs">{boxes}'
+        f'<table class="code rosetta"><thead><tr><th class="section">concept</th>{runner_head(runners)}</tr>'
+        f"</thead>\n<tbody>" + "\n".join(rows) + "</tbody></table></div>"
+    )
     return page(f"{report.TITLES[task]}: the Rosetta index", body)
 
 
@@ -381,16 +453,23 @@ def results_page(task, frame, out, plots):
     for row in rows:
         groups[(row["cell.data"], row["cell.scale"])].append(row)
     quality = report.QUALITY_METRIC.get(task)
-    unit = "s per 1,000 images (median pass)" if task == "resnet50" else (
-        "minutes" if task == "densenet121" else "s") + " of training at the steady rate (compile and first step apart)"
+    unit = (
+        "s per 1,000 images (median pass)"
+        if task == "resnet50"
+        else ("minutes" if task == "densenet121" else "s")
+        + " of training at the steady rate (compile and first step apart)"
+    )
     quality_text = f"; details add the {report.QUALITY_LABEL[quality]}" if quality else ""
-    parts = [f'<p><b>{html.escape(unit)} — lower is better</b>; (×n) is n times the column\'s fastest. One column '
-             f'per source, machine class, variant and precision: records of different machines are never merged, and '
-             f'columns of different machines compare only with care. Each value links to its record (and log).</p>',
-             f'<p><label><input type="checkbox" id="details"> show details</label> <span class="muted">(time as '
-             f'waited / steady state, ±spread, eff = share of the device\'s peak for the precision (peak) and of the '
-             f'framework\'s own GEMM rate on it (GEMM); above 100 % of either is flagged implausible and not shown as an '
-             f'efficiency{html.escape(quality_text)})</span></p>', '<p class="muted">' + html.escape(report.MARKS) + "</p>"]
+    parts = [
+        f"<p><b>{html.escape(unit)} — lower is better</b>; (×n) is n times the column's fastest. One column "
+        f"per source, machine class, variant and precision: records of different machines are never merged, and "
+        f"columns of different machines compare only with care. Each value links to its record (and log).</p>",
+        f'<p><label><input type="checkbox" id="details"> show details</label> <span class="muted">(time as '
+        f"waited / steady state, ±spread, eff = share of the device's peak for the precision (peak) and of the "
+        f"framework's own GEMM rate on it (GEMM); above 100 % of either is flagged implausible and not shown as an "
+        f"efficiency{html.escape(quality_text)})</span></p>",
+        '<p class="muted">' + html.escape(report.MARKS) + "</p>",
+    ]
     filters = defaultdict(set)
     tables = []
     for (data, scale), group in sorted(groups.items()):
@@ -400,28 +479,39 @@ def results_page(task, frame, out, plots):
         keys = sorted(columns, key=lambda k: (source_key(k[0]), k[1:]))
         fastest = {k: min((v for v in map(report.value_of, columns[k]) if v), default=None) for k in keys}
         first = {r["cell.framework"]: report.value_of(r) for r in columns[keys[0]]}
-        frameworks = sorted({r["cell.framework"] for r in group},
-                            key=lambda fw: (first.get(fw) is None, first.get(fw) or 0, fw))
+        frameworks = sorted(
+            {r["cell.framework"] for r in group}, key=lambda fw: (first.get(fw) is None, first.get(fw) or 0, fw)
+        )
         footnotes, attrs, head, under = {}, {}, [], []
         for i, key in enumerate(keys):
             source, machine_class, variant, precision, gpus = key
             col = columns[key]
             on_gpu = any(r["cell.device"] == "gpu" for r in col)
-            a = {"device": device_of(col), "cuda": versions(col, "system.cuda", "cuda") if on_gpu else "—",
-                 "cudnn": versions(col, "system.cudnn", "cudnn") if on_gpu else "—", "precision": precision,
-                 "data": data, "scale": scale, "source": source}
+            a = {
+                "device": device_of(col),
+                "cuda": versions(col, "system.cuda", "cuda") if on_gpu else "—",
+                "cudnn": versions(col, "system.cudnn", "cudnn") if on_gpu else "—",
+                "precision": precision,
+                "data": data,
+                "scale": scale,
+                "source": source,
+            }
             for k, v in a.items():
                 filters[k].add(v)
             attrs[key] = " ".join(f'data-{k}="{html.escape(v)}"' for k, v in a.items()) + f' data-col="{i}"'
-            cuda = f' · CUDA {html.escape(a["cuda"])} · cuDNN {html.escape(a["cudnn"])}' if on_gpu else ""
-            head.append(f'<th {attrs[key]} class="num">{html.escape(a["device"])}<br>{html.escape(variant)}{cuda} · '
-                        f'{precision} · {gpus}<div class="muted">{html.escape(machine_class)} · '
-                        f'{html.escape(source)}</div></th>')
+            cuda = f" · CUDA {html.escape(a['cuda'])} · cuDNN {html.escape(a['cudnn'])}" if on_gpu else ""
+            head.append(
+                f'<th {attrs[key]} class="num">{html.escape(a["device"])}<br>{html.escape(variant)}{cuda} · '
+                f'{precision} · {gpus}<div class="muted">{html.escape(machine_class)} · '
+                f"{html.escape(source)}</div></th>"
+            )
             software = sorted({t for t in map(report.software_of, col) if t})
             dates = sorted(str(r["started_at"])[:10] for r in col if report.known(r.get("started_at")))
             when = f"run {dates[0]}" + (f" to {dates[-1]}" if dates and dates[-1] != dates[0] else "") if dates else ""
-            under.append(f"<li {attrs[key]}>{html.escape(source)} · {html.escape(variant)} · {precision}: "
-                         f"{html.escape('; '.join(software) or 'versions not recorded')}; {when}</li>")
+            under.append(
+                f"<li {attrs[key]}>{html.escape(source)} · {html.escape(variant)} · {precision}: "
+                f"{html.escape('; '.join(software) or 'versions not recorded')}; {when}</li>"
+            )
         body = []
         for fw in frameworks:
             cells = []
@@ -432,27 +522,41 @@ def results_page(task, frame, out, plots):
                     continue
                 detail = html.escape(report.cell_text(row, task, footnotes))
                 value = report.value_of(row)
-                shown = (f"{value:.3g} <span class=\"muted\">(×{value / fastest[key]:.2f}"
-                         f"{html.escape(report.speedup_text(row))})</span>"
-                         f"{html.escape(report.note_marks(row, footnotes))}" if value else detail)
+                shown = (
+                    f'{value:.3g} <span class="muted">(×{value / fastest[key]:.2f}'
+                    f"{html.escape(report.speedup_text(row))})</span>"
+                    f"{html.escape(report.note_marks(row, footnotes))}"
+                    if value
+                    else detail
+                )
                 record, log = row["links"]
-                link = f'<a href="{href(record)}">{shown}</a>' + (f' <a class="muted" href="{href(log)}">log</a>'
-                                                                   if log else "")
+                link = f'<a href="{href(record)}">{shown}</a>' + (
+                    f' <a class="muted" href="{href(log)}">log</a>' if log else ""
+                )
                 extra = f'<span class="detail">{detail}</span>' if value else ""
                 cells.append(f'<td {attrs[key]} class="num status-{row["status"]}">{link}{extra}</td>')
             body.append(f"<tr><th>{html.escape(fw)}</th>{''.join(cells)}</tr>")
-        notes = "".join(f"<li>[{n}] {html.escape(str(text))}</li>" for text, n in sorted(footnotes.items(),
-                                                                                        key=lambda kv: kv[1]))
-        figures = "".join(plot(task, data, scale, [r for r in group if r["source"] == source], out, plots)
-                          for source in sorted({r["source"] for r in group}, key=source_key))
+        notes = "".join(
+            f"<li>[{n}] {html.escape(str(text))}</li>" for text, n in sorted(footnotes.items(), key=lambda kv: kv[1])
+        )
+        figures = "".join(
+            plot(task, data, scale, [r for r in group if r["source"] == source], out, plots)
+            for source in sorted({r["source"] for r in group}, key=source_key)
+        )
         figures += loss_plot(task, data, scale, group, out, plots)
-        tables.append(f'<section class="group" data-data="{html.escape(data)}" data-scale="{html.escape(scale)}">'
-                      f'<h2>{html.escape(data)} data · {html.escape(scale)} scale</h2><table class="results"><thead><tr><th>framework</th>{"".join(head)}</tr></thead>'
-                      f'<tbody>{"".join(body)}</tbody></table><ul class="muted">{"".join(under)}</ul>'
-                      f'<ol class="muted footnotes">{notes}</ol>{figures}</section>')
-    selects = "".join(f'<label>{k} <select name="{k}"><option value="">all</option>'
-                      + "".join(f'<option>{html.escape(v)}</option>' for v in sorted(vs)) + "</select></label>"
-                      for k, vs in filters.items())
+        tables.append(
+            f'<section class="group" data-data="{html.escape(data)}" data-scale="{html.escape(scale)}">'
+            f'<h2>{html.escape(data)} data · {html.escape(scale)} scale</h2><table class="results"><thead><tr>'
+            f"<th>framework</th>{''.join(head)}</tr></thead>"
+            f'<tbody>{"".join(body)}</tbody></table><ul class="muted">{"".join(under)}</ul>'
+            f'<ol class="muted footnotes">{notes}</ol>{figures}</section>'
+        )
+    selects = "".join(
+        f'<label>{k} <select name="{k}"><option value="">all</option>'
+        + "".join(f"<option>{html.escape(v)}</option>" for v in sorted(vs))
+        + "</select></label>"
+        for k, vs in filters.items()
+    )
     form = f'<form class="filters" hidden onsubmit="return false">{selects}</form>'
     return page(f"{report.TITLES[task]}: results", "\n".join(parts) + form + "\n".join(tables))
 
@@ -466,8 +570,11 @@ def href(path):
 def plot(task, data, scale, rows, out, plots):
     """An SVG of one source's ok cells in a group: one bar per framework and column, fastest on top, each with its
     value; the unit and "lower is better" on the axis."""
-    bars = sorted(((report.value_of(r), f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
-                   for r in rows if report.value_of(r) and report.plottable(report.value_of(r))))[:report.PLOT_CAP]
+    bars = sorted(
+        (report.value_of(r), f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
+        for r in rows
+        if report.value_of(r) and report.plottable(report.value_of(r))
+    )[: report.PLOT_CAP]
     if not bars:
         return ""
     source = rows[0]["source"]
@@ -486,8 +593,10 @@ def plot(task, data, scale, rows, out, plots):
     fig.savefig(out / name, format="svg", metadata={"Date": None})
     plt.close(fig)
     plots.append(name)
-    return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}, {html.escape(source)}: bar chart ' \
-           f'of the table above"></figure>'
+    return (
+        f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}, {html.escape(source)}: bar chart '
+        f'of the table above"></figure>'
+    )
 
 
 def loss_plot(task, data, scale, rows, out, plots):
@@ -502,24 +611,41 @@ def loss_plot(task, data, scale, rows, out, plots):
     fig.savefig(out / name, format="svg", metadata={"Date": None})
     plt.close(fig)
     plots.append(name)
-    return f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}: training loss per step of every ' \
-           f'framework"></figure>'
+    return (
+        f'<figure><img src="{name}" alt="{html.escape(report.TITLES[task])}: training loss per step of every '
+        f'framework"></figure>'
+    )
 
 
 GLOSSARY = (
-    ("steady state", "a training cell's time at its settled rate: the median window of five steps × every step, "
-                     "compile and first step reported apart (as warm-up); ResNet-50's is the median timed pass"),
+    (
+        "steady state",
+        "a training cell's time at its settled rate: the median window of five steps × every step, "
+        "compile and first step reported apart (as warm-up); ResNet-50's is the median timed pass",
+    ),
     ("spread", "IQR / median of a cell's post-warm-up samples; none below five samples"),
-    ("machine class", "the key results are compared by, derived from a record's own facts (CPU model and ISA, "
-                      "cores; GPU model, memory and count): cells of different classes are never merged"),
+    (
+        "machine class",
+        "the key results are compared by, derived from a record's own facts (CPU model and ISA, "
+        "cores; GPU model, memory and count): cells of different classes are never merged",
+    ),
     ("reference", "committed records of one machine class (results/reference/), made by `make reference`"),
-    ("verify", "`make verify` runs the demo and compares each cell with the reference of this machine's class, "
-               "with its samples, in both directions (too fast is a broken clock)"),
-    ("synthetic data", "seeded, learnable twins of CIFAR-10, IMDB and ChestX-ray14 in the real formats: accuracy "
-                       "on them shows that a system learns, not how well"),
+    (
+        "verify",
+        "`make verify` runs the demo and compares each cell with the reference of this machine's class, "
+        "with its samples, in both directions (too fast is a broken clock)",
+    ),
+    (
+        "synthetic data",
+        "seeded, learnable twins of CIFAR-10, IMDB and ChestX-ray14 in the real formats: accuracy "
+        "on them shows that a system learns, not how well",
+    ),
     ("demo scale", "a few hundred images per cell, so that every system runs on two CPU cores in minutes"),
-    ("efficiency (eff)", "the cell's model FLOP/s over the device's peak for its precision (peak) and over the "
-                         "framework's own GEMM on it (GEMM); above 100 % of either is flagged implausible"),
+    (
+        "efficiency (eff)",
+        "the cell's model FLOP/s over the device's peak for its precision (peak) and over the "
+        "framework's own GEMM on it (GEMM); above 100 % of either is flagged implausible",
+    ),
 )
 REPOSITORY = "https://github.com/{}"
 ORIGINAL = "https://github.com/ilkarman/DeepLearningFrameworks"
@@ -536,53 +662,73 @@ def headline(frame):
             cells = [r for r in rows if r["source"] == source and r["cell.task"] == task]
             if len(cells) < 2:
                 continue
-            precision = max(sorted({r["cell.precision"] for r in cells}),
-                            key=lambda p: sum(r["cell.precision"] == p for r in cells))
-            ranked = sorted((report.value_of(r), r["cell.framework"])
-                            for r in cells if r["cell.precision"] == precision)
+            precision = max(
+                sorted({r["cell.precision"] for r in cells}), key=lambda p: sum(r["cell.precision"] == p for r in cells)
+            )
+            ranked = sorted(
+                (report.value_of(r), r["cell.framework"]) for r in cells if r["cell.precision"] == precision
+            )
             (low, fast), (high, slow) = ranked[0], ranked[-1]
             unit = "s / 1,000 images" if task == "resnet50" else ("min" if task == "densenet121" else "s")
-            lines.append(f'<li><a href="results-{task}.html">{html.escape(report.TITLES[task])}</a>, '
-                         f'{html.escape(source.split("/", 1)[1])}, {precision}: fastest <b>{html.escape(fast)}</b> '
-                         f'({low:.3g} {unit}), slowest <b>{html.escape(slow)}</b> ({high:.3g} {unit}): '
-                         f'×{high / low:.1f} between them, {len(ranked)} systems</li>')
+            lines.append(
+                f'<li><a href="results-{task}.html">{html.escape(report.TITLES[task])}</a>, '
+                f"{html.escape(source.split('/', 1)[1])}, {precision}: fastest <b>{html.escape(fast)}</b> "
+                f"({low:.3g} {unit}), slowest <b>{html.escape(slow)}</b> ({high:.3g} {unit}): "
+                f"×{high / low:.1f} between them, {len(ranked)} systems</li>"
+            )
     return lines
 
 
 def index_page(found, counts, frame=None, built_from=None):
-    rows = "".join(f"<tr><td>{kind}</td><td>{html.escape(name)}</td><td>{html.escape(', '.join(classes))}</td>"
-                   f"<td>{n}</td></tr>" for (kind, name, _), (classes, n) in zip(found, counts))
-    tasks = "".join(f'<li>{report.TITLES[t]}: <a href="rosetta-{t}.html">the Rosetta index</a> (concept by concept) · '
-                    f'<a href="code-{t}.html">the runners side by side</a> · '
-                    f'<a href="results-{t}.html">results</a></li>' for t in TASKS)
+    rows = "".join(
+        f"<tr><td>{kind}</td><td>{html.escape(name)}</td><td>{html.escape(', '.join(classes))}</td><td>{n}</td></tr>"
+        for (kind, name, _), (classes, n) in zip(found, counts, strict=False)
+    )
+    tasks = "".join(
+        f'<li>{report.TITLES[t]}: <a href="rosetta-{t}.html">the Rosetta index</a> (concept by concept) · '
+        f'<a href="code-{t}.html">the runners side by side</a> · '
+        f'<a href="results-{t}.html">results</a></li>'
+        for t in TASKS
+    )
     systems = "".join(f"<li><code>{html.escape(fid)}</code></li>" for fid in FRAMEWORKS)
     glossary = "".join(f"<dt>{html.escape(term)}</dt><dd>{html.escape(text)}</dd>" for term, text in GLOSSARY)
     built = built_from or {}
-    repository = (f'<a href="{html.escape(REPOSITORY.format(built["repository"]), quote=True)}">the repository</a>'
-                  if built.get("repository") else "a local checkout")
+    repository = (
+        f'<a href="{html.escape(REPOSITORY.format(built["repository"]), quote=True)}">the repository</a>'
+        if built.get("repository")
+        else "a local checkout"
+    )
     top = "".join(headline(frame)) or "<li>No reference records yet.</li>"
-    body = (f"<p>The same four deep-learning workloads written idiomatically in every major framework: read two "
-            f"runners side by side to carry what you know of one framework to another, and compare what they cost "
-            f"on every machine that ran them. It continues <a href=\"{ORIGINAL}\">ilkarman/DeepLearningFrameworks"
-            f"</a>; built {html.escape(built.get('date', ''))} from {repository} at commit "
-            f"<code>{html.escape(built.get('commit') or 'unknown')}</code>.</p>"
-            f"<h2>At a glance (lower is better)</h2><ul>{top}</ul>"
-            f"<h2>The four workloads</h2><ul>{tasks}</ul>"
-            f"<h2>Systems</h2><ul class=\"columns\">{systems}</ul>"
-            f"<h2>Where the results come from</h2><table><thead><tr><th>kind</th><th>name</th>"
-            f"<th>machine classes</th><th>records</th></tr></thead><tbody>{rows}</tbody></table>"
-            f"<p class=muted>reference: the committed references verify compares with (results/reference); "
-            f"community: accepted submissions (results/community; <code>make submit</code>, checked by "
-            f"<code>python -m scripts.results.submission check</code>); run: run folders given to <code>make site</code>.</p>"
-            f"<h2>Words used here</h2><dl class=\"glossary\">{glossary}</dl>")
+    body = (
+        f"<p>The same four deep-learning workloads written idiomatically in every major framework: read two "
+        f"runners side by side to carry what you know of one framework to another, and compare what they cost "
+        f'on every machine that ran them. It continues <a href="{ORIGINAL}">ilkarman/DeepLearningFrameworks'
+        f"</a>; built {html.escape(built.get('date', ''))} from {repository} at commit "
+        f"<code>{html.escape(built.get('commit') or 'unknown')}</code>.</p>"
+        f"<h2>At a glance (lower is better)</h2><ul>{top}</ul>"
+        f"<h2>The four workloads</h2><ul>{tasks}</ul>"
+        f'<h2>Systems</h2><ul class="columns">{systems}</ul>'
+        f"<h2>Where the results come from</h2><table><thead><tr><th>kind</th><th>name</th>"
+        f"<th>machine classes</th><th>records</th></tr></thead><tbody>{rows}</tbody></table>"
+        f"<p class=muted>reference: the committed references verify compares with (results/reference); "
+        f"community: accepted submissions (results/community; <code>make submit</code>, checked by "
+        f"<code>python -m scripts.results.submission check</code>); run: run folders given to "
+        f"<code>make site</code>.</p>"
+        f'<h2>Words used here</h2><dl class="glossary">{glossary}</dl>'
+    )
     return page("The Rosetta Stone of deep-learning frameworks", body)
 
 
 def lessons_page():
-    items = "".join(f'<li id="{key}"><b>{key.replace("-", " ").upper()}</b>: {html.escape(text)}</li>'
-                    for key, text in LESSONS.items())
-    return page("The seed's lessons learned", f"<p>What the original project learnt matching accuracy across "
-                                              f"frameworks; the runners cite them where they apply.</p><ul>{items}</ul>")
+    items = "".join(
+        f'<li id="{key}"><b>{key.replace("-", " ").upper()}</b>: {html.escape(text)}</li>'
+        for key, text in LESSONS.items()
+    )
+    return page(
+        "The seed's lessons learned",
+        f"<p>What the original project learnt matching accuracy across "
+        f"frameworks; the runners cite them where they apply.</p><ul>{items}</ul>",
+    )
 
 
 def source_page(path, depth):
@@ -595,6 +741,7 @@ def source_page(path, depth):
 
 # ---------------------------------------------------------------- build
 
+
 def build(out, runs=()):
     """Write the site into `out` (replaced); returns {"pages": n, "bytes": size, "seconds": build time}."""
     started = time.time()
@@ -602,12 +749,16 @@ def build(out, runs=()):
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise SiteError(f"{out} is a link or a file: pass a folder for the site (new, or one this command made)")
     if out.exists() and any(out.iterdir()) and not (out / MARK).is_file():
-        raise SiteError(f"{out} holds files this command did not write (no {MARK} in it): it replaces only a folder "
-                        "it made; pass a new or empty folder with --out")
+        raise SiteError(
+            f"{out} holds files this command did not write (no {MARK} in it): it replaces only a folder "
+            "it made; pass a new or empty folder with --out"
+        )
     if out.exists():
         shutil.rmtree(out)
     (out / "plots").mkdir(parents=True)
-    (out / MARK).write_text("written by python -m scripts.results.site; it replaces this folder whole on the next build\n")
+    (out / MARK).write_text(
+        "written by python -m scripts.results.site; it replaces this folder whole on the next build\n"
+    )
     files = runner_files()
     found = sources(runs)
     all_records, counts = [], []
@@ -628,7 +779,7 @@ def build(out, runs=()):
                     log_path.write_bytes(records.read_plain(log, LOG_BYTES))
                     log_link = log_path.relative_to(out).as_posix()
                 except records.RecordError:
-                    pass        # a log swapped for a link or a FIFO: the record is shown without it
+                    pass  # a log swapped for a link or a FIFO: the record is shown without it
             record["_source"], record["_links"] = label, (record_path.relative_to(out).as_posix(), log_link)
         all_records += got
         counts.append((sorted({r["system"].get("machine_class") or "?" for r in got if r.get("system")}), len(got)))
@@ -639,14 +790,20 @@ def build(out, runs=()):
         frame["links"] = frame["_links"]
     differences = differences_by_framework(frame.to_dict("records")) if frame is not None else {}
     plots = []
-    built_from = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": git_commit(ROOT),
-                  "repository": os.environ.get("GITHUB_REPOSITORY")}      # set where GitHub Actions builds it
+    built_from = {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "commit": git_commit(ROOT),
+        "repository": os.environ.get("GITHUB_REPOSITORY"),
+    }  # set where GitHub Actions builds it
     pages = {"index.html": index_page(found, counts, frame, built_from), "lessons.html": lessons_page()}
     for task in TASKS:
         pages[f"rosetta-{task}.html"] = rosetta_page(task, files[task])
         pages[f"code-{task}.html"] = code_page(task, files[task], differences)
-        pages[f"results-{task}.html"] = (results_page(task, frame, out, plots) if frame is not None else
-                                         page(f"{report.TITLES[task]}: results", "<p>No records yet.</p>"))
+        pages[f"results-{task}.html"] = (
+            results_page(task, frame, out, plots)
+            if frame is not None
+            else page(f"{report.TITLES[task]}: results", "<p>No records yet.</p>")
+        )
     for name, text in pages.items():
         (out / name).write_text(text)
     shown = {path for runners in files.values() for path, _ in runners.values()}
@@ -658,10 +815,15 @@ def build(out, runs=()):
         target.write_text(source_page(path, len(target.relative_to(out).parts) - 1))
     (out / "style.css").write_text(STYLE + HtmlFormatter(cssclass="hl").get_style_defs(".hl"))
     (out / "site.js").write_text(SCRIPT.replace("MAX", str(MAX_PICKS)))
-    (out / ".nojekyll").write_text("")           # GitHub Pages: serve the files as they are
+    (out / ".nojekyll").write_text("")  # GitHub Pages: serve the files as they are
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return {"pages": len(pages) + len(shown), "plots": len(plots), "records": len(all_records), "bytes": size,
-            "seconds": time.time() - started}
+    return {
+        "pages": len(pages) + len(shown),
+        "plots": len(plots),
+        "records": len(all_records),
+        "bytes": size,
+        "seconds": time.time() - started,
+    }
 
 
 def sanitized(record):
@@ -686,8 +848,10 @@ def main(argv=None):
     except (SiteError, rosetta.MarkerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"site written to {args.out}: {built['pages']} pages, {built['plots']} plots, {built['records']} records, "
-          f"{built['bytes'] / 2**20:.1f} MiB in {built['seconds']:.1f} s; open {args.out / 'index.html'}")
+    print(
+        f"site written to {args.out}: {built['pages']} pages, {built['plots']} plots, {built['records']} records, "
+        f"{built['bytes'] / 2**20:.1f} MiB in {built['seconds']:.1f} s; open {args.out / 'index.html'}"
+    )
     return 0
 
 

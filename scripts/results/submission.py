@@ -1,6 +1,7 @@
 """Community results: a run folder packaged as a submission, and the checker that accepts or rejects one.
 
-    python -m scripts.results.submission submit results/demo-20261204-101500 [--name NAME] [--no-hosts]   # make submit RUN=…
+    python -m scripts.results.submission submit results/demo-20261204-101500 [--name NAME] [--no-hosts]
+                                                                          # make submit RUN=…
     python -m scripts.results.submission check results/community/NAME [DIR …]    # no DIR: every submission there
 
 A submission is a folder results/community/NAME/:
@@ -13,8 +14,8 @@ A submission is a folder results/community/NAME/:
 The checker follows MLPerf's submission checker: one line per finding, naming the file and why, then one summary line
 per submission and a total; exit 0 only when every submission is accepted. A submission is accepted when
 - nothing was edited after submit: every file is in digests.sha256 with its digest, none is missing, none was added;
-- every record validates (scripts/results/records.py), is named by its cell id, belongs to the plan's run, and every cell of
-  the plan has its record (a cell never silently goes missing);
+- every record validates (scripts/results/records.py), is named by its cell id, belongs to the plan's run, and every
+  cell of the plan has its record (a cell never silently goes missing);
 - the runner code is a commit of this repository: the commit exists here (with --ancestor-of, on that branch), and
   the code hash is the hash of runners/ + shared/ at that commit, recomputed from git; every record ran at it;
 - the machine description is complete (CPU, cores, machine class; GPUs and driver for GPU cells; each framework
@@ -26,6 +27,7 @@ per submission and a total; exit 0 only when every submission is accepted. A sub
 
 `accepted(root)` and `findings(folder)` are the API the static site reads submissions through.
 """
+
 import argparse
 import hashlib
 import json
@@ -38,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
@@ -48,21 +50,21 @@ from scripts.plan.matrix import Cell
 from scripts.results import records
 from scripts.results.report import TIME_METRIC, TRAINING_TASKS
 from scripts.results.verify import samples
-from shared.record import STATUSES, RecordError, now, write_atomic, write_record
 from shared import flops, params
 from shared.calibration import cpu_ceiling
+from shared.record import STATUSES, RecordError, now, write_atomic, write_record
 from shared.sysinfo import safe_name
 
 # The repository whose history and whose allowed_signers the checker trusts: this checkout (in CI, the base branch's;
 # the tests point it at a repository of their own, committed from the working tree).
 REPO = ROOT
-ALLOWED_SIGNERS = Path("results") / "community" / "allowed_signers"    # relative to REPO
-SIGNATURE = "digests.sha256.sig"           # ssh-keygen -Y sign of digests.sha256 (optional)
-NAMESPACE = "rosetta-submission"           # the signature's namespace: a key's signature for another purpose fails
+ALLOWED_SIGNERS = Path("results") / "community" / "allowed_signers"  # relative to REPO
+SIGNATURE = "digests.sha256.sig"  # ssh-keygen -Y sign of digests.sha256 (optional)
+NAMESPACE = "rosetta-submission"  # the signature's namespace: a key's signature for another purpose fails
 MANIFEST, DIGESTS, PLAN = "submission.json", "digests.sha256", "plan.json"
 SCHEMA = 1
-CODE_DIRS = ("runners", "shared")          # the runner code a submission's hash covers
-HOST_PLACEHOLDER = "host-removed"          # what --no-hosts writes for a host name (in the records' safe alphabet)
+CODE_DIRS = ("runners", "shared")  # the runner code a submission's hash covers
+HOST_PLACEHOLDER = "host-removed"  # what --no-hosts writes for a host name (in the records' safe alphabet)
 # The machine, from the records' system blocks: facts of the host, the same in every record that has them (a CPU cell
 # in a container without GPUs sees no GPU and no driver, so empty values do not count) …
 HOST_KEYS = ("cpu", "cpu_flags", "cpu_count", "gpus", "driver")
@@ -75,8 +77,18 @@ MANIFEST_SCHEMA = {
     "title": "rosetta community submission",
     "type": "object",
     "additionalProperties": False,
-    "required": ["schema", "name", "created_at", "run_id", "profile", "git_commit", "code_hash", "hosts_removed",
-                 "machine", "cells"],
+    "required": [
+        "schema",
+        "name",
+        "created_at",
+        "run_id",
+        "profile",
+        "git_commit",
+        "code_hash",
+        "hosts_removed",
+        "machine",
+        "cells",
+    ],
     "properties": {
         "schema": {"const": SCHEMA},
         "name": {"type": "string", "pattern": SAFE_ID},
@@ -87,8 +99,11 @@ MANIFEST_SCHEMA = {
         "code_hash": {**_hex, "minLength": 16, "maxLength": 16},
         "hosts_removed": {"type": "boolean"},
         "machine": {"type": "object"},
-        "cells": {"type": "object", "additionalProperties": False,
-                  "properties": {status: {"type": "integer", "minimum": 0} for status in STATUSES}},
+        "cells": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {status: {"type": "integer", "minimum": 0} for status in STATUSES},
+        },
     },
 }
 
@@ -98,6 +113,7 @@ class SubmissionError(Exception):
 
 
 # ---------------------------------------------------------------- the runner-code hash, from git or the checkout
+
 
 def git(args, repo=None, stdin=None):
     """`git ARGS` in `repo` (default REPO): (exit code, stdout bytes)."""
@@ -145,10 +161,10 @@ def _committed_code_hash(commit, repo):
     if code != 0:
         raise SubmissionError(f"git cannot read the files of {commit}: {out.decode(errors='replace')[:200]}")
     files, at = [], 0
-    for path, _ in blobs:    # each answer: "SHA blob SIZE\n" + SIZE bytes + "\n"
+    for path, _ in blobs:  # each answer: "SHA blob SIZE\n" + SIZE bytes + "\n"
         header_end = out.index(b"\n", at)
         size = int(out[at:header_end].split()[2])
-        files.append((path, out[header_end + 1:header_end + 1 + size]))
+        files.append((path, out[header_end + 1 : header_end + 1 + size]))
         at = header_end + 1 + size + 1
     return code_hash(files)
 
@@ -158,16 +174,18 @@ def checkout_code_hash(repo=None):
     repo = repo or REPO
     code, out = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *CODE_DIRS], repo)
     if code != 0:
-        raise SubmissionError(f"{repo} is not a git checkout ({out.decode()[:200]}); submit from a clone of the "
-                              "repository")
+        raise SubmissionError(
+            f"{repo} is not a git checkout ({out.decode()[:200]}); submit from a clone of the repository"
+        )
     paths = sorted({p for p in out.decode().split("\0") if p and is_code(p)})
     return code_hash((p, (Path(repo) / p).read_bytes()) for p in paths if (Path(repo) / p).is_file())
 
 
 # ---------------------------------------------------------------- what a run's records say of its machine
 
+
 def host_value(system, key):
-    if key == "gpus":   # the host's GPU models (nvidia-smi), else the framework's names for them
+    if key == "gpus":  # the host's GPU models (nvidia-smi), else the framework's names for them
         names = [g.get("name") for g in system.get("gpu_facts") or [] if isinstance(g, dict)]
         return sorted({str(n) for n in names or system.get("gpus") or [] if n})
     return system.get(key)
@@ -176,8 +194,11 @@ def host_value(system, key):
 def machine_of(recs):
     """(machine fingerprint, [disagreements]) from `recs` ({relative path: record}). Only runner-written records
     describe a machine (a host-written record of a crash names only the host)."""
-    described = {path: r["system"] for path, r in recs.items()
-                 if isinstance(r.get("system"), dict) and r["system"].get("machine_class")}
+    described = {
+        path: r["system"]
+        for path, r in recs.items()
+        if isinstance(r.get("system"), dict) and r["system"].get("machine_class")
+    }
     machine = {"machine_classes": sorted({s["machine_class"] for s in described.values()})}
     disagreements = []
     for key in HOST_KEYS:
@@ -196,8 +217,13 @@ def machine_of(recs):
         for key in STACK_KEYS:
             if system.get(key) not in (None, ""):
                 stack[key].add(json.dumps(system[key]))
-    machine["stacks"] = {name: {key: (json.loads(next(iter(v))) if len(v) == 1 else sorted(map(json.loads, v))
-                                      if v else None) for key, v in stack.items()} for name, stack in stacks.items()}
+    machine["stacks"] = {
+        name: {
+            key: (json.loads(next(iter(v))) if len(v) == 1 else sorted(map(json.loads, v)) if v else None)
+            for key, v in stack.items()
+        }
+        for name, stack in stacks.items()
+    }
     return machine, disagreements
 
 
@@ -223,12 +249,12 @@ def statuses(recs):
 
 # ---------------------------------------------------------------- submit
 
+
 def default_name(machine, recs):
     """MACHINECLASS-DATE in the safe alphabet: the GPU class where the run has one, the date of its last record."""
     classes = machine["machine_classes"]
     klass = next((c for c in classes if c.startswith("gpu:")), classes[0] if classes else "unknown-machine")
-    last = max((records.moment(r["finished_at"], "finished_at") for r in recs.values()),
-               default=datetime.now(timezone.utc))
+    last = max((records.moment(r["finished_at"], "finished_at") for r in recs.values()), default=datetime.now(UTC))
     return f"{re.sub(r'[^a-z0-9._-]+', '-', klass).strip('-.')}-{last.strftime('%Y%m%d')}"[:128]
 
 
@@ -283,8 +309,10 @@ def seal(folder, manifest):
 def read_run(run_dir):
     """(plan file, {relative path: record}) of a run folder; a SubmissionError for anything unsound in it."""
     if not (run_dir / PLAN).is_file() or not (run_dir / "cells").is_dir():
-        raise SubmissionError(f"{run_dir} is not a run folder (it needs {PLAN} and cells/): pass the folder a "
-                              "`make demo`, `make matrix` or `python -m scripts.run` wrote under results/")
+        raise SubmissionError(
+            f"{run_dir} is not a run folder (it needs {PLAN} and cells/): pass the folder a "
+            "`make demo`, `make matrix` or `python -m scripts.run` wrote under results/"
+        )
     try:
         plan_file = plans.read(run_dir / PLAN)
     except plans.PlanError as e:
@@ -306,12 +334,16 @@ def run_commit(recs, repo):
     """The one commit every record names, in full; a SubmissionError where they name none, several, or an unknown."""
     named = sorted({r.get("git_commit") for r in recs.values()} - {None})
     if len(named) != 1:
-        raise SubmissionError(f"the records name {len(named)} commits ({', '.join(named) or 'none'}): a submission "
-                              "is one run of one commit (re-run the cells of other commits with --resume)")
+        raise SubmissionError(
+            f"the records name {len(named)} commits ({', '.join(named) or 'none'}): a submission "
+            "is one run of one commit (re-run the cells of other commits with --resume)"
+        )
     commit = full_commit(named[0], repo)
     if commit is None:
-        raise SubmissionError(f"the records' commit {named[0]} is not in this checkout: submit from the clone that "
-                              "ran them (or `git fetch` it)")
+        raise SubmissionError(
+            f"the records' commit {named[0]} is not in this checkout: submit from the clone that "
+            "ran them (or `git fetch` it)"
+        )
     return commit
 
 
@@ -324,8 +356,9 @@ def copy(run_dir, folder, recs, redact=None):
         for rel in (PLAN, *recs, *logs):
             shutil.copyfile(run_dir / rel, folder / rel)
         return
-    write_atomic(folder / PLAN, json.dumps(redact_json(json.loads((run_dir / PLAN).read_text()), redact),
-                                           indent=2) + "\n")
+    write_atomic(
+        folder / PLAN, json.dumps(redact_json(json.loads((run_dir / PLAN).read_text()), redact), indent=2) + "\n"
+    )
     for rel, record in recs.items():
         write_record(folder / rel, redact_json(record, redact))
     for rel in logs:
@@ -341,17 +374,22 @@ def submit(run_dir, name=None, no_hosts=False, community=None, repo=None, sign_k
     commit = run_commit(recs, repo)
     committed, here = committed_code_hash(commit, repo), checkout_code_hash(repo)
     if committed != here:
-        raise SubmissionError(f"runners/ and shared/ here (code hash {here}) are not those of commit {commit[:12]} "
-                              f"the records name ({committed}): uncommitted or later changes. Submit from a "
-                              f"checkout of that commit whose runner code is committed (git status runners shared)")
+        raise SubmissionError(
+            f"runners/ and shared/ here (code hash {here}) are not those of commit {commit[:12]} "
+            f"the records name ({committed}): uncommitted or later changes. Submit from a "
+            f"checkout of that commit whose runner code is committed (git status runners shared)"
+        )
     machine, disagreements = machine_of(recs)
     if disagreements:
-        raise SubmissionError("the records describe more than one machine (a submission is one machine; split the "
-                              "run):\n  " + "\n  ".join(disagreements))
+        raise SubmissionError(
+            "the records describe more than one machine (a submission is one machine; split the "
+            "run):\n  " + "\n  ".join(disagreements)
+        )
     name = name or default_name(machine, recs)
     if not safe_id(name):
-        raise SubmissionError(f"--name {name!r}: use letters, digits, '.', '_' and '-' (at most 128, no leading "
-                              "punctuation)")
+        raise SubmissionError(
+            f"--name {name!r}: use letters, digits, '.', '_' and '-' (at most 128, no leading punctuation)"
+        )
     target = community / name
     if target.exists():
         raise SubmissionError(f"{target} exists: pass another --name, or delete it to submit again")
@@ -361,10 +399,21 @@ def submit(run_dir, name=None, no_hosts=False, community=None, repo=None, sign_k
         folder = staging / name
         redact = redactor(host_names(recs)) if no_hosts else None
         copy(run_dir, folder, recs, redact)
-        seal(folder, {"schema": SCHEMA, "name": name, "created_at": now(),
-                      "run_id": plan_file.run_id, "profile": plan_file.plan.profile, "git_commit": commit,
-                      "code_hash": committed, "hosts_removed": bool(no_hosts),
-                      "machine": redact_json(machine, redact or str), "cells": statuses(recs)})
+        seal(
+            folder,
+            {
+                "schema": SCHEMA,
+                "name": name,
+                "created_at": now(),
+                "run_id": plan_file.run_id,
+                "profile": plan_file.plan.profile,
+                "git_commit": commit,
+                "code_hash": committed,
+                "hosts_removed": bool(no_hosts),
+                "machine": redact_json(machine, redact or str),
+                "cells": statuses(recs),
+            },
+        )
         if sign_key:
             sign(folder, sign_key)
         found = findings(folder, repo=repo)
@@ -378,6 +427,7 @@ def submit(run_dir, name=None, no_hosts=False, community=None, repo=None, sign_k
 
 # ---------------------------------------------------------------- check
 
+
 def read_manifest(folder):
     """(manifest, [findings]); the manifest is None where it cannot be used at all."""
     try:
@@ -386,20 +436,26 @@ def read_manifest(folder):
         return None, [f"{MANIFEST}: unreadable ({str(e)[:200]}); `make submit` writes it"]
     if records.jsonschema is None:
         return None, [f"{MANIFEST}: jsonschema is not installed, so nothing can be checked (make host)"]
-    errors = sorted(records.jsonschema.Draft202012Validator(MANIFEST_SCHEMA).iter_errors(manifest),
-                    key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted(
+        records.jsonschema.Draft202012Validator(MANIFEST_SCHEMA).iter_errors(manifest),
+        key=lambda e: list(map(str, e.absolute_path)),
+    )
     if errors:
-        return None, [f"{MANIFEST}: {'/'.join(map(str, e.absolute_path)) or '(the file)'}: {e.message[:300]}"
-                      for e in errors]
-    found = [] if manifest["name"] == folder.name else [
-        f"{MANIFEST}: name {manifest['name']!r} is not the folder's ({folder.name!r})"]
+        return None, [
+            f"{MANIFEST}: {'/'.join(map(str, e.absolute_path)) or '(the file)'}: {e.message[:300]}" for e in errors
+        ]
+    found = (
+        []
+        if manifest["name"] == folder.name
+        else [f"{MANIFEST}: name {manifest['name']!r} is not the folder's ({folder.name!r})"]
+    )
     return manifest, found
 
 
 def check_digests(folder):
     """Every file listed with its SHA-256, none missing, none added, no link."""
     try:
-        lines = records.read_plain(folder / DIGESTS).decode().splitlines()   # never a link followed out of the folder
+        lines = records.read_plain(folder / DIGESTS).decode().splitlines()  # never a link followed out of the folder
     except (RecordError, UnicodeDecodeError) as e:
         return [f"{DIGESTS}: missing or unreadable ({str(e)[:200]}): nothing shows the files are as submitted"]
     listed, found = {}, []
@@ -427,9 +483,11 @@ def check_digests(folder):
 def layout(folder):
     """Files a submission does not hold: anything but the manifest, digests, plan, cells/*.json, logs/*.log."""
     fixed = {MANIFEST, DIGESTS, PLAN, SIGNATURE}
-    return [f"{rel}: unexpected file (a submission holds {MANIFEST}, {DIGESTS}, {PLAN}, cells/*.json, logs/*.log)"
-            for rel in contents(folder)
-            if rel not in fixed and not re.fullmatch(r"cells/[^/]+\.json|logs/[^/]+\.log", rel)]
+    return [
+        f"{rel}: unexpected file (a submission holds {MANIFEST}, {DIGESTS}, {PLAN}, cells/*.json, logs/*.log)"
+        for rel in contents(folder)
+        if rel not in fixed and not re.fullmatch(r"cells/[^/]+\.json|logs/[^/]+\.log", rel)
+    ]
 
 
 def check_records(folder):
@@ -457,8 +515,10 @@ def check_records(folder):
         if Path(rel).stem not in planned:
             found.append(f"{rel}: a cell the plan does not hold")
     for cell_id in sorted(planned - {Path(rel).stem for rel in recs} - invalid):
-        found.append(f"cells/{cell_id}.json: missing: the plan holds this cell and every cell keeps its record "
-                     "(failed, skipped and timed-out ones too)")
+        found.append(
+            f"cells/{cell_id}.json: missing: the plan holds this cell and every cell keeps its record "
+            "(failed, skipped and timed-out ones too)"
+        )
     return recs, found
 
 
@@ -467,8 +527,12 @@ def short_training(record):
     says it kept none (timing.repeats 0) and it is timed by its epoch, one value, as verify takes it. At full scale
     every training cell fills windows, so there a cell without samples is rejected."""
     timing, metrics = record.get("timing") or {}, record.get("metrics") or {}
-    return (record["cell"]["scale"] != "full" and record["cell"]["task"] in TRAINING_TASKS
-            and timing.get("repeats") == 0 and bool(metrics.get("epoch_seconds")))
+    return (
+        record["cell"]["scale"] != "full"
+        and record["cell"]["task"] in TRAINING_TASKS
+        and timing.get("repeats") == 0
+        and bool(metrics.get("epoch_seconds"))
+    )
 
 
 def check_status(rel, record):
@@ -485,14 +549,17 @@ def check_status(rel, record):
     if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         found.append(f"{rel}: status ok without its time metric metrics.{TIME_METRIC[task]}")
     if not (record.get("system") or {}).get("machine_class"):
-        found.append(f"{rel}: status ok without a system description (the runner writes one with every result; "
-                     "a record the host wrote is failed, timeout or skipped)")
-    values, timing = samples(record), record.get("timing") or {}
+        found.append(
+            f"{rel}: status ok without a system description (the runner writes one with every result; "
+            "a record the host wrote is failed, timeout or skipped)"
+        )
+    values = samples(record)
     if not values and short_training(record):
         pass
     elif not values:
-        found.append(f"{rel}: status ok without samples (timing.values and timing.unit): a time is a set of "
-                     "post-warm-up samples")
+        found.append(
+            f"{rel}: status ok without samples (timing.values and timing.unit): a time is a set of post-warm-up samples"
+        )
     # a sample of 0 s or less, NaN or infinity: refused with the record (records.contradictions); the median and every
     # other published figure: check_consistency
     return found + lacking(rel, record)
@@ -504,25 +571,37 @@ def check_status(rel, record):
 NEEDED_METRICS = {"resnet50": ("images", "seconds_per_1000_images")}
 TRAINING_METRICS = ("train_samples", "epoch_seconds", "train_seconds", "steady_state_seconds")
 RATE_METRICS = ("model_flops_per_sample", "achieved_flops")
-UNITS = {"resnet50": "seconds per pass"}       # every training task: "seconds per step"
+UNITS = {"resnet50": "seconds per pass"}  # every training task: "seconds per step"
 
 
 def lacking(rel, record):
     """What an ok record lacks of the inputs its published figures are checked from, one finding each."""
     task, device = record["cell"]["task"], record["cell"]["device"]
     metrics, system = record.get("metrics") or {}, record.get("system") or {}
-    found = [f"{rel}: metrics.{key} is missing (the figures it publishes are checked from it)"
-             for key in (*NEEDED_METRICS.get(task, TRAINING_METRICS), *RATE_METRICS) if metrics.get(key) is None]
+    found = [
+        f"{rel}: metrics.{key} is missing (the figures it publishes are checked from it)"
+        for key in (*NEEDED_METRICS.get(task, TRAINING_METRICS), *RATE_METRICS)
+        if metrics.get(key) is None
+    ]
     unit = (record.get("timing") or {}).get("unit")
     if samples(record) and unit != UNITS.get(task, "seconds per step"):
         found.append(f"{rel}: timing.unit {unit!r} is not the {task} task's {UNITS.get(task, 'seconds per step')!r}")
     calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
-    needed = {"system.params_hash": system.get("params_hash"), "git_commit": record.get("git_commit"),
-              "system.calibration.gemm_fp32_flops": calibration.get("gemm_fp32_flops")}
+    needed = {
+        "system.params_hash": system.get("params_hash"),
+        "git_commit": record.get("git_commit"),
+        "system.calibration.gemm_fp32_flops": calibration.get("gemm_fp32_flops"),
+    }
     if device == "gpu":
-        needed.update({"system.gpu_sm_counts": system.get("gpu_sm_counts"), "system.gpu_facts": system.get("gpu_facts")})
-    found += [f"{rel}: {key} is missing (what the record is checked against: the task's parameters, the commit, the "
-              "hardware's own rate and ceiling)" for key, value in needed.items() if value in (None, [], {})]
+        needed.update(
+            {"system.gpu_sm_counts": system.get("gpu_sm_counts"), "system.gpu_facts": system.get("gpu_facts")}
+        )
+    found += [
+        f"{rel}: {key} is missing (what the record is checked against: the task's parameters, the commit, the "
+        "hardware's own rate and ceiling)"
+        for key, value in needed.items()
+        if value in (None, [], {})
+    ]
     return found
 
 
@@ -531,8 +610,10 @@ def check_code(manifest, recs, repo, ancestor_of=None):
     ran at it."""
     commit = manifest["git_commit"]
     if full_commit(commit, repo) != commit:
-        return [f"{MANIFEST}: git_commit {commit} is not a commit of this repository (a fork's or a rewritten "
-                "commit; a shallow clone may lack it: git fetch --unshallow)"]
+        return [
+            f"{MANIFEST}: git_commit {commit} is not a commit of this repository (a fork's or a rewritten "
+            "commit; a shallow clone may lack it: git fetch --unshallow)"
+        ]
     found = []
     if ancestor_of and git(["merge-base", "--is-ancestor", commit, ancestor_of], repo)[0] != 0:
         found.append(f"{MANIFEST}: git_commit {commit[:12]} is not on {ancestor_of}")
@@ -541,8 +622,10 @@ def check_code(manifest, recs, repo, ancestor_of=None):
     except SubmissionError as e:
         return found + [f"{MANIFEST}: {e}"]
     if manifest["code_hash"] != expected:
-        found.append(f"{MANIFEST}: code_hash {manifest['code_hash']} is not the hash of runners/ and shared/ at "
-                     f"commit {commit[:12]} ({expected})")
+        found.append(
+            f"{MANIFEST}: code_hash {manifest['code_hash']} is not the hash of runners/ and shared/ at "
+            f"commit {commit[:12]} ({expected})"
+        )
     for rel, record in recs.items():
         ran = record.get("git_commit")
         if ran is not None and not commit.startswith(ran):
@@ -556,15 +639,23 @@ def check_machine(manifest, recs):
     claimed = manifest["machine"]
     found = [f"cells/: the records describe more than one machine: {d}" for d in disagreements]
     cpu_classes = sorted({c for c in derived["machine_classes"] if c.startswith("cpu:")})
-    if len(cpu_classes) > 1:     # a submission is one machine: its CPU cells share the cores they could use
+    if len(cpu_classes) > 1:  # a submission is one machine: its CPU cells share the cores they could use
         found.append(f"cells/: the CPU records describe more than one machine class: {', '.join(cpu_classes)}")
-    found += [f"{MANIFEST}: {field} is missing (the machine description must be complete)"
-              for field in incomplete(claimed, recs)]
-    found += [f"{MANIFEST}: machine.{key} is {claimed.get(key)!r}, the records say {derived.get(key)!r}"
-              for key in sorted(set(derived) | set(claimed)) if claimed.get(key) != derived.get(key)]
+    found += [
+        f"{MANIFEST}: {field} is missing (the machine description must be complete)"
+        for field in incomplete(claimed, recs)
+    ]
+    found += [
+        f"{MANIFEST}: machine.{key} is {claimed.get(key)!r}, the records say {derived.get(key)!r}"
+        for key in sorted(set(derived) | set(claimed))
+        if claimed.get(key) != derived.get(key)
+    ]
     if manifest["hosts_removed"]:
-        found += [f"{rel}: system.host names a host in a submission without host names" for rel, r in recs.items()
-                  if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)]
+        found += [
+            f"{rel}: system.host names a host in a submission without host names"
+            for rel, r in recs.items()
+            if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)
+        ]
     if manifest["cells"] != statuses(recs):
         found.append(f"{MANIFEST}: cells {manifest['cells']} are not the records' {statuses(recs)}")
     return found
@@ -607,8 +698,11 @@ def findings(folder, repo=None, ancestor_of=None):
 def submissions(root=None):
     """The submission folders under `root` (every folder but hidden ones: a submit in progress stages in one)."""
     root = Path(root or COMMUNITY)
-    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p.is_symlink() or p.is_dir())) \
-        if root.is_dir() else []       # a link among them is listed, and rejected by findings: never walked
+    return (
+        sorted(p for p in root.iterdir() if not p.name.startswith(".") and (p.is_symlink() or p.is_dir()))
+        if root.is_dir()
+        else []
+    )  # a link among them is listed, and rejected by findings: never walked
 
 
 def shown(text):
@@ -620,8 +714,12 @@ def shown(text):
 def summary(folder):
     """What the site shows of an accepted submission: its manifest, plus the folder's records and logs."""
     manifest = json.loads(records.read_plain(Path(folder) / MANIFEST).decode())
-    return {**manifest, "signed_by": signer(folder)[0], "records": sorted(str(p) for p in (Path(folder) / "cells").glob("*.json")),
-            "logs": sorted(str(p) for p in (Path(folder) / "logs").glob("*.log"))}
+    return {
+        **manifest,
+        "signed_by": signer(folder)[0],
+        "records": sorted(str(p) for p in (Path(folder) / "cells").glob("*.json")),
+        "logs": sorted(str(p) for p in (Path(folder) / "logs").glob("*.log")),
+    }
 
 
 def accepted(root=None, repo=None):
@@ -636,14 +734,16 @@ def accepted(root=None, repo=None):
 # ---------------------------------------------------------------- what holds without trusting the submitter
 
 # What the checker's verdict means, printed with it (README, results/community/README.md).
-PROOF = ("the digests prove only that the files are those listed in digests.sha256, which the submitter wrote: an "
-         "edited, re-sealed copy passes them. What is checked beyond that holds without trusting the submitter: the "
-         "records agree with themselves and with the stated hardware, the plan is the profile's at the stated commit "
-         "and every planned cell has an honest record. Whether the numbers are real only a reproduction shows "
-         "(python -m scripts.reproduce DIR --cells N on a machine of the same class); who made them only "
-         "a signature shows")
-GPU_FLOP_PER_SM_CYCLE = 8192     # above any dense tensor-core rate per SM and clock (H100 bf16 ≈ 4,100; B200 ≈ 7,700)
-CALIBRATION_FLOOR = 0.03         # the run's best CPU GEMM is at least this share of the stated CPU's ceiling
+PROOF = (
+    "the digests prove only that the files are those listed in digests.sha256, which the submitter wrote: an "
+    "edited, re-sealed copy passes them. What is checked beyond that holds without trusting the submitter: the "
+    "records agree with themselves and with the stated hardware, the plan is the profile's at the stated commit "
+    "and every planned cell has an honest record. Whether the numbers are real only a reproduction shows "
+    "(python -m scripts.reproduce DIR --cells N on a machine of the same class); who made them only "
+    "a signature shows"
+)
+GPU_FLOP_PER_SM_CYCLE = 8192  # above any dense tensor-core rate per SM and clock (H100 bf16 ≈ 4,100; B200 ≈ 7,700)
+CALIBRATION_FLOOR = 0.03  # the run's best CPU GEMM is at least this share of the stated CPU's ceiling
 PLAN_SCRIPT = """import json, sys
 try:                                       # the host side in wings (from issue 34 on)
     from scripts.plan import planfile as plan
@@ -689,26 +789,38 @@ def check_consistency(rel, record, params_hashes=None):
     system, cell = record.get("system") or {}, record["cell"]
     wanted = (params_hashes or {}).get(f"{cell['task']}:{cell['scale']}")
     if wanted and system.get("params_hash") and system["params_hash"] != wanted:
-        found.append(f"{rel}: system.params_hash {system['params_hash']} is not the {cell['task']} task's parameters "
-                     f"at {cell['scale']} scale at the submission's commit ({wanted})")
+        found.append(
+            f"{rel}: system.params_hash {system['params_hash']} is not the {cell['task']} task's parameters "
+            f"at {cell['scale']} scale at the submission's commit ({wanted})"
+        )
     per_sample = (record.get("metrics") or {}).get("model_flops_per_sample")
-    if isinstance(per_sample, (int, float)) and cell["scale"] in params.SCALES and \
-            system.get("params_hash") == params.params_hash(cell["task"], cell["scale"]):
+    if (
+        isinstance(per_sample, (int, float))
+        and cell["scale"] in params.SCALES
+        and system.get("params_hash") == params.params_hash(cell["task"], cell["scale"])
+    ):
         model = flops.per_sample(cell["task"], params.task_params(cell["task"], cell["scale"]))
-        if records.differs(per_sample, model):      # what achieved_flops and the ceiling are reckoned from
-            found.append(f"{rel}: metrics.model_flops_per_sample {per_sample:.6g} is not the task's ({model:.6g} "
-                         "FLOPs a sample, shared/flops.py)")
+        if records.differs(per_sample, model):  # what achieved_flops and the ceiling are reckoned from
+            found.append(
+                f"{rel}: metrics.model_flops_per_sample {per_sample:.6g} is not the task's ({model:.6g} "
+                "FLOPs a sample, shared/flops.py)"
+            )
     ceiling = physical_ceiling(record)
     if ceiling is None and record["status"] == "ok":
-        found.append(f"{rel}: states too little of its hardware to bound its rates (CPU cores; GPU SM counts and "
-                     "clocks)")
+        found.append(
+            f"{rel}: states too little of its hardware to bound its rates (CPU cores; GPU SM counts and clocks)"
+        )
     calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
-    rates = {"metrics.achieved_flops": (record.get("metrics") or {}).get("achieved_flops"),
-             **{f"system.calibration.{k}": calibration.get(k) for k in ("gemm_fp32_flops", "gemm_reduced_flops")}}
+    rates = {
+        "metrics.achieved_flops": (record.get("metrics") or {}).get("achieved_flops"),
+        **{f"system.calibration.{k}": calibration.get(k) for k in ("gemm_fp32_flops", "gemm_reduced_flops")},
+    }
     for where, rate in rates.items():
         if ceiling and isinstance(rate, (int, float)) and rate > ceiling:
-            found.append(f"{rel}: {where} {rate / 1e9:.4g} GFLOP/s is above what the stated hardware can do "
-                         f"({ceiling / 1e9:.4g} GFLOP/s at most)")
+            found.append(
+                f"{rel}: {where} {rate / 1e9:.4g} GFLOP/s is above what the stated hardware can do "
+                f"({ceiling / 1e9:.4g} GFLOP/s at most)"
+            )
     return found
 
 
@@ -720,16 +832,21 @@ def check_calibration(recs):
     best = {}
     for rel, record in recs.items():
         system = record.get("system") or {}
-        rate = (system.get("calibration") or {}).get("gemm_fp32_flops") if isinstance(system.get("calibration"),
-                                                                                      dict) else None
+        rate = (
+            (system.get("calibration") or {}).get("gemm_fp32_flops")
+            if isinstance(system.get("calibration"), dict)
+            else None
+        )
         if record["cell"]["device"] == "cpu" and isinstance(rate, (int, float)) and rate > 0:
             ceiling = physical_ceiling(record)
             if ceiling and rate / ceiling > best.get("share", -1):
                 best = {"share": rate / ceiling, "rel": rel, "ceiling": ceiling, "rate": rate}
     if best and best["share"] < CALIBRATION_FLOOR:
-        return [f"{best['rel']}: the run's best CPU GEMM ({best['rate'] / 1e9:.4g} GFLOP/s) is "
-                f"{best['share']:.1%} of what the stated CPU can do ({best['ceiling'] / 1e9:.4g} GFLOP/s); every "
-                f"real machine reaches {CALIBRATION_FLOOR:.0%}: the machine is not the one the records describe"]
+        return [
+            f"{best['rel']}: the run's best CPU GEMM ({best['rate'] / 1e9:.4g} GFLOP/s) is "
+            f"{best['share']:.1%} of what the stated CPU can do ({best['ceiling'] / 1e9:.4g} GFLOP/s); every "
+            f"real machine reaches {CALIBRATION_FLOOR:.0%}: the machine is not the one the records describe"
+        ]
     return []
 
 
@@ -752,20 +869,29 @@ def derived_at(commit, profile, run_id, executor, repo):
     an archive of that commit (its matrix.yaml and its expansion code); a SubmissionError where it cannot."""
     with tempfile.TemporaryDirectory(prefix="rosetta-plan-") as tmp:
         code, top = git(["ls-tree", "--name-only", commit], repo)
-        wanted = sorted({"scripts", "shared", "runners", "matrix.yaml", "docker", ".github"} & set(top.decode().split()))
+        wanted = sorted(
+            {"scripts", "shared", "runners", "matrix.yaml", "docker", ".github"} & set(top.decode().split())
+        )
         code, tar = git(["archive", "--format=tar", commit, "--", *wanted], repo) if code == 0 else (code, top)
         if code != 0:
             raise SubmissionError(f"git cannot archive commit {commit[:12]}: {tar.decode(errors='replace')[:200]}")
         try:
             subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True, capture_output=True, timeout=120)
-            out = subprocess.run([sys.executable, "-c", PLAN_SCRIPT, profile, run_id, executor or ""], cwd=tmp,
-                                 capture_output=True, text=True, timeout=300,
-                                 env={**os.environ, "PYTHONPATH": tmp, "PYTHONDONTWRITEBYTECODE": "1"})
+            out = subprocess.run(
+                [sys.executable, "-c", PLAN_SCRIPT, profile, run_id, executor or ""],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "PYTHONPATH": tmp, "PYTHONDONTWRITEBYTECODE": "1"},
+            )
         except (OSError, subprocess.SubprocessError) as e:
             raise SubmissionError(f"cannot expand profile {profile} at commit {commit[:12]}: {e}") from e
         if out.returncode != 0:
-            raise SubmissionError(f"commit {commit[:12]}'s scripts.plan.planfile cannot expand profile {profile!r}: "
-                                  f"{out.stderr.strip().splitlines()[-1:] or out.returncode}")
+            raise SubmissionError(
+                f"commit {commit[:12]}'s scripts.plan.planfile cannot expand profile {profile!r}: "
+                f"{out.stderr.strip().splitlines()[-1:] or out.returncode}"
+            )
         doc = json.loads(out.stdout.strip().splitlines()[-1])
         return doc["plan"], doc["params"]
 
@@ -778,34 +904,47 @@ def check_plan(folder, manifest, repo):
         profile, run_id, executor = doc["profile"], doc["run_id"], doc.get("executor")
         cells = {c["id"]: c for c in doc["cells"]}
     except (RecordError, ValueError, KeyError, TypeError, AttributeError):
-        return [], None      # check_records names an unreadable plan
+        return [], None  # check_records names an unreadable plan
     if not (isinstance(profile, str) and isinstance(run_id, str) and isinstance(executor, (str, type(None)))):
         return [f"{PLAN}: profile, run_id and executor are not names"], None
     if profile != manifest["profile"] or run_id != manifest["run_id"]:
-        return [f"{PLAN}: profile {profile!r}, run {run_id!r} are not the manifest's ({manifest['profile']!r}, "
-                f"{manifest['run_id']!r})"], None
+        return [
+            f"{PLAN}: profile {profile!r}, run {run_id!r} are not the manifest's ({manifest['profile']!r}, "
+            f"{manifest['run_id']!r})"
+        ], None
     try:
         derived, hashes = derived_at(manifest["git_commit"], profile, run_id, executor, str(repo))
     except SubmissionError as e:
         return [f"{PLAN}: {e}"], None
     wanted = {c["id"]: c for c in derived["cells"]}
-    found = [f"{PLAN}: cell {i} is not in profile {profile}'s plan at commit {manifest['git_commit'][:12]} (added)"
-             for i in sorted(set(cells) - set(wanted))]
-    found += [f"{PLAN}: cell {i} of profile {profile}'s plan at commit {manifest['git_commit'][:12]} is missing "
-              "(removed: a submission is the whole profile)" for i in sorted(set(wanted) - set(cells))]
-    found += [f"{PLAN}: cell {i} differs from profile {profile}'s plan at commit {manifest['git_commit'][:12]}"
-              for i in sorted(set(cells) & set(wanted)) if cells[i] != wanted[i]]
+    found = [
+        f"{PLAN}: cell {i} is not in profile {profile}'s plan at commit {manifest['git_commit'][:12]} (added)"
+        for i in sorted(set(cells) - set(wanted))
+    ]
+    found += [
+        f"{PLAN}: cell {i} of profile {profile}'s plan at commit {manifest['git_commit'][:12]} is missing "
+        "(removed: a submission is the whole profile)"
+        for i in sorted(set(wanted) - set(cells))
+    ]
+    found += [
+        f"{PLAN}: cell {i} differs from profile {profile}'s plan at commit {manifest['git_commit'][:12]}"
+        for i in sorted(set(cells) & set(wanted))
+        if cells[i] != wanted[i]
+    ]
     return found, hashes
 
 
 def check_image_hashes(manifest, recs):
     """A record that ran in an image names the image's code hash: it must be the submission's."""
-    return [f"{rel}: ran in an image of code hash {r['system']['code_hash']}, not the submission's "
-            f"{manifest['code_hash']}" for rel, r in recs.items()
-            if isinstance(r.get("system"), dict) and r["system"].get("code_hash") not in (None, manifest["code_hash"])]
+    return [
+        f"{rel}: ran in an image of code hash {r['system']['code_hash']}, not the submission's {manifest['code_hash']}"
+        for rel, r in recs.items()
+        if isinstance(r.get("system"), dict) and r["system"].get("code_hash") not in (None, manifest["code_hash"])
+    ]
 
 
 # ---------------------------------------------------------------- signatures (optional)
+
 
 def ssh_keygen(args, stdin=None):
     try:
@@ -819,8 +958,10 @@ def sign(folder, key):
     """Sign digests.sha256 with the SSH private key `key` (ssh-keygen -Y sign): digests.sha256.sig."""
     code, out = ssh_keygen(["-Y", "sign", "-q", "-f", str(key), "-n", NAMESPACE, str(Path(folder) / DIGESTS)])
     if code != 0:
-        raise SubmissionError(f"ssh-keygen cannot sign with {key}: {out.strip()[:300]}; pass an SSH private key "
-                              "(ssh-keygen -t ed25519) whose public key is in results/community/allowed_signers")
+        raise SubmissionError(
+            f"ssh-keygen cannot sign with {key}: {out.strip()[:300]}; pass an SSH private key "
+            "(ssh-keygen -t ed25519) whose public key is in results/community/allowed_signers"
+        )
     return Path(folder) / SIGNATURE
 
 
@@ -840,19 +981,22 @@ def signer(folder, repo=None):
     principals = out.split() if code == 0 else []
     if not principals:
         return None, [f"{SIGNATURE}: not made by a key listed in {ALLOWED_SIGNERS}"]
-    try:       # a signature copied from a listed signer's submission names that signer: the digests may be anything
+    try:  # a signature copied from a listed signer's submission names that signer: the digests may be anything
         data = records.read_plain(Path(folder) / DIGESTS)
     except RecordError:
-        return None, []              # check_digests names it
-    code, out = ssh_keygen(["-Y", "verify", "-f", str(allowed), "-I", principals[0], "-n", NAMESPACE, "-s", str(sig)],
-                           stdin=data)
+        return None, []  # check_digests names it
+    code, out = ssh_keygen(
+        ["-Y", "verify", "-f", str(allowed), "-I", principals[0], "-n", NAMESPACE, "-s", str(sig)], stdin=data
+    )
     if code != 0:
-        return None, [f"{SIGNATURE}: does not verify for {principals[0]} ({out.strip()[:200]}): {DIGESTS} changed "
-                      "after signing"]
+        return None, [
+            f"{SIGNATURE}: does not verify for {principals[0]} ({out.strip()[:200]}): {DIGESTS} changed after signing"
+        ]
     return principals[0], []
 
 
 # ---------------------------------------------------------------- reproduce
+
 
 def runner_code_at(commit, wanted, into, repo=None):
     """runners/ and shared/ as committed at `commit`, extracted into `into` (git archive); refused unless their code
@@ -862,8 +1006,12 @@ def runner_code_at(commit, wanted, into, repo=None):
         raise SubmissionError(f"git cannot archive {' and '.join(CODE_DIRS)} at {commit[:12]}")
     into.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True, capture_output=True, timeout=120)
-    got = code_hash((p.relative_to(into).as_posix(), p.read_bytes()) for d in CODE_DIRS
-                    for p in sorted((into / d).rglob("*")) if p.is_file() and is_code(p.relative_to(into).as_posix()))
+    got = code_hash(
+        (p.relative_to(into).as_posix(), p.read_bytes())
+        for d in CODE_DIRS
+        for p in sorted((into / d).rglob("*"))
+        if p.is_file() and is_code(p.relative_to(into).as_posix())
+    )
     if got != wanted:
         raise SubmissionError(f"runners/ and shared/ at {commit[:12]} hash to {got}, not the submission's {wanted}")
     return into
@@ -871,10 +1019,13 @@ def runner_code_at(commit, wanted, into, repo=None):
 
 # ---------------------------------------------------------------- command line
 
+
 def describe(manifest):
     cells = ", ".join(f"{n} {status}" for status, n in manifest["cells"].items() if n)
-    return f"{sum(manifest['cells'].values())} cells ({cells}); {', '.join(manifest['machine']['machine_classes'])}; " \
-           f"commit {manifest['git_commit'][:12]}"
+    return (
+        f"{sum(manifest['cells'].values())} cells ({cells}); {', '.join(manifest['machine']['machine_classes'])}; "
+        f"commit {manifest['git_commit'][:12]}"
+    )
 
 
 def files_of(folder):
@@ -900,22 +1051,30 @@ def against_accepted(folders, base=None):
     for name, before in sorted(accepted_before.items()):
         now = mine.get(name)
         if now is None:
-            found.setdefault(name, []).append(f"{name}: removed: an accepted submission is removed by a commit to "
-                                              "the base branch, not by a pull request")
+            found.setdefault(name, []).append(
+                f"{name}: removed: an accepted submission is removed by a commit to "
+                "the base branch, not by a pull request"
+            )
         elif now.is_symlink():
             found[name].append(f"{name}: an accepted submission replaced by a link")
         else:
             old, new = files_of(before), files_of(now)
             changed = sorted(rel for rel in set(old) | set(new) if old.get(rel) != new.get(rel))
             if changed:
-                found[name].append(f"{name}: changes the accepted submission ({', '.join(changed[:5])}"
-                                   f"{' …' if len(changed) > 5 else ''}): accepted results are not edited")
+                found[name].append(
+                    f"{name}: changes the accepted submission ({', '.join(changed[:5])}"
+                    f"{' …' if len(changed) > 5 else ''}): accepted results are not edited"
+                )
     seen = {}
-    for name, folder in sorted({**accepted_before, **mine}.items(),
-                               key=lambda item: (item[0] not in accepted_before, item[0])):
+    for name, folder in sorted(
+        {**accepted_before, **mine}.items(), key=lambda item: (item[0] not in accepted_before, item[0])
+    ):
         cells = folder / "cells"
-        for path in sorted(cells.glob("*.json")) if not folder.is_symlink() and cells.is_dir() and \
-                not cells.is_symlink() else []:
+        for path in (
+            sorted(cells.glob("*.json"))
+            if not folder.is_symlink() and cells.is_dir() and not cells.is_symlink()
+            else []
+        ):
             try:
                 record = records.read(path)
             except RecordError:
@@ -925,8 +1084,10 @@ def against_accepted(folders, base=None):
                 continue
             key, where = json.dumps(values), f"{name}/cells/{path.name}"
             if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:
-                found[name].append(f"{where}: its samples are those of {seen[key]}, to the last digit: a submission "
-                                   "replayed under another name")
+                found[name].append(
+                    f"{where}: its samples are those of {seen[key]}, to the last digit: a submission "
+                    "replayed under another name"
+                )
             seen.setdefault(key, where)
     return found
 
@@ -952,11 +1113,15 @@ def check_main(folders, ancestor_of=None, community=None):
         else:
             shown_as = summary(folder)
             who = shown_as["signed_by"]
-            print(f"submission {folder.name}: accepted: {describe(shown_as)}; "
-                  + (f"signed by {who} ({ALLOWED_SIGNERS})" if who else "UNSIGNED: nothing shows who submitted it"))
+            print(
+                f"submission {folder.name}: accepted: {describe(shown_as)}; "
+                + (f"signed by {who} ({ALLOWED_SIGNERS})" if who else "UNSIGNED: nothing shows who submitted it")
+            )
     removed = len(set(across) - {f.name for f in folders})
-    print(f"{len(folders)} submission(s) checked: {len(folders) + removed - rejected} accepted, {rejected} rejected"
-          + (f" ({removed} accepted one(s) removed)" if removed else ""))
+    print(
+        f"{len(folders)} submission(s) checked: {len(folders) + removed - rejected} accepted, {rejected} rejected"
+        + (f" ({removed} accepted one(s) removed)" if removed else "")
+    )
     return 1 if rejected else 0
 
 
@@ -966,15 +1131,26 @@ def main(argv=None):
     s = sub.add_parser("submit", help="package a run folder as results/community/NAME/")
     s.add_argument("run", type=Path, help="the run folder, e.g. results/demo-20261204-101500")
     s.add_argument("--name", help="the submission's name (default: MACHINECLASS-DATE)")
-    s.add_argument("--no-hosts", action="store_true", help="replace host names in records and logs by "
-                                                           f"{HOST_PLACEHOLDER!r}")
-    s.add_argument("--sign", type=Path, metavar="KEY", help="sign the digest list with this SSH private key "
-                   f"(its public key listed in {ALLOWED_SIGNERS}); unsigned otherwise")
+    s.add_argument(
+        "--no-hosts", action="store_true", help=f"replace host names in records and logs by {HOST_PLACEHOLDER!r}"
+    )
+    s.add_argument(
+        "--sign",
+        type=Path,
+        metavar="KEY",
+        help="sign the digest list with this SSH private key "
+        f"(its public key listed in {ALLOWED_SIGNERS}); unsigned otherwise",
+    )
     c = sub.add_parser("check", help="accept or reject submissions (exit 0 only when all are accepted)")
     c.add_argument("folders", nargs="*", type=Path, help=f"submission folders (default: every one under {COMMUNITY})")
     c.add_argument("--ancestor-of", metavar="REF", help="the submissions' commits must be on REF (e.g. origin/main)")
-    c.add_argument("--community", type=Path, metavar="DIR", help="without folders: check every submission under DIR "
-                   "(CI: the pull request's results/community, checked by this checkout's checker)")
+    c.add_argument(
+        "--community",
+        type=Path,
+        metavar="DIR",
+        help="without folders: check every submission under DIR "
+        "(CI: the pull request's results/community, checked by this checkout's checker)",
+    )
     args = ap.parse_args(argv)
     if args.command == "check":
         return check_main(args.folders, args.ancestor_of, args.community)

@@ -66,6 +66,7 @@ Exit codes: 0 every compared cell as expected, 1 something is off, 2 the compari
 run), 3 nothing in the run is comparable with the reference (the message names a reference that fits, or how to make
 one).
 """
+
 import argparse
 import math
 import statistics
@@ -85,16 +86,16 @@ from shared import sysinfo
 from shared.record import RecordError
 from shared.timing import MIN_SAMPLES
 
-TIME_TOLERANCE = 1.5     # a cell's ratio beyond this (either way) is off, if the rank test agrees; also the cap
-WAITED_TOLERANCE = 2.0   # the time as waited beyond this (normalised) adds a note
+TIME_TOLERANCE = 1.5  # a cell's ratio beyond this (either way) is off, if the rank test agrees; also the cap
+WAITED_TOLERANCE = 2.0  # the time as waited beyond this (normalised) adds a note
 OVERALL_TOLERANCE = 1.25  # the unexplained overall factor (same machine class) beyond this either way is off
-QUALITY_MARGIN = 0.05    # accuracy or AUC may differ from the reference's by this much
-ALPHA = 0.05             # the one-sided rank test's significance level (the ratio's own direction)
-APART = 1.4              # a round trip beyond this × the cell's lowest is its cores apart (shared/placement.py)
-STRATUM_RUN = 3          # a run's samples at one distance give its figure there (at_one_distance) from this many
+QUALITY_MARGIN = 0.05  # accuracy or AUC may differ from the reference's by this much
+ALPHA = 0.05  # the one-sided rank test's significance level (the ratio's own direction)
+APART = 1.4  # a round trip beyond this × the cell's lowest is its cores apart (shared/placement.py)
+STRATUM_RUN = 3  # a run's samples at one distance give its figure there (at_one_distance) from this many
 CALIBRATION_NOISE = 1.05  # calibrations within this of the reference's explain nothing (its honest runs: ≤ ×1.03)
-MIN_OVERALL_CELLS = 5    # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
-INCOMPARABLE = 3         # exit code: nothing to compare with
+MIN_OVERALL_CELLS = 5  # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
+INCOMPARABLE = 3  # exit code: nothing to compare with
 
 
 class VerifyError(Exception):
@@ -125,8 +126,11 @@ def comparable_runs(runs, cell_id):
     first = runs[0].get(cell_id)
     if first is None or first["status"] != "ok":
         return []
-    return [r[cell_id] for r in runs if cell_id in r and r[cell_id]["status"] == "ok"
-            and why_incomparable(first, r[cell_id]) is None]
+    return [
+        r[cell_id]
+        for r in runs
+        if cell_id in r and r[cell_id]["status"] == "ok" and why_incomparable(first, r[cell_id]) is None
+    ]
 
 
 def between_runs(runs):
@@ -160,7 +164,7 @@ def at_one_distance(runs, cell_id):
         for r in records:
             where = sample_distances(r, floor)
             for side in ("near", "apart"):
-                values = [v for v, w in zip(samples(r), where) if w == side]
+                values = [v for v, w in zip(samples(r), where, strict=False) if w == side]
                 if len(values) >= STRATUM_RUN:
                     groups.setdefault(side, []).append(statistics.median(values))
         factors = [max(times) / min(times) for times in groups.values() if len(times) >= 2]
@@ -180,17 +184,22 @@ def reference_time(runs, cell_id):
 
 def pooled_samples(runs):
     """{cell id: the samples of every comparable honest reference run of the cell, pooled}."""
-    return {cell_id: [v for r in comparable_runs(runs, cell_id) for v in samples(r)] for cell_id in runs[0]} \
-        if runs else {}
+    return (
+        {cell_id: [v for r in comparable_runs(runs, cell_id) for v in samples(r)] for cell_id in runs[0]}
+        if runs
+        else {}
+    )
 
 
 # ---------------------------------------------------------------- what a record measured
 
+
 def machine_class(record):
     """The record's machine class, or one derived from its facts for records written before the key existed."""
     system = record.get("system") or {}
-    return system.get("machine_class") or sysinfo.machine_class(system, record["cell"]["device"],
-                                                                record["cell"]["gpus"])
+    return system.get("machine_class") or sysinfo.machine_class(
+        system, record["cell"]["device"], record["cell"]["gpus"]
+    )
 
 
 def samples(record):
@@ -241,8 +250,11 @@ def why_incomparable(expected, measured):
     if expected["cell"]["scale"] != measured["cell"]["scale"]:
         reasons.append(f"scale {measured['cell']['scale']} vs the reference's {expected['cell']['scale']}")
     elif e_hash is None or e_hash != m_hash:
-        reasons.append("task parameters differ" if e_hash and m_hash else
-                       "task parameters not recorded (a record from before params_hash)")
+        reasons.append(
+            "task parameters differ"
+            if e_hash and m_hash
+            else "task parameters not recorded (a record from before params_hash)"
+        )
     e_class, m_class = machine_class(expected), machine_class(measured)
     if e_class != m_class:
         reasons.append(f"machine {m_class} vs the reference's {e_class}")
@@ -253,6 +265,7 @@ def why_incomparable(expected, measured):
 
 
 # ---------------------------------------------------------------- judging
+
 
 def judge_status(expected, measured):
     """(outcome, words) where one of the two cells did not run ok or they cannot be compared, else None."""
@@ -266,19 +279,24 @@ def judge_status(expected, measured):
     if expected is None:
         return "no reference", f"no reference ({status})"
     if expected["status"] != "ok":
-        return ("ok", "skipped as in the reference") if status == "skipped" else \
-            ("no reference", f"not compared: the reference cell is {expected['status']}")
+        return (
+            ("ok", "skipped as in the reference")
+            if status == "skipped"
+            else ("no reference", f"not compared: the reference cell is {expected['status']}")
+        )
     if status == "skipped":
         return "unexpected skip", f"skipped, the reference ran it: {why}"
     reason = why_incomparable(expected, measured)
     if reason:
         return "incomparable", f"incomparable: {reason}"
     if timed(measured) < timed(expected):
-        return "samples missing", (f"samples missing: {timed(measured)} of the {timed(expected)} windows or passes "
-                                   "the reference cell timed (samples and warm-up windows)")
+        return "samples missing", (
+            f"samples missing: {timed(measured)} of the {timed(expected)} windows or passes "
+            "the reference cell timed (samples and warm-up windows)"
+        )
     if not positive(steady(measured)):
         return "no time", f"no {report.TIME_METRIC[measured['cell']['task']]} in the record"
-    if not positive(steady(expected)):     # a ratio needs a positive, finite reference time
+    if not positive(steady(expected)):  # a ratio needs a positive, finite reference time
         return "no reference", "not compared: the reference cell has no positive, finite time"
     return None
 
@@ -300,8 +318,9 @@ def rank_test(reference_samples, m, factor, ratio):
     explained factor) against the reference's pooled samples; None with fewer than MIN_SAMPLES on a side."""
     if len(reference_samples) < MIN_SAMPLES or len(m) < MIN_SAMPLES:
         return None
-    return float(mannwhitneyu([v / factor for v in m], reference_samples,
-                              alternative="greater" if ratio > 1 else "less").pvalue)
+    return float(
+        mannwhitneyu([v / factor for v in m], reference_samples, alternative="greater" if ratio > 1 else "less").pvalue
+    )
 
 
 def round_trips(record):
@@ -318,8 +337,11 @@ def placement_words(expected, measured, where=None):
     if not here:
         return ""
     words = f"; the cores' round trip {'→'.join(f'{v:.0f}' for v in here)} ns"
-    return words + (f" (reference: {'→'.join(f'{v:.0f}' for v in there)} ns)" if there else "") + \
-        (f", {where}" if where else "")
+    return (
+        words
+        + (f" (reference: {'→'.join(f'{v:.0f}' for v in there)} ns)" if there else "")
+        + (f", {where}" if where else "")
+    )
 
 
 def floor_of(records):
@@ -330,7 +352,7 @@ def floor_of(records):
 
 
 def distance(record, floor):
-    """"near" or "apart" where both round trips around the record's work say the same, relative to `floor` (beyond
+    """ "near" or "apart" where both round trips around the record's work say the same, relative to `floor` (beyond
     ×APART of it is apart); None where they disagree (the host moved the cores during the cell) or were not
     measured."""
     trips = round_trips(record)
@@ -348,8 +370,10 @@ def edges(record):
     trips, count = timing.get("round_trips_ns") or [], len(samples(record))
     if not count or not isinstance(trips, list) or len(trips) != timed(record) + 1:
         return []
-    return [t if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 else None
-            for t in trips[-(count + 1):]]
+    return [
+        t if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 else None
+        for t in trips[-(count + 1) :]
+    ]
 
 
 def edge_floor(records):
@@ -365,7 +389,7 @@ def sample_distances(record, floor):
     if not floor:
         return []
     where = [None if t is None else "apart" if t > APART * floor else "near" for t in edges(record)]
-    return [a if a == b else None for a, b in zip(where, where[1:])]
+    return [a if a == b else None for a, b in zip(where, where[1:], strict=False)]
 
 
 def by_sample(records, measured, pooled):
@@ -380,7 +404,7 @@ def by_sample(records, measured, pooled):
         return None
     strata = {}
     for r in records:
-        for value, where in zip(samples(r), sample_distances(r, floor)):
+        for value, where in zip(samples(r), sample_distances(r, floor), strict=False):
             if where:
                 strata.setdefault(where, []).append(value)
     medians = {where: statistics.median(v) for where, v in strata.items() if len(v) >= MIN_SAMPLES}
@@ -389,18 +413,30 @@ def by_sample(records, measured, pooled):
     middle = statistics.median(pooled)
 
     def scaled(record):
-        return [v * middle / medians[where] if where in medians else v
-                for v, where in zip(samples(record), sample_distances(record, floor))]
+        return [
+            v * middle / medians[where] if where in medians else v
+            for v, where in zip(samples(record), sample_distances(record, floor), strict=False)
+        ]
 
     ours = sample_distances(measured, floor)
     reference = [v for r in records for v in (scaled(r) if edges(r) else samples(r))]
     counts = Counter(where or "moved" for where in ours)
     told = ", ".join(f"{counts[w]} {w}" for w in ("near", "apart", "moved") if counts[w])
     lacking = [w for w in ("near", "apart") if counts[w] and w not in medians]
-    return reference, scaled(measured), (
-        f"each sample judged against the reference's at its cores' distance ({told}; the reference has "
-        f"{' and '.join(sorted(medians))})" + (f"; the reference has no samples with its cores {lacking[0]}: those "
-                                               "are judged as they are; run the cell again" if lacking else ""))
+    return (
+        reference,
+        scaled(measured),
+        (
+            f"each sample judged against the reference's at its cores' distance ({told}; the reference has "
+            f"{' and '.join(sorted(medians))})"
+            + (
+                f"; the reference has no samples with its cores {lacking[0]}: those "
+                "are judged as they are; run the cell again"
+                if lacking
+                else ""
+            )
+        ),
+    )
 
 
 def at_distance(runs, cell_id, measured, pooled):
@@ -416,9 +452,15 @@ def at_distance(runs, cell_id, measured, pooled):
     sampled = by_sample(records, measured, pooled)
     if sampled:
         return sampled
-    if not edges(measured) and any(edges(r) for r in records):   # a record without what its runner measures
-        return pooled, None, ("no round trips at its window edges, which the reference's runs of this cell have: "
-                              "judged against every pooled sample")
+    if not edges(measured) and any(edges(r) for r in records):  # a record without what its runner measures
+        return (
+            pooled,
+            None,
+            (
+                "no round trips at its window edges, which the reference's runs of this cell have: "
+                "judged against every pooled sample"
+            ),
+        )
     floor = floor_of(records + [measured])
     where = distance(measured, floor)
     if where is None:
@@ -429,8 +471,9 @@ def at_distance(runs, cell_id, measured, pooled):
     return pooled, None, f"the reference has no samples with its cores {where}: run the cell again"
 
 
-def judge(expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None, where=None,
-          own=None):
+def judge(
+    expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None, where=None, own=None
+):
     """(outcomes, words, row values) of one cell. `factor`: the explained overall factor divided out; `pooled`: the
     reference's samples of the cell over all its honest runs (default: the reference cell's own); `between`: the
     reference's between-run factor of the cell (named when the cell is off, never a tolerance); `reference_time`:
@@ -459,18 +502,38 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
         if p is not None and p >= ALPHA:
             notes.append(f"×{normalised:.2f} but within its noise (p={p:.2g})")
         else:
-            test = f", p={p:.2g}" if p is not None else (
-                ", the reference has one value: no rank test" if len(pooled) < 2 else
-                f", fewer than {MIN_SAMPLES} samples on a side: no rank test")
-            bimodal = (f"; the reference's own runs differ by ×{between:.2f} here: bimodal"
-                       if between and between > tolerance else "")
+            test = (
+                f", p={p:.2g}"
+                if p is not None
+                else (
+                    ", the reference has one value: no rank test"
+                    if len(pooled) < 2
+                    else f", fewer than {MIN_SAMPLES} samples on a side: no rank test"
+                )
+            )
+            bimodal = (
+                f"; the reference's own runs differ by ×{between:.2f} here: bimodal"
+                if between and between > tolerance
+                else ""
+            )
             cores = placement_words(expected, measured, where)
             falling = report.still_falling(samples(measured))
-            settling = (f"; its samples still fell while timed (Kendall τ {falling[0]:.2f}, p={falling[1]:.2g}): not "
-                        "yet steady, run the cell again") if falling else ""
-            found.append(("faster", f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}"
-                          f"{settling}{cores}") if faster else
-                         ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{settling}{cores}"))
+            settling = (
+                (
+                    f"; its samples still fell while timed (Kendall τ {falling[0]:.2f}, p={falling[1]:.2g}): not "
+                    "yet steady, run the cell again"
+                )
+                if falling
+                else ""
+            )
+            found.append(
+                (
+                    "faster",
+                    f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}{settling}{cores}",
+                )
+                if faster
+                else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{settling}{cores}")
+            )
     e_wait, m_wait = waited(expected), waited(measured)
     if e_wait and m_wait:
         wait_ratio = m_wait / e_wait / factor
@@ -478,8 +541,11 @@ def judge(expected, measured, factor, tolerance, margin, pooled=None, between=No
             notes.append(f"time as waited ×{wait_ratio:.2f} (compile, caches, first step)")
             found.append(("waited", None))
     quality = report.QUALITY_METRIC.get(expected["cell"]["task"])
-    e_q, m_q = ((expected.get("metrics") or {}).get(quality), (measured.get("metrics") or {}).get(quality)) \
-        if quality else (None, None)
+    e_q, m_q = (
+        ((expected.get("metrics") or {}).get(quality), (measured.get("metrics") or {}).get(quality))
+        if quality
+        else (None, None)
+    )
     if e_q is not None and (m_q is None or abs(m_q - e_q) > margin):
         found.append(("quality", f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
     outcomes = [o for o, _ in found if o != "waited"] or ["ok"]
@@ -509,7 +575,7 @@ def explained_factor(reference, measured, ids):
         expected, got = reference.get(cell_id), measured.get(cell_id)
         if judge_status(expected, got) is not None:
             continue
-        for key, e, m in zip(("gemm", "bandwidth"), calibration(expected), calibration(got)):
+        for key, e, m in zip(("gemm", "bandwidth"), calibration(expected), calibration(got), strict=False):
             if e and m and e > 0 and m > 0 and math.isfinite(e) and math.isfinite(m):
                 parts[key].append(e / m)
     medians = {key: statistics.median(v) for key, v in parts.items() if v}
@@ -530,8 +596,13 @@ def within(calibrated, raw):
 
 def comparable(expected, measured):
     """True where both records are ok and of the same kind (data, parameters, machine class, unit)."""
-    return (expected is not None and measured is not None and "refused" not in measured
-            and expected["status"] == measured["status"] == "ok" and why_incomparable(expected, measured) is None)
+    return (
+        expected is not None
+        and measured is not None
+        and "refused" not in measured
+        and expected["status"] == measured["status"] == "ok"
+        and why_incomparable(expected, measured) is None
+    )
 
 
 def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None, partial=False):
@@ -556,8 +627,18 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
         against, own, where = at_distance(runs, cell_id, got, pooled.get(cell_id))
-        outcomes, words, values = judge(expected, got, factor, tolerance, margin, against, between.get(cell_id),
-                                        reference_time(runs, cell_id), where, own)
+        outcomes, words, values = judge(
+            expected,
+            got,
+            factor,
+            tolerance,
+            margin,
+            against,
+            between.get(cell_id),
+            reference_time(runs, cell_id),
+            where,
+            own,
+        )
         counts.update(outcomes)
         counts["compared"] += "no reference" not in outcomes
         for outcome in set(outcomes) & {"slower", "faster"}:
@@ -567,9 +648,17 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
         rows.append([cell_id, *values, words])
     counts["overall basis"] = basis
     counts["comparable"] = sum(1 for i in ids if comparable(reference.get(i), measured.get(i)))
-    overall = {"raw": raw, "explained": factor, "unexplained": raw / calibrated, "calibration": parts,
-               "basis": basis, "calibrated": calibrated,
-               "off": off, "pooled": pooled, "between": between}
+    overall = {
+        "raw": raw,
+        "explained": factor,
+        "unexplained": raw / calibrated,
+        "calibration": parts,
+        "basis": basis,
+        "calibrated": calibrated,
+        "off": off,
+        "pooled": pooled,
+        "between": between,
+    }
     return rows, counts, len(reference) - len(expected_ids), overall
 
 
@@ -587,8 +676,9 @@ def not_a_rerun(first, second):
     return None
 
 
-def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None,
-            first=None):
+def confirm(
+    rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None, first=None
+):
     """Judge again, on `second` (a second run's records: {cell id: record}), every cell `compare` found slower or
     faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is comparable
     and within (no time outcome), and a re-run of the first (`first`: the judged run's records; not_a_rerun): then it is
@@ -604,14 +694,25 @@ def confirm(rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, 
                 by_id[cell_id][-1] += f"; the second run is no re-run of this one ({unfit}): no confirmation"
                 continue
             against, own, where = at_distance(runs, cell_id, second.get(cell_id), pooled.get(cell_id))
-            again, _, values = judge(reference.get(cell_id), second.get(cell_id), overall["explained"], tolerance,
-                                     margin, against, between.get(cell_id), reference_time(runs, cell_id), where, own)
+            again, _, values = judge(
+                reference.get(cell_id),
+                second.get(cell_id),
+                overall["explained"],
+                tolerance,
+                margin,
+                against,
+                between.get(cell_id),
+                reference_time(runs, cell_id),
+                where,
+                own,
+            )
             ratio = f"×{values[3]:.2f}" if values[3] else "no time"
             if {"slower", "faster"} & set(again) or judge_status(reference.get(cell_id), second.get(cell_id)):
                 by_id[cell_id][-1] += f"; a second run: {ratio} ({', '.join(again)})"
                 continue
-            by_id[cell_id][-1] += (f"; not confirmed: {ratio} in a second run (a transient of the machine, not the "
-                                   "install)")
+            by_id[cell_id][-1] += (
+                f"; not confirmed: {ratio} in a second run (a transient of the machine, not the install)"
+            )
             overall["off"][outcome].remove(cell_id)
             if cell_id in overall["off"]["bimodal"]:
                 overall["off"]["bimodal"].remove(cell_id)
@@ -626,8 +727,11 @@ def plural(n, word):
 
 
 def speed_words(factor):
-    return "as fast as" if abs(math.log(factor)) < math.log(1.05) else \
-        (f"{factor:.2f}× slower than" if factor > 1 else f"{1 / factor:.2f}× faster than")
+    return (
+        "as fast as"
+        if abs(math.log(factor)) < math.log(1.05)
+        else (f"{factor:.2f}× slower than" if factor > 1 else f"{1 / factor:.2f}× faster than")
+    )
 
 
 def overall_line(overall, same_class=True):
@@ -637,34 +741,48 @@ def overall_line(overall, same_class=True):
     if basis == 0:
         return "overall: nothing comparable", False
     if basis < MIN_OVERALL_CELLS:
-        return (f"overall: not estimated from {plural(basis, 'cell')} (at least {MIN_OVERALL_CELLS}); cells are judged "
-                "by their raw ratios"), False
+        return (
+            f"overall: not estimated from {plural(basis, 'cell')} (at least {MIN_OVERALL_CELLS}); cells are judged "
+            "by their raw ratios"
+        ), False
     raw, explained, rest = overall["raw"], overall["explained"], overall["unexplained"]
     parts = overall["calibration"]
     line = f"overall: this run is {speed_words(raw)} the reference (median over {plural(basis, 'cell')}); "
     if parts and overall.get("calibrated", explained) == 1.0:
-        line += (f"its own calibration is within ×{CALIBRATION_NOISE:g} of the reference's (" + ", ".join(
-            f"{key} ×{value:.2f}" for key, value in sorted(parts.items())) + "): nothing divided out; unexplained ×"
-            + f"{rest:.2f}")
+        line += (
+            f"its own calibration is within ×{CALIBRATION_NOISE:g} of the reference's ("
+            + ", ".join(f"{key} ×{value:.2f}" for key, value in sorted(parts.items()))
+            + "): nothing divided out; unexplained ×"
+            + f"{rest:.2f}"
+        )
     elif parts:
         calibrated = overall.get("calibrated", explained)
-        says = ", ".join(f"{key} ×{value:.2f} slower" if value >= 1 else f"{key} ×{1 / value:.2f} faster"
-                         for key, value in sorted(parts.items()))
-        close = abs(math.log(calibrated / explained)) <= math.log(CALIBRATION_NOISE)   # within its own noise
-        line += (f"its own calibration explains ×{explained:.2f} ({says}), divided out" if close
-                 else f"its own calibration says ×{calibrated:.2f} ({says}) but the cells show ×{raw:.2f}: cells "
-                      f"judged with ×{explained:.2f} divided out (a calibration excuses no more slowness than the "
-                      "cells show)")
+        says = ", ".join(
+            f"{key} ×{value:.2f} slower" if value >= 1 else f"{key} ×{1 / value:.2f} faster"
+            for key, value in sorted(parts.items())
+        )
+        close = abs(math.log(calibrated / explained)) <= math.log(CALIBRATION_NOISE)  # within its own noise
+        line += (
+            f"its own calibration explains ×{explained:.2f} ({says}), divided out"
+            if close
+            else f"its own calibration says ×{calibrated:.2f} ({says}) but the cells show ×{raw:.2f}: cells "
+            f"judged with ×{explained:.2f} divided out (a calibration excuses no more slowness than the "
+            "cells show)"
+        )
         line += f"; unexplained ×{rest:.2f}"
     else:
         line += f"no calibration in the run's records: nothing explained, unexplained ×{rest:.2f}"
     off = same_class and (rest > OVERALL_TOLERANCE or rest < 1 / OVERALL_TOLERANCE)
     if off and rest < 1:
-        line += (f" — beyond ×{OVERALL_TOLERANCE:g}: the install is faster than this machine's own measured rate "
-                 "(a clock that stops early, a missing barrier, work that did not run)")
+        line += (
+            f" — beyond ×{OVERALL_TOLERANCE:g}: the install is faster than this machine's own measured rate "
+            "(a clock that stops early, a missing barrier, work that did not run)"
+        )
     elif off:
-        line += (f" — beyond ×{OVERALL_TOLERANCE:g}: the install is slower than this machine's own measured rate "
-                 "(another load, threads, a debug build, a slower library than the reference's)")
+        line += (
+            f" — beyond ×{OVERALL_TOLERANCE:g}: the install is slower than this machine's own measured rate "
+            "(another load, threads, a debug build, a slower library than the reference's)"
+        )
     return line, off
 
 
@@ -680,15 +798,25 @@ def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
     if outside:
         notes.append(f"{plural(outside, 'reference cell')} not in this run's plan, not judged (--partial)")
     if counts["unconfirmed"]:
-        notes.append(f"{plural(counts['unconfirmed'], 'cell')} off in this run and within in a second run of it: not "
-                     f"confirmed, a transient of the machine (see each row){named(off.get('unconfirmed'))}")
+        notes.append(
+            f"{plural(counts['unconfirmed'], 'cell')} off in this run and within in a second run of it: not "
+            f"confirmed, a transient of the machine (see each row){named(off.get('unconfirmed'))}"
+        )
     if counts["waited"]:
-        notes.append(f"{plural(counts['waited'], 'cell')} with a time as waited beyond ×{WAITED_TOLERANCE:g} "
-                     "(compile, caches: a note, not a failure)")
+        notes.append(
+            f"{plural(counts['waited'], 'cell')} with a time as waited beyond ×{WAITED_TOLERANCE:g} "
+            "(compile, caches: a note, not a failure)"
+        )
     if n == 0 or (counts["comparable"] == 0 and counts["incomparable"]):
-        return ("INCOMPARABLE: nothing compared" + (f"; {plural(counts['incomparable'], 'cell')} incomparable (see "
-                                                    "each row)" if counts["incomparable"] else "")
-                + "".join(f"; {x}" for x in notes))
+        return (
+            "INCOMPARABLE: nothing compared"
+            + (
+                f"; {plural(counts['incomparable'], 'cell')} incomparable (see each row)"
+                if counts["incomparable"]
+                else ""
+            )
+            + "".join(f"; {x}" for x in notes)
+        )
     problems = []
     if overall_off:
         problems.append("the whole run is off this machine's own measured rate (see the overall line)")
@@ -699,8 +827,10 @@ def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
     if counts["refused"]:
         problems.append(f"{counts['refused']} refused as unsound records (see each row)")
     if counts["incomparable"]:
-        problems.append(f"{counts['incomparable']} the reference has but cannot be compared (another class, task "
-                        "parameters or timing unit: see each row)")
+        problems.append(
+            f"{counts['incomparable']} the reference has but cannot be compared (another class, task "
+            "parameters or timing unit: see each row)"
+        )
     if counts["samples missing"]:
         problems.append(f"{counts['samples missing']} with fewer samples than the reference cell")
     if counts["unexpected skip"]:
@@ -708,26 +838,36 @@ def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
     if counts["no time"]:
         problems.append(f"{counts['no time']} ok but without a time (a runner that broke the record contract)")
     if counts["slower"]:
-        problems.append(f"{counts['slower']} of {plural(n, 'cell')} slower than the reference beyond ×{tolerance:g} "
-                        f"(only what the calibration explains divided out){named(off.get('slower'))}")
+        problems.append(
+            f"{counts['slower']} of {plural(n, 'cell')} slower than the reference beyond ×{tolerance:g} "
+            f"(only what the calibration explains divided out){named(off.get('slower'))}"
+        )
     if counts["faster"]:
-        problems.append(f"{counts['faster']} of {plural(n, 'cell')} faster than possible, beyond ×{tolerance:g}: check "
-                        f"these cells' clocks{named(off.get('faster'))}")
+        problems.append(
+            f"{counts['faster']} of {plural(n, 'cell')} faster than possible, beyond ×{tolerance:g}: check "
+            f"these cells' clocks{named(off.get('faster'))}"
+        )
     if counts["quality"]:
-        problems.append(f"{counts['quality']} of {plural(n, 'cell')} with accuracy/AUC off the reference by more "
-                        f"than ±{margin:g}")
+        problems.append(
+            f"{counts['quality']} of {plural(n, 'cell')} with accuracy/AUC off the reference by more than ±{margin:g}"
+        )
     if off.get("bimodal"):
-        problems.append(f"{len(off['bimodal'])} of them in cells whose reference runs already differ beyond "
-                        f"×{tolerance:g}{named(off['bimodal'])}: bimodal (on a shared VM, the machine's own "
-                        "transients: docs/verify.md); a second run tells a regression from them (--confirm-run)")
+        problems.append(
+            f"{len(off['bimodal'])} of them in cells whose reference runs already differ beyond "
+            f"×{tolerance:g}{named(off['bimodal'])}: bimodal (on a shared VM, the machine's own "
+            "transients: docs/verify.md); a second run tells a regression from them (--confirm-run)"
+        )
     if problems:
         return "FAIL: " + "; ".join(problems + notes)
-    return (f"OK: {plural(n, 'cell')} as expected — steady state within ×{tolerance:g} of the reference once what "
-            f"this machine's calibration explains is divided out (or within its noise), accuracy/AUC within "
-            f"±{margin:g}" + "".join(f"; {x}" for x in notes))
+    return (
+        f"OK: {plural(n, 'cell')} as expected — steady state within ×{tolerance:g} of the reference once what "
+        f"this machine's calibration explains is divided out (or within its noise), accuracy/AUC within "
+        f"±{margin:g}" + "".join(f"; {x}" for x in notes)
+    )
 
 
 # ---------------------------------------------------------------- which reference
+
 
 def classes_of(folder):
     """The machine classes of a reference's ok records."""
@@ -761,16 +901,27 @@ def this_machine():
 
 def how_to_make_one(machine, legacy=None):
     """What to do without a reference of `machine`; `legacy`: a format-1 reference folder of the same machine."""
-    older = (f"{legacy} is of this machine but was made before machine classes named the CPU generation "
-             f"(family/model/stepping): it cannot vouch for this one, so ") if legacy else ""
-    return (f"{older}make one on this machine with `make reference` (the `reference` profile; it writes "
-            f"results/reference/{sysinfo.slug(machine)}), or pass --reference")
+    older = (
+        (
+            f"{legacy} is of this machine but was made before machine classes named the CPU generation "
+            f"(family/model/stepping): it cannot vouch for this one, so "
+        )
+        if legacy
+        else ""
+    )
+    return (
+        f"{older}make one on this machine with `make reference` (the `reference` profile; it writes "
+        f"results/reference/{sysinfo.slug(machine)}), or pass --reference"
+    )
 
 
 def legacy_reference(records):
     """A reference folder of the format-1 class these records' facts reduce to, or None (shared.sysinfo)."""
-    legacy = {sysinfo.legacy_class(r["system"], r["cell"]["device"], r["cell"]["gpus"]) for r in records
-              if r.get("status") == "ok" and isinstance(r.get("system"), dict)}
+    legacy = {
+        sysinfo.legacy_class(r["system"], r["cell"]["device"], r["cell"]["gpus"])
+        for r in records
+        if r.get("status") == "ok" and isinstance(r.get("system"), dict)
+    }
     return next(iter(fitting_references({c for c in legacy if sysinfo.class_format(c) == 1})), None)
 
 
@@ -823,8 +974,12 @@ def run_classes(records):
     that is all failures is judged, and fails; it is never 'incomparable'."""
     found = ok_classes(records)
     if not found:
-        found = {machine_class(r) for r in records.values() if "refused" not in r
-                 and ((r.get("system") or {}).get("machine_class") or (r.get("system") or {}).get("cpu"))}
+        found = {
+            machine_class(r)
+            for r in records.values()
+            if "refused" not in r
+            and ((r.get("system") or {}).get("machine_class") or (r.get("system") or {}).get("cpu"))
+        }
     return found or {this_machine()[0]}
 
 
@@ -837,26 +992,47 @@ def latest_run(profile):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m scripts.results.verify", description=__doc__.split("\n")[0])
-    ap.add_argument("--reference", type=Path,
-                    help="a reference run folder (default: the one of this machine class)")
+    ap.add_argument("--reference", type=Path, help="a reference run folder (default: the one of this machine class)")
     ap.add_argument("--run", type=Path, help="compare this run folder instead of running the profile")
     ap.add_argument("--profile", default="demo", help="the profile to run when no --run is given")
-    ap.add_argument("--confirm-run", type=Path, metavar="RUN",
-                    help="a second run folder to confirm time verdicts with (default, where verify runs the profile "
-                         "itself: it runs the cells it finds slower or faster once more)")
-    ap.add_argument("--no-confirm", action="store_true",
-                    help="judge the run alone: no second run of the cells found slower or faster")
-    ap.add_argument("--partial", action="store_true",
-                    help="judge only the reference cells the run planned (a run of part of the matrix); without it "
-                         "a reference cell the run has no record of is missing, and fails")
-    ap.add_argument("--time-tolerance", type=float, default=TIME_TOLERANCE, metavar="RATIO",
-                    help=f"a cell's ratio beyond which it is off; at most (and by default) {TIME_TOLERANCE}")
-    ap.add_argument("--quality-margin", type=float, default=QUALITY_MARGIN, metavar="DELTA",
-                    help=f"largest accepted accuracy/AUC difference; at most (and by default) {QUALITY_MARGIN}")
+    ap.add_argument(
+        "--confirm-run",
+        type=Path,
+        metavar="RUN",
+        help="a second run folder to confirm time verdicts with (default, where verify runs the profile "
+        "itself: it runs the cells it finds slower or faster once more)",
+    )
+    ap.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="judge the run alone: no second run of the cells found slower or faster",
+    )
+    ap.add_argument(
+        "--partial",
+        action="store_true",
+        help="judge only the reference cells the run planned (a run of part of the matrix); without it "
+        "a reference cell the run has no record of is missing, and fails",
+    )
+    ap.add_argument(
+        "--time-tolerance",
+        type=float,
+        default=TIME_TOLERANCE,
+        metavar="RATIO",
+        help=f"a cell's ratio beyond which it is off; at most (and by default) {TIME_TOLERANCE}",
+    )
+    ap.add_argument(
+        "--quality-margin",
+        type=float,
+        default=QUALITY_MARGIN,
+        metavar="DELTA",
+        help=f"largest accepted accuracy/AUC difference; at most (and by default) {QUALITY_MARGIN}",
+    )
     args = ap.parse_args(argv)
     if not 1 < args.time_tolerance <= TIME_TOLERANCE or not 0 <= args.quality_margin <= QUALITY_MARGIN:
-        ap.error(f"--time-tolerance must be above 1 and at most {TIME_TOLERANCE}, --quality-margin 0 to "
-                 f"{QUALITY_MARGIN}: either may tighten the check, never loosen it")
+        ap.error(
+            f"--time-tolerance must be above 1 and at most {TIME_TOLERANCE}, --quality-margin 0 to "
+            f"{QUALITY_MARGIN}: either may tighten the check, never loosen it"
+        )
     try:
         measured = None
         if args.reference is None:
@@ -865,11 +1041,16 @@ def main(argv=None):
             wanted = {machine} if args.run is None else run_classes(measured)
             fitting = fitting_references(wanted)
             if not fitting:
-                mine = [{"status": "ok", "system": facts, "cell": {"device": "cpu", "gpus": 1}}] if facts else \
-                    [r for r in measured.values() if "refused" not in r]
-                print(f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
-                      f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'), legacy_reference(mine))}",
-                      file=sys.stderr)
+                mine = (
+                    [{"status": "ok", "system": facts, "cell": {"device": "cpu", "gpus": 1}}]
+                    if facts
+                    else [r for r in measured.values() if "refused" not in r]
+                )
+                print(
+                    f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
+                    f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'), legacy_reference(mine))}",
+                    file=sys.stderr,
+                )
                 return INCOMPARABLE
             args.reference = fitting[0]
         runs = reference_runs(args.reference)
@@ -883,25 +1064,55 @@ def main(argv=None):
                 return 2  # the run could not start; it said why
             args.run = latest_run(args.profile)
         measured = measured if measured is not None else read_run(args.run)
-        rows, counts, outside, overall = compare(reference, measured, planned_ids(args.run), args.time_tolerance,
-                                                 args.quality_margin, runs, args.partial)
+        rows, counts, outside, overall = compare(
+            reference, measured, planned_ids(args.run), args.time_tolerance, args.quality_margin, runs, args.partial
+        )
         off = overall["off"]["slower"] + overall["off"]["faster"]
         if off and not args.no_confirm and (args.confirm_run or ran_profile):
             if args.confirm_run is None:
-                print(f"{plural(len(off), 'cell')} off the reference's time: running {'it' if len(off) == 1 else 'them'}"
-                      f" once more to confirm ({', '.join(off)})")
+                print(
+                    f"{plural(len(off), 'cell')} off the reference's time: running {'it' if len(off) == 1 else 'them'}"
+                    f" once more to confirm ({', '.join(off)})"
+                )
                 if start_run(["--profile", args.profile, *(x for cell_id in off for x in ("--only", cell_id))]) == 2:
                     return 2
                 args.confirm_run = latest_run(args.profile)
-            confirm(rows, counts, overall, reference, read_run(args.confirm_run), args.time_tolerance,
-                    args.quality_margin, runs, measured)
+            confirm(
+                rows,
+                counts,
+                overall,
+                reference,
+                read_run(args.confirm_run),
+                args.time_tolerance,
+                args.quality_margin,
+                runs,
+                measured,
+            )
     except VerifyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"reference {args.reference} ({plural(len(runs), 'run')}) vs {args.run}"
-          + (f" (cells found off judged again in {args.confirm_run})" if args.confirm_run else ""))
-    print(tabulate(rows, headers=["cell", "reference", "measured", "ratio", "÷ explained", "tolerance",
-                                  "rank test p", "quality", "verdict"], floatfmt=".3g", missingval="—"))
+    print(
+        f"reference {args.reference} ({plural(len(runs), 'run')}) vs {args.run}"
+        + (f" (cells found off judged again in {args.confirm_run})" if args.confirm_run else "")
+    )
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "cell",
+                "reference",
+                "measured",
+                "ratio",
+                "÷ explained",
+                "tolerance",
+                "rank test p",
+                "quality",
+                "verdict",
+            ],
+            floatfmt=".3g",
+            missingval="—",
+        )
+    )
     line, overall_off = overall_line(overall)
     print(line)
     verdict = one_line(counts, outside, args.time_tolerance, args.quality_margin, overall_off, overall["off"])
@@ -910,8 +1121,11 @@ def main(argv=None):
         wanted = ok_classes(measured)
         fitting = fitting_references(wanted, exclude=args.reference)
         ok_records = [r for r in measured.values() if "refused" not in r]
-        print("a reference that fits: " + ", ".join(map(str, fitting)) if fitting else
-              how_to_make_one(next(iter(sorted(wanted)), "this machine"), legacy_reference(ok_records)))
+        print(
+            "a reference that fits: " + ", ".join(map(str, fitting))
+            if fitting
+            else how_to_make_one(next(iter(sorted(wanted)), "this machine"), legacy_reference(ok_records))
+        )
         return INCOMPARABLE
     return 0 if verdict.startswith("OK") else 1
 

@@ -7,6 +7,7 @@ slow   sleep FAKE_SLOW_SECONDS, then ok (for killing a run mid-cell)
 impostor  write an ok record that claims the other framework's identity (pytorch ↔ jax) in this cell's slot
 `--barrier-check FRAMEWORK` answers as shared/barrier_check.py does: FAKE_BARRIER=ok (default) or leak.
 """
+
 import json
 import os
 import sys
@@ -14,11 +15,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the real project, for shared/
-import numpy as np  # noqa: E402
+import numpy as np
 
-from shared.runner import config_from_args, parser, run  # noqa: E402
-from shared.params import TASKS  # noqa: E402
-from shared.timing import extraction_metrics, summarize, train_metrics, train_timing  # noqa: E402
+from shared.params import TASKS
+from shared.runner import config_from_args, parser, run
+from shared.timing import extraction_metrics, summarize, train_metrics, train_timing
 
 
 class Family:
@@ -26,7 +27,7 @@ class Family:
 
     @staticmethod
     def gemm(cfg, n, dtype):
-        if cfg.device != "cpu":     # a fake GPU machine has no GPU to multiply on: the record says the GEMM failed
+        if cfg.device != "cpu":  # a fake GPU machine has no GPU to multiply on: the record says the GEMM failed
             raise RuntimeError("the fake runners have no GPU GEMM")
         a = np.ones((n, n), dtype=dtype)
         return (lambda: a @ a), (lambda: None)
@@ -42,14 +43,22 @@ def figures(cfg, started):
         images = p["batch_size"] * p["batches"]
         return extraction_metrics(timing, images, p["batch_size"], p["image_size"], feature_mean=1.0, **extra), timing
     batch = p["batch_size"] * (cfg.gpus if cfg.task == "densenet121" else 1)
-    train_samples = p.get("train_samples") or 50 * batch        # full scale: the whole data set, not a parameter
+    train_samples = p.get("train_samples") or 50 * batch  # full scale: the whole data set, not a parameter
     steps = max(1, train_samples // batch)
     windows = [v * scale / 10 for v in (3.0, 1.4, 1.5, 1.6, 1.5, 1.45)]
     epoch = float(sum(windows[1:]) / len(windows[1:]) * steps + 0.02)
     epochs = [epoch + 0.2] + [epoch] * (p.get("epochs", 1) - 1)
-    metrics = train_metrics(epochs, steps * batch, warmup=0.2, steps=steps, windows=windows,
-                            train_samples=train_samples, global_batch=batch,
-                            **({"auc": 0.7} if cfg.task == "densenet121" else {"accuracy": 0.9}), **extra)
+    metrics = train_metrics(
+        epochs,
+        steps * batch,
+        warmup=0.2,
+        steps=steps,
+        windows=windows,
+        train_samples=train_samples,
+        global_batch=batch,
+        **({"auc": 0.7} if cfg.task == "densenet121" else {"accuracy": 0.9}),
+        **extra,
+    )
     if cfg.task == "densenet121":
         metrics["train_minutes"] = metrics["train_seconds"] / 60
     return metrics, train_timing(windows)
@@ -77,9 +86,18 @@ class Task:
 
 def barrier_check(framework, *_):
     leak = os.environ.get("FAKE_BARRIER") == "leak"
-    print(json.dumps({"framework": framework, "status": "failed" if leak else "ok",
-                      "reason": "the barrier returns early (on purpose)" if leak else None, "barrier_seconds": 0.2,
-                      "after_seconds": 0.15 if leak else 1e-5, "control_seconds": 0.2}))
+    print(
+        json.dumps(
+            {
+                "framework": framework,
+                "status": "failed" if leak else "ok",
+                "reason": "the barrier returns early (on purpose)" if leak else None,
+                "barrier_seconds": 0.2,
+                "after_seconds": 0.15 if leak else 1e-5,
+                "control_seconds": 0.2,
+            }
+        )
+    )
     return 1 if leak else 0
 
 
