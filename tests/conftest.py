@@ -144,7 +144,12 @@ def synthetic_data(tmp_path_factory):
 @pytest.fixture(scope="session")
 def probes(request, tmp_path_factory, synthetic_data):
     """Each framework's probe process (tests/probe.py), started once, when its first test asks."""
-    return probe.Probes(request.session, tmp_path_factory.mktemp("probes"), framework_python, synthetic_data)
+    # pytest-xdist's workers share the run's folder (each has its own below it): one probe a framework, not a worker
+    run = tmp_path_factory.getbasetemp()
+    shared = run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run
+    folder = shared / "probes"
+    folder.mkdir(exist_ok=True)
+    return probe.Probes(request.session, folder, framework_python, synthetic_data)
 
 
 # Every framework whose model code can run here. julia-knet's cannot (Knet is not installable without Julia's

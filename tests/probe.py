@@ -13,8 +13,14 @@ A job is (kind, task, tuning):
 The probe runs the default jobs before any tuned one, so no tuned switch (a compiler cache, a global jit flag) can
 reach a default check. The multi-device cells (DenseNet-121 on two CPU devices) keep a process each: TensorFlow and JAX
 fix their device count when their runtime starts (runners/tensorflow/__init__.py, runners/jax/__init__.py).
+
+pytest-xdist's workers share the probes' folder: the first worker to need a framework runs its probe under a file
+lock and the other reads what it left, so a framework starts once a session, wherever its tests are scheduled.
+(`xdist_group` cannot keep them on one worker here: pytest-xdist 3.8 writes the group into `item._nodeid`, which
+pytest 9 no longer reads, so the mark groups nothing.)
 """
 
+import fcntl
 import json
 import subprocess
 from pathlib import Path
@@ -23,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+from scripts.results.records import write_atomic
 from shared import canonical, params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,11 +55,6 @@ def job(kind):
         return pytest.mark.timeout(TIMEOUT)(test)
 
     return mark
-
-
-def param(framework, *rest):
-    """A parametrize entry for a probe test: every test of one framework on the same xdist worker (one probe)."""
-    return pytest.param(framework, *rest, marks=pytest.mark.xdist_group(f"probe-{framework}"))
 
 
 def job_of(item):
@@ -131,7 +133,7 @@ class Probes:
 
     def __init__(self, session, folder, python_of, data):
         self.session, self.folder, self.python_of, self.data = session, folder, python_of, data
-        self.done, self.starts = {}, 0
+        self.done = {}
 
     def jobs(self, framework):
         """The jobs of `framework`'s selected tests, default before tuned (forward, train, run in each)."""
@@ -151,12 +153,21 @@ class Probes:
         return entry
 
     def start(self, framework, jobs):
-        python = self.python_of(framework)
+        """The probe's outcome: {job name: {error, out, log}}, or why it did not finish. pytest-xdist's workers share
+        `self.folder`: the first to need a framework runs its probe under a lock, the other reads what it left."""
         folder = self.folder / framework
         folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / f"{framework}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            done = folder / "outcome.json"
+            if not done.exists():
+                write_atomic(done, json.dumps(self.run(framework, jobs, folder)))
+            return json.loads(done.read_text())
+
+    def run(self, framework, jobs, folder):
+        python = self.python_of(framework)
         plan = [write_inputs(framework, j, folder, self.data) for j in jobs]
         (folder / "plan.json").write_text(json.dumps(plan, indent=1))
-        self.starts += 1
         try:
             proc = subprocess.run(
                 [str(python), str(PROBE), framework, str(folder / "plan.json")],
@@ -167,15 +178,16 @@ class Probes:
             )
         except subprocess.TimeoutExpired:
             return f"timed out after {TIMEOUT} s running {[j.name for j in jobs]}"
+        log = folder / "log.txt"
+        log.write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
         found = {}
         for entry in plan:
             out, error = Path(entry["out"]), Path(entry["out"] + ".error")
             found[entry["name"]] = {
                 "error": error.read_text() if error.exists() else None,
-                "out": out if out.exists() else None,
-                "log": (folder / "log.txt"),
+                "out": str(out) if out.exists() else None,
+                "log": str(log),
             }
-        (folder / "log.txt").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
         if proc.returncode != 0 and not any(e["error"] for e in found.values()):
             return f"exit {proc.returncode}: {proc.stderr[-3000:]}"
         return found
@@ -185,6 +197,6 @@ def outcome(entry, framework, job):
     """The job's output file; the test fails with the job's own traceback where it raised."""
     assert entry["error"] is None, f"{framework} {job.name} raised in the probe:\n{entry['error'][-3000:]}"
     assert entry["out"] is not None, (
-        f"{framework} {job.name}: no output; probe log:\n" + entry["log"].read_text()[-3000:]
+        f"{framework} {job.name}: no output; probe log:\n" + Path(entry["log"]).read_text()[-3000:]
     )
-    return entry["out"]
+    return Path(entry["out"])

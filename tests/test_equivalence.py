@@ -59,7 +59,7 @@ def expected_parameters(task, framework=None):
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("framework, task", [probe.param(f, t) for f, t in framework_tasks(TASKS)])
+@pytest.mark.parametrize("framework, task", framework_tasks(TASKS))
 @probe.job("forward")
 def test_same_weights_same_logits(framework, task, probes):
     job = probe.Job("forward", task)

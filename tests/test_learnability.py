@@ -36,7 +36,7 @@ MIN_AUC = 0.6
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("framework, task", [probe.param(f, t) for f, t in framework_tasks(["cnn", "gru"])])
+@pytest.mark.parametrize("framework, task", framework_tasks(["cnn", "gru"]))
 @probe.job("run")
 def test_runner_learns(framework, task, probes):
     """The whole cell through the runner's main, at the tiny scale, in the framework's probe (tests/probe.py)."""

@@ -328,7 +328,7 @@ TUNED_MAINS = [
 
 
 @pytest.mark.framework
-@pytest.mark.parametrize("framework, task, tuning", [probe.param(f, t, "tuned") for f, t in TUNED_MAINS])
+@pytest.mark.parametrize("framework, task, tuning", [(f, t, "tuned") for f, t in TUNED_MAINS])
 @probe.job("run")
 def test_every_tuned_training_cell_runs_whole(probes, framework, task, tuning):
     """Through the runner's main in the framework's probe (tests/probe.py), after its default jobs."""

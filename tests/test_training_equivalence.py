@@ -117,8 +117,7 @@ TUNED = [(f, t) for f in ("pytorch", "jax", "keras-tf", "keras-jax", "keras-torc
 @pytest.mark.framework
 @pytest.mark.parametrize(
     "framework, task, tuning",
-    [probe.param(f, t, "default") for f, t in framework_tasks(["cnn", "gru"])]
-    + [probe.param(f, t, "tuned") for f, t in TUNED],
+    [(f, t, "default") for f, t in framework_tasks(["cnn", "gru"])] + [(f, t, "tuned") for f, t in TUNED],
 )
 @probe.job("train")
 def test_same_training_steps(framework, task, tuning, probes):

@@ -500,14 +500,15 @@ def consistency_problem(record):
     return f"inconsistent: {'; '.join(wrong)[:600]}" if wrong else None
 
 
-_JUDGED = {}  # (check, a record file's bytes) -> its answer: a reference read by every verify is judged once a process
+# (check, its inputs, a record file's bytes) -> its answer: a reference read by every verify is judged once a process
+_JUDGED = {}
 
 
 def judged(problem, record, data):
     """`problem(record)`, from the cache where `data` (the bytes `record` was parsed from) was judged before."""
     if data is None:
         return problem(record)
-    key = (problem.__name__, data)
+    key = (problem, id(VALIDATOR), contradictions, data)  # what the answer depends on (a test may swap either)
     if key not in _JUDGED:
         if len(_JUDGED) >= 8192:
             _JUDGED.clear()
