@@ -10,6 +10,7 @@ environment fails, naming the tier it belongs in.
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,41 @@ def pytest_collection_modifyitems(config, items):
     listing = os.environ.get("ROSETTA_TIER_LIST")  # tests/test_tiers.py: every collected test and its tiers
     if listing:
         Path(listing).write_text(json.dumps({item.nodeid: tiers_of(item) for item in items}))
+
+
+# pytest-xdist 3.8's `xdist_group` writes the group into item._nodeid, which pytest 9 no longer reads: the mark groups
+# nothing. This scheduler groups by what a test id shows instead: a module whose tests share a group (its pytestmark
+# names one: the Compose project, the Slurm cluster, Julia's container, the image builds) goes to one worker whole,
+# and so do one framework's probe tests (tests/probe.py), so each framework is started by one worker, once.
+GROUPED_MODULES = {
+    f"tests/{path.name}": match.group(1)
+    for path in sorted(Path(__file__).parent.glob("test_*.py"))
+    for match in [re.search(r'^pytestmark = .*xdist_group\("([\w-]+)"\)', path.read_text(), re.M)]
+    if match
+}
+
+
+def scope_of(nodeid):
+    """The unit of work a test belongs to: its module's group, its framework's probe, or the test alone."""
+    module, _, name = nodeid.partition("::")
+    if module in GROUPED_MODULES:
+        return GROUPED_MODULES[module]
+    function, _, params = name.partition("[")
+    if f"{module}::{function}" in probe.TESTS:
+        framework = max((f for f in FRAMEWORKS if params.startswith(f"{f}-")), key=len, default=None)
+        if framework:
+            return f"probe-{framework}"
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByNeed(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return scope_of(nodeid)
+
+    return ByNeed(config, log)
 
 
 @pytest.fixture(autouse=True)

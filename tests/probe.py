@@ -47,6 +47,15 @@ class Job(NamedTuple):
         return f"{self.kind}-{self.task}-{self.tuning}"
 
 
+# The tests that assert on a probe's jobs, as their ids begin (tests/conftest.py schedules them by framework).
+TESTS = {
+    "tests/test_equivalence.py::test_same_weights_same_logits",
+    "tests/test_training_equivalence.py::test_same_training_steps",
+    "tests/test_learnability.py::test_runner_learns",
+    "tests/test_runner_contract.py::test_every_tuned_training_cell_runs_whole",
+}
+
+
 def job(kind):
     """Decorator: the test asserts on the probe's `kind` job of its (framework, task[, tuning]) parameters."""
 

@@ -122,13 +122,10 @@ x <- 3
 
 
 @pytest.fixture(scope="session")  # once a worker: xdist interleaves modules, which would rebuild a module's
-def run_folders(tmp_path_factory):
+def run_folders(tmp_path_factory, synthetic_data):
     """A run folder of the fake runners (records and logs), and a copy of it whose records claim another machine."""
     root = tmp_path_factory.mktemp("runs")
-    data = root / "data"
-    from shared import datasets
-
-    datasets.prepare(data / "synthetic", synthetic=True)
+    data = synthetic_data.parent  # the session's twins (tests/conftest.py), not a second set
     first = root / "demo-20261204-100000"
     subprocess.run(
         [sys.executable, str(ROOT / "tests" / "fake_run.py"), str(first), str(data)], check=True, timeout=300

@@ -1,13 +1,15 @@
 """The suite's shape (docs/testing.md): every test carries exactly one tier marker, by what it needs, and a unit test
 cannot start a framework's environment."""
 
+import ast
 import json
 import os
 import subprocess
 import sys
 
+import probe
 import pytest
-from conftest import ROOT, TIERS, framework_python
+from conftest import ROOT, TIERS, framework_python, scope_of
 
 pytestmark = pytest.mark.unit
 
@@ -54,7 +56,7 @@ def test_framework_selects_one_frameworks_tests(tmp_path):
     tiers = collected(tmp_path, "--framework", "chainer", "tests/test_equivalence.py")
     assert tiers and all("chainer" in test for test in tiers) and set(map(tuple, tiers.values())) == {("framework",)}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--framework", "nosuch"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--framework", "nosuch", "tests/test_tiers.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -66,3 +68,22 @@ def test_framework_selects_one_frameworks_tests(tmp_path):
 def test_a_unit_test_cannot_start_a_framework():
     with pytest.raises(pytest.fail.Exception, match="mark it `framework`"):
         framework_python("pytorch")
+
+
+def test_the_scheduler_keeps_each_frameworks_probe_and_each_grouped_module_on_one_worker():
+    """tests/conftest.py's scope_of: what pytest-xdist hands a worker as one unit (xdist_group itself is inert)."""
+    decorated = {
+        f"tests/{path.name}::{node.name}"
+        for path in (ROOT / "tests").glob("test_*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef) and any("probe.job" in ast.unparse(d) for d in node.decorator_list)
+    }
+    assert decorated == probe.TESTS
+    assert scope_of("tests/test_equivalence.py::test_same_weights_same_logits[keras-tf-cnn]") == "probe-keras-tf"
+    assert scope_of("tests/test_training_equivalence.py::test_same_training_steps[tensorflow-gru-tuned]") == (
+        "probe-tensorflow"
+    )
+    assert scope_of("tests/test_learnability.py::test_runner_learns[keras2-theano-gru]") == "probe-keras2-theano"
+    assert scope_of("tests/test_slurm.py::test_dry_run_writes_the_scripts_for_each_runtime") == "slurm"
+    alone = "tests/test_learnability.py::test_feature_and_multi_device_tasks_run[jax-densenet121]"
+    assert scope_of(alone) == alone
