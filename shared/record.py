@@ -59,7 +59,7 @@ def git_commit(cwd=None):
             cwd=cwd or Path(__file__).parent,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
+            universal_newlines=True,  # not text=: Python 3.6 (CNTK) has no such argument
             timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired):

@@ -155,7 +155,7 @@ def gpu_facts():
             ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
+            universal_newlines=True,  # not text=: Python 3.6 (CNTK) has no such argument
             timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -236,7 +236,7 @@ def nvidia_driver():
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
+            universal_newlines=True,  # not text=: Python 3.6 (CNTK) has no such argument
             timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired):
