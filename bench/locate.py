@@ -66,9 +66,26 @@ def count(text, snippet):
 
 
 def apply(text, old, new):
-    """`text` with the one occurrence of `old` (by tokens) replaced by `new`; ValueError unless it occurs once."""
+    """`text` with the one occurrence of `old` (by tokens) replaced by `new`; ValueError unless it occurs once.
+
+    `new` is laid out as the snippets are written, indented as `old` is: its first line takes the place of the matched
+    code, and its further lines keep their indentation relative to that first line, moved to the column the code
+    starts at in `text`."""
     found = spans(text, old)
     if len(found) != 1:
         raise ValueError(f"{old!r} occurs {len(found)} times")
     start, end = found[0]
-    return text[:start] + new + text[end:]
+    indent = len(old) - len(old.lstrip(" "))
+    shift = start - (text.rfind("\n", 0, start) + 1) - indent
+    if old.endswith("\n") and new.endswith("\n"):  # the match ends at the last token, not at its line's end
+        new = new[:-1]
+    first, *rest = new.split("\n")
+    lines = [first[min(indent, len(first) - len(first.lstrip(" "))) :]]
+    for line in rest:
+        lines.append(" " * shift + line if shift >= 0 else line[min(-shift, len(line) - len(line.lstrip(" "))) :])
+    mutated = text[:start] + "\n".join(lines) + text[end:]
+    try:
+        compile(mutated, "<mutated>", "exec")
+    except SyntaxError as e:  # a broken file fails every test: that would count as a kill it is not
+        raise ValueError(f"replacing {old!r} leaves a syntax error: {e}") from None
+    return mutated

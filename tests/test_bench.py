@@ -54,6 +54,11 @@ def test_a_mutation_finds_its_code_however_it_is_laid_out(layout):
     assert locate.count(layout, "LIMIT = 1.25 ") == 1 and locate.count(layout, "f(key='a')") == 1
 
 
+def test_a_mutation_that_breaks_the_syntax_is_refused_not_counted_as_killed():
+    with pytest.raises(ValueError, match="syntax error"):
+        locate.apply(SOURCE, "off = same_class and (rest > LIMIT or rest < 1 / LIMIT)", "off = (")
+
+
 def test_a_changed_or_repeated_line_stops_the_mutation():
     assert locate.count(SOURCE.replace("rest < 1 / LIMIT", "rest <= 1 / LIMIT"), "rest < 1 / LIMIT") == 0
     assert locate.count(SOURCE, "LIMIT") == 3 and locate.count(SOURCE, "LIMIT = 1.2") == 0
