@@ -14,6 +14,9 @@ from conftest import IN_CI, ROOT
 
 from scripts.results import report, rosetta, site
 
+# One worker takes the module (tests/conftest.py schedules it whole): the site its tests share is built once.
+pytestmark = pytest.mark.xdist_group("site")
+
 PAGES = ["index.html", "lessons.html"] + [
     f"{kind}-{t}.html" for t in ("cnn", "gru", "resnet50", "densenet121") for kind in ("rosetta", "code", "results")
 ]
@@ -121,7 +124,7 @@ x <- 3
         rosetta.cells(tmp_path / "gru.py")
 
 
-@pytest.fixture(scope="session")  # once a worker: xdist interleaves modules, which would rebuild a module's
+@pytest.fixture(scope="session")  # once: xdist interleaves modules, which would rebuild a module's
 def run_folders(tmp_path_factory, synthetic_data):
     """A run folder of the fake runners (records and logs), and a copy of it whose records claim another machine."""
     root = tmp_path_factory.mktemp("runs")
@@ -152,7 +155,7 @@ def run_folders(tmp_path_factory, synthetic_data):
     return first, second
 
 
-@pytest.fixture(scope="session")  # once a worker: xdist interleaves modules, which would rebuild a module's
+@pytest.fixture(scope="session")  # once: xdist interleaves modules, which would rebuild a module's
 def built(run_folders, tmp_path_factory):
     out = tmp_path_factory.mktemp("site") / "site"
     return out, site.build(out, run_folders)
