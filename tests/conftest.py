@@ -93,11 +93,10 @@ def pytest_xdist_make_scheduler(config, log):
     return ByNeed(config, log)
 
 
-@pytest.fixture(autouse=True)
-def _tier(request):
-    _running["tiers"] = tuple(tiers_of(request.node))
-    yield
-    _running["tiers"] = ()
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """The test's tiers, set before any of its fixtures (a module fixture that starts a framework counts too)."""
+    _running["tiers"] = tuple(tiers_of(item))
 
 
 def framework_python(framework):

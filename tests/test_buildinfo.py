@@ -47,7 +47,7 @@ def test_pytorch_environment_reports_the_pinned_cudnn_and_nccl():
     assert report["cuda"] == [pins["nvidia-cuda-runtime"]]
 
 
-@pytest.mark.unit
+@pytest.mark.framework
 def test_an_environment_without_cuda_reports_none():
     report = in_venv("mxnet", INSPECT)  # the CPU wheel
     assert report["frameworks"]["mxnet"] and report["cuda"] == [] and report["gpu_archs"] == []

@@ -194,7 +194,7 @@ def test_read_pth_gives_what_torch_saved(published, task, fmt):
         np.testing.assert_array_equal(state[name], array, err_msg=name)
 
 
-@pytest.mark.unit
+@pytest.mark.framework
 @pytest.mark.parametrize("task", list(TINY))
 def test_download_check_convert_then_load(published, server, tmp_path, monkeypatch, task):
     files, expected = published
@@ -221,7 +221,7 @@ def test_download_check_convert_then_load(published, server, tmp_path, monkeypat
     assert len(server.requests) == 1
 
 
-@pytest.mark.unit
+@pytest.mark.framework
 def test_corrupt_download_is_deleted_and_reported(published, server, tmp_path, monkeypatch, capsys):
     files, _ = published
     name = publish(server, tmp_path, monkeypatch, "resnet50", files["resnet50", "zip"], prefix="00000000")
@@ -235,7 +235,7 @@ def test_corrupt_download_is_deleted_and_reported(published, server, tmp_path, m
     assert capsys.readouterr().err.startswith("error: ")
 
 
-@pytest.mark.unit
+@pytest.mark.framework
 def test_the_full_hash_of_the_first_download_is_pinned_and_the_npz_checked_on_load(
     published, server, tmp_path, monkeypatch
 ):
@@ -274,7 +274,7 @@ def test_unreachable_server_says_how_to_work_offline(tmp_path, monkeypatch):
         weights.prepare(tmp_path, ["resnet50"])
 
 
-@pytest.mark.unit
+@pytest.mark.framework
 @pytest.mark.parametrize("fmt", ["legacy", "tar"])
 def test_from_a_copied_file(published, tmp_path, monkeypatch, fmt):
     """Air-gapped hosts: a published file copied by hand is checked and converted; a wrong one is kept, reported."""
