@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(config, items):
 # pytest-xdist 3.8's `xdist_group` writes the group into item._nodeid, which pytest 9 no longer reads: the mark groups
 # nothing. This scheduler groups by what a test id shows instead: a module whose tests share a group (its pytestmark
 # names one: the Compose project, the Slurm cluster, Julia's container, the image builds) goes to one worker whole,
-# and so do one framework's probe tests (tests/probe.py), so each framework is started by one worker, once.
+# and so do one probe's tests (tests/probe.py), so each probe is started by one worker, once.
 GROUPED_MODULES = {
     f"tests/{path.name}": match.group(1)
     for path in sorted(Path(__file__).parent.glob("test_*.py"))
@@ -78,8 +78,9 @@ def scope_of(nodeid):
     function, _, params = name.partition("[")
     if f"{module}::{function}" in probe.TESTS:
         framework = max((f for f in FRAMEWORKS if params.startswith(f"{f}-")), key=len, default=None)
-        if framework:
-            return f"probe-{framework}"
+        if framework:  # the id's parameters after the framework: TASK or TASK-TUNING
+            task, _, tuning = params[len(framework) + 1 : -1].partition("-")
+            return "probe-" + probe.probe_of(framework, probe.Job("", task, tuning or "default"))
     return nodeid
 
 

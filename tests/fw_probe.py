@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -79,10 +80,12 @@ def main(framework, plan):
     package = prepare_environment(framework)
     for job in json.loads(Path(plan).read_text()):
         print(f"--- {framework} {job['name']}", flush=True)
+        start = time.perf_counter()
         try:
             {"forward": forward, "train": train, "run": run}[job["kind"]](framework, package, job)
         except BaseException:  # the job fails, its test says why; the probe goes on with the next job
             Path(job["out"] + ".error").write_text(traceback.format_exc())
+        print(f"--- {framework} {job['name']}: {time.perf_counter() - start:.1f} s", flush=True)
     return 0
 
 

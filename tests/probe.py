@@ -10,12 +10,14 @@ A job is (kind, task, tuning):
 - "forward": the canonical weights and a fixed input through `build_model` / `load_canonical` / `predict_logits`;
 - "train": the runner's `train_steps` from the canonical start on one fixed batch (tests/test_training_equivalence.py);
 - "run": the runner's whole cell through `python -m runners`' own `main`, at the tiny scale, writing its record.
-The probe runs the default jobs before any tuned one, so no tuned switch (a compiler cache, a global jit flag) can
-reach a default check. The multi-device cells (DenseNet-121 on two CPU devices) keep a process each: TensorFlow and JAX
-fix their device count when their runtime starts (runners/tensorflow/__init__.py, runners/jax/__init__.py).
+A framework's default jobs share one probe; each tuned task gets a probe of its own (`probe_of`), so no tuned
+switch (a compiler cache, a global jit flag) can reach a default check, and the compiles of the tuned paths (minutes
+each with torch.compile inside Keras) spread over the workers instead of queueing behind one another. The
+multi-device cells (DenseNet-121 on two CPU devices) keep a process each: TensorFlow and JAX fix their device count
+when their runtime starts (runners/tensorflow/__init__.py, runners/jax/__init__.py).
 
-pytest-xdist's workers share the probes' folder: the first worker to need a framework runs its probe under a file
-lock and the other reads what it left, so a framework starts once a session, wherever its tests are scheduled.
+pytest-xdist's workers share the probes' folder: the first worker to need a probe runs it under a file lock and the
+other reads what it left, so each probe starts once a session, wherever its tests are scheduled.
 (`xdist_group` cannot keep them on one worker here: pytest-xdist 3.8 writes the group into `item._nodeid`, which
 pytest 9 no longer reads, so the mark groups nothing.)
 """
@@ -64,6 +66,11 @@ def job(kind):
         return pytest.mark.timeout(TIMEOUT)(test)
 
     return mark
+
+
+def probe_of(framework, job):
+    """The probe that runs `job`: the framework's default jobs share one; each tuned task has its own."""
+    return framework if job.tuning == "default" else f"{framework}-{job.tuning}-{job.task}"
 
 
 def job_of(item):
@@ -138,35 +145,36 @@ def write_inputs(framework, job, folder, data):
 
 
 class Probes:
-    """The probe results of this session, one probe process per framework, started on first use."""
+    """The probe results of this session, one probe process per `probe_of`, started on first use."""
 
     def __init__(self, session, folder, python_of, data):
         self.session, self.folder, self.python_of, self.data = session, folder, python_of, data
         self.done = {}
 
-    def jobs(self, framework):
-        """The jobs of `framework`'s selected tests, default before tuned (forward, train, run in each)."""
-        wanted = {job for f, job in map(job_of, self.session.items) if f == framework}
+    def jobs(self, framework, name):
+        """The jobs of probe `name`'s selected tests (forward, train, run; by task in each)."""
+        wanted = {job for f, job in map(job_of, self.session.items) if f == framework and probe_of(f, job) == name}
         order = {"forward": 0, "train": 1, "run": 2}
-        return sorted(wanted, key=lambda j: (j.tuning != "default", order[j.kind], j.task))
+        return sorted(wanted, key=lambda j: (order[j.kind], j.task))
 
     def result(self, framework, job):
-        if framework not in self.done:
-            self.done[framework] = self.start(framework, self.jobs(framework) or [job])
-        outcome = self.done[framework]
+        name = probe_of(framework, job)
+        if name not in self.done:
+            self.done[name] = self.start(framework, name, self.jobs(framework, name) or [job])
+        outcome = self.done[name]
         if isinstance(outcome, str):
-            pytest.fail(f"the {framework} probe did not finish: {outcome}")
+            pytest.fail(f"the {name} probe did not finish: {outcome}")
         entry = outcome.get(job.name)
         if entry is None:
             pytest.fail(f"the {framework} probe had no {job.name} job (was the test selected at collection?)")
         return entry
 
-    def start(self, framework, jobs):
+    def start(self, framework, name, jobs):
         """The probe's outcome: {job name: {error, out, log}}, or why it did not finish. pytest-xdist's workers share
-        `self.folder`: the first to need a framework runs its probe under a lock, the other reads what it left."""
-        folder = self.folder / framework
+        `self.folder`: the first to need a probe runs it under a lock, the other reads what it left."""
+        folder = self.folder / name
         folder.mkdir(parents=True, exist_ok=True)
-        with open(self.folder / f"{framework}.lock", "w") as lock:
+        with open(self.folder / f"{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             done = folder / "outcome.json"
             if not done.exists():

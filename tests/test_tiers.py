@@ -11,7 +11,9 @@ import probe
 import pytest
 from conftest import ROOT, TIERS, framework_python, scope_of
 
-pytestmark = pytest.mark.unit
+# one worker runs the module: test_an_unmarked_test_is_named writes a file into tests/ that a collection of the whole
+# folder running beside it would find
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group("tiers")]
 
 
 def collected(tmp_path, *args):
@@ -70,7 +72,7 @@ def test_a_unit_test_cannot_start_a_framework():
         framework_python("pytorch")
 
 
-def test_the_scheduler_keeps_each_frameworks_probe_and_each_grouped_module_on_one_worker():
+def test_the_scheduler_keeps_each_probe_and_each_grouped_module_on_one_worker():
     """tests/conftest.py's scope_of: what pytest-xdist hands a worker as one unit (xdist_group itself is inert)."""
     decorated = {
         f"tests/{path.name}::{node.name}"
@@ -80,9 +82,15 @@ def test_the_scheduler_keeps_each_frameworks_probe_and_each_grouped_module_on_on
     }
     assert decorated == probe.TESTS
     assert scope_of("tests/test_equivalence.py::test_same_weights_same_logits[keras-tf-cnn]") == "probe-keras-tf"
-    assert scope_of("tests/test_training_equivalence.py::test_same_training_steps[tensorflow-gru-tuned]") == (
+    assert scope_of("tests/test_training_equivalence.py::test_same_training_steps[tensorflow-gru-default]") == (
         "probe-tensorflow"
     )
+    # each tuned task has a probe of its own, the same for its training steps and its whole cell
+    assert scope_of("tests/test_training_equivalence.py::test_same_training_steps[keras-torch-gru-tuned]") == (
+        "probe-keras-torch-tuned-gru"
+    )
+    whole = "tests/test_runner_contract.py::test_every_tuned_training_cell_runs_whole[keras-torch-gru-tuned]"
+    assert scope_of(whole) == "probe-keras-torch-tuned-gru"
     assert scope_of("tests/test_learnability.py::test_runner_learns[keras2-theano-gru]") == "probe-keras2-theano"
     assert scope_of("tests/test_slurm.py::test_dry_run_writes_the_scripts_for_each_runtime") == "slurm"
     alone = "tests/test_learnability.py::test_feature_and_multi_device_tasks_run[jax-densenet121]"
