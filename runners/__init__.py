@@ -9,7 +9,7 @@ import os
 __version__ = "0.1.0"
 
 # Framework id -> (runner package, environment it needs before the framework is imported).
-# Ids name the API as well as the library (DESIGN.md): the three Keras ids share one package and pick the backend.
+# Ids name the API as well as the library (docs/design.md): the three Keras ids share one package and pick the backend.
 FRAMEWORKS = {
     "pytorch": ("pytorch", {}),
     "tensorflow": ("tensorflow", {}),

@@ -1,4 +1,4 @@
-"""Canonical weights: one documented layout that every framework's four networks load (DESIGN.md, "Equivalence").
+"""Canonical weights: one documented layout that every framework's four networks load (docs/design.md, "Equivalence").
 
 Layout: conv kernels OIHW, dense (out, in), flatten order C·H·W; GRU gates stacked (r, z, n) along the first axis,
 input and hidden biases kept apart (the cuDNN formulation: n = tanh(W_n x + b_in + r * (U_n h + b_hn))).

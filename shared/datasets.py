@@ -337,7 +337,7 @@ def read_manifest(folder, dataset):
 def data_source(root, task):
     """'real' or 'synthetic': what the record's `cell.data` says, read from the dataset's manifest."""
     if task == "resnet50":
-        return "synthetic"  # random images by definition (DESIGN.md)
+        return "synthetic"  # random images by definition (docs/design.md)
     dataset = params.task_params(task)["dataset"]
     return read_manifest(Path(root) / dataset, dataset)["source"]
 

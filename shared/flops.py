@@ -1,4 +1,4 @@
-"""Model FLOPs per sample of the four canonical networks, counted once here from their definitions (DESIGN.md, "The
+"""Model FLOPs per sample of the four canonical networks, counted once here from their definitions (docs/design.md, "The
 tasks"; shared/canonical.py): 2 FLOPs per multiply-accumulate of every convolution, matrix product and dense layer,
 nothing for element-wise work (activations, BatchNorm, pooling, the GRU's gate arithmetic), as
 `torch.utils.flop_counter` and XLA's cost analysis count them (tests/test_flops.py checks against PyTorch's).

@@ -1,7 +1,7 @@
 """The canonical hyperparameters of the four tasks: the one source of truth for every runner.
 
-Values come from the seed notebooks (DESIGN.md, "The tasks"). Non-Python runners (R, Julia) read the same values from
-`params.json`, which `python -m shared.params` writes and a test keeps in sync.
+Values come from the seed notebooks (docs/design.md, "The tasks"). Non-Python runners (R, Julia) read the same values
+from `params.json`, which `python -m shared.params` writes and a test keeps in sync.
 """
 
 import hashlib
@@ -63,7 +63,7 @@ DENSENET121 = {
     "lr": 1e-4,  # Adam, multiplied by the number of devices
     "beta1": 0.9,
     "beta2": 0.999,
-    "eps": 1e-8,  # DESIGN's ε in every framework (Keras' default would be 1e-7)
+    "eps": 1e-8,  # the canonical ε in every framework (docs/design.md; Keras' default would be 1e-7)
     "split": [0.7, 0.1, 0.2],  # train / valid / test, by patient
     "imagenet_mean": [0.485, 0.456, 0.406],
     "imagenet_std": [0.229, 0.224, 0.225],
@@ -111,11 +111,11 @@ SCALE_OVERRIDES = {
     },
 }
 
-# What is inside the training clock, the same in every framework (DESIGN.md, "Runner contract"): the data set sits in
-# host memory and each step's batch is gathered there in the shared order and copied to the device inside the clock
-# (overlapped where the framework can: pinned memory, prefetching). That is the seed's setup (lesson 1: NumPy arrays
-# in memory, one shuffle per epoch, a batch generator) and what any real input pipeline does. Frameworks that can also
-# keep the whole set on the device offer `data_placement=device` as a switch; the record says which ran.
+# What is inside the training clock, the same in every framework (docs/design.md, "Runner contract"): the data set sits
+# in host memory and each step's batch is gathered there in the shared order and copied to the device inside the clock
+# (overlapped where the framework can: pinned memory, prefetching). That is the seed's setup (lesson 1: NumPy arrays in
+# memory, one shuffle per epoch, a batch generator) and what any real input pipeline does. Frameworks that can also keep
+# the whole set on the device offer `data_placement=device` as a switch; the record says which ran.
 DATA_PLACEMENT = "host"
 DATA_PLACEMENTS = ("host", "device")
 

@@ -1,4 +1,4 @@
-"""The device's own limit: one denominator per machine for a cell's efficiency (DESIGN.md, "Trust").
+"""The device's own limit: one denominator per machine for a cell's efficiency (docs/design.md, "Trust").
 
 A GPU's peak is its vendor's published dense rate for the precision the cell computes in (no structured sparsity),
 from the datasheets below; a CPU's is usable cores × clock × FMA units × vector width, from the record's own facts

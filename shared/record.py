@@ -1,4 +1,4 @@
-"""The result record: one JSON object per cell, written atomically, versioned (DESIGN.md, "Result record").
+"""The result record: one JSON object per cell, written atomically, versioned (docs/design.md, "Result record").
 
 Runners and the host both write records (the host only when a runner could not: a crash, a timeout); nobody edits one.
 

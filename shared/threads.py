@@ -1,4 +1,4 @@
-"""One thread-count rule for every framework, from the cores this process may use (DESIGN.md, "Trust").
+"""One thread-count rule for every framework, from the cores this process may use (docs/design.md, "Trust").
 
 A cell's process gets `intra_op` = its usable CPUs (affinity and the container's quota, shared.sysinfo.usable_cpus)
 and `inter_op` = 1: every framework's intra-op pool, OpenMP, MKL and OpenBLAS use the cores the cell has and no more,

@@ -1,6 +1,6 @@
 """NumPy reference forward passes of the four canonical networks, in the canonical weight layout (float32).
 
-Written from the papers and torchvision's definitions, not from any framework's code: cnn and gru (DESIGN.md's
+Written from the papers and torchvision's definitions, not from any framework's code: cnn and gru (docs/design.md's
 table), ResNet-50 v1.5 cut after global average pooling (He et al. 2016, with the stride on the 3×3 conv as in
 torchvision) and DenseNet-121 (Huang et al. 2017, torchvision's layer names, a 14-way head). BatchNorm is in
 inference mode: running statistics, ε = 1e-5. Convolutions are im2col + one matmul, so the two ImageNet networks

@@ -161,3 +161,24 @@ def test_every_command_line_option_says_what_it_does(module):
         and not re.match(r"^\s{10,}\S", lines[i + 1] if i + 1 < len(lines) else "")
     ]
     assert bare == [], f"{module} --help: no help text for {bare}"
+
+
+def test_the_code_cites_only_pages_that_exist():
+    """A comment or docstring that points a reader to a page of docs/ or bench/, or to a top-level page, points to a
+    file of this repository (docs/design.md holds the design; the notes it came from live outside the repository)."""
+    cited = re.compile(r"(?<![\w/.-])((?:docs|bench)/[\w-]+\.md|[A-Z][A-Z_-]*\.md)\b")
+    sources = [
+        path
+        for pattern in ("*.py", "*.R", "*.jl", "*.sh", "*.yaml", "*.yml", "*.toml", "Makefile", "Dockerfile")
+        for path in ROOT.rglob(pattern)
+        if not {".venv", ".git", "site", "results", "node_modules"} & set(path.relative_to(ROOT).parts)
+    ]
+    missing = sorted(
+        {
+            f"{path.relative_to(ROOT)}: {name}"
+            for path in sources
+            for name in cited.findall(path.read_text(errors="replace"))
+            if not (ROOT / name).is_file()
+        }
+    )
+    assert sources and not missing, missing

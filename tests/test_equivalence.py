@@ -20,7 +20,7 @@ from reference import cnn_forward, densenet121_forward, gru_forward, resnet50_fo
 from shared import canonical, params
 
 TASKS = ["cnn", "gru", "resnet50", "densenet121"]
-# Frameworks whose layer computes a documented variant of the canonical function (DESIGN.md, "Equivalence").
+# Frameworks whose layer computes a documented variant of the canonical function (docs/design.md, "Equivalence").
 GRU_VARIANT = {  # framework id -> {"reset_after": False} where a GRU applies the reset gate before the matmul
     # cntk: this test runs its CPU path, Recurrence(C.layers.GRU), the original GRU (reset before the matmul, one bias
     # b = b_ih + b_hh); its GPU path, C.optimized_rnnstack (cuDNN), computes the canonical reset-after GRU.

@@ -1,4 +1,4 @@
-"""Same start, same batch, same optimizer → the same training step in every framework (DESIGN.md, "Equivalence").
+"""Same start, same batch, same optimizer → the same training step in every framework (docs/design.md, "Equivalence").
 
 From the canonical start (shared.canonical.init_weights), on one fixed batch of the task's batch size with dropout off
 (the cnn's recorded `dropout` switch), each runner takes STEPS optimizer steps as its `main` configures them (its own

@@ -1,8 +1,8 @@
 """NumPy reference of one training step of cnn and gru (float64), and of the update rules the runners configure.
 
-Written from the definitions (DESIGN.md's table; the layers of tests/reference.py), not from any framework: the mean
-softmax cross-entropy over the batch, its gradient by hand (im2col convolutions, 2×2 max pooling, the GRU through
-time), then the canonical update rules:
+Written from the definitions (docs/design.md's table of tasks; the layers of tests/reference.py), not from any
+framework: the mean softmax cross-entropy over the batch, its gradient by hand (im2col convolutions, 2×2 max pooling,
+the GRU through time), then the canonical update rules:
 - SGD with the seed's plain momentum (lesson 8): v = μ·v + g; w -= lr·v (PyTorch's form; equal to v = μ·v − lr·g;
   w += v at a fixed lr, MXNet's, Chainer's, Lasagne's, Caffe2's and Knet's spelling).
 - Adam (Kingma & Ba, Algorithm 1): m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²; w -= lr·m̂ / (√v̂ + ε) with the bias

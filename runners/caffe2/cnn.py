@@ -222,7 +222,7 @@ def main(cfg):
     seed_ops(train.param_init_net, params.SEED)  # Glorot draws …
     seed_ops(train.net, params.SEED)  # … and dropout masks repeat run to run
     workspace.RunNetOnce(train.param_init_net)  # parameters, momenta, lr, iteration counter
-    load_canonical(train, canonical.init_weights("cnn"), device)  # the same start in every framework (DESIGN.md)
+    load_canonical(train, canonical.init_weights("cnn"), device)  # the same start in every framework (docs/design.md)
     train_step = make_train_step(train, device, ["data", "label"] if placement == "host" else ["index"], loss)
 
     losses = []  # every step's loss

@@ -154,7 +154,7 @@ def main(cfg):
     np.random.seed(0)  # Chainer's initializers draw from NumPy
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     model.to_device(device)
     # rosetta: loss
     classifier = L.Classifier(model, lossfun=F.softmax_cross_entropy)

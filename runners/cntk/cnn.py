@@ -158,7 +158,7 @@ def main(cfg):
     C.cntk_py.set_fixed_random_seed(0)  # CNTK's initializers and dropout masks draw from it
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(num_classes=p["num_classes"], dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     # rosetta: loss
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     loss = C.cross_entropy_with_softmax(model, labels)  # softmax + cross-entropy in one op (lesson 6)

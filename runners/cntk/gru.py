@@ -249,7 +249,7 @@ def main(cfg):
         hidden=p["hidden"],
         num_classes=p["num_classes"],
     )
-    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (docs/design.md)
     labels = C.input_variable(p["num_classes"], np.float32, name="labels")
     learner = make_learner(model.parameters, p)
     # rosetta: loss

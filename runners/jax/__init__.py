@@ -12,13 +12,12 @@ import sys
 
 
 # XLA reads its flags once, when JAX first initializes a backend, so the stand-in devices of a data-parallel cell on the
-# CPU (`--device cpu --gpus N`, DESIGN.md: "on CPU: processes") must be requested before `import jax`.
-# runners/__main__.py
-# imports this package (through framework_info) before any task module and before anything touches JAX, so this is
-# the one place that can do it without the generic runner knowing about XLA. We read just these two options from the
-# runner's command line: parse_known_args ignores everything else and never fails (the test probe's argv has neither
-# option, so nothing changes there). JAX_PLATFORMS=cpu keeps a `--device cpu` cell off a GPU that happens to be
-# visible. Values a user already set in the environment win.
+# CPU (`--device cpu --gpus N`, docs/design.md, "The tasks": CPU processes or logical devices) must be requested before
+# `import jax`. runners/__main__.py imports this package (through framework_info) before any task module and before
+# anything touches JAX, so this is the one place that can do it without the generic runner knowing about XLA. We read
+# just these two options from the runner's command line: parse_known_args ignores everything else and never fails (the
+# test probe's argv has neither option, so nothing changes there). JAX_PLATFORMS=cpu keeps a `--device cpu` cell off a
+# GPU that happens to be visible. Values a user already set in the environment win.
 def _prepare_xla(argv):
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--device")

@@ -182,7 +182,7 @@ def main(cfg):
     dtype, loss_scale = set_precision(cfg.precision, device)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model(dtype=dtype, dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     # rosetta: end
     optimizer = make_optimizer(model, p, loss_scale)
     graphdef, state = nnx.split((model, optimizer, loss_scale))

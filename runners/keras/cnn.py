@@ -164,7 +164,7 @@ def main(cfg):
     keras.utils.set_random_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, data_format)
     model = build_model(data_format=data_format, dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx, epoch, rank: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)

@@ -182,7 +182,7 @@ def main(cfg):
         hidden=p["hidden"],
         num_classes=p["num_classes"],
     )
-    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (docs/design.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx, epoch, rank: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)

@@ -167,7 +167,7 @@ def main(cfg):
     np.random.seed(0)  # Keras 2's initializers and dropout seed from NumPy
     x_train, y_train, x_test, y_test = load_data(cfg, switches["data_format"])
     model = build_model(data_format=switches["data_format"], dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     batches = EpochBatches(len(x_train), p["batch_size"], lambda idx: (x_train[idx], y_train[idx]))
     timer = EpochTimer()
     train_step(model, batches, cfg, switches, timer)

@@ -186,7 +186,7 @@ def main(cfg):
     lasagne.random.set_rng(np.random.RandomState(0))  # Glorot draws and the dropout streams' seeds
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model(dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
 
     # The compile happens here, before the first step: a user waits for it, so it belongs to the first epoch and to
     # the warm-up (with the first step), and stays out of the steady-state time (shared/timing.py).

@@ -200,7 +200,7 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx, switches["data_placement"])
     net = build_model(ctx=ctx)
-    load_canonical(net, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
+    load_canonical(net, canonical.init_weights("gru"))  # the same start in every framework (docs/design.md)
     if switches["hybridize"]:
         net.hybridize(static_alloc=switches["static_alloc"], static_shape=switches["static_shape"])
     # rosetta: optimizer

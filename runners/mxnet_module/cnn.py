@@ -158,7 +158,7 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], for_training=True, dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     make_optimizer(model, p)
 
     # rosetta: barrier

@@ -189,7 +189,7 @@ def main(cfg):
     mx.random.seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, ctx[0], switches["data_placement"])
     model = build_model(ctx=ctx, batch_size=p["batch_size"], maxlen=p["maxlen"], for_training=True)
-    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (docs/design.md)
     make_optimizer(model, p)
 
     # rosetta: barrier

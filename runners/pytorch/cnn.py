@@ -182,7 +182,7 @@ def main(cfg):
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     memory_format = torch.channels_last if switches["channels_last"] else torch.contiguous_format
     model = build_model(dropout=switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     model = model.to(device, memory_format=memory_format)
     # rosetta: end
     optimizer = make_optimizer(model, p, switches["fused_optimizer"])

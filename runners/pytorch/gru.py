@@ -180,7 +180,7 @@ def main(cfg):
     torch.manual_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg, device, switches["data_placement"])
     model = build_model()
-    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (docs/design.md)
     model = model.to(device)
     # rosetta: end
     optimizer = make_optimizer(model, p, switches["fused_optimizer"])

@@ -133,7 +133,7 @@ main <- function(cfg) {
   keras$utils$set_random_seed(0L)
   d <- load_data(cfg, data_format)
   model <- build_model(data_format, dropout = switches$dropout)
-  load_canonical(model, canonical_init("cnn"))   # the same start in every framework (DESIGN.md)
+  load_canonical(model, canonical_init("cnn"))   # the same start in every framework (docs/design.md)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
   # rosetta: barrier
   timer <- py_keras$EpochTimer()

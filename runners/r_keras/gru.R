@@ -121,7 +121,7 @@ main <- function(cfg) {
   d <- load_data(cfg)
   model <- build_model(use_cudnn = switches$use_cudnn, max_features = p$max_features,
                        embedding_dim = p$embedding_dim, hidden = p$hidden, num_classes = p$num_classes)
-  load_canonical(model, canonical_init("gru"))   # the same start in every framework (DESIGN.md)
+  load_canonical(model, canonical_init("gru"))   # the same start in every framework (docs/design.md)
   batches <- epoch_batches(d$x_train, d$y_train, p$batch_size)
   # rosetta: barrier
   timer <- py_keras$EpochTimer()

@@ -151,7 +151,7 @@ main <- function(cfg) {
   mx$random$seed(0L)
   d <- load_data(cfg, ctx, switches$data_placement)
   net <- build_model(ctx, p$max_features, p$embedding_dim, p$hidden, p$num_classes)
-  load_canonical(net, canonical_init("gru"))   # the same start in every framework (DESIGN.md)
+  load_canonical(net, canonical_init("gru"))   # the same start in every framework (docs/design.md)
   if (isTRUE(switches$hybridize)) {
     net$hybridize(static_alloc = switches$static_alloc, static_shape = switches$static_shape)
   }

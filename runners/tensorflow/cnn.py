@@ -204,7 +204,7 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)  # Python, NumPy and TF seeds: weights, dropout
     x_train, y_train, x_test, y_test = load_data(cfg, fmt)
     model = build_model(fmt, switches["dropout"])
-    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("cnn"))  # the same start in every framework (docs/design.md)
     # rosetta: end
     optimizer = make_optimizer(model, p, cfg.precision)
     train_step = make_train_step(model, optimizer, auto(switches["xla"], on_gpu))

@@ -167,7 +167,7 @@ def main(cfg):
     tf.keras.utils.set_random_seed(0)
     x_train, y_train, x_test, y_test = load_data(cfg)
     model = build_model()
-    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (DESIGN.md)
+    load_canonical(model, canonical.init_weights("gru"))  # the same start in every framework (docs/design.md)
     # rosetta: end
     optimizer = make_optimizer(model, p, cfg.precision)
     train_step = make_train_step(model, optimizer, switches["xla"])

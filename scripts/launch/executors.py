@@ -33,7 +33,7 @@ class RunSettings:
 
 
 def runner_args(cell, out, run, data_root):
-    """The runner contract's arguments for `cell` (DESIGN.md, "Runner contract")."""
+    """The runner contract's arguments for `cell` (docs/design.md, "Runner contract")."""
     return [
         cell.framework,
         cell.task,

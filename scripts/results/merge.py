@@ -9,8 +9,9 @@ under attempts/ID/ and the report lists them (a retry supersedes the failed atte
 number the host side gave it, never by what the record says: the folder a scheduler put it in (`record-ID-N`, GitHub's
 artifact of run attempt N; Slurm's `JOB_TASK`, by job id; `attempt-N`), kept in RUN/attempts.json; only records that no
 folder numbers are ordered by their start times (compared as times, a host's clock being all there is). Records are
-copied whole, never edited (DESIGN.md): each still says which host and GPUs ran it. The run's plan.json (copied from the
-first source that has one, or --plan) lets the report name the cells that have no record at all.
+copied whole, never edited (docs/design.md, "Result record"): each still says which host and GPUs ran it. The run's
+plan.json (copied from the first source that has one, or --plan) lets the report name the cells that have no record
+at all.
 
 Every source is untrusted (scripts/results/records.py): a record that breaks the schema, whose run id is not the plan's
 or whose cell the plan does not hold, is copied to RUN/quarantine/ with its reason and the merge goes on; the report

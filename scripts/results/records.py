@@ -1,4 +1,4 @@
-"""Records are untrusted input wherever the host side reads them (DESIGN.md, "Result record").
+"""Records are untrusted input wherever the host side reads them (docs/design.md, "Result record").
 
 A record arrives from a runner in a container, a cell job on another host, an artifact download: any of its fields may
 be wrong, hostile or truncated. `read` checks a record file against SCHEMA (jsonschema), its ids against a safe alphabet
