@@ -75,21 +75,21 @@ MUTATIONS = [
     # scripts/results/verify.py: branches
     (
         "rank-test-on-2-samples",
-        "scripts/results/verify.py",
+        "scripts/results/stats.py",
         "if len(reference_samples) < MIN_SAMPLES or len(m) < MIN_SAMPLES:",
         "if len(reference_samples) < 2 or len(m) < 2:",
         VERIFY,
     ),
     (
         "rank-test-two-sided",
-        "scripts/results/verify.py",
+        "scripts/results/stats.py",
         'alternative="greater" if ratio > 1 else "less"',
         'alternative="two-sided"',
         VERIFY,
     ),
     (
         "rank-test-wrong-side",
-        "scripts/results/verify.py",
+        "scripts/results/stats.py",
         'alternative="greater" if ratio > 1 else "less"',
         'alternative="less" if ratio > 1 else "greater"',
         VERIFY,
@@ -151,7 +151,7 @@ MUTATIONS = [
     (
         "ratio-of-medians",
         "scripts/results/verify.py",
-        "ratio = ratio_estimate(m_samples, pooled)",
+        "ratio = stats.ratio_estimate(m_samples, pooled)",
         "ratio = m_time / e_time",
         VERIFY,
     ),
@@ -221,13 +221,13 @@ MUTATIONS = [
     ),
     ("consistency-tolerance-1e-2", "scripts/results/records.py", "CONSISTENT = 1e-6 ", "CONSISTENT = 1e-2 ", RECORDS),
     ("class-not-rederived", "scripts/results/records.py", "if derived != claimed:", "if False:", RECORDS),
-    # scripts/results/report.py: samples still falling while timed
-    ("falling-alpha-0.5", "scripts/results/report.py", "FALLING_ALPHA = 0.01 ", "FALLING_ALPHA = 0.5 ", VERIFY),
-    ("falling-two-sided", "scripts/results/report.py", 'alternative="less"', 'alternative="two-sided"', VERIFY),
+    # scripts/results/stats.py: samples still falling while timed
+    ("falling-alpha-0.5", "scripts/results/stats.py", "FALLING_ALPHA = 0.01 ", "FALLING_ALPHA = 0.5 ", VERIFY),
+    ("falling-two-sided", "scripts/results/stats.py", 'alternative="less"', 'alternative="two-sided"', VERIFY),
     (
         "falling-unnamed-in-a-row-off",
         "scripts/results/verify.py",
-        "falling = report.still_falling(samples(measured))",
+        "falling = stats.still_falling(samples(measured))",
         "falling = None",
         VERIFY,
     ),

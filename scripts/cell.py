@@ -18,8 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from scripts.launch import preflight
-from scripts.launch.compose import ComposeExecutor, ExecutorError, visible_gpus, wanted_hashes
-from scripts.launch.executors import LocalExecutor, RunSettings, SlurmContainerExecutor
+from scripts.launch.compose import ComposeExecutor, wanted_hashes
+from scripts.launch.executors import ExecutorError, LocalExecutor, RunSettings, SlurmContainerExecutor, visible_gpus
 from scripts.launch.prepare import check_data, local_environments
 from scripts.paths import DATA, RESULTS, ROOT
 from scripts.plan import planfile as plans

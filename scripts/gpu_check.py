@@ -41,8 +41,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from scripts.launch.compose import visible_gpus
-from scripts.launch.executors import RunSettings
+from scripts.launch.executors import RunSettings, visible_gpus
 from scripts.paths import DATA, REFERENCES, RESULTS, ROOT
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import SYSTEM, load

@@ -27,8 +27,8 @@ except ImportError:  # a bare GPU machine's Python (make gpu-check) may lack it:
     tqdm = None
 
 from scripts.launch import preflight, syspackages
-from scripts.launch.compose import ComposeExecutor, ExecutorError, visible_gpus
-from scripts.launch.executors import LocalExecutor, RunSettings
+from scripts.launch.compose import ComposeExecutor
+from scripts.launch.executors import ExecutorError, LocalExecutor, RunSettings, visible_gpus
 from scripts.launch.prepare import check_data, local_environments
 from scripts.launch.venvs import EnvError
 from scripts.paths import DATA, RESULTS, ROOT
@@ -36,7 +36,7 @@ from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell, MatrixError, load
 from scripts.results import records, report
 from scripts.results.runs import runs_of
-from shared import datasets
+from shared import datasets, params
 from shared.record import RecordError, make_record, write_record
 from shared.runner import tail
 from shared.sysinfo import placement
@@ -147,8 +147,8 @@ def describe(record):
     m = record["metrics"]
     if record["status"] != "ok":
         return (record["reason"] or "").splitlines()[0][:120]
-    key = report.TIME_METRIC[record["cell"]["task"]]
-    quality = report.QUALITY_METRIC.get(record["cell"]["task"])
+    key = params.TIME_METRIC[record["cell"]["task"]]
+    quality = params.QUALITY_METRIC.get(record["cell"]["task"])
     text = f"{key}={m.get(key, float('nan')):.3g}"
     if quality and m.get(quality) is not None:
         text += f" {quality}={m[quality]:.3f}"

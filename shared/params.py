@@ -122,6 +122,18 @@ DATA_PLACEMENTS = ("host", "device")
 TASK_PARAMS = {"cnn": CNN, "gru": GRU, "resnet50": RESNET50, "densenet121": DENSENET121}
 MULTI_DEVICE_TASKS = ("densenet121",)  # the only task that runs data-parallel over several devices
 
+# What each task measures, in one place for the runners' timing, the report, verify, submissions and the site:
+TRAINING_TASKS = ("cnn", "gru", "densenet121")  # resnet50 times inference passes
+TIME_METRIC = {  # the metric of a record that holds the task's time, as a user waits for it
+    "cnn": "train_seconds",
+    "gru": "train_seconds",
+    "resnet50": "seconds_per_1000_images",
+    "densenet121": "train_minutes",
+}
+QUALITY_METRIC = {"cnn": "accuracy", "gru": "accuracy", "densenet121": "auc"}  # resnet50 extracts features only
+STEP_UNIT, PASS_UNIT = "seconds per step", "seconds per pass"  # what one timing sample measures (`timing.unit`)
+SAMPLE_UNIT = {task: STEP_UNIT if task in TRAINING_TASKS else PASS_UNIT for task in TASKS}
+
 
 def task_params(task, scale="full"):
     """The hyperparameters of `task` at `scale`: canonical values with that scale's overrides applied."""

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from shared.devsync import device_sync
+from shared.params import PASS_UNIT, STEP_UNIT
 
 WINDOW_STEPS = 5  # training steps per timed window: one sample, a barrier at each edge …
 TASK_WINDOW_STEPS = {"densenet121": 1}  # … but one step for DenseNet-121: its steps are long (a barrier costs little
@@ -150,7 +151,7 @@ def repeat(fn, *, repeats, barrier=no_barrier):
             fn()
         values.append(t())
         edge()
-    return summarize(values, warmup=sum(warm_times), unit="seconds per pass", warm=settled)
+    return summarize(values, warmup=sum(warm_times), unit=PASS_UNIT, warm=settled)
 
 
 def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_STEPS, outputs=None, steps_of=None):
@@ -280,7 +281,7 @@ def train_timing(windows, warmup=None, window=WINDOW_STEPS):
     warm-up as its samples, the warm-up windows beside them, and whether the warm-up settled."""
     count, settled = warm_windows(windows)
     return {
-        **summarize(windows[count:], warmup=warmup, unit="seconds per step", warm=settled),
+        **summarize(windows[count:], warmup=warmup, unit=STEP_UNIT, warm=settled),
         "warmup_windows": [float(w) for w in windows[:count]],
         "window_steps": window,
     }

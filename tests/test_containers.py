@@ -13,8 +13,8 @@ import yaml
 from conftest import IN_CI, ROOT
 
 from scripts.launch import compose
-from scripts.launch.compose import ComposeExecutor, ExecutorError
-from scripts.launch.executors import RunSettings
+from scripts.launch.compose import ComposeExecutor
+from scripts.launch.executors import ExecutorError, RunSettings
 from scripts.plan.matrix import Cell, expand, load
 from scripts.run import execute
 from shared.record import read_record

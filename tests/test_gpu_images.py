@@ -13,7 +13,8 @@ import pytest
 from conftest import IN_CI, ROOT
 
 from scripts.launch import images, wheelhouse
-from scripts.launch.compose import ExecutorError, check_engine, docker_cli
+from scripts.launch.compose import check_engine, docker_cli
+from scripts.launch.executors import ExecutorError
 from scripts.plan.matrix import load
 
 # One pytest-xdist worker runs all of these (`make test` runs two): builds share the wheelhouse and BuildKit cache.

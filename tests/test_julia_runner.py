@@ -21,7 +21,7 @@ from conftest import IN_CI, ROOT
 
 from runners.julia_knet import CONTRACT_TIMES
 from scripts.launch import compose
-from scripts.launch.compose import ExecutorError
+from scripts.launch.executors import ExecutorError
 from shared import canonical, datasets, params, timing
 from shared.record import read_record
 

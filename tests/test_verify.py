@@ -19,7 +19,7 @@ import pytest
 from conftest import RATES, rates_over, scale_clocks
 from scipy.stats import mannwhitneyu
 
-from scripts.results import verify
+from scripts.results import stats, verify
 from shared import sysinfo, timing
 from shared.params import task_params
 from shared.record import write_record
@@ -382,7 +382,7 @@ def test_half_the_cells_twice_as_slow_fail_and_are_not_divided_out(honest, tmp_p
     pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))
     ok = sorted(i for i, r in honest.items() if r["status"] == "ok")
     # every other cell, of those this honest run has within ×1.2 of the reference: ×2 then lands beyond ×1.5
-    slow = {i for i in ok[::2] if 1 / 1.2 < verify.ratio_estimate(verify.samples(honest[i]), pooled[i]) < 1.2}
+    slow = {i for i in ok[::2] if 1 / 1.2 < stats.ratio_estimate(verify.samples(honest[i]), pooled[i]) < 1.2}
     run = run_from({i: scaled(r, 2.0) if i in slow else r for i, r in honest.items()}, tmp_path / "run")
     code, rows, overall, verdict = verify_run(REFERENCE, run, capsys)
     assert code == 1 and verdict.startswith("FAIL: ")
@@ -613,7 +613,7 @@ def test_a_sampled_cell_is_off_beyond_one_and_a_half_either_way_and_not_within(h
     """`factor`: the cell's ratio to the reference after the change (the honest run's own ratio divided out)."""
     cell_id = "jax-cnn-cpu-fp32-1cpu"
     pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
-    factor /= verify.ratio_estimate(verify.samples(honest[cell_id]), pooled)
+    factor /= stats.ratio_estimate(verify.samples(honest[cell_id]), pooled)
     run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
     assert (
@@ -859,7 +859,7 @@ def test_the_reference_readme_gives_each_cells_cores_per_run_and_its_factor_at_o
 
 
 def test_samples_still_falling_while_timed_are_named_in_the_readme_the_report_and_a_row_off():
-    """report.still_falling: a one-sided Kendall test of each sample against its place in the run (p < 0.01, five
+    """stats.still_falling: a one-sided Kendall test of each sample against its place in the run (p < 0.01, five
     samples or more). keras-jax-gru's first reference run got faster through all nine of its samples (the warm-up
     rule had settled on two windows that agreed): it is named, in the reference README's column, by the report's ↓
     and in a verify row off; its samples in another order, or rising, or too few, are not. Over the 147 cell-runs of
@@ -870,17 +870,17 @@ def test_samples_still_falling_while_timed_are_named_in_the_readme_the_report_an
     cell_id = "keras-jax-gru-cpu-fp32-1cpu"
     record = verify.reference_runs(REFERENCE)[0][cell_id]
     values = verify.samples(record)
-    tau, p = report.still_falling(values)
-    assert tau < -0.8 and p < report.FALLING_ALPHA
-    assert report.still_falling(sorted(values)) is None  # rising: one-sided
-    assert report.still_falling(sorted(values, reverse=True)[:4]) is None  # too few to say
-    assert report.still_falling(values[1::2] + values[0::2]) is None  # the same samples, interleaved
+    tau, p = stats.still_falling(values)
+    assert tau < -0.8 and p < stats.FALLING_ALPHA
+    assert stats.still_falling(sorted(values)) is None  # rising: one-sided
+    assert stats.still_falling(sorted(values, reverse=True)[:4]) is None  # too few to say
+    assert stats.still_falling(values[1::2] + values[0::2]) is None  # the same samples, interleaved
     readme = (REFERENCE / "README.md").read_text()
     assert "8 of the 147 cell-runs with 5 or more samples" in " ".join(readme.split())
     row = next(line for line in readme.splitlines() if line.startswith(f"| {cell_id} "))
     assert [cell.strip() for cell in row.split("|")[5:7]] == ["1", "above the goal"]
     flagged = [
-        i for run in verify.reference_runs(REFERENCE) for i, r in run.items() if report.still_falling(verify.samples(r))
+        i for run in verify.reference_runs(REFERENCE) for i, r in run.items() if stats.still_falling(verify.samples(r))
     ]
     assert len(flagged) == 8 and "jax-gru-cpu-fp32-1cpu" not in flagged
     frame = report.to_frame([record, verify.reference_runs(REFERENCE)[0]["jax-gru-cpu-fp32-1cpu"]])

@@ -9,17 +9,19 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.launch.executors import (
+    ExecutorError,
     collect_from_own_folder,
     kill_group,
     own_folder,
     popen,
     prepare_own_folder,
+    quiet,
     runner_args,
+    visible_gpus,
 )
 from scripts.paths import ROOT, files_hash
 from shared.record import git_commit
@@ -27,10 +29,6 @@ from shared.sysinfo import memory_gib, usable_cpus
 
 COMPOSE_FILES = ("compose.yaml",)
 GPU_FILE = "compose.gpu.yaml"
-
-
-class ExecutorError(Exception):
-    """The container path cannot run here; the message names what is missing and how to get it."""
 
 
 def docker_cli():
@@ -42,13 +40,6 @@ def docker_cli():
         "no docker CLI found: install Docker Engine (Debian: `apt-get install docker.io`) "
         "or set ROSETTA_DOCKER to its path"
     )
-
-
-def quiet(argv):
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return subprocess.CompletedProcess(argv, 1, "", str(e))
 
 
 def check_engine(docker):
@@ -156,16 +147,6 @@ def wanted_hashes(plan, matrix):
         if image not in wanted:
             wanted[image] = code_hash(fw.family, variant, fw.variants.get(variant.parent))
     return wanted
-
-
-def visible_gpus():
-    """GPU indices on this host: ROSETTA_GPU_IDS_AVAILABLE (e.g. "0,1") if set, else what nvidia-smi lists."""
-    if os.environ.get("ROSETTA_GPU_IDS_AVAILABLE"):
-        return tuple(os.environ["ROSETTA_GPU_IDS_AVAILABLE"].split(","))
-    if not shutil.which("nvidia-smi"):
-        return ()
-    out = quiet(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
-    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip()) if out.returncode == 0 else ()
 
 
 def cell_limits(gpus, gpu_count, cores=None, memory=None):

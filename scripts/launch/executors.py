@@ -22,6 +22,29 @@ from scripts.paths import ROOT
 from shared.params import DEFAULT_TUNING
 
 
+class ExecutorError(Exception):
+    """An executor cannot run here (no engine, image or GPU it needs); the message names what is missing and how to get
+    it."""
+
+
+def quiet(argv):
+    """`argv`'s completed process, its output captured; one that cannot start or takes over a minute is exit 1."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return subprocess.CompletedProcess(argv, 1, "", str(e))
+
+
+def visible_gpus():
+    """GPU indices on this host: ROSETTA_GPU_IDS_AVAILABLE (e.g. "0,1") if set, else what nvidia-smi lists."""
+    if os.environ.get("ROSETTA_GPU_IDS_AVAILABLE"):
+        return tuple(os.environ["ROSETTA_GPU_IDS_AVAILABLE"].split(","))
+    if not shutil.which("nvidia-smi"):
+        return ()
+    out = quiet(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"])
+    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip()) if out.returncode == 0 else ()
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """What every cell of one run shares."""

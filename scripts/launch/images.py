@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from scripts.launch import venvs, wheelhouse
-from scripts.launch.compose import ExecutorError, check_engine, code_hash, docker_cli, image_code_hash, quiet
+from scripts.launch.compose import check_engine, code_hash, docker_cli, image_code_hash
+from scripts.launch.executors import ExecutorError, quiet
 from scripts.paths import ROOT
 from scripts.plan.matrix import MatrixError, expand, load
 

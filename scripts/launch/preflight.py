@@ -14,7 +14,7 @@ long run with "no kernel image is available" or "CUDA driver version is insuffic
 import shutil
 from dataclasses import dataclass
 
-from scripts.launch.compose import quiet
+from scripts.launch.executors import quiet
 from shared.buildinfo import min_driver, runs
 
 # The driver that shipped with each CUDA release: JIT-compiling PTX needs at least this one (CUDA's release notes).

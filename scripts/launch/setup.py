@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.launch.compose import (
-    ExecutorError,
     cdi_has_nvidia,
     cell_limits,
     check_engine,
@@ -36,8 +35,8 @@ from scripts.launch.compose import (
     docker_cli,
     image_code_hash,
     missing_images,
-    quiet,
 )
+from scripts.launch.executors import ExecutorError, quiet
 from scripts.launch.images import default_gpu_variant, parent_of
 from scripts.launch.k8s import K8sError, read_digests
 from scripts.paths import DATA, RESULTS, ROOT

@@ -348,7 +348,7 @@ def contradictions(record):
         metrics.get("devices") or 1
     )
     steps = int(metrics["train_samples"]) // int(batch) if number(batch) and batch > 0 else None
-    windows = values if block.get("unit") == "seconds per step" else None
+    windows = values if block.get("unit") == params.STEP_UNIT else None
     warmup = metrics.get("warmup_seconds") if number(metrics.get("warmup_seconds")) else None
     recomputed = timing.steady_state_seconds([float(e) for e in epochs], warmup, steps, windows)
     if recomputed is not None and differs(published, recomputed):
@@ -403,7 +403,7 @@ def figures_that_do_not_follow(record):
     steady_rate = metrics.get("steady_samples_per_second")
     if (
         values
-        and timing.get("unit") == "seconds per step"
+        and timing.get("unit") == params.STEP_UNIT
         and number(steady)
         and steady > 0
         and number(steady_rate)

@@ -27,7 +27,7 @@ from tabulate import tabulate
 
 from scripts.paths import RESULTS, safe_id
 from scripts.plan import planfile as plans
-from scripts.results import report, verify
+from scripts.results import report, stats, verify
 from scripts.results.runs import runs_of, start_run
 from shared import sysinfo
 from shared.timing import MIN_SAMPLES
@@ -167,7 +167,7 @@ def between_runs_table(factors, runs=None):
             records = verify.comparable_runs(runs, cell_id)
             floor = verify.edge_floor(records)
             samples = [verify.samples(r) for r in records]
-            fell = [i for i, values in enumerate(samples, 1) if report.still_falling(values)]
+            fell = [i for i, values in enumerate(samples, 1) if stats.still_falling(values)]
             falling += len(fell)
             sampled += sum(len(values) >= MIN_SAMPLES for values in samples)
             row[2:2] = [
@@ -191,7 +191,7 @@ def between_runs_table(factors, runs=None):
             "whole cell (near, apart, moved during it). At one distance: the widest factor between runs compared near "
             "with near and apart with apart, as verify judges a cell. Still falling in run: the runs (1 the "
             "reference's "
-            f"first) whose samples still fell while timed (a one-sided Kendall test, p < {report.FALLING_ALPHA:g}: not "
+            f"first) whose samples still fell while timed (a one-sided Kendall test, p < {stats.FALLING_ALPHA:g}: not "
             f"yet steady), {falling} of the {sampled} cell-runs with {MIN_SAMPLES} or more samples.",
             width=118,
             break_on_hyphens=False,

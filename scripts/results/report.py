@@ -9,7 +9,7 @@ metric beside it, and footnote numbers for the differences its runner declares: 
 canonical definition, and host syncs the framework imposes on every step (PyTorch's GradScaler and MXNet's loss scaler
 under amp, Keras' per-step logs on TensorFlow), which the clock includes. Marks flag, never hide:
 ± the spread (interquartile range over median) of the post-warm-up samples where there are five or more, † that
-spread over 10 % (noise, never compile cost), ↓ the post-warm-up samples still fell with time (still_falling:
+spread over 10 % (noise, never compile cost), ↓ the post-warm-up samples still fell with time (stats.still_falling:
 not yet steady, so the steady state is overstated), * the first step (compile, trace, autotune) took over half of the
 training time — short runs measure start-up more than training — and ‡ records of different machine classes in one
 column. Records are read, never edited; results from different machine classes are never averaged.
@@ -34,30 +34,21 @@ matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from scipy.stats import kendalltau  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 from scripts.plan.matrix import Cell  # noqa: E402
 from scripts.plan.planfile import planned_ids  # noqa: E402
-from scripts.results import records  # noqa: E402
+from scripts.results import records, stats  # noqa: E402
 from shared import params, peaks, sysinfo  # noqa: E402
+from shared.params import QUALITY_METRIC, TIME_METRIC, TRAINING_TASKS  # noqa: E402
 from shared.record import RecordError  # noqa: E402
-from shared.timing import MIN_SAMPLES  # noqa: E402
 
-TIME_METRIC = {
-    "cnn": "train_seconds",
-    "gru": "train_seconds",
-    "resnet50": "seconds_per_1000_images",
-    "densenet121": "train_minutes",
-}
 TIME_LABEL = {
     "train_seconds": "training time, s",
     "seconds_per_1000_images": "s per 1,000 images",
     "train_minutes": "training time, min",
 }
-QUALITY_METRIC = {"cnn": "accuracy", "gru": "accuracy", "densenet121": "auc"}
 QUALITY_LABEL = {"accuracy": "test accuracy", "auc": "mean AUC over 14 classes"}
-TRAINING_TASKS = ("cnn", "gru", "densenet121")
 WEIGHT_TASKS = ("resnet50", "densenet121")
 TITLES = {
     "cnn": "CNN (VGG-style) on CIFAR-10",
@@ -254,21 +245,6 @@ def times_of(row):
     return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
 
 
-FALLING_ALPHA = 0.01  # samples that fall with time at this significance (one-sided Kendall τ) were still settling
-
-
-def still_falling(values):
-    """(τ, p) where a cell's post-warm-up samples still fall with time: Kendall's τ of each sample against its place
-    in the run, one-sided (falling), p < FALLING_ALPHA, over at least MIN_SAMPLES samples. The warm-up rule ends at
-    two windows that agree (shared/timing.py); a cell that then keeps getting faster was not yet steady, and its
-    median overstates its steady time. None where the samples do not fall (or are too few to say)."""
-    values = [v for v in values if number(v) is not None] if isinstance(values, list) else []
-    if len(values) < MIN_SAMPLES:
-        return None
-    tau, p = kendalltau(range(len(values)), values, alternative="less")
-    return (float(tau), float(p)) if p < FALLING_ALPHA else None
-
-
 def efficiency_of(row):
     """(share of the device's peak, share of the framework's own GEMM, [implausible shares in words]) of an ok row,
     recomputed from its achieved FLOP/s and its own facts (shared.peaks), so records written before the peak table
@@ -424,7 +400,7 @@ def cell_text(row, task, footnotes):
         text += f" ±{row['timing.spread']:.0%}"
     if row.get("timing.unstable") is True:
         text += "†"
-    if still_falling(row.get("timing.values")):
+    if stats.still_falling(row.get("timing.values")):
         text += "↓"
     peak, gemm, implausible = row.get("eff_peak"), row.get("eff_gemm"), row.get("eff_implausible")
     if implausible:

@@ -40,7 +40,7 @@ from runners import FRAMEWORKS
 from scripts.paths import COMMUNITY, REFERENCES, ROOT, safe_id
 from scripts.plan.matrix import Cell, load
 from scripts.results import records, report, rosetta
-from shared.params import TASKS
+from shared.params import QUALITY_METRIC, TASKS
 from shared.record import git_commit
 
 SECTIONS = ("Config", "Data", "Model", "Train step", "Evaluate", "Main")
@@ -452,7 +452,7 @@ def results_page(task, frame, out, plots):
     groups = defaultdict(list)
     for row in rows:
         groups[(row["cell.data"], row["cell.scale"])].append(row)
-    quality = report.QUALITY_METRIC.get(task)
+    quality = QUALITY_METRIC.get(task)
     unit = (
         "s per 1,000 images (median pass)"
         if task == "resnet50"

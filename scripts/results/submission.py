@@ -48,10 +48,10 @@ from scripts.paths import COMMUNITY, ROOT, SAFE_ID, files_hash, safe_id
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell
 from scripts.results import records
-from scripts.results.report import TIME_METRIC, TRAINING_TASKS
 from scripts.results.verify import samples
 from shared import flops, params
 from shared.calibration import cpu_ceiling
+from shared.params import SAMPLE_UNIT, TIME_METRIC, TRAINING_TASKS
 from shared.record import STATUSES, RecordError, now, write_atomic, write_record
 from shared.sysinfo import safe_name
 
@@ -571,7 +571,6 @@ def check_status(rel, record):
 NEEDED_METRICS = {"resnet50": ("images", "seconds_per_1000_images")}
 TRAINING_METRICS = ("train_samples", "epoch_seconds", "train_seconds", "steady_state_seconds")
 RATE_METRICS = ("model_flops_per_sample", "achieved_flops")
-UNITS = {"resnet50": "seconds per pass"}  # every training task: "seconds per step"
 
 
 def lacking(rel, record):
@@ -584,8 +583,8 @@ def lacking(rel, record):
         if metrics.get(key) is None
     ]
     unit = (record.get("timing") or {}).get("unit")
-    if samples(record) and unit != UNITS.get(task, "seconds per step"):
-        found.append(f"{rel}: timing.unit {unit!r} is not the {task} task's {UNITS.get(task, 'seconds per step')!r}")
+    if samples(record) and unit != SAMPLE_UNIT[task]:
+        found.append(f"{rel}: timing.unit {unit!r} is not the {task} task's {SAMPLE_UNIT[task]!r}")
     calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
     needed = {
         "system.params_hash": system.get("params_hash"),

@@ -56,7 +56,7 @@ at both its edges agree (relative to the lowest edge of the cell's records), mov
 and the reference both have them (by_sample), every sample on either side is scaled by the reference's median at its
 own distance (where the reference has MIN_SAMPLES there), and the scaled samples are judged as above: nothing is
 dropped, the tolerance stays ×1.5, and a forged distance buys at most the reference's own ratio between its modes.
-Still settling. A cell found off whose own samples still fell while timed (report.still_falling: a one-sided Kendall
+Still settling. A cell found off whose own samples still fell while timed (stats.still_falling: a one-sided Kendall
 test, p < 0.01) says so in its row: it was not yet steady, and its median overstates its steady time.
 Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the time
 as waited only adds a note. Quality (accuracy, AUC) beyond the margin either way, a failed, missing or refused
@@ -74,15 +74,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from scipy.stats import mannwhitneyu
 from tabulate import tabulate
 
 from scripts.paths import REFERENCES, RESULTS
 from scripts.plan.matrix import Cell
 from scripts.plan.planfile import planned_ids, planned_run
-from scripts.results import records, report
+from scripts.results import records, report, stats
 from scripts.results.runs import runs_of, start_run
-from shared import sysinfo
+from shared import params, sysinfo
 from shared.record import RecordError
 from shared.timing import MIN_SAMPLES
 
@@ -221,14 +220,14 @@ def steady(record):
     if values:
         return statistics.median(values)
     metrics, task = record.get("metrics") or {}, record["cell"]["task"]
-    value = metrics.get("steady_state_seconds") if task in report.TRAINING_TASKS else None
-    return value if value is not None else metrics.get(report.TIME_METRIC[task])
+    value = metrics.get("steady_state_seconds") if task in params.TRAINING_TASKS else None
+    return value if value is not None else metrics.get(params.TIME_METRIC[task])
 
 
 def waited(record):
     """The time a user waits for the cell's timed work, compile and first step included."""
     metrics = record.get("metrics") or {}
-    if record["cell"]["task"] in report.TRAINING_TASKS:
+    if record["cell"]["task"] in params.TRAINING_TASKS:
         return metrics.get("train_seconds")
     timing = record.get("timing") or {}
     passes = timing.get("values") or []
@@ -295,7 +294,7 @@ def judge_status(expected, measured):
             "the reference cell timed (samples and warm-up windows)"
         )
     if not positive(steady(measured)):
-        return "no time", f"no {report.TIME_METRIC[measured['cell']['task']]} in the record"
+        return "no time", f"no {params.TIME_METRIC[measured['cell']['task']]} in the record"
     if not positive(steady(expected)):  # a ratio needs a positive, finite reference time
         return "no reference", "not compared: the reference cell has no positive, finite time"
     return None
@@ -304,23 +303,6 @@ def judge_status(expected, measured):
 def positive(value):
     """A time that can be divided by and taken the log of: a finite number above 0."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def ratio_estimate(measured, reference):
-    """The Hodges-Lehmann estimate of how many times slower `measured` is than `reference`: the median of every
-    pairwise ratio (the estimator that goes with the rank test). Robust to a bimodal cell: a run that visits both modes
-    as the reference did gets ×1, not the ratio of whichever mode its median fell in."""
-    return statistics.median(m / e for m in measured for e in reference)
-
-
-def rank_test(reference_samples, m, factor, ratio):
-    """The one-sided Mann-Whitney U p-value, in the direction of `ratio`, of the measured samples `m` (divided by the
-    explained factor) against the reference's pooled samples; None with fewer than MIN_SAMPLES on a side."""
-    if len(reference_samples) < MIN_SAMPLES or len(m) < MIN_SAMPLES:
-        return None
-    return float(
-        mannwhitneyu([v / factor for v in m], reference_samples, alternative="greater" if ratio > 1 else "less").pvalue
-    )
 
 
 def round_trips(record):
@@ -491,11 +473,11 @@ def judge(
     m_time = steady(measured)
     m_samples = own if own else samples(measured)
     if len(pooled) >= MIN_SAMPLES and len(m_samples) >= MIN_SAMPLES:
-        ratio = ratio_estimate(m_samples, pooled)
+        ratio = stats.ratio_estimate(m_samples, pooled)
     else:
         ratio = m_time / e_time if e_time else None
     normalised = ratio / factor if ratio else None
-    p = rank_test(pooled, m_samples, factor, normalised) if normalised else None
+    p = stats.rank_test(pooled, m_samples, factor, normalised) if normalised else None
     found, notes = [], []
     if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):
         faster = normalised < 1
@@ -517,7 +499,7 @@ def judge(
                 else ""
             )
             cores = placement_words(expected, measured, where)
-            falling = report.still_falling(samples(measured))
+            falling = stats.still_falling(samples(measured))
             settling = (
                 (
                     f"; its samples still fell while timed (Kendall τ {falling[0]:.2f}, p={falling[1]:.2g}): not "
@@ -540,7 +522,7 @@ def judge(
         if wait_ratio > WAITED_TOLERANCE or wait_ratio < 1 / WAITED_TOLERANCE:
             notes.append(f"time as waited ×{wait_ratio:.2f} (compile, caches, first step)")
             found.append(("waited", None))
-    quality = report.QUALITY_METRIC.get(expected["cell"]["task"])
+    quality = params.QUALITY_METRIC.get(expected["cell"]["task"])
     e_q, m_q = (
         ((expected.get("metrics") or {}).get(quality), (measured.get("metrics") or {}).get(quality))
         if quality
