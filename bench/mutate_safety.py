@@ -113,7 +113,12 @@ MUTATIONS = (
     M(
         "log-plain-file",
         "scripts/results/merge.py",
-        (('records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))', "shutil.copyfile(log, copy)"),),
+        (
+            (
+                'records.write_replacing(copy, "", binary=records.read_plain(log, LOG_BYTES))',
+                "shutil.copyfile(log, copy)",
+            ),
+        ),
     ),
     M(
         "host-given-attempt",

@@ -25,7 +25,7 @@ from scripts.plan import planfile as plans
 from scripts.plan.matrix import load
 from scripts.results import records, submission
 from scripts.results.submission import SubmissionError
-from scripts.results.verify import QUALITY_MARGIN, TIME_TOLERANCE, judge
+from scripts.results.verify import QUALITY_MARGIN, TIME_TOLERANCE, Outcome, judge
 from scripts.run import execute, make_executor
 from shared import sysinfo
 from shared.record import RecordError
@@ -99,12 +99,12 @@ def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None,
         except RecordError as e:
             results.append((cell_id, False, f"no sound record here: {e}"))
             continue
-        outcomes, words, values = judge(recs[cell_id], measured, 1.0, TIME_TOLERANCE, QUALITY_MARGIN)
-        ratio, limit = values[3], values[4]
+        verdict = judge(recs[cell_id], measured, 1.0, TIME_TOLERANCE, QUALITY_MARGIN)
+        ratio, limit = verdict.ratio, verdict.tolerance
         # verify's verdict, and no "within its noise" either: a re-run that differs beyond the cell's tolerance does
         # not reproduce it, however few samples the rank test had
         within = ratio is None or limit is None or 1 / limit <= ratio <= limit
-        results.append((cell_id, outcomes[0] == "ok" and within, words))
+        results.append((cell_id, verdict.outcomes[0] == Outcome.OK and within, verdict.words))
     return seed, results
 
 

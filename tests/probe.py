@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from scripts.results.records import write_atomic
+from scripts.results.records import write_replacing
 from shared import canonical, params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +178,7 @@ class Probes:
             fcntl.flock(lock, fcntl.LOCK_EX)
             done = folder / "outcome.json"
             if not done.exists():
-                write_atomic(done, json.dumps(self.run(framework, jobs, folder)))
+                write_replacing(done, json.dumps(self.run(framework, jobs, folder)))
             return json.loads(done.read_text())
 
     def run(self, framework, jobs, folder):

@@ -18,7 +18,7 @@ from scripts import reproduce
 from scripts.launch.executors import LocalExecutor, RunSettings
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell, load
-from scripts.results import submission
+from scripts.results import submission, verify
 from scripts.run import execute
 from shared import params, sysinfo, timing
 
@@ -783,7 +783,8 @@ def test_a_rerun_beyond_the_tolerance_does_not_reproduce_even_within_its_noise(
     disagrees however the rank test came out (few or scattered samples can leave a real ×2 insignificant)."""
 
     def within_its_noise(expected, measured, factor, tolerance, margin):
-        return ["ok"], f"×{ratio:.2f} but within its noise (p=0.3)", (1.0, ratio, ratio, ratio, tolerance, 0.3, None)
+        words = f"×{ratio:.2f} but within its noise (p=0.3)"
+        return verify.CellVerdict((verify.Outcome.OK,), words, 1.0, ratio, ratio, ratio, tolerance, 0.3, None)
 
     monkeypatch.setattr(reproduce, "judge", within_its_noise)
     _, results = reproduce.reproduce(
@@ -836,18 +837,38 @@ def test_the_code_of_a_commit_off_the_checkers_own_history_is_never_run(copy, re
     """`check DIR` without --ancestor-of re-derived the plan with any commit the object store held (a fetched pull
     request's), running its scripts: now only a commit on HEAD's history is ever run."""
     marker = tmp_path / "payload-ran"
-    git(repo, "checkout", "-q", "-b", "side")
-    try:
-        with open(repo / "scripts" / "__init__.py", "a") as f:
-            f.write(f"\nimport pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n")
-        git(repo, "commit", "-q", "-am", "a payload beside the runner code")
-        side = git(repo, "rev-parse", "HEAD")
-    finally:
-        git(repo, "checkout", "-q", "main")
+    side = side_commit_with_payload(repo, marker)
     reseal(copy, lambda m: m.update(git_commit=side))
     found = submission.findings(copy)
     assert any(f"git_commit {side[:12]} is not on HEAD" in line for line in found), found
     assert not marker.exists()
+
+
+def test_whether_a_commits_code_runs_does_not_hang_on_the_words_of_a_finding(copy, repo, tmp_path, monkeypatch):
+    """The checker decided whether to run a commit's code by searching check_code's findings for two phrases, so
+    rewording one message would have run a side branch's payload; it asks git instead (submission.on_history)."""
+    marker = tmp_path / "payload-ran"
+    side = side_commit_with_payload(repo, marker)
+    reseal(copy, lambda m: m.update(git_commit=side))
+    monkeypatch.setattr(submission, "check_code", lambda *args, **kwargs: ["the commit is somewhere else"])
+    assert submission.findings(copy)
+    assert not marker.exists()
+    assert not submission.on_history(side, repo, "HEAD") and submission.on_history(
+        git(repo, "rev-parse", "HEAD"), repo, "HEAD"
+    )
+    assert not submission.on_history("0" * 40, repo, "HEAD") and not submission.on_history("HEAD~1; true", repo, "HEAD")
+
+
+def side_commit_with_payload(repo, marker):
+    """A commit on a side branch of `repo` whose scripts/ write `marker` when imported; HEAD stays on main."""
+    git(repo, "checkout", "-q", "-B", "side")  # -B: the repository is shared by the tests that call this
+    try:
+        with open(repo / "scripts" / "__init__.py", "a") as f:
+            f.write(f"\nimport pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n")
+        git(repo, "commit", "-q", "-am", "a payload beside the runner code")
+        return git(repo, "rev-parse", "HEAD")
+    finally:
+        git(repo, "checkout", "-q", "main")
 
 
 @pytest.mark.parametrize("target", ["/etc/passwd", "/dev/zero"])

@@ -137,13 +137,13 @@ def test_a_cell_off_in_time_says_how_far_apart_the_cores_were_around_it_beside_t
     cell_id = "lasagne-cnn-cpu-fp32-1cpu"
     expected = unmeasured(verify.reference_runs(REFERENCE)[0][cell_id])
     measured = scaled(expected, 2.0)
-    assert "round trip" not in verify.judge(expected, measured, 1.0, 1.5, 0.05)[1]  # records made before it
+    assert "round trip" not in verify.judge(expected, measured, 1.0, 1.5, 0.05).words  # records made before it
     measured["system"]["placement"] = {"before_ns": 481.2, "after_ns": 470.0, "cpus": [0, 1]}
-    outcomes, words, _ = verify.judge(expected, measured, 1.0, 1.5, 0.05)
-    assert outcomes[0] == "slower" and words.endswith("; the cores' round trip 481→470 ns")
+    verdict = verify.judge(expected, measured, 1.0, 1.5, 0.05)
+    assert verdict.outcomes[0] is verify.Outcome.SLOWER and verdict.words.endswith("; the cores' round trip 481→470 ns")
     expected["system"]["placement"] = {"before_ns": 268.0, "after_ns": 271.4, "cpus": [0, 1]}
-    assert verify.judge(expected, measured, 1.0, 1.5, 0.05)[1].endswith("481→470 ns (reference: 268→271 ns)")
-    assert "round trip" not in verify.judge(expected, copy.deepcopy(expected), 1.0, 1.5, 0.05)[1]  # only when off
+    assert verify.judge(expected, measured, 1.0, 1.5, 0.05).words.endswith("481→470 ns (reference: 268→271 ns)")
+    assert "round trip" not in verify.judge(expected, copy.deepcopy(expected), 1.0, 1.5, 0.05).words  # only when off
 
 
 def unmeasured(record):
@@ -886,11 +886,11 @@ def test_samples_still_falling_while_timed_are_named_in_the_readme_the_report_an
     frame = report.to_frame([record, verify.reference_runs(REFERENCE)[0]["jax-gru-cpu-fp32-1cpu"]])
     texts = [report.cell_text(row, "gru", {}) for row in frame.to_dict("records")]
     assert "↓" in texts[0] and "↓" not in texts[1]
-    outcomes, words, _ = verify.judge(record, scaled(record, 2.0), 1.0, 1.5, 0.05)
-    assert outcomes == ["slower"] and "its samples still fell while timed (Kendall τ -0.89" in words
+    verdict = verify.judge(record, scaled(record, 2.0), 1.0, 1.5, 0.05)
+    assert verdict.outcomes == (verify.Outcome.SLOWER,) and "still fell while timed (Kendall τ -0.89" in verdict.words
     rising = with_values(record, sorted(values))
-    outcomes, words, _ = verify.judge(rising, scaled(rising, 2.0), 1.0, 1.5, 0.05)
-    assert outcomes == ["slower"] and "still fell" not in words
+    verdict = verify.judge(rising, scaled(rising, 2.0), 1.0, 1.5, 0.05)
+    assert verdict.outcomes == (verify.Outcome.SLOWER,) and "still fell" not in verdict.words
 
 
 def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path, monkeypatch):
@@ -1203,3 +1203,12 @@ def test_a_record_or_plan_verify_cannot_use_is_named_not_a_crash_or_a_hang(hones
     (run / "plan.json").unlink()
     (run / "plan.json").write_text("[" * 100_000 + "]" * 100_000)  # deeper than the parser recurses: crashed
     assert verify_run(REFERENCE, run, capsys)[0] == 1
+
+
+def test_a_count_verify_does_not_keep_is_an_error_not_a_zero():
+    """Outcomes are an Enum and the tally refuses a key it does not count: a misspelt outcome once counted 0."""
+    counts = verify.Tally([verify.Outcome.SLOWER])
+    assert counts["slower"] == 1 and counts[verify.Outcome.FASTER] == 0 and counts["compared"] == 0
+    with pytest.raises(KeyError, match="verify counts no 'slowr'"):
+        counts["slowr"]
+    assert {str(o) for o in verify.Outcome} >= {"ok", "slower", "faster", "quality", "failed", "missing", "refused"}

@@ -165,7 +165,7 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
         copy = records.confined(run_dir, "logs", f"{cell_id(record)}.log")
         copy.parent.mkdir(parents=True, exist_ok=True)
         try:
-            records.write_atomic(copy, "", binary=records.read_plain(log, LOG_BYTES))
+            records.write_replacing(copy, "", binary=records.read_plain(log, LOG_BYTES))
         except RecordError:
             pass  # swapped for a link or a FIFO since sources() looked: the record goes in without its log
     return "superseded" if current is not None else "new"

@@ -41,9 +41,9 @@ from shared.record import (
 from shared.timing import warm_windows
 
 
-def write_atomic(path, text, binary=None):
+def write_replacing(path, text, binary=None):
     """Write through a temporary file the writer made and a rename: a link planted at `path` is replaced, never
-    followed (shared.record.write_atomic does the same for text; this one also takes bytes)."""
+    followed (shared.record.write_atomic, the runners', writes text the same way; this one also takes bytes)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -606,8 +606,8 @@ def quarantine(run_dir, source, reason):
     except RecordError as e:
         data, why = b"", str(e)
     name = hashlib.sha256(data or f"not read: {os.fspath(source)}".encode()).hexdigest()[:16]
-    write_atomic(folder / f"{name}.json.quarantined", data.decode("latin-1"), binary=data)
-    write_atomic(
+    write_replacing(folder / f"{name}.json.quarantined", data.decode("latin-1"), binary=data)
+    write_replacing(
         folder / f"{name}.reason.txt",
         f"source: {os.fspath(source)}\nreason: {reason}\n" + (f"not read: {why}\n" if why else ""),
     )

@@ -781,11 +781,11 @@ def write_report(*run_dirs, out=None):
     }
     # Every output through a temporary file this process made and a rename: a link planted at results.md (or any of
     # them) is replaced, never written through.
-    records.write_atomic(paths["jsonl"], "".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
-    records.write_atomic(
+    records.write_replacing(paths["jsonl"], "".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
+    records.write_replacing(
         paths["csv"], csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"])).to_csv(index=False)
     )
-    records.write_atomic(paths["markdown"], markdown(frame) + attempts_and_gaps(run_dirs, found))
+    records.write_replacing(paths["markdown"], markdown(frame) + attempts_and_gaps(run_dirs, found))
     fd, tmp = tempfile.mkstemp(dir=out, prefix=".results.", suffix=".png")
     os.close(fd)
     try:

@@ -124,7 +124,7 @@ def git(args, repo=None, stdin=None):
     return out.returncode, out.stdout
 
 
-def code_hash(files):
+def tree_hash(files):
     """The runner-code hash of (path, content) pairs: compose's recipe (files_hash) in the order of sorted paths."""
     return files_hash(sorted(files, key=lambda item: PurePosixPath(item[0]).parts))
 
@@ -166,7 +166,7 @@ def _committed_code_hash(commit, repo):
         size = int(out[at:header_end].split()[2])
         files.append((path, out[header_end + 1 : header_end + 1 + size]))
         at = header_end + 1 + size + 1
-    return code_hash(files)
+    return tree_hash(files)
 
 
 def checkout_code_hash(repo=None):
@@ -178,7 +178,7 @@ def checkout_code_hash(repo=None):
             f"{repo} is not a git checkout ({out.decode()[:200]}); submit from a clone of the repository"
         )
     paths = sorted({p for p in out.decode().split("\0") if p and is_code(p)})
-    return code_hash((p, (Path(repo) / p).read_bytes()) for p in paths if (Path(repo) / p).is_file())
+    return tree_hash((p, (Path(repo) / p).read_bytes()) for p in paths if (Path(repo) / p).is_file())
 
 
 # ---------------------------------------------------------------- what a run's records say of its machine
@@ -306,7 +306,7 @@ def seal(folder, manifest):
     write_atomic(Path(folder) / DIGESTS, "".join(lines))
 
 
-def read_run(run_dir):
+def run_to_submit(run_dir):
     """(plan file, {relative path: record}) of a run folder; a SubmissionError for anything unsound in it."""
     if not (run_dir / PLAN).is_file() or not (run_dir / "cells").is_dir():
         raise SubmissionError(
@@ -370,7 +370,7 @@ def submit(run_dir, name=None, no_hosts=False, community=None, repo=None, sign_k
     path. Refused (SubmissionError) when the checkout's runner code is not the commit the records name, the records
     describe more than one machine, or the checker would reject the result (nothing is left behind then)."""
     run_dir, community = Path(run_dir), Path(community or COMMUNITY)
-    plan_file, recs = read_run(run_dir)
+    plan_file, recs = run_to_submit(run_dir)
     commit = run_commit(recs, repo)
     committed, here = committed_code_hash(commit, repo), checkout_code_hash(repo)
     if committed != here:
@@ -604,6 +604,14 @@ def lacking(rel, record):
     return found
 
 
+def on_history(commit, repo, ancestor_of):
+    """Whether `commit` is a commit of this repository on `ancestor_of`'s history: the only commits whose code the
+    checker ever runs (check_code says why another is not)."""
+    if full_commit(commit, repo) != commit:
+        return False
+    return git(["merge-base", "--is-ancestor", commit, ancestor_of], repo)[0] == 0
+
+
 def check_code(manifest, recs, repo, ancestor_of=None):
     """The commit exists here (and is on `ancestor_of`), the code hash is runners/ + shared/ at it, every record
     ran at it."""
@@ -686,7 +694,7 @@ def findings(folder, repo=None, ancestor_of=None):
         found += code_found + check_machine(manifest, recs) + check_image_hashes(manifest, recs)
         # the plan is re-derived by running the commit's own scripts.plan.planfile: only a commit of this repository,
         # and with --ancestor-of (CI) only one on that branch, is ever run
-        if not any("is not a commit of this repository" in line or "is not on " in line for line in code_found):
+        if on_history(manifest["git_commit"], repo, ancestor_of):
             plan_found, hashes = check_plan(folder, manifest, repo)
             found += plan_found
     for rel, record in recs.items():
@@ -1005,7 +1013,7 @@ def runner_code_at(commit, wanted, into, repo=None):
         raise SubmissionError(f"git cannot archive {' and '.join(CODE_DIRS)} at {commit[:12]}")
     into.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True, capture_output=True, timeout=120)
-    got = code_hash(
+    got = tree_hash(
         (p.relative_to(into).as_posix(), p.read_bytes())
         for d in CODE_DIRS
         for p in sorted((into / d).rglob("*"))

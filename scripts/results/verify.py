@@ -3,64 +3,16 @@
     python -m scripts.results.verify                 # run the demo profile, compare with this machine class's reference
     python -m scripts.results.verify --run results/demo-… --reference results/reference/nvidia-h200
 
-What is compared. A run cell is judged against the reference cell of the same id; the two must agree on data kind,
-task parameters (`system.params_hash`), machine class (`system.machine_class`, re-derived from each record's own facts
-when it is read: scripts/results/records.py) and timing unit, and the run cell must hold at least as many samples as the
-reference cell. A reference cell the run cannot be compared on FAILS with why ("incomparable: …", "samples
-missing"): it is never a footnote. Only a whole run of which no cell is comparable (another machine class, another
-scale) is "incomparable" (exit 3), and verify names a reference that fits.
-
-The overall factor. The run's speed relative to the reference is the median of the comparable cells' steady-state
-ratios (robust: half the cells 2× slower cannot pull it far, and cannot hide themselves in it). Only the part of it
-the run's own calibration explains is divided out before cells are judged: the median ratio of the reference's to
-the run's calibration GEMM rate and host-copy bandwidth (measured the same way in every cell, shared/calibration.py),
-combined as their geometric mean, and only where it is beyond the calibration's own noise (×CALIBRATION_NOISE; the
-reference's honest runs differ by ≤ ×1.03). What is left, the unexplained factor, must lie within ×OVERALL_TOLERANCE
-either way on the same machine class: beyond it the install is slower (or faster: a clock) than this machine's own
-measured rate. A machine that is uniformly slower and whose calibration says so passes, with the factor stated.
-
-A cell. The reference's samples of a cell are pooled over every honest run the reference keeps (cells/ and runs/*,
-those comparable with cells/). The cell's ratio is the Hodges-Lehmann estimate (the median of every pairwise ratio
-of its samples to the pooled ones: the estimator that goes with the rank test), divided by the explained factor; it
-is off when beyond ×TIME_TOLERANCE either way *and* a one-sided Mann-Whitney U test in the ratio's direction, of the
-cell's samples against the pooled ones, gives p < ALPHA. The tolerance is the same for every cell and comes from the
-reference side only: nothing the run records (fewer samples, one value) widens it, and --time-tolerance may only
-tighten it. Where the reference has no samples (one value) the ratio of the steady states alone decides. A cell too
-fast is named as such ("faster than possible"), per cell. Why this decision:
-- pooling the reference's runs gives 10-18 reference samples instead of 5, and the test is one-sided: a real 2×
-  shift with one window left at the old speed (4 of 5 windows slower) is significant wherever that window falls
-  (tested), where two-sided 5-against-5 could never go below 0.0079 and one overlapping window lifted it above 0.01;
-- the pairwise-ratio median does not jump between the modes of a bimodal cell as a median of medians does;
-- a time verdict must reproduce (`confirm`): where verify runs the profile itself it runs the cells it found slower
-  or faster once more, and a cell is off only where that second run is off too (or cannot be compared). This VM's
-  two cores lose ×1.7 of their joint speed for seconds to minutes at a time (docs/verify.md measures it), a different
-  cell in each run; a regression of the install reproduces, such a transient seldom hits one cell twice;
-- measured over the committed honest runs of cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c (tests/test_verify.py::
-  test_false_alarm_rate_over_every_pair_of_honest_runs recomputes it): the four runs of the code that made the
-  reference (its three, tests/data/sixth-run), each alone against the other three, give 1 false alarm in 212 cell
-  verdicts; against two-run references, confirmed by the fourth, 4 of 12 cases fail (all cntk-gru, whose two
-  reference runs never saw its cores at the distance of the run they judge). Older runs, against the committed
-  reference and confirmed by one another, fail where their samples cannot say where their cores were: none of the
-  eight with edges; keras2-theano-cnn and lasagne-cnn in 18 of the 42 cases of the seven without. These are the
-  machine's transients, named in the row, never a reason for a wider tolerance.
-Like with like. Every CPU cell records how far apart the machine's first two cores were just before and after its
-work (`system.placement`, shared/placement.py: a round trip, compared only within one cell's records, one
-interpreter). Where both say the same, near or apart (beyond ×APART of the lowest round trip of the cell's records),
-the cell is judged only against the reference's samples of runs at that same distance, if it has MIN_SAMPLES of them;
-the tolerance stays ×1.5 at either distance. Where it has none, or the cores moved during the cell, every pooled
-sample is used and the row of a cell off says so ("run the cell again"). Its row also gives both round trips beside
-the reference's. A forged distance buys nothing the reference's own runs at that distance did not measure.
-Sample by sample. A CPU cell also measures the distance at every edge of its timed windows or passes, outside the
-clock (`timing.round_trips_ns`, shared/timing.py), so each sample has its own: near or apart where the round trips
-at both its edges agree (relative to the lowest edge of the cell's records), moved where they do not. Where the run
-and the reference both have them (by_sample), every sample on either side is scaled by the reference's median at its
-own distance (where the reference has MIN_SAMPLES there), and the scaled samples are judged as above: nothing is
-dropped, the tolerance stays ×1.5, and a forged distance buys at most the reference's own ratio between its modes.
-Still settling. A cell found off whose own samples still fell while timed (stats.still_falling: a one-sided Kendall
-test, p < 0.01) says so in its row: it was not yet steady, and its median overstates its steady time.
-Steady state (the median sample) and the time as waited (compile and first step included) are judged apart: the time
-as waited only adds a note. Quality (accuracy, AUC) beyond the margin either way, a failed, missing or refused
-record and a skip where the reference ran are off.
+The rules, in the order a cell meets them, and why each is so (with the false-alarm rates measured over the
+committed honest runs) are in docs/verify.md; each constant below names the rule it sets. In short: a run cell is
+compared only with the reference cell of the same id, data kind, task parameters, machine class and timing unit, and
+a reference cell the run cannot be compared on fails; the run's overall factor is divided out only as far as its own
+calibration explains it (×OVERALL_TOLERANCE left at most); a cell is off when its Hodges-Lehmann ratio against the
+reference's pooled samples is beyond ×TIME_TOLERANCE either way and the one-sided rank test agrees (p < ALPHA,
+scripts/results/stats.py), judged at the cores' distance its samples were measured at where the reference has
+samples there; where verify ran the profile itself, a time verdict stands only if a second run of the cell agrees
+(`confirm`). Quality beyond QUALITY_MARGIN, a failed, missing or refused record and a skip where the reference ran
+are off.
 
 Exit codes: 0 every compared cell as expected, 1 something is off, 2 the comparison cannot start (no reference, no
 run), 3 nothing in the run is comparable with the reference (the message names a reference that fits, or how to make
@@ -72,6 +24,8 @@ import math
 import statistics
 import sys
 from collections import Counter
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from tabulate import tabulate
@@ -266,37 +220,97 @@ def why_incomparable(expected, measured):
 # ---------------------------------------------------------------- judging
 
 
+class Outcome(StrEnum):
+    """What verify found of one cell; its value is the word the summary counts it under."""
+
+    OK = "ok"
+    SLOWER = "slower"
+    FASTER = "faster"
+    QUALITY = "quality"
+    WAITED = "waited"  # a note, never a failure alone
+    MISSING = "missing"
+    REFUSED = "refused"
+    FAILED = "failed"
+    NO_REFERENCE = "no reference"
+    UNEXPECTED_SKIP = "unexpected skip"
+    INCOMPARABLE = "incomparable"
+    SAMPLES_MISSING = "samples missing"
+    NO_TIME = "no time"
+    UNCONFIRMED = "unconfirmed"
+
+
+# What a run's tally counts beside the outcomes.
+TALLIED = {"compared", "comparable", "overall basis"}
+
+
+class Tally(Counter):
+    """The counts of one comparison: a key that is neither an Outcome nor in TALLIED is a mistake, not a 0."""
+
+    def __missing__(self, key):
+        if key not in TALLIED and key not in Outcome._value2member_map_:
+            raise KeyError(f"verify counts no {key!r}")
+        return 0
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """One cell judged: its outcomes (the first decides; `waited` only adds a note), the words of its row, and the
+    figures the row shows (None where there are none)."""
+
+    outcomes: tuple
+    words: str
+    reference_time: float = None  # the reference's steady state (the median of its pooled samples)
+    measured_time: float = None  # the run's steady state
+    raw_ratio: float = None  # measured over reference, before the explained factor is divided out
+    ratio: float = None  # the ratio judged
+    tolerance: float = None
+    p: float = None  # the one-sided rank test's p-value, where there are samples enough on both sides
+    quality: float = None  # the run's accuracy or AUC
+
+    @property
+    def row(self):
+        return (
+            self.reference_time,
+            self.measured_time,
+            self.raw_ratio,
+            self.ratio,
+            self.tolerance,
+            self.p,
+            self.quality,
+        )
+
+
 def judge_status(expected, measured):
     """(outcome, words) where one of the two cells did not run ok or they cannot be compared, else None."""
     if measured is None:
-        return "missing", "missing: the run has no record of this cell (the reference has)"
+        return Outcome.MISSING, "missing: the run has no record of this cell (the reference has)"
     if "refused" in measured:
-        return "refused", f"refused: {measured['refused'][:200]}"
+        return Outcome.REFUSED, f"refused: {measured['refused'][:200]}"
     status, why = measured["status"], report.first_line(measured.get("reason") or "no reason given")[:70]
     if status in ("failed", "timeout"):
-        return "failed", f"{status}: {why}"
+        return Outcome.FAILED, f"{status}: {why}"
     if expected is None:
-        return "no reference", f"no reference ({status})"
+        return Outcome.NO_REFERENCE, f"no reference ({status})"
     if expected["status"] != "ok":
         return (
-            ("ok", "skipped as in the reference")
+            (Outcome.OK, "skipped as in the reference")
             if status == "skipped"
-            else ("no reference", f"not compared: the reference cell is {expected['status']}")
+            else (Outcome.NO_REFERENCE, f"not compared: the reference cell is {expected['status']}")
         )
     if status == "skipped":
-        return "unexpected skip", f"skipped, the reference ran it: {why}"
+        return Outcome.UNEXPECTED_SKIP, f"skipped, the reference ran it: {why}"
     reason = why_incomparable(expected, measured)
     if reason:
-        return "incomparable", f"incomparable: {reason}"
+        return Outcome.INCOMPARABLE, f"incomparable: {reason}"
     if timed(measured) < timed(expected):
-        return "samples missing", (
+        return Outcome.SAMPLES_MISSING, (
             f"samples missing: {timed(measured)} of the {timed(expected)} windows or passes "
             "the reference cell timed (samples and warm-up windows)"
         )
     if not positive(steady(measured)):
-        return "no time", f"no {params.TIME_METRIC[measured['cell']['task']]} in the record"
+        return Outcome.NO_TIME, f"no {params.TIME_METRIC[measured['cell']['task']]} in the record"
     if not positive(steady(expected)):  # a ratio needs a positive, finite reference time
-        return "no reference", "not compared: the reference cell has no positive, finite time"
+        return Outcome.NO_REFERENCE, "not compared: the reference cell has no positive, finite time"
     return None
 
 
@@ -456,18 +470,15 @@ def at_distance(runs, cell_id, measured, pooled):
 def judge(
     expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None, where=None, own=None
 ):
-    """(outcomes, words, row values) of one cell. `factor`: the explained overall factor divided out; `pooled`: the
+    """The CellVerdict of one cell. `factor`: the explained overall factor divided out; `pooled`: the
     reference's samples of the cell over all its honest runs (default: the reference cell's own); `between`: the
     reference's between-run factor of the cell (named when the cell is off, never a tolerance); `reference_time`:
     the median steady state of the reference's runs, for a cell without samples (default: the reference cell's);
     `where`: which of the reference's samples `pooled` is (at_distance), named in the row of a cell off; `own`: the
-    measured samples as judged (at_distance, sample by sample; default: the record's own). Row
-    values: reference
-    and measured steady state, their raw ratio, the ratio judged, the tolerance, the rank test's p, measured
-    quality."""
+    measured samples as judged (at_distance, sample by sample; default: the record's own)."""
     by_status = judge_status(expected, measured)
     if by_status:
-        return [by_status[0]], by_status[1], (None,) * 7
+        return CellVerdict((by_status[0],), by_status[1])
     pooled = pooled if pooled else samples(expected)
     e_time = statistics.median(pooled) if pooled else (reference_time or steady(expected))
     m_time = steady(measured)
@@ -510,18 +521,18 @@ def judge(
             )
             found.append(
                 (
-                    "faster",
+                    Outcome.FASTER,
                     f"faster than possible: this cell's clock? (×{normalised:.2f}{test}){bimodal}{settling}{cores}",
                 )
                 if faster
-                else ("slower", f"slower (×{normalised:.2f}{test}){bimodal}{settling}{cores}")
+                else (Outcome.SLOWER, f"slower (×{normalised:.2f}{test}){bimodal}{settling}{cores}")
             )
     e_wait, m_wait = waited(expected), waited(measured)
     if e_wait and m_wait:
         wait_ratio = m_wait / e_wait / factor
         if wait_ratio > WAITED_TOLERANCE or wait_ratio < 1 / WAITED_TOLERANCE:
             notes.append(f"time as waited ×{wait_ratio:.2f} (compile, caches, first step)")
-            found.append(("waited", None))
+            found.append((Outcome.WAITED, None))
     quality = params.QUALITY_METRIC.get(expected["cell"]["task"])
     e_q, m_q = (
         ((expected.get("metrics") or {}).get(quality), (measured.get("metrics") or {}).get(quality))
@@ -529,11 +540,11 @@ def judge(
         else (None, None)
     )
     if e_q is not None and (m_q is None or abs(m_q - e_q) > margin):
-        found.append(("quality", f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
-    outcomes = [o for o, _ in found if o != "waited"] or ["ok"]
-    outcomes += [o for o, _ in found if o == "waited"]
+        found.append((Outcome.QUALITY, f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
+    outcomes = [o for o, _ in found if o != Outcome.WAITED] or [Outcome.OK]
+    outcomes += [o for o, _ in found if o == Outcome.WAITED]
     words = "; ".join([w for _, w in found if w] + notes) or "ok"
-    return outcomes, words, (e_time, m_time, ratio, normalised, tolerance, p, m_q)
+    return CellVerdict(tuple(outcomes), words, e_time, m_time, ratio, normalised, tolerance, p, m_q)
 
 
 def overall_factor(reference, measured, ids):
@@ -605,11 +616,11 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     noise = 1 / CALIBRATION_NOISE <= explained <= CALIBRATION_NOISE
     calibrated = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0
     factor = within(calibrated, raw)
-    rows, counts, off = [], Counter(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
+    rows, counts, off = [], Tally(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
         against, own, where = at_distance(runs, cell_id, got, pooled.get(cell_id))
-        outcomes, words, values = judge(
+        verdict = judge(
             expected,
             got,
             factor,
@@ -621,13 +632,13 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
             where,
             own,
         )
-        counts.update(outcomes)
-        counts["compared"] += "no reference" not in outcomes
-        for outcome in set(outcomes) & {"slower", "faster"}:
+        counts.update(verdict.outcomes)
+        counts["compared"] += Outcome.NO_REFERENCE not in verdict.outcomes
+        for outcome in set(verdict.outcomes) & {Outcome.SLOWER, Outcome.FASTER}:
             off[outcome].append(cell_id)
             if between.get(cell_id, 1.0) > tolerance:
                 off["bimodal"].append(cell_id)
-        rows.append([cell_id, *values, words])
+        rows.append([cell_id, *verdict.row, verdict.words])
     counts["overall basis"] = basis
     counts["comparable"] = sum(1 for i in ids if comparable(reference.get(i), measured.get(i)))
     overall = {
@@ -676,7 +687,7 @@ def confirm(
                 by_id[cell_id][-1] += f"; the second run is no re-run of this one ({unfit}): no confirmation"
                 continue
             against, own, where = at_distance(runs, cell_id, second.get(cell_id), pooled.get(cell_id))
-            again, _, values = judge(
+            again = judge(
                 reference.get(cell_id),
                 second.get(cell_id),
                 overall["explained"],
@@ -688,9 +699,11 @@ def confirm(
                 where,
                 own,
             )
-            ratio = f"×{values[3]:.2f}" if values[3] else "no time"
-            if {"slower", "faster"} & set(again) or judge_status(reference.get(cell_id), second.get(cell_id)):
-                by_id[cell_id][-1] += f"; a second run: {ratio} ({', '.join(again)})"
+            ratio = f"×{again.ratio:.2f}" if again.ratio else "no time"
+            if {Outcome.SLOWER, Outcome.FASTER} & set(again.outcomes) or judge_status(
+                reference.get(cell_id), second.get(cell_id)
+            ):
+                by_id[cell_id][-1] += f"; a second run: {ratio} ({', '.join(map(str, again.outcomes))})"
                 continue
             by_id[cell_id][-1] += (
                 f"; not confirmed: {ratio} in a second run (a transient of the machine, not the install)"
