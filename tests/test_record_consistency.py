@@ -146,3 +146,21 @@ def test_a_record_of_task_parameters_this_checkout_does_not_know_is_not_recomput
     record["status"] = "failed"
     record["system"]["params_hash"] = real("pytorch-cnn-cpu-fp32-1cpu")["system"]["params_hash"]
     assert records.contradictions(record) == []  # a failed record publishes no figure to check
+
+
+# The record schema's fingerprint at each version of shared.record.SCHEMA. A key added to (or a type changed in)
+# scripts/results/records.py's SCHEMA without a new version fails here: readers of older records must be able to tell
+# which keys a record can have from its version alone.
+SCHEMA_FINGERPRINTS = {1: "212db6875c274c71"}
+
+
+def test_the_schema_changes_only_with_its_version():
+    import hashlib
+
+    from shared.record import SCHEMA
+
+    fingerprint = hashlib.sha256(json.dumps(records.SCHEMA, sort_keys=True).encode()).hexdigest()[:16]
+    assert SCHEMA_FINGERPRINTS.get(SCHEMA) == fingerprint, (
+        f"the record schema changed ({fingerprint}) but shared.record.SCHEMA is still {SCHEMA}: raise it, add "
+        f"{{{SCHEMA + 1}: {fingerprint!r}}} here, and upgrade the older records where records.read reads them"
+    )
