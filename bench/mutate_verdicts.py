@@ -118,7 +118,7 @@ MUTATIONS = [
         "if False:",
         VERIFY,
     ),
-    ("refused-passes", "scripts/results/verify.py", 'if "refused" in measured:', "if False:", VERIFY),
+    ("refused-passes", "scripts/results/verify.py", "if isinstance(measured, Refused):", "if False:", VERIFY),
     (
         "incomparable-is-a-footnote",
         "scripts/results/verify.py",

@@ -253,6 +253,19 @@ class Tally(Counter):
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A record of the judged run that read_run would not use, and why: it stands in for the record and fails its
+    cell."""
+
+    reason: str
+
+
+def sound(record):
+    """The record itself where read_run kept it: None where it was missing or refused."""
+    return None if record is None or isinstance(record, Refused) else record
+
+
+@dataclass(frozen=True)
 class CellVerdict:
     """One cell judged: its outcomes (the first decides; `waited` only adds a note), the words of its row, and the
     figures the row shows (None where there are none)."""
@@ -284,8 +297,8 @@ def judge_status(expected, measured):
     """(outcome, words) where one of the two cells did not run ok or they cannot be compared, else None."""
     if measured is None:
         return Outcome.MISSING, "missing: the run has no record of this cell (the reference has)"
-    if "refused" in measured:
-        return Outcome.REFUSED, f"refused: {measured['refused'][:200]}"
+    if isinstance(measured, Refused):
+        return Outcome.REFUSED, f"refused: {measured.reason[:200]}"
     status, why = measured["status"], report.first_line(measured.get("reason") or "no reason given")[:70]
     if status in ("failed", "timeout"):
         return Outcome.FAILED, f"{status}: {why}"
@@ -442,7 +455,7 @@ def at_distance(runs, cell_id, measured, pooled):
     same distance, if there are at least MIN_SAMPLES of them; else every pooled sample (`pooled`), and the words say
     the reference has none at that distance. Like is compared with like: never a wider tolerance, the same ×1.5 at
     either distance (docs/verify.md, "What moves")."""
-    if not measured or measured.get("status") != "ok" or "refused" in measured:
+    if not sound(measured) or measured.get("status") != "ok":
         return pooled, None, None
     records = comparable_runs(runs, cell_id)
     sampled = by_sample(records, measured, pooled)
@@ -591,8 +604,7 @@ def comparable(expected, measured):
     """True where both records are ok and of the same kind (data, parameters, machine class, unit)."""
     return (
         expected is not None
-        and measured is not None
-        and "refused" not in measured
+        and sound(measured) is not None
         and expected["status"] == measured["status"] == "ok"
         and why_incomparable(expected, measured) is None
     )
@@ -659,7 +671,7 @@ def not_a_rerun(first, second):
     """Why `second` cannot confirm or clear `first` (two records of one cell), or None: a second run is one made
     after the first ended, by the same code. An earlier run, the reference's own records, or a run of another commit
     (an older, faster install) would clear a regression it never saw."""
-    if not first or not second or "refused" in first or "refused" in second:
+    if not sound(first) or not sound(second):
         return None
     if records.moment(second["started_at"], "started_at") < records.moment(first["finished_at"], "finished_at"):
         return f"it started {second['started_at']}, before the run judged ended ({first['finished_at']})"
@@ -939,7 +951,7 @@ def why_refused(record, cell_id, run_id):
 
 def read_run(folder):
     """A run folder's records by cell id; a record that fails the checks (scripts/results/records.py, why_refused)
-    stands in as {"refused": reason} and fails its cell. VerifyError for a folder that is not a run."""
+    stands in as a Refused with the reason and fails its cell. VerifyError for a folder that is not a run."""
     if not (folder / "cells").is_dir():
         raise VerifyError(f"{folder} is not a run folder (no cells/); pass one of results/PROFILE-DATE-TIME")
     found = {}
@@ -947,20 +959,20 @@ def read_run(folder):
         try:
             found[path.stem] = records.read(path)
         except RecordError as e:
-            found[path.stem] = {"refused": str(e).replace(f"{path}: ", "", 1)}
+            found[path.stem] = Refused(str(e).replace(f"{path}: ", "", 1))
     # the run's id: its plan's, else (a plan without one) the one most of its records carry
-    common = Counter(r.get("run_id") for r in found.values() if "refused" not in r).most_common(1)
+    common = Counter(r.get("run_id") for r in found.values() if sound(r)).most_common(1)
     run_id = planned_run(folder) or (common[0][0] if common else None)
     for cell_id, record in found.items():
-        why = None if "refused" in record else why_refused(record, cell_id, run_id)
+        why = why_refused(record, cell_id, run_id) if sound(record) else None
         if why:
-            found[cell_id] = {"refused": why}
+            found[cell_id] = Refused(why)
     return found
 
 
 def ok_classes(records):
     """The machine classes of the ok records among `records` ({cell id: record})."""
-    return {machine_class(r) for r in records.values() if "refused" not in r and r["status"] == "ok"}
+    return {machine_class(r) for r in records.values() if sound(r) and r["status"] == "ok"}
 
 
 def run_classes(records):
@@ -972,8 +984,7 @@ def run_classes(records):
         found = {
             machine_class(r)
             for r in records.values()
-            if "refused" not in r
-            and ((r.get("system") or {}).get("machine_class") or (r.get("system") or {}).get("cpu"))
+            if sound(r) and ((r.get("system") or {}).get("machine_class") or (r.get("system") or {}).get("cpu"))
         }
     return found or {this_machine()[0]}
 
@@ -1039,7 +1050,7 @@ def main(argv=None):
                 mine = (
                     [{"status": "ok", "system": facts, "cell": {"device": "cpu", "gpus": 1}}]
                     if facts
-                    else [r for r in measured.values() if "refused" not in r]
+                    else [r for r in measured.values() if sound(r)]
                 )
                 print(
                     f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
@@ -1115,7 +1126,7 @@ def main(argv=None):
     if verdict.startswith("INCOMPARABLE"):
         wanted = ok_classes(measured)
         fitting = fitting_references(wanted, exclude=args.reference)
-        ok_records = [r for r in measured.values() if "refused" not in r]
+        ok_records = [r for r in measured.values() if sound(r)]
         print(
             "a reference that fits: " + ", ".join(map(str, fitting))
             if fitting
