@@ -17,7 +17,6 @@ column. Records are read, never edited; results from different machine classes a
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
@@ -39,6 +38,7 @@ from tabulate import tabulate  # noqa: E402
 from scripts.plan.matrix import Cell  # noqa: E402
 from scripts.plan.planfile import planned_ids  # noqa: E402
 from scripts.results import records, stats  # noqa: E402
+from scripts.results.stats import number  # noqa: E402
 from shared import params, peaks, sysinfo  # noqa: E402
 from shared.params import QUALITY_METRIC, TIME_METRIC, TRAINING_TASKS  # noqa: E402
 from shared.record import RecordError  # noqa: E402
@@ -135,14 +135,6 @@ def csv_safe(frame):
 def known(value):
     """False for a missing field: None, NaN, or absent (a list or a string is known)."""
     return not (value is None or (isinstance(value, float) and pd.isna(value)))
-
-
-def number(value):
-    """A finite number from a record as a float, else None (missing, text, NaN, infinity): what arithmetic and the
-    plot may use. The record itself keeps what it said; the submission checker names non-finite figures."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 PLOTTABLE = 1e12  # a bar longer than this (in the task's unit) is not a time; its text would overflow the raster

@@ -36,13 +36,16 @@ def still_falling(values):
     in the run, one-sided (falling), p < FALLING_ALPHA, over at least MIN_SAMPLES samples. The warm-up rule ends at
     two windows that agree (shared/timing.py); a cell that then keeps getting faster was not yet steady, and its
     median overstates its steady time. None where the samples do not fall (or are too few to say)."""
-    values = [v for v in values if finite(v)] if isinstance(values, list) else []
+    values = [v for v in values if number(v) is not None] if isinstance(values, list) else []
     if len(values) < MIN_SAMPLES:
         return None
     tau, p = kendalltau(range(len(values)), values, alternative="less")
     return (float(tau), float(p)) if p < FALLING_ALPHA else None
 
 
-def finite(value):
-    """A finite number (not a bool): what a sample must be to be counted."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def number(value):
+    """A finite number from a record as a float, else None (missing, text, NaN, infinity): what arithmetic and the
+    plot may use. The record itself keeps what it said; the submission checker names non-finite figures."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
