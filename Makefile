@@ -50,9 +50,10 @@ test: $(HOST_ENV)                  ## unit + framework + integration, no network
 test-network: $(HOST_ENV)          ## what needs the package index: GPU wheel resolution, CUDA image builds (CI runs it)
 	@$(call timed,$(PYTEST) -m network,test-network)
 
-lint: $(HOST_ENV)                  ## ruff check and ruff format --check over the tree (the unit tier runs them too)
+lint: $(HOST_ENV)                  ## ruff check and format over the tree, mypy over scripts/results (the unit tier too)
 	$(HOST) -m ruff check .
 	$(HOST) -m ruff format --check .
+	$(HOST) -m mypy
 
 bench-mutations: $(HOST_ENV)       ## both mutation benches: does the suite notice a weakened check? (bench/README.md)
 	$(HOST) bench/mutate_verdicts.py

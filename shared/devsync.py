@@ -51,7 +51,7 @@ class DeviceSync:
         return time.perf_counter() - start
 
 
-_attached = []
+_attached = []  # type: list
 
 
 def device_sync():

@@ -35,9 +35,9 @@ WARMUP_CAP = 5  # … or this many have run (then `warm` says it did not settle)
 LEAK_SECONDS = 1e-3  # a CUDA device synchronize right after the barrier that takes longer than this …
 LEAK_SHARE = 0.02  # … and than this share of the interval found work the barrier did not wait for
 
-_audit = []  # (interval, seconds a device synchronize took right after its closing barrier)
+_audit = []  # type: list  # (interval, seconds a device synchronize took right after its closing barrier)
 between = None  # the cores' distance now (ns, or None), set by the harness for a CPU cell …
-_edges = []  # … and what it measured at each window edge
+_edges = []  # type: list  # … and what it measured at each window edge
 
 
 def edge():

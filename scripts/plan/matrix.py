@@ -70,8 +70,8 @@ class Variant:
     ptx: tuple = ()  # PTX it carries ("compute_90"), which the driver JIT-compiles for newer GPUs
     cuda: tuple = ()  # CUDA runtime version(s) the image carries ("13.0"); () = none (a CPU variant)
     cudnn: tuple = ()  # cuDNN version(s) likewise ("9.24")
-    parent: str = None  # the variant whose image this one extends with `requirements` (one library swapped)
-    dockerfile: str = None  # the Dockerfile that builds it, where not the family's usual one (scripts/launch/images.py)
+    parent: str | None = None  # the variant whose image this one extends with `requirements` (one library swapped)
+    dockerfile: str | None = None  # its Dockerfile, where not the family's usual one (scripts/launch/images.py)
 
     def image(self, family):
         return f"rosetta/{family}:{self.name}"

@@ -501,7 +501,7 @@ def consistency_problem(record):
 
 
 # (check, its inputs, a record file's bytes) -> its answer: a reference read by every verify is judged once a process
-_JUDGED = {}
+_JUDGED: dict = {}
 
 
 def judged(problem, record, data):

@@ -219,7 +219,8 @@ def times_of(row):
     samples = timing("q1") is not None and timing("spread") is not None
     low_key, high_key = ("q1", "q3") if samples else ("min", "max")  # older records: min–max
     if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' quartiles, same scale
-        value, low, median, high = get("seconds_per_1000_images"), *(timing(k) for k in (low_key, "median", high_key))
+        value = get("seconds_per_1000_images")
+        low, median, high = (timing(k) for k in (low_key, "median", high_key))
         if any(v is None for v in (value, low, median, high)) or median <= 0:
             return value, None, None
         return value, None, (value * low / median, value * high / median)

@@ -52,7 +52,7 @@ TASK_CONCEPTS = {
 }
 # (package, task, concept): why that runner cannot show the concept. Empty: every runner marks every concept of its
 # task, where a framework has no such code the marker says what it does instead (Keras' `fit` owns the step).
-EXCEPTIONS = {}
+EXCEPTIONS: dict[tuple[str, str, str], str] = {}
 
 
 class MarkerError(Exception):

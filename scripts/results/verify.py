@@ -272,13 +272,13 @@ class CellVerdict:
 
     outcomes: tuple
     words: str
-    reference_time: float = None  # the reference's steady state (the median of its pooled samples)
-    measured_time: float = None  # the run's steady state
-    raw_ratio: float = None  # measured over reference, before the explained factor is divided out
-    ratio: float = None  # the ratio judged
-    tolerance: float = None
-    p: float = None  # the one-sided rank test's p-value, where there are samples enough on both sides
-    quality: float = None  # the run's accuracy or AUC
+    reference_time: float | None = None  # the reference's steady state (the median of its pooled samples)
+    measured_time: float | None = None  # the run's steady state
+    raw_ratio: float | None = None  # measured over reference, before the explained factor is divided out
+    ratio: float | None = None  # the ratio judged
+    tolerance: float | None = None
+    p: float | None = None  # the one-sided rank test's p-value, where there are samples enough on both sides
+    quality: float | None = None  # the run's accuracy or AUC
 
     @property
     def row(self):
