@@ -8,6 +8,7 @@ Standard library only: `make setup` and the system-package check run it before a
 
 import hashlib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout
@@ -21,12 +22,12 @@ COMMUNITY = RESULTS / "community"  # accepted community submissions
 SAFE_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"
 
 
-def safe_id(text):
+def safe_id(text: object) -> bool:
     """True for a string of the safe alphabet (SAFE_ID)."""
     return isinstance(text, str) and re.search(SAFE_ID, text) is not None
 
 
-def files_hash(files):
+def files_hash(files: Iterable[tuple[str, bytes]]) -> str:
     """16 hex digits of a SHA-256 over `files`, (path relative to the repository, content) pairs in the order given:
     the one code-hash recipe, for an image's code (scripts/launch/compose.py: code_hash) and a community submission's
     runners/ + shared/ (scripts/results/submission.py, which recomputes it from git at any commit)."""

@@ -7,8 +7,10 @@ import argparse
 import itertools
 import re
 import sys
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -73,7 +75,7 @@ class Variant:
     parent: str | None = None  # the variant whose image this one extends with `requirements` (one library swapped)
     dockerfile: str | None = None  # its Dockerfile, where not the family's usual one (scripts/launch/images.py)
 
-    def image(self, family):
+    def image(self, family: str) -> str:
         return f"rosetta/{family}:{self.name}"
 
 
@@ -100,7 +102,7 @@ class Cell:
     tuning: str = params.DEFAULT_TUNING  # the framework's code as its tutorials write it, or its own fast path
 
     @property
-    def id(self):
+    def id(self) -> str:
         """Stable, filename-safe, unique within a run: also the record's file name (the merge key). A tuned cell's id
         ends in -tuned; a default cell's is what it was before the axis existed, so references stay comparable."""
         base = f"{self.framework}-{self.task}-{self.variant}-{self.precision}-{self.gpus}{self.device}"
@@ -131,7 +133,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML keeps the last of two equal keys silently; a matrix with a duplicated framework or profile is an error.
     A merge key (`<<: *demo`) is not a duplicate: the keys written beside it override the merged ones, as YAML says."""
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -143,7 +145,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def check_keys(mapping, allowed, where, required=()):
+def check_keys(mapping: Any, allowed: Iterable[str], where: str, required: Sequence[str] = ()) -> None:
     if not isinstance(mapping, dict):
         raise MatrixError(f"{where}: expected a mapping, got {type(mapping).__name__}")
     unknown = sorted(set(mapping) - set(allowed))
@@ -154,7 +156,7 @@ def check_keys(mapping, allowed, where, required=()):
         raise MatrixError(f"{where}: missing key {missing[0]!r}")
 
 
-def check_list(value, known, where, kind=str):
+def check_list(value: Any, known: Collection[Any] | None, where: str, kind: type = str) -> tuple[Any, ...]:
     """A list of known values with no repeats (a repeat would run the same cell twice)."""
     if not isinstance(value, list) or not value:
         raise MatrixError(f"{where}: expected a non-empty list")
@@ -168,13 +170,13 @@ def check_list(value, known, where, kind=str):
     return tuple(value)
 
 
-def check_positive(value, where):
+def check_positive(value: Any, where: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
         raise MatrixError(f"{where}: expected a positive number, got {value!r}")
     return value
 
 
-def parse_framework(fid, spec):
+def parse_framework(fid: str, spec: Any) -> Framework:
     where = f"frameworks.{fid}"
     check_keys(spec, FRAMEWORK_KEYS, where, required=("family", "python", "tasks", "precisions", "variants"))
     variants = {}
@@ -231,7 +233,7 @@ def parse_framework(fid, spec):
     )
 
 
-def arch_list(spec, key, pattern, example, where):
+def arch_list(spec: Mapping[str, Any], key: str, pattern: str, example: str, where: str) -> tuple[str, ...]:
     """An optional list of architecture names such as sm_86 (gpu_archs) or compute_90 (ptx)."""
     archs = check_list(spec[key], None, f"{where}.{key}") if spec.get(key) else ()
     bad = [a for a in archs if not re.fullmatch(pattern, a)]
@@ -240,7 +242,7 @@ def arch_list(spec, key, pattern, example, where):
     return archs
 
 
-def versions(value, where):
+def versions(value: Any, where: str) -> tuple[str, ...]:
     """An optional version ("13.0") or list of versions (["13.0", "12.9"]), as strings."""
     if value is None:
         return ()
@@ -251,7 +253,9 @@ def versions(value, where):
     return tuple(str(v) for v in items)
 
 
-def parse_profile(name, spec, frameworks, defaults):
+def parse_profile(
+    name: str, spec: Any, frameworks: Mapping[str, Framework], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
     where = f"profiles.{name}"
     check_keys(
         spec, PROFILE_KEYS, where, required=("executor", "device", "data", "scale", "frameworks", "tasks", "precisions")
@@ -290,7 +294,7 @@ def parse_profile(name, spec, frameworks, defaults):
     return profile
 
 
-def parse(doc):
+def parse(doc: Any) -> Matrix:
     """Validate a loaded matrix document; every problem is a MatrixError naming the key."""
     check_keys(doc, TOP_KEYS, "matrix.yaml", required=("schema", "frameworks", "profiles"))
     if doc["schema"] != SCHEMA:
@@ -304,7 +308,7 @@ def parse(doc):
     return Matrix(frameworks, profiles, check_exclude(doc.get("exclude"), "exclude"), defaults)
 
 
-def check_exclude(rules, where):
+def check_exclude(rules: Any, where: str) -> tuple[dict[str, Any], ...]:
     """Exclusion rules, top-level (every profile) or a profile's own: each names cell axes and says why."""
     rules = rules or []
     if not isinstance(rules, list):
@@ -316,7 +320,7 @@ def check_exclude(rules, where):
     return tuple(rules)
 
 
-def load(path=ROOT / "matrix.yaml"):
+def load(path: str | Path = ROOT / "matrix.yaml") -> Matrix:
     try:
         text = Path(path).read_text()
     except OSError as e:
@@ -334,11 +338,11 @@ def load(path=ROOT / "matrix.yaml"):
 # ---------------------------------------------------------------- expansion
 
 
-def excluded(cell, rules):
+def excluded(cell: Cell, rules: Iterable[Mapping[str, Any]]) -> bool:
     return any(all(getattr(cell, k) == v for k, v in rule.items() if k != "reason") for rule in rules)
 
 
-def expand(matrix, profile_name, executor=None):
+def expand(matrix: Matrix, profile_name: str, executor: str | None = None) -> Plan:
     """The profile's cells: product of its axes, minus what a framework lacks and what `exclude` names. `executor`
     overrides the profile's; the system executor's cells have the one variant `system` (the interpreter given)."""
     if profile_name not in matrix.profiles:
@@ -348,7 +352,9 @@ def expand(matrix, profile_name, executor=None):
     if executor not in EXECUTORS:
         raise MatrixError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     rules = matrix.exclude + p["exclude"]
-    cells = {}  # a dict as an ordered set: membership in O(1) (a list made expansion quadratic in the cells)
+    cells: dict[
+        Cell, None
+    ] = {}  # a dict as an ordered set: membership in O(1) (a list made expansion quadratic in the cells)
     variants = (SYSTEM,) if executor == SYSTEM else p["variants"]
     for fid, task, variant, precision, gpus, tuning in itertools.product(
         p["frameworks"], p["tasks"], variants, p["precisions"], p["gpus"], p["tunings"]
@@ -371,7 +377,7 @@ def expand(matrix, profile_name, executor=None):
     return Plan(profile_name, executor, p["repeats"], p["timeout_minutes"] * 60.0, tuple(cells))
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.plan.matrix", description="Validate matrix.yaml, list cells.")
     ap.add_argument("--matrix", default=ROOT / "matrix.yaml", type=Path, help="the matrix file (default: matrix.yaml)")
     ap.add_argument("--profile", default="demo", help="the profile to expand (default: demo)")

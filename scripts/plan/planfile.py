@@ -15,14 +15,16 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from scripts.paths import ROOT, safe_id
-from scripts.plan.matrix import SYSTEM, Cell, MatrixError, Plan, expand, load
+from scripts.plan.matrix import SYSTEM, Cell, Matrix, MatrixError, Plan, expand, load
 from shared.params import TUNINGS
 from shared.record import RecordError, read_plain, write_atomic
 
@@ -48,7 +50,7 @@ class PlannedCell:
     cuda: tuple = ()  # its CUDA runtime(s), which decide the oldest driver it runs on
 
     @property
-    def id(self):
+    def id(self) -> str:
         return self.cell.id
 
 
@@ -58,7 +60,7 @@ class PlanFile:
     run_id: str
     cells: tuple  # PlannedCell, in the plan's order: index i is array task / completion index i
 
-    def find(self, index=None, cell_id=None):
+    def find(self, index: int | None = None, cell_id: str | None = None) -> PlannedCell:
         """The cell at `index` (an array task id) or with `cell_id`; a PlanError naming the valid range or ids."""
         if cell_id is not None:
             for planned in self.cells:
@@ -76,7 +78,7 @@ class PlanFile:
 IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def check_ids(plan_file, where="the plan"):
+def check_ids(plan_file: PlanFile, where: str = "the plan") -> PlanFile:
     """A PlanError unless the run id and every cell's axes, image and service are of the safe alphabet: they become
     file names, Slurm directives, ConfigMap lines, pod arguments and labels, where a newline or a `$(…)` would be
     a new shell line or command (a plan file is untrusted input like a record)."""
@@ -101,7 +103,7 @@ def check_ids(plan_file, where="the plan"):
     return plan_file
 
 
-def make(matrix, profile, run_id=None, executor=None):
+def make(matrix: Matrix, profile: str, run_id: str | None = None, executor: str | None = None) -> PlanFile:
     """Expand `profile` once (with `executor` instead of the profile's, if given) and attach each cell's image and
     service."""
     plan = expand(matrix, profile, executor)
@@ -125,7 +127,7 @@ def make(matrix, profile, run_id=None, executor=None):
     return check_ids(PlanFile(plan, run_id, cells), "the run id given")
 
 
-def to_json(plan_file):
+def to_json(plan_file: PlanFile) -> str:
     p = plan_file.plan
     return (
         json.dumps(
@@ -155,11 +157,11 @@ def to_json(plan_file):
     )
 
 
-def write(path, plan_file):
+def write(path: str | Path, plan_file: PlanFile) -> None:
     write_atomic(path, to_json(plan_file))
 
 
-def document(path):
+def document(path: str | Path) -> Any:
     """The JSON of a plan file, read as untrusted input (shared.record.read_plain: a plain file, never a link, FIFO or
     device, at most 8 MiB); RecordError or ValueError for anything else (JSON nested too deeply to parse included)."""
     try:
@@ -168,7 +170,7 @@ def document(path):
         raise ValueError(f"{path}: nested too deeply to be a plan") from None
 
 
-def read(path):
+def read(path: str | Path) -> PlanFile:
     """Load a plan file; anything missing or malformed is a PlanError naming the file and the key."""
     try:
         doc = document(path)
@@ -214,7 +216,7 @@ def read(path):
         ) from e
 
 
-def planned_profile(folder):
+def planned_profile(folder: str | Path) -> str | None:
     """The profile a run folder's plan.json names, or None without a readable one."""
     try:
         return str(document(Path(folder) / "plan.json")["profile"])
@@ -222,7 +224,7 @@ def planned_profile(folder):
         return None
 
 
-def planned_ids(folder):
+def planned_ids(folder: str | Path) -> list[str] | None:
     """The cell ids a run folder's plan.json names, or None without a readable one (a merged or hand-made folder).
     Tolerant on purpose: reports and verify read plans written by earlier versions too, which listed bare ids; an
     entry that is neither (a list, a number) is no id."""
@@ -234,7 +236,7 @@ def planned_ids(folder):
         return None
 
 
-def planned_run(folder):
+def planned_run(folder: str | Path) -> str | None:
     """The run id a run folder's plan.json names, or None without a readable one."""
     try:
         run_id = document(Path(folder) / "plan.json")["run_id"]
@@ -246,7 +248,7 @@ def planned_run(folder):
 # ---------------------------------------------------------------- GitHub Actions: one job per cell, by label
 
 
-def runner_labels(path=ACTIONLINT):
+def runner_labels(path: str | Path = ACTIONLINT) -> tuple[str, ...]:
     """The self-hosted runner labels declared for actionlint: the only labels a cell's job may ask for."""
     try:
         return tuple(yaml.safe_load(Path(path).read_text())["self-hosted-runner"]["labels"])
@@ -254,7 +256,7 @@ def runner_labels(path=ACTIONLINT):
         raise PlanError(f"{path}: no self-hosted runner labels ({e})") from e
 
 
-def runs_on(cell, gpu_model, labels):
+def runs_on(cell: Cell, gpu_model: str | None, labels: Collection[str]) -> list[str]:
     """The labels of a runner that can run `cell`: a CPU runner, or one holding `cell.gpus` GPUs of `gpu_model`."""
     wanted = ["self-hosted", "linux", "rosetta"]
     wanted += ["cpu"] if cell.device == "cpu" else [f"gpu-{gpu_model}", f"gpus-{cell.gpus}"]
@@ -270,7 +272,13 @@ def runs_on(cell, gpu_model, labels):
     return wanted
 
 
-def github_chunks(plan_file, gpu_model, labels, size=GITHUB_MATRIX_LIMIT, chunks=GITHUB_CHUNKS):
+def github_chunks(
+    plan_file: PlanFile,
+    gpu_model: str | None,
+    labels: Collection[str],
+    size: int = GITHUB_MATRIX_LIMIT,
+    chunks: int = GITHUB_CHUNKS,
+) -> list[list[dict[str, Any]]]:
     """The plan as `chunks` job matrices of at most `size` cells each (GitHub's limit per matrix); empty ones are []."""
     if len(plan_file.cells) > size * chunks:
         raise PlanError(
@@ -298,7 +306,7 @@ def github_chunks(plan_file, gpu_model, labels, size=GITHUB_MATRIX_LIMIT, chunks
     return [jobs[i * size : (i + 1) * size] for i in range(chunks)]
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.plan", description=__doc__.split("\n")[0])
     ap.add_argument("--profile", default="full", help="the profile of matrix.yaml to plan (default: full)")
     ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="the matrix file (default: matrix.yaml)")
@@ -339,19 +347,19 @@ if __name__ == "__main__":
 SLOT_PATTERN = r"k8s-(\d{1,4})-(\d{1,6})"
 
 
-def slot_name(group, index):
+def slot_name(group: int, index: int) -> str:
     return f"k8s-{group}-{index}"
 
 
-def groups_of(cells):
+def groups_of(cells: Iterable[PlannedCell]) -> list[tuple[str, int, list[PlannedCell]]]:
     """[(image, GPUs, [PlannedCell])] in plan order; GPUs is 0 for CPU cells, whose `gpus` counts processes."""
-    by_key = {}
+    by_key: dict[tuple[str, int], list[PlannedCell]] = {}
     for planned in cells:
         gpus = planned.cell.gpus if planned.cell.device == "gpu" else 0
         by_key.setdefault((planned.image, gpus), []).append(planned)
     return [(image, gpus, cells) for (image, gpus), cells in by_key.items()]
 
 
-def slot_map(cells):
+def slot_map(cells: Iterable[PlannedCell]) -> dict[str, str]:
     """{slot name: cell id} of the planned cells (in plan order), as the Kubernetes jobs lay them out."""
     return {slot_name(g, i): c.id for g, (_, _, group) in enumerate(groups_of(cells)) for i, c in enumerate(group)}
