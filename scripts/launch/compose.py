@@ -9,11 +9,15 @@ import json
 import os
 import re
 import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from scripts.launch.executors import (
     ExecutorError,
+    RunSettings,
     collect_from_own_folder,
     kill_group,
     own_folder,
@@ -24,6 +28,7 @@ from scripts.launch.executors import (
     visible_gpus,
 )
 from scripts.paths import ROOT, files_hash
+from scripts.plan.matrix import Cell, Matrix, Plan, Variant
 from shared.record import git_commit
 from shared.sysinfo import memory_gib, usable_cpus
 
@@ -31,7 +36,7 @@ COMPOSE_FILES = ("compose.yaml",)
 GPU_FILE = "compose.gpu.yaml"
 
 
-def docker_cli():
+def docker_cli() -> str:
     """The docker CLI: ROSETTA_DOCKER, else Debian's /usr/bin/docker (BuildKit built in), else the one on PATH."""
     for candidate in (os.environ.get("ROSETTA_DOCKER"), "/usr/bin/docker", shutil.which("docker")):
         if candidate and Path(candidate).exists():
@@ -42,7 +47,7 @@ def docker_cli():
     )
 
 
-def check_engine(docker):
+def check_engine(docker: str) -> dict[str, Any]:
     info = quiet([docker, "info", "--format", "{{json .}}"])
     try:
         facts = json.loads(info.stdout) if info.returncode == 0 else {}
@@ -58,7 +63,7 @@ def check_engine(docker):
     return facts
 
 
-def cdi_has_nvidia(info):
+def cdi_has_nvidia(info: Mapping[str, Any]) -> bool:
     """Docker 28 lists CDI devices (DiscoveredDevices); older engines only name the folders, so read the specs."""
     if any(str(d.get("ID", "")).startswith("nvidia.com/") for d in info.get("DiscoveredDevices") or []):
         return True
@@ -77,7 +82,7 @@ def cdi_has_nvidia(info):
     return False
 
 
-def compose_cli(docker):
+def compose_cli(docker: str) -> tuple[str, ...]:
     """`docker compose` (v2) where the plugin exists, else Debian's `docker-compose` (v1.29); both read compose.yaml."""
     if quiet([docker, "compose", "version"]).returncode == 0:
         return (docker, "compose")
@@ -86,14 +91,14 @@ def compose_cli(docker):
     raise ExecutorError("Docker Compose is missing: install the compose plugin (Compose v2) or `docker-compose`")
 
 
-def missing_images(docker, images):
+def missing_images(docker: str, images: Iterable[str]) -> list[str]:
     return [image for image in images if quiet([docker, "image", "inspect", image]).returncode != 0]
 
 
 CODE_LABEL = "org.rosetta.code-hash"
 
 
-def code_hash(family, variant, parent=None):
+def code_hash(family: str, variant: Variant, parent: Variant | None = None) -> str:
     """What an image of `family`'s `variant` (built on `parent`, where it has one) holds of this checkout: 16 hex
     digits of a SHA-256 over runners/, shared/, the shared Dockerfiles, docker/FAMILY/ and the variant's pins (its
     parent's too). `make images` writes it into the image (label CODE_LABEL, and ROSETTA_CODE_HASH for the
@@ -114,30 +119,30 @@ def code_hash(family, variant, parent=None):
     )
 
 
-def image_code_hash(docker, image):
+def image_code_hash(docker: str, image: str) -> str | None:
     """The code-hash label of a local image; None where it has none (built before labels, or by hand)."""
     out = quiet([docker, "image", "inspect", "-f", f'{{{{ index .Config.Labels "{CODE_LABEL}" }}}}', image])
     label = out.stdout.strip() if out.returncode == 0 else ""
     return label if label and label not in ("<no value>", "unknown") else None
 
 
-def stale_images(docker, wanted):
+def stale_images(docker: str, wanted: Mapping[str, str]) -> dict[str, tuple[str | None, str]]:
     """{image: (its label, the checkout's hash)} for the images of `wanted` ({image: hash}) built from other code."""
     labels = {image: image_code_hash(docker, image) for image in wanted}
     return {image: (labels[image], expected) for image, expected in wanted.items() if labels[image] != expected}
 
 
-def rebuild(images, plan, matrix):
+def rebuild(images: Iterable[str], plan: Plan, matrix: Matrix) -> str:
     """The commands that build `images`, named by a framework id of the plan that runs in each (keras-tf, not the
     family keras, which `make images` would not know)."""
-    framework_of = {}
+    framework_of: dict[str, str] = {}
     for cell in plan.cells:
         fw = matrix.frameworks[cell.framework]
         framework_of.setdefault(fw.variants[cell.variant].image(fw.family), cell.framework)
     return "; ".join(f"`make images FRAMEWORK={framework_of[image]} VARIANT={image.split(':')[1]}`" for image in images)
 
 
-def wanted_hashes(plan, matrix):
+def wanted_hashes(plan: Plan, matrix: Matrix) -> dict[str, str]:
     """{image: code hash} of the images `plan`'s cells run in (each image hashed once, however many cells run in it)."""
     wanted = {}
     for cell in plan.cells:
@@ -149,7 +154,7 @@ def wanted_hashes(plan, matrix):
     return wanted
 
 
-def cell_limits(gpus, gpu_count, cores=None, memory=None):
+def cell_limits(gpus: int, gpu_count: int, cores: float | None = None, memory: float | None = None) -> tuple[str, str]:
     """(ROSETTA_CPUS, ROSETTA_MEMORY) of a cell: a CPU cell runs alone and gets the host's usable cores and all but
     1 GiB of its memory; a GPU cell, which shares the host with cells on other GPUs, the share of both its GPUs hold."""
     cores = cores or usable_cpus()
@@ -158,7 +163,7 @@ def cell_limits(gpus, gpu_count, cores=None, memory=None):
     return f"{max(cores * share, 1):g}", f"{max(int((memory - 1) * share), 1)}g"
 
 
-def images_of(plan, matrix):
+def images_of(plan: Plan, matrix: Matrix) -> list[str]:
     return sorted(
         {
             matrix.frameworks[c.framework].variants[c.variant].image(matrix.frameworks[c.framework].family)
@@ -175,10 +180,10 @@ class ComposeExecutor:
     gpu_ids: tuple = ()  # GPUs cells are placed on; empty = CPU cells, one at a time
     root: Path = ROOT
     env: dict = field(default_factory=dict)
-    project: str = None  # compose's project name (-p); None: compose's default, the checkout's folder name
+    project: str | None = None  # compose's project name (-p); None: compose's default, the checkout's folder name
 
     @classmethod
-    def for_plan(cls, plan, matrix):
+    def for_plan(cls, plan: Plan, matrix: Matrix) -> "ComposeExecutor":
         """Check everything the plan needs before launching any cell."""
         docker = docker_cli()
         info = check_engine(docker)
@@ -198,7 +203,8 @@ class ComposeExecutor:
                 f"image(s) built from other code than this checkout: {found}; their records would "
                 f"claim code they do not run. Rebuild with {rebuild(stale, plan, matrix)}"
             )
-        gpu_ids, files = (), COMPOSE_FILES
+        gpu_ids: tuple[str, ...] = ()
+        files: tuple[str, ...] = COMPOSE_FILES
         if any(c.device == "gpu" for c in plan.cells):
             if "nvidia" not in (info.get("Runtimes") or {}) and not cdi_has_nvidia(info):
                 raise ExecutorError(
@@ -219,7 +225,9 @@ class ComposeExecutor:
         }
         return cls(compose, docker, files, gpu_ids, ROOT, env)
 
-    def command(self, cell, out, run, devices=()):
+    def command(
+        self, cell: Cell, out: Path, run: RunSettings, devices: Sequence[str] = ()
+    ) -> tuple[list[str], dict[str, str]]:
         """The argv and environment of one cell: the results volume is the cell's own folder (own_folder), where the
         runner writes /results/ID.json; collect() moves it into the run afterwards."""
         inside = Path("/results") / Path(out).name
@@ -256,21 +264,23 @@ class ComposeExecutor:
         ]
         return argv, env
 
-    def launch(self, cell, out, log, run, devices=()):
+    def launch(
+        self, cell: Cell, out: Path, log: Path, run: RunSettings, devices: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         prepare_own_folder(out)  # ours, before Docker would create it as root
         argv, env = self.command(cell, out, run, devices)
-        proc = popen(argv, log, env, cwd=self.root)
+        proc: Any = popen(argv, log, env, cwd=self.root)  # carries its container's name for stop()
         proc.container = container_name(run.run_id, cell.id)
         return proc
 
-    def stop(self, proc):
+    def stop(self, proc: Any) -> None:
         """Killing the compose client leaves the container running: remove the container itself."""
         quiet([self.docker, "rm", "-f", proc.container])
         kill_group(proc)
 
-    def collect(self, out):
+    def collect(self, out: Path) -> None:
         collect_from_own_folder(out)
 
 
-def container_name(run_id, cell_id):
+def container_name(run_id: str, cell_id: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"rosetta-{run_id}-{cell_id}")

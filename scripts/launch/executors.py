@@ -15,10 +15,12 @@ import os
 import shutil
 import signal
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.paths import ROOT
+from scripts.plan.matrix import Cell
 from shared.params import DEFAULT_TUNING
 
 
@@ -27,7 +29,7 @@ class ExecutorError(Exception):
     it."""
 
 
-def quiet(argv):
+def quiet(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     """`argv`'s completed process, its output captured; one that cannot start or takes over a minute is exit 1."""
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -35,7 +37,7 @@ def quiet(argv):
         return subprocess.CompletedProcess(argv, 1, "", str(e))
 
 
-def visible_gpus():
+def visible_gpus() -> tuple[str, ...]:
     """GPU indices on this host: ROSETTA_GPU_IDS_AVAILABLE (e.g. "0,1") if set, else what nvidia-smi lists."""
     if os.environ.get("ROSETTA_GPU_IDS_AVAILABLE"):
         return tuple(os.environ["ROSETTA_GPU_IDS_AVAILABLE"].split(","))
@@ -55,7 +57,7 @@ class RunSettings:
     data_root: Path  # holds synthetic/ and real/
 
 
-def runner_args(cell, out, run, data_root):
+def runner_args(cell: Cell, out: str | Path, run: RunSettings, data_root: str | Path) -> list[str]:
     """The runner contract's arguments for `cell` (docs/design.md, "Runner contract")."""
     return [
         cell.framework,
@@ -82,7 +84,9 @@ def runner_args(cell, out, run, data_root):
     ]
 
 
-def popen(argv, log, env=None, cwd=ROOT):
+def popen(
+    argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None, cwd: str | Path = ROOT
+) -> subprocess.Popen[bytes]:
     """Start `argv` in its own process group (so a timeout kills its children too), output into `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as f:
@@ -91,21 +95,21 @@ def popen(argv, log, env=None, cwd=ROOT):
         )
 
 
-def own_folder(out):
+def own_folder(out: str | Path) -> Path:
     """RUN/cells/.ID/: the only folder a container running the cell whose record is `out` may write. Mounting the
     run folder, or anything above it, would let framework code rewrite other cells' records, the reference records
     verify trusts, or (on a CI runner) files the host's later steps run."""
     return Path(out).parent / f".{Path(out).stem}"
 
 
-def prepare_own_folder(out):
+def prepare_own_folder(out: str | Path) -> Path:
     folder = own_folder(out)
     shutil.rmtree(folder, ignore_errors=True)  # nothing of an earlier attempt may pass as this one's record
     folder.mkdir(parents=True)
     return folder
 
 
-def collect_from_own_folder(out):
+def collect_from_own_folder(out: str | Path) -> None:
     """Move the record the container wrote (a plain file, nothing else) to `out`; drop the folder and the rest."""
     folder = own_folder(out)
     record = folder / Path(out).name
@@ -114,7 +118,7 @@ def collect_from_own_folder(out):
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def kill_group(proc):
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -135,7 +139,9 @@ class LocalExecutor:
     name: str = "local"
     site: tuple = ()  # folders of packages installed beside the interpreter's own (make gpu-check: Keras)
 
-    def launch(self, cell, out, log, run, devices=()):
+    def launch(
+        self, cell: Cell, out: Path, log: Path, run: RunSettings, devices: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(self.root), *map(str, self.site)]),
@@ -147,10 +153,10 @@ class LocalExecutor:
         argv = [str(self.pythons[cell.framework]), "-m", "runners", *runner_args(cell, out, run, run.data_root)]
         return popen(argv, log, env, cwd=self.root)
 
-    def stop(self, proc):
+    def stop(self, proc: subprocess.Popen[bytes]) -> None:
         kill_group(proc)
 
-    def collect(self, out):
+    def collect(self, out: Path) -> None:
         """The runner wrote `out` itself."""
 
 
@@ -174,12 +180,12 @@ class SlurmContainerExecutor:
     images: dict
     prefix: str = ""
     gpu_ids: tuple = ()
-    code_hashes: dict = None
+    code_hashes: dict | None = None
 
-    def expected_code_hash(self, cell):
+    def expected_code_hash(self, cell: Cell) -> str | None:
         return (self.code_hashes or {}).get(cell.id)
 
-    def command(self, cell, out, run):
+    def command(self, cell: Cell, out: Path, run: RunSettings) -> list[str]:
         inside = Path("/results") / Path(out).name  # the cell's own folder (own_folder) at /results
         data = f"{run.data_root}:/data:ro,{own_folder(out)}:/results"
         args = runner_args(cell, inside, run, "/data")
@@ -220,12 +226,14 @@ class SlurmContainerExecutor:
             ]
         raise ValueError(f"unknown container runtime {self.runtime!r}; known: pyxis, apptainer")
 
-    def launch(self, cell, out, log, run, devices=()):
+    def launch(
+        self, cell: Cell, out: Path, log: Path, run: RunSettings, devices: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         prepare_own_folder(out)
         return popen(self.command(cell, out, run), log, {**os.environ, "PYTHONUNBUFFERED": "1"})
 
-    def stop(self, proc):
+    def stop(self, proc: subprocess.Popen[bytes]) -> None:
         kill_group(proc)
 
-    def collect(self, out):
+    def collect(self, out: Path) -> None:
         collect_from_own_folder(out)

@@ -25,23 +25,25 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from scripts.launch import venvs, wheelhouse
 from scripts.launch.compose import check_engine, code_hash, docker_cli, image_code_hash
 from scripts.launch.executors import ExecutorError, quiet
 from scripts.paths import ROOT
-from scripts.plan.matrix import MatrixError, expand, load
+from scripts.plan.matrix import Matrix, MatrixError, Variant, expand, load
 
 # The python3 each local base image ships; a variant asking for another Python brings pyenv's (docker/pyenv.Dockerfile).
 BASE_PYTHON = {"rosetta/debian:bookworm": "3.11"}
 
 
-def needs_pyenv(variant):
+def needs_pyenv(variant: Variant) -> bool:
     return variant.python != BASE_PYTHON.get(variant.base_image, variant.python)
 
 
-def dockerfile(family, variant):
+def dockerfile(family: str, variant: Variant) -> Path:
     """The variant's own `dockerfile` where matrix.yaml names one (the theano family's GPU image); docker/FAMILY/
     Dockerfile where a family needs its own; docker/pyenv.Dockerfile for a Python the base lacks; else the shared
     pip-based docker/Dockerfile."""
@@ -53,7 +55,7 @@ def dockerfile(family, variant):
     return ROOT / "docker" / ("pyenv.Dockerfile" if needs_pyenv(variant) else "Dockerfile")
 
 
-def stage_interpreter(version):
+def stage_interpreter(version: str) -> tuple[Path, Path]:
     """Copy the host's pyenv interpreter for `version` into the build context (.wheelhouse/python-X.Y.Z, once);
     returns (staged folder, its prefix on the host, which the image must reproduce)."""
     try:
@@ -69,7 +71,7 @@ def stage_interpreter(version):
     return staged, prefix
 
 
-def pyenv_build_args(family, variant, house):
+def pyenv_build_args(family: str, variant: Variant, house: Path) -> list[str]:
     """The extra build arguments of docker/pyenv.Dockerfile; also puts its bootstrap pip into the wheelhouse."""
     staged, prefix = stage_interpreter(variant.python)
     bootstrap = venvs.BOOTSTRAP.get(variant.python, ["pip", "setuptools", "wheel"])
@@ -101,7 +103,7 @@ def pyenv_build_args(family, variant, house):
     ]
 
 
-def wanted(matrix, profile, framework, variant):
+def wanted(matrix: Matrix, profile: str, framework: str | None, variant: str | None) -> list[tuple[str, Variant]]:
     """(family, Variant) pairs to build, without repeats (the three Keras ids share one image), each variant's parent
     before it."""
     if framework:
@@ -127,19 +129,21 @@ def wanted(matrix, profile, framework, variant):
     with_parents = []
     for family, v in pairs:
         if v.parent:
-            with_parents.append((family, parent_of(matrix, family, v)))
+            parent = parent_of(matrix, family, v)
+            assert parent is not None  # v names one
+            with_parents.append((family, parent))
         with_parents.append((family, v))
     return list(dict.fromkeys(with_parents))
 
 
-def parent_of(matrix, family, variant):
+def parent_of(matrix: Matrix, family: str, variant: Variant) -> Variant | None:
     """The Variant `variant` is built on (matrix.yaml's `parent`), or None."""
     if not variant.parent:
         return None
     return next(fw.variants[variant.parent] for fw in matrix.frameworks.values() if fw.family == family)
 
 
-def mismatches(variant, report):
+def mismatches(variant: Variant, report: Mapping[str, Any]) -> list[str]:
     """How an image's own report (shared/buildinfo.py) differs from its matrix.yaml declaration; [] when it agrees.
     Versions match on the declared prefix ("13.0" matches 13.0.96), architectures exactly."""
     problems = []
@@ -157,7 +161,7 @@ def mismatches(variant, report):
     return problems
 
 
-def inspect(docker, tag):
+def inspect(docker: str, tag: str) -> Any:
     """The image's report of what it carries (`IMAGE --inspect`)."""
     out = subprocess.run([docker, "run", "--rm", "--network", "none", tag, "--inspect"], capture_output=True, text=True)
     if out.returncode:
@@ -165,7 +169,7 @@ def inspect(docker, tag):
     return json.loads(out.stdout)
 
 
-def default_gpu_variant(matrix, family):
+def default_gpu_variant(matrix: Matrix, family: str) -> str | None:
     """The family's first GPU variant in matrix.yaml, which `rosetta/FAMILY:gpu` names."""
     for fw in matrix.frameworks.values():
         if fw.family == family:
@@ -173,7 +177,7 @@ def default_gpu_variant(matrix, family):
     return None
 
 
-def ensure_local_base(docker, image):
+def ensure_local_base(docker: str, image: str) -> None:
     """A local Debian base (rosetta/debian:SUITE) is made on first use by .ci/docker-setup.sh (mmdebstrap, about a
     minute): no registry has it."""
     suite = image.partition("rosetta/debian:")[2]
@@ -183,12 +187,12 @@ def ensure_local_base(docker, image):
             raise ExecutorError(f"could not build the local base image {image} (.ci/docker-setup.sh's message above)")
 
 
-def wheelhouse_of(family, variant):
+def wheelhouse_of(family: str, variant: Variant) -> Path:
     """One wheelhouse per requirements file: variants built from the same pins (PyTorch's cpu and cu130) share it."""
     return ROOT / ".wheelhouse" / f"{family}-{Path(variant.requirements).stem}"
 
 
-def build(docker, family, variant, gpu_alias=False, parent=None):
+def build(docker: str, family: str, variant: Variant, gpu_alias: bool = False, parent: Variant | None = None) -> None:
     house = wheelhouse_of(family, variant)
     code = wheelhouse.main(
         [
@@ -267,14 +271,14 @@ def build(docker, family, variant, gpu_alias=False, parent=None):
 INSPECT_LABEL = "org.rosetta.inspect"
 
 
-def jobs(matrix, pairs):
+def jobs(matrix: Matrix, pairs: Iterable[tuple[str, Variant]]) -> list[dict[str, str]]:
     """One job per image, for a GitHub matrix: [{"framework", "variant", "image"}], named by a framework id that
     `--framework` knows (a child's job builds its parent first too, from the runner's Docker cache where it can)."""
     framework_of = {fw.family: fid for fid, fw in reversed(matrix.frameworks.items())}
     return [{"framework": framework_of[family], "variant": v.name, "image": v.image(family)} for family, v in pairs]
 
 
-def repo_digest(docker, name):
+def repo_digest(docker: str, name: str) -> str:
     """The registry digest (sha256:…) the engine knows for `name` (REGISTRY/rosetta/FAMILY:TAG) after a push."""
     out = quiet([docker, "image", "inspect", "-f", "{{json .RepoDigests}}", name])
     repository = name.rsplit(":", 1)[0]
@@ -285,7 +289,9 @@ def repo_digest(docker, name):
     raise ExecutorError(f"{name}: the engine knows no registry digest for it")
 
 
-def publish(docker, family, variant, registry, parent=None, gpu_alias=False):
+def publish(
+    docker: str, family: str, variant: Variant, registry: str, parent: Variant | None = None, gpu_alias: bool = False
+) -> tuple[str, str]:
     """Push the local image of `variant` under `registry`; returns (repository, digest). Refuses an image that holds
     other code than this checkout, which its code-hash tag would then misname."""
     local, expected = variant.image(family), code_hash(family, variant, parent)
@@ -322,7 +328,7 @@ def publish(docker, family, variant, registry, parent=None, gpu_alias=False):
     return repository, repo_digest(docker, names[0])
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.images", description=__doc__.split("\n")[0])
     ap.add_argument(
         "--profile", default="full", help="build the images this profile of matrix.yaml needs (default: full)"
@@ -392,7 +398,9 @@ def main(argv=None):
     return 0
 
 
-def push(docker, matrix, pairs, registry, github_output=None):
+def push(
+    docker: str, matrix: Matrix, pairs: Iterable[tuple[str, Variant]], registry: str, github_output: Path | None = None
+) -> int:
     """Publish the images of `pairs`; print {image: digest} as JSON."""
     digests = {}
     for family, variant in pairs:

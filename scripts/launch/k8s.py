@@ -27,8 +27,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -73,7 +75,7 @@ class Target:
     image_prefix: str  # REGISTRY/ before rosetta/FAMILY:VARIANT; empty for images already on the nodes
     data_claim: str  # PVC holding synthetic/ and real/, mounted read-only
     results_claim: str  # PVC the records go to; ReadWriteMany, since pods on many nodes write it at once
-    namespace: str = None
+    namespace: str | None = None
     parallelism: int = 1  # pods of one Job at a time; the Jobs (one per group) run side by side
     kube: tuple = (1, 33)
     git_commit: str = ""  # the checkout's commit for the records, as compose passes it; "" when unknown
@@ -82,7 +84,7 @@ class Target:
     digests: dict = field(default_factory=dict)  # rosetta/FAMILY:VARIANT → sha256:… (image_ref)
 
 
-def kube_version(text):
+def kube_version(text: str) -> tuple[int, int]:
     """'1.33', '1.33.2' or 'v1.33' -> (1, 33); refused when malformed or older than the oldest validated."""
     match = re.fullmatch(r"v?(\d+)\.(\d+)(\.\d+)?", text.strip())
     if not match:
@@ -97,7 +99,7 @@ def kube_version(text):
     return version
 
 
-def dns_name(run_id, index):
+def dns_name(run_id: str, index: int | str) -> str:
     """A DNS-1123 label (lowercase, at most 63 characters) for group `index` of run `run_id`; a run id too long to
     keep whole is cut and given a hash of itself, so two long run ids still get different names."""
     base, suffix = "rosetta-" + re.sub(r"[^a-z0-9]+", "-", run_id.lower()).strip("-"), f"-{index}"
@@ -106,7 +108,7 @@ def dns_name(run_id, index):
     return base + suffix
 
 
-def label_value(run_id):
+def label_value(run_id: str) -> str:
     """The run id as a label value: at most 63 of [A-Za-z0-9-_.], starting and ending alphanumeric."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", run_id)[:63].strip("-._") or "run"
 
@@ -118,12 +120,12 @@ SLOT_ENV = "ROSETTA_SLOT"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
-def groups(plan_file):
+def groups(plan_file: plans.PlanFile) -> list[tuple[str, int, list[plans.PlannedCell]]]:
     """[(image, GPUs, [PlannedCell])] in plan order; GPUs is 0 for CPU cells, whose `gpus` counts processes."""
     return plans.groups_of(plan_file.cells)
 
 
-def cell_lines(plan_file, cells):
+def cell_lines(plan_file: plans.PlanFile, cells: Iterable[plans.PlannedCell]) -> str:
     """One line per cell: the runner contract's arguments as the pod sees them (/data, /results), shell-quoted."""
     p = plan_file.plan
     run = RunSettings(plan_file.run_id, p.repeats, p.timeout_s, Path("/data"))
@@ -131,7 +133,7 @@ def cell_lines(plan_file, cells):
     return "".join(shlex.join(runner_args(c.cell, out / f"{c.id}.json", run, "/data")) + "\n" for c in cells)
 
 
-def check_fits(plan_file, grouped):
+def check_fits(plan_file: plans.PlanFile, grouped: Sequence[tuple[str, int, Sequence[plans.PlannedCell]]]) -> None:
     if not grouped:
         raise K8sError(f"the plan of run {plan_file.run_id} has no cells; nothing to submit")
     for index, (image, gpus, cells) in enumerate(grouped):
@@ -150,7 +152,7 @@ def check_fits(plan_file, grouped):
             )
 
 
-def metadata(name, target, run_label):
+def metadata(name: str, target: Target, run_label: str) -> dict[str, Any]:
     meta = {"name": name, "labels": {"app.kubernetes.io/name": "rosetta", LABEL: run_label}}
     if target.namespace:
         meta["namespace"] = target.namespace
@@ -160,7 +162,7 @@ def metadata(name, target, run_label):
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def image_ref(target, image):
+def image_ref(target: Target, image: str) -> tuple[str, str]:
     """(the pod's image, its pull policy): PREFIXrosetta/FAMILY:VARIANT@sha256:… where the digest is known, taken
     from the node's cache if there; else the tag, pulled on every start from a registry (a node's copy of a tag may
     be an old build), or, with no registry, the node's own image."""
@@ -170,7 +172,7 @@ def image_ref(target, image):
     return target.image_prefix + image, "Always" if target.image_prefix else "IfNotPresent"
 
 
-def read_digests(path, images):
+def read_digests(path: str | Path, images: Collection[str]) -> dict[str, str]:
     """{image: digest} from a JSON file; K8sError for anything but digests of the plan's images."""
     try:
         doc = json.loads(Path(path).read_text())
@@ -186,7 +188,7 @@ def read_digests(path, images):
     return doc
 
 
-def local_digests(prefix, images, docker=None):
+def local_digests(prefix: str, images: Collection[str], docker: str | None = None) -> dict[str, str]:
     """{image: digest} of the plan's images the local Docker engine knows by a RepoDigest under `prefix` (it pushed
     or pulled them there); empty without a prefix or an engine. One `docker image inspect` for all of them."""
     docker = docker or shutil.which("docker")
@@ -202,19 +204,21 @@ def local_digests(prefix, images, docker=None):
         found = json.loads(out.stdout or "[]")
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return {}
-    digests = {}
+    digests: dict[str, str] = {}
     for entry in found if isinstance(found, list) else []:
         for tag in entry.get("RepoTags") or []:
             image = tag[len(prefix) :] if tag.startswith(prefix) else None
             repository = tag.rsplit(":", 1)[0]
             for repo_digest in entry.get("RepoDigests") or []:
                 name, _, digest = repo_digest.partition("@")
-                if image in images and name == repository and DIGEST.fullmatch(digest):
+                if image is not None and image in images and name == repository and DIGEST.fullmatch(digest):
                     digests[image] = digest
     return digests
 
 
-def pod_spec(name, target, image, gpus, timeout_s, slot_prefix="slot"):
+def pod_spec(
+    name: str, target: Target, image: str, gpus: int, timeout_s: float, slot_prefix: str = "slot"
+) -> dict[str, Any]:
     """One cell's pod, hardened as Pod Security "restricted" asks: not root, no privilege escalation, every
     capability dropped (Chainer's SYS_PTRACE is added back), the runtime's seccomp profile, a read-only root file
     system (HOME=/tmp is an emptyDir), no service-account token; CPU and memory requested = limited."""
@@ -272,7 +276,7 @@ def pod_spec(name, target, image, gpus, timeout_s, slot_prefix="slot"):
     }
 
 
-def network_policy(name, target, run_label):
+def network_policy(name: str, target: Target, run_label: str) -> dict[str, Any]:
     """No traffic in or out of the run's pods: a benchmark reads its data from the claim and needs no network."""
     return {
         "apiVersion": "networking.k8s.io/v1",
@@ -282,7 +286,16 @@ def network_policy(name, target, run_label):
     }
 
 
-def job_spec(name, target, labels, image, gpus, cells, timeout_s, slot_prefix="slot"):
+def job_spec(
+    name: str,
+    target: Target,
+    labels: Mapping[str, str],
+    image: str,
+    gpus: int,
+    cells: Sequence[plans.PlannedCell],
+    timeout_s: float,
+    slot_prefix: str = "slot",
+) -> dict[str, Any]:
     n = len(cells)
     spec = {"completions": n, "parallelism": min(target.parallelism, n), "completionMode": "Indexed"}
     if target.kube >= PER_INDEX:
@@ -313,7 +326,7 @@ def job_spec(name, target, labels, image, gpus, cells, timeout_s, slot_prefix="s
     return spec
 
 
-def manifests(plan_file, target):
+def manifests(plan_file: plans.PlanFile, target: Target) -> list[dict[str, Any]]:
     """The ConfigMap and Job of every group, in plan order; a K8sError when the plan does not fit, a PlanError when
     its ids are not of the safe alphabet (each becomes a ConfigMap line the pod's shell reads, a label, a name)."""
     plans.check_ids(plan_file)
@@ -355,7 +368,7 @@ class BlockDumper(yaml.SafeDumper):
     """SafeDumper that writes multi-line strings (the pod's script, the cell lists) as literal blocks people can
     read, instead of one quoted line of \\n escapes. No anchors: each document stands alone for kubectl."""
 
-    def ignore_aliases(self, data):
+    def ignore_aliases(self, data: Any) -> bool:
         return True
 
 
@@ -365,11 +378,17 @@ BlockDumper.add_representer(
 )
 
 
-def to_yaml(docs):
+def to_yaml(docs: Iterable[Mapping[str, Any]]) -> str:
     return yaml.dump_all(docs, Dumper=BlockDumper, sort_keys=False, width=120)
 
 
-def next_steps(plan_path, plan_file, target, docs, out):
+def next_steps(
+    plan_path: str | Path,
+    plan_file: plans.PlanFile,
+    target: Target,
+    docs: Iterable[Mapping[str, Any]],
+    out: Path | None,
+) -> str:
     namespace = f" -n {target.namespace}" if target.namespace else ""
     jobs = [d for d in docs if d["kind"] == "Job"]
     lines = [
@@ -400,7 +419,7 @@ def next_steps(plan_path, plan_file, target, docs, out):
     return "\n".join(lines)
 
 
-def leave_out_unfit(plan_file, archs, results):
+def leave_out_unfit(plan_file: plans.PlanFile, archs: Iterable[str], results: str | Path) -> plans.PlanFile:
     """The pre-flight on one host, done here for the cluster: cells whose image has no kernels for `archs` (the
     cluster's GPU architectures, e.g. sm_90) leave the plan, and their `skipped` records, with the reason, go to
     RESULTS/RUN_ID/cells/, the folder the merge writes into, so the report shows them. Returns the plan that runs."""
@@ -416,7 +435,7 @@ def leave_out_unfit(plan_file, archs, results):
     return replace(plan_file, cells=kept, plan=replace(plan_file.plan, cells=tuple(c.cell for c in kept)))
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.k8s", description=__doc__.split("\n")[0])
     ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
     ap.add_argument(

@@ -12,9 +12,11 @@ long run with "no kernel image is available" or "CUDA driver version is insuffic
 """
 
 import shutil
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scripts.launch.executors import quiet
+from scripts.plan.matrix import Cell, Matrix, Plan
 from shared.buildinfo import min_driver, runs
 
 # The driver that shipped with each CUDA release: JIT-compiling PTX needs at least this one (CUDA's release notes).
@@ -35,14 +37,14 @@ class HostGpu:
     index: str
     name: str
     compute_capability: str  # "9.0", as nvidia-smi prints it
-    driver: str = None  # "570.86.15"; None where unknown (then no driver check)
+    driver: str | None = None  # "570.86.15"; None where unknown (then no driver check)
 
     @property
-    def arch(self):
+    def arch(self) -> str:
         return "sm_" + self.compute_capability.replace(".", "")
 
 
-def host_gpus():
+def host_gpus() -> tuple[HostGpu, ...]:
     """The host's GPUs from nvidia-smi (compute_cap needs driver 510+); () where there is no nvidia-smi or it cannot
     say, in which case nothing is skipped here and a mismatched image fails at run time with the driver's message."""
     if not shutil.which("nvidia-smi"):
@@ -54,11 +56,11 @@ def host_gpus():
     return tuple(HostGpu(*row) for row in rows if len(row) == 4 and row[2].replace(".", "").isdigit())
 
 
-def version(text):
+def version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
-def unfit_reason(cell, matrix, gpus):
+def unfit_reason(cell: Cell, matrix: Matrix, gpus: Iterable[HostGpu]) -> str | None:
     """Why `cell`'s image cannot run on any of `gpus`, or None (see `reason`)."""
     fw = matrix.frameworks[cell.framework]
     if cell.variant not in fw.variants:  # the system executor's cells: no image whose kernels could be known
@@ -67,7 +69,14 @@ def unfit_reason(cell, matrix, gpus):
     return reason(cell, variant.image(fw.family), variant.gpu_archs, gpus, variant.ptx, variant.cuda)
 
 
-def reason(cell, image, gpu_archs, gpus, ptx=(), cuda=()):
+def reason(
+    cell: Cell,
+    image: str,
+    gpu_archs: Sequence[str],
+    gpus: Iterable[HostGpu],
+    ptx: Sequence[str] = (),
+    cuda: Sequence[str] = (),
+) -> str | None:
     """Why `image` cannot run `cell` on any of `gpus`, or None. Only GPU cells are limited, by the kernels where the
     variant declares them and by the driver where it declares its CUDA; a host with several GPU models must fit each,
     because a cell may be placed on any of them."""
@@ -85,7 +94,7 @@ def reason(cell, image, gpu_archs, gpus, ptx=(), cuda=()):
             )
         for runtime in cuda if gpu.driver else ():
             needed = (JIT_DRIVER.get(".".join(runtime.split(".")[:2])) if not native else None) or min_driver(runtime)
-            if needed and version(gpu.driver) < version(needed):
+            if needed and gpu.driver and version(gpu.driver) < version(needed):
                 how = "to JIT-compile its PTX for" if not native else "for CUDA"
                 return (
                     f"{image} needs NVIDIA driver {needed} or newer {how} {runtime if native else gpu.arch} "
@@ -95,7 +104,7 @@ def reason(cell, image, gpu_archs, gpus, ptx=(), cuda=()):
     return None
 
 
-def unfit_cells(plan, matrix, gpus):
+def unfit_cells(plan: Plan, matrix: Matrix, gpus: Iterable[HostGpu]) -> dict[str, str]:
     """{cell id: reason} for every cell of `plan` that cannot run on `gpus`."""
     reasons = {c.id: unfit_reason(c, matrix, gpus) for c in plan.cells}
     return {cid: reason for cid, reason in reasons.items() if reason}

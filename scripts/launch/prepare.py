@@ -6,10 +6,11 @@ framework's environment built or the reason it cannot be.
 from pathlib import Path
 
 from scripts.launch.venvs import EnvBuildError, EnvError, ensure, prepare_system
+from scripts.plan.matrix import Matrix, Plan
 from shared import datasets, params
 
 
-def check_data(plan, data_root):
+def check_data(plan: Plan, data_root: str | Path) -> None:
     """Synthetic data is generated when missing; real data must have been prepared (`make data`) before a run."""
     needed = {params.task_params(c.task)["dataset"] for c in plan.cells if c.task != "resnet50"}
     kinds = {c.data for c in plan.cells}
@@ -24,7 +25,9 @@ def check_data(plan, data_root):
             )
 
 
-def local_environments(plan, matrix, refused=None):
+def local_environments(
+    plan: Plan, matrix: Matrix, refused: str | None = None
+) -> tuple[dict[str, Path], dict[str, tuple[str, str]]]:
     """Each framework's venv, built if needed: ({framework: python}, {framework: (status, reason)} for those that
     could not be built). The Debian packages the plan's families need are installed first, in one go, unless
     `refused` says why not (scripts/launch/syspackages.py). Something absent (no python3.6 for CNTK, no OpenMPI where

@@ -24,6 +24,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from scripts.launch.executors import ExecutorError, quiet
 from scripts.launch.images import default_gpu_variant, parent_of
 from scripts.launch.k8s import K8sError, read_digests
 from scripts.paths import DATA, RESULTS, ROOT
-from scripts.plan.matrix import MatrixError, load
+from scripts.plan.matrix import Matrix, MatrixError, load
 
 MARK = "# written by `make setup` (python -m scripts.launch.setup); rerun it after changing Docker or the driver"
 
@@ -52,13 +53,13 @@ class Choice:
     hint: str = ""  # what to do for GPU containers, where the host lacks something
 
 
-def gpus():
+def gpus() -> list[str]:
     """The GPUs `nvidia-smi -L` lists ("GPU 0: NVIDIA H200 (UUID: …)"); none where it is missing or fails."""
     out = quiet(["nvidia-smi", "-L"])
     return [line.strip() for line in out.stdout.splitlines() if line.startswith("GPU ")] if out.returncode == 0 else []
 
 
-def detect():
+def detect() -> Choice:
     try:
         info = check_engine(docker_cli())
     except ExecutorError as e:
@@ -78,7 +79,7 @@ def detect():
     return Choice(True, f"NVIDIA runtime in Docker and {len(found)} GPU(s), {found[0]}")
 
 
-def settings(gpu):
+def settings(gpu: bool) -> dict[str, str]:
     device = "gpu" if gpu else "cpu"
     cpus, memory = cell_limits(0, 0)  # a `docker compose run` by hand: the whole host, less 1 GiB of memory
     return {
@@ -92,10 +93,10 @@ def settings(gpu):
     }
 
 
-def choice_images(matrix, gpu, frameworks=()):
+def choice_images(matrix: Matrix, gpu: bool, frameworks: Collection[str] = ()) -> dict[str, tuple[str, str, str]]:
     """{local image: (framework id, code hash, the variant's own image)} that .env's choice runs: each family's cpu
     image, or its gpu alias (the family's default GPU variant); only the families of `frameworks` where given."""
-    images = {}
+    images: dict[str, tuple[str, str, str]] = {}
     for fid, fw in matrix.frameworks.items():
         if frameworks and fid not in frameworks:
             continue
@@ -110,7 +111,7 @@ def choice_images(matrix, gpu, frameworks=()):
     return images
 
 
-def pull(docker, registry, images, digests):
+def pull(docker: str, registry: str, images: Mapping[str, tuple[str, str, str]], digests: Mapping[str, str]) -> None:
     """Pull each of `images` (choice_images) from `registry`, check and tag it (see the module's docstring)."""
     for local, (_, expected, own) in images.items():
         repository, tag = f"{registry}{local}".rsplit(":", 1)
@@ -134,7 +135,7 @@ def pull(docker, registry, images, digests):
         print(f"{local}: {source} (code {expected})")
 
 
-def offer(images):
+def offer(images: Mapping[str, tuple[str, str, str]]) -> None:
     """Say which images of the choice are missing here, and how to build or pull them (nothing without an engine:
     the choice's own line says so)."""
     try:
@@ -153,7 +154,7 @@ def offer(images):
         )
 
 
-def merged(text, values):
+def merged(text: str, values: Mapping[str, str]) -> str:
     """The .env `text` without our mark and our keys' lines, then our block at the end; a rerun changes nothing."""
     kept = [line for line in text.splitlines() if line.strip() != MARK and line.split("=", 1)[0].strip() not in values]
     while kept and not kept[-1].strip():
@@ -161,7 +162,7 @@ def merged(text, values):
     return "\n".join([*kept, *([""] if kept else []), MARK, *(f"{k}={v}" for k, v in values.items())]) + "\n"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.setup", description=__doc__.split("\n")[0])
     force = ap.add_mutually_exclusive_group()
     force.add_argument("--cpu", action="store_true", help="CPU images, whatever the host has")

@@ -23,6 +23,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from scripts.launch.prepare import check_data, local_environments
@@ -39,7 +40,7 @@ class SlurmError(Exception):
     """A plan this cluster cannot take, or a Slurm that cannot be reached; says what to change. Nothing submitted."""
 
 
-def slurm(*argv):
+def slurm(*argv: str) -> str:
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
@@ -49,13 +50,13 @@ def slurm(*argv):
     return out.stdout
 
 
-def node_gpus(sinfo_gres):
+def node_gpus(sinfo_gres: str) -> int:
     """The most GPUs one node offers, from `sinfo -h -o %G` lines such as 'gpu:2', 'gpu:h100:8(S:0-1)', '(null)'."""
     counts = [int(m) for line in sinfo_gres.splitlines() for m in re.findall(r"gpu(?::[\w.-]+)?:(\d+)", line)]
     return max(counts, default=0)
 
 
-def array_spec(indices, parallel):
+def array_spec(indices: Sequence[int], parallel: int) -> str:
     """'0-3,7,9-10%K': the indices as ranges, at most `parallel` tasks at once."""
     runs, start = [], None
     for i, index in enumerate(indices):
@@ -66,7 +67,7 @@ def array_spec(indices, parallel):
     return ",".join(runs) + f"%{parallel}"
 
 
-def check_cluster(plan_file, max_array_size, gpus_per_node):
+def check_cluster(plan_file: plans.PlanFile, max_array_size: int, gpus_per_node: int) -> None:
     """Refuse, before submitting anything, what this cluster cannot run."""
     if gpus_per_node == 0:
         raise SlurmError(
@@ -94,7 +95,7 @@ SBATCH_OPTION = re.compile(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:@%/+=-]+)?")
 SAFE_PATH = re.compile(r"[A-Za-z0-9_./+@%,:=-]+")
 
 
-def check_sbatch(extra, run_dir):
+def check_sbatch(extra: Iterable[str], run_dir: str | Path) -> None:
     """SlurmError unless every extra option is one plain #SBATCH option and the run folder a plain path."""
     for option in extra:
         if not SBATCH_OPTION.fullmatch(option):
@@ -109,7 +110,9 @@ def check_sbatch(extra, run_dir):
         )
 
 
-def task_script(plan_path, run_dir, runtime, image_prefix, data_root):
+def task_script(
+    plan_path: str | Path, run_dir: str | Path, runtime: str, image_prefix: str, data_root: str | Path
+) -> str:
     """The body every array task runs: one cell of the plan, picked by SLURM_ARRAY_TASK_ID, its record in a folder of
     its own (RUN/slurm/JOB_TASK)."""
     cmd = [sys.executable, "-m", "scripts.cell", str(plan_path), "--runtime", runtime, "--data-root", str(data_root)]
@@ -118,7 +121,7 @@ def task_script(plan_path, run_dir, runtime, image_prefix, data_root):
     return f"cd {shlex.quote(str(ROOT))}\nexec {shlex.join(cmd)} --run-dir {task_dir}\n"
 
 
-def sbatch_file(path, options, body):
+def sbatch_file(path: Path, options: Iterable[str], body: str) -> Path:
     """Write a batch script readable and runnable by its owner only (0700): it runs with the owner's rights."""
     lines = ["#!/bin/bash"] + [f"#SBATCH {o}" for o in options] + ["set -euo pipefail", body]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +132,18 @@ def sbatch_file(path, options, body):
     return path
 
 
-def submit(plan_file, plan_path, run_dir, *, parallel, runtime, image_prefix, data_root, extra, dry_run=False):
+def submit(
+    plan_file: plans.PlanFile,
+    plan_path: str | Path,
+    run_dir: str | Path,
+    *,
+    parallel: int,
+    runtime: str,
+    image_prefix: str,
+    data_root: str | Path,
+    extra: Sequence[str],
+    dry_run: bool = False,
+) -> tuple[list[str], str]:
     """Write the array scripts and the merge script under RUN/slurm/ and submit them; returns (array ids, merge id).
     The plan's ids are checked first: each becomes part of an #SBATCH line; so are the extra options and the run
     folder, which become #SBATCH lines and shell words too."""
@@ -137,7 +151,7 @@ def submit(plan_file, plan_path, run_dir, *, parallel, runtime, image_prefix, da
     check_sbatch(extra, run_dir)
     plan_path, run_dir = Path(plan_path).resolve(), Path(run_dir).resolve()
     minutes = math.ceil(plan_file.plan.timeout_s / 60) + SLACK_MINUTES
-    groups = {}
+    groups: dict[int, list[int]] = {}
     for index, planned in enumerate(plan_file.cells):
         groups.setdefault(planned.cell.gpus, []).append(index)
     jobs = []
@@ -174,13 +188,13 @@ def submit(plan_file, plan_path, run_dir, *, parallel, runtime, image_prefix, da
     return jobs, merge_id
 
 
-def job_state(job_id):
+def job_state(job_id: str | int) -> str:
     """COMPLETED, FAILED, PENDING, … from `scontrol show job` (sacct needs an accounting database)."""
     found = re.search(r"JobState=(\w+)", slurm("scontrol", "show", "job", str(job_id)))
     return found.group(1) if found else "UNKNOWN"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.slurm", description=__doc__.split("\n")[0])
     ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
     ap.add_argument("--run-dir", type=Path, help="the run folder on a shared file system (default: results/RUN_ID)")
@@ -209,7 +223,9 @@ def main(argv=None):
             raise SlurmError(f"--parallel {args.parallel}: run at least one task at a time")
         if not args.dry_run:
             config = slurm("scontrol", "show", "config")
-            max_array = int(re.search(r"MaxArraySize\s*=\s*(\d+)", config).group(1)) - 1  # indices < MaxArraySize
+            found = re.search(r"MaxArraySize\s*=\s*(\d+)", config)
+            assert found, "`scontrol show config` names MaxArraySize"
+            max_array = int(found.group(1)) - 1  # indices < MaxArraySize
             partition = [o.split("=", 1)[1] for o in args.sbatch if o.startswith("--partition=")]
             check_cluster(
                 plan_file,

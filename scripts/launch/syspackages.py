@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,7 @@ class Requirement:
     source: str  # the file that asks for it, relative to the checkout
 
 
-def read(path):
+def read(path: str | Path) -> tuple[Requirement, ...]:
     """The requirements of one apt-packages.txt; a malformed line is an error naming the file, line and format."""
     path = Path(path)
     requirements = []
@@ -70,7 +71,7 @@ def read(path):
     return tuple(requirements)
 
 
-def for_family(family):
+def for_family(family: str) -> tuple[Requirement, ...]:
     """docker/FAMILY/apt-packages.txt's requirements; () where the family needs nothing beyond Python."""
     path = ROOT / "docker" / family / "apt-packages.txt"
     return read(path) if path.exists() else ()
@@ -79,7 +80,7 @@ def for_family(family):
 # ---------------------------------------------------------------- checks
 
 
-def loader_cache():
+def loader_cache() -> set[str]:
     """The shared libraries the dynamic loader knows by name (`ldconfig -p`); empty where ldconfig is absent."""
     ldconfig = shutil.which("ldconfig") or next((f"{d}/ldconfig" for d in SBIN if Path(d, "ldconfig").exists()), None)
     if not ldconfig:
@@ -88,25 +89,25 @@ def loader_cache():
     return {line.split()[0] for line in out.splitlines()[1:] if line.strip()}
 
 
-def has_library(name, cache):
+def has_library(name: str, cache: Container[str]) -> bool:
     if name in cache:
         return True
     dirs = [Path(d) for d in LIB_DIRS] + [p for d in LIB_DIRS for p in Path(d).glob("*-linux-gnu")]
     return any((d / name).exists() for d in dirs)
 
 
-def has_program(name):
+def has_program(name: str) -> bool:
     return bool(shutil.which(name)) or any(Path(d, name).exists() for d in SBIN)
 
 
-def has_r_package(name):
+def has_r_package(name: str) -> bool:
     if not has_program("Rscript"):
         return False
     probe = f'quit(status = if (requireNamespace("{name}", quietly = TRUE)) 0 else 1)'
     return subprocess.run(["Rscript", "--vanilla", "-e", probe], capture_output=True).returncode == 0
 
 
-def failed_checks(requirement, cache):
+def failed_checks(requirement: Requirement, cache: Container[str]) -> list[str]:
     """The checks of `requirement` that fail on this host, as a reader would say them ("libmpi.so.40 not found")."""
     found = {"lib": lambda name: has_library(name, cache), "exe": has_program, "r": has_r_package}
     words = {"lib": "library {} not found", "exe": "no {} on PATH", "r": "R package {} not loadable"}
@@ -117,7 +118,7 @@ def failed_checks(requirement, cache):
     ]
 
 
-def unmet(requirements):
+def unmet(requirements: Iterable[Requirement]) -> dict[Requirement, list[str]]:
     """{requirement: [what failed]} for the requirements this host does not meet."""
     cache = loader_cache()
     failed = {r: failed_checks(r, cache) for r in requirements}
@@ -127,7 +128,7 @@ def unmet(requirements):
 # ---------------------------------------------------------------- installing
 
 
-def refusal(flag=False):
+def refusal(flag: bool = False) -> str | None:
     """Why nothing may be installed (--no-system-packages, or NO_SYSTEM_PACKAGES in the environment), or None."""
     if flag:
         return "--no-system-packages was given"
@@ -136,7 +137,7 @@ def refusal(flag=False):
     return None
 
 
-def installer():
+def installer() -> tuple[list[str], None] | tuple[None, str]:
     """(the argv prefix that runs apt-get as root, None), or (None, why this process cannot)."""
     if not shutil.which("apt-get"):
         return None, "this host has no apt-get (not Debian or Ubuntu)"
@@ -147,19 +148,19 @@ def installer():
     return None, "this process is not root and `sudo -n` cannot run apt-get without a password"
 
 
-def install_command(packages):
+def install_command(packages: Iterable[str]) -> str:
     """What a person runs to install `packages` on Debian or Ubuntu."""
     sudo = "" if os.geteuid() == 0 else "sudo "
     return f"{sudo}apt-get install -y --no-install-recommends {' '.join(sorted(packages))}"
 
 
-def meaningful(line):
+def meaningful(line: str) -> bool:
     """A line worth keeping as the cause of a failed install: not blank, not pip's upgrade notice, not progress."""
     text = line.strip()
     return bool(text) and not text.startswith(("[notice]", "Progress", "━")) and not set(text) <= set("-=#. ")
 
 
-def tee(argv, env=None, keep=12):
+def tee(argv: Sequence[str], env: Mapping[str, str] | None = None, keep: int = 12) -> tuple[int, str]:
     """Run `argv` with its output shown as it comes (stdout and stderr together); returns (exit code, the last
     `keep` meaningful lines). apt-get here, pip and post_install.py in scripts/launch/venvs.py: a failure's cause is in
     those lines, which the caller puts into the record instead of asking the reader to scroll back."""
@@ -173,7 +174,8 @@ def tee(argv, env=None, keep=12):
         env=env,
         bufsize=1,
     )
-    last = deque(maxlen=keep)
+    last: deque[str] = deque(maxlen=keep)
+    assert proc.stdout is not None  # stdout=PIPE
     with proc.stdout:
         for line in proc.stdout:
             sys.stdout.write(line)
@@ -183,7 +185,7 @@ def tee(argv, env=None, keep=12):
     return proc.wait(), "\n".join(last)
 
 
-def install(packages, prefix):
+def install(packages: Iterable[str], prefix: Sequence[str]) -> None:
     """apt-get update, then install `packages` (recommends left out), as root through `prefix`."""
     # Wait for a package manager that holds the lock (unattended upgrades on a fresh machine) instead of failing.
     apt = [*prefix, "env", APT_ENV, "apt-get", "-o", "DPkg::Lock::Timeout=300"]
@@ -193,7 +195,9 @@ def install(packages, prefix):
             raise SystemPackageError(f"`{' '.join(apt[len(prefix) :] + args)}` exited {code}:\n{last}")
 
 
-def ensure(groups, refused=None, say=print):
+def ensure(
+    groups: Mapping[str, Iterable[Requirement]], refused: str | None = None, say: Callable[[str], object] = print
+) -> dict[str, str]:
     """Check each group's requirements ({name: requirements}, a name being a family or `tests`), install what is
     missing in one apt-get call unless `refused` says why not (or this process cannot), and check again. Returns
     {name: reason} for the groups still missing something: what is missing and the exact command that installs it."""
@@ -214,6 +218,7 @@ def ensure(groups, refused=None, say=print):
             f"for {', '.join(missing)} (NO_SYSTEM_PACKAGES=1 turns this off)"
         )
         started = time.time()
+        assert prefix is not None  # installer() gives no prefix only with a reason
         try:
             install(packages, prefix)
         except SystemPackageError as e:
@@ -237,14 +242,14 @@ def ensure(groups, refused=None, say=print):
     return reasons
 
 
-def fix(packages):
+def fix(packages: Iterable[str]) -> str:
     """The command, or on another distribution the advice, that installs `packages`."""
     if shutil.which("apt-get"):
         return f"run `{install_command(packages)}`"
     return f"install what provides it (Debian/Ubuntu: {' '.join(sorted(packages))})"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.syspackages", description=__doc__.split("\n")[0])
     ap.add_argument("families", nargs="*", help="framework families (docker/FAMILY); default: every family")
     ap.add_argument(

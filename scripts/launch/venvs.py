@@ -15,11 +15,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scripts.launch import syspackages
 from scripts.paths import ROOT
-from scripts.plan.matrix import MatrixError, load
+from scripts.plan.matrix import Framework, MatrixError, load
 
 VENVS = ROOT / ".venv"
 
@@ -34,21 +35,21 @@ class EnvBuildError(Exception):
     output (the real cause). Its cells are `failed`: a broken install, retried by --resume."""
 
 
-def venv_dir(framework):
+def venv_dir(framework: Framework) -> Path:
     return VENVS / framework.family
 
 
-def python_of(framework):
+def python_of(framework: Framework) -> Path:
     return venv_dir(framework) / "bin" / "python"
 
 
-def local_requirements(framework):
+def local_requirements(framework: Framework) -> Path:
     """The requirements of the framework's CPU variant (else its first): what a venv on this host should mirror."""
     variants = framework.variants.values()
     return ROOT / next((v for v in variants if v.device == "cpu"), next(iter(variants))).requirements
 
 
-def find_interpreter(version):
+def find_interpreter(version: str) -> str:
     """`pythonX.Y` on PATH first, then pyenv's; an EnvError naming both places if neither has it."""
     found = shutil.which(f"python{version}")
     if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
@@ -65,14 +66,14 @@ def find_interpreter(version):
     )
 
 
-def post_install_script(requirements):
+def post_install_script(requirements: Path) -> Path | None:
     """docker/FAMILY/post_install.py: what a family needs after pip (CNTK's OpenMPI links, Lasagne's Theano shim),
     run by the environment's own python here and in the image alike; None where the family needs nothing."""
     script = requirements.with_name("post_install.py")
     return script if script.exists() else None
 
 
-def stamp_of(requirements):
+def stamp_of(requirements: Path) -> str:
     script = post_install_script(requirements)
     extra = script.read_bytes() if script else b""
     return hashlib.sha256(requirements.read_bytes() + extra).hexdigest()
@@ -87,14 +88,14 @@ BOOTSTRAP = {
 }
 
 
-def build_env(requirements):
+def build_env(requirements: Path) -> dict[str, str] | None:
     """pip's environment: a family whose pins include sdists (Chainer) keeps the constraints their builds need in
     build-constraints.txt beside its requirements; PIP_CONSTRAINT reaches pip's isolated build environments too."""
     constraints = requirements.with_name("build-constraints.txt")
     return {**os.environ, "PIP_CONSTRAINT": str(constraints)} if constraints.exists() else None
 
 
-def run_step(argv, framework, env=None):
+def run_step(argv: Sequence[str | Path], framework: Framework, env: Mapping[str, str] | None = None) -> None:
     """One build step, its output shown as it comes; an EnvBuildError with the output's last lines if it fails."""
     code, last = syspackages.tee([str(a) for a in argv], env=env)
     if code:
@@ -105,7 +106,7 @@ def run_step(argv, framework, env=None):
         )
 
 
-def ensure(framework):
+def ensure(framework: Framework) -> Path:
     """Build the framework's venv unless it is already built from the current requirements; return its python.
     EnvError where something it needs is absent (interpreter, system package), EnvBuildError where pip fails."""
     requirements = local_requirements(framework)
@@ -124,19 +125,20 @@ def ensure(framework):
     started = time.time()
     shutil.rmtree(target, ignore_errors=True)
     run_step([interpreter, "-m", "venv", target], framework)
-    pip = [python_of(framework), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    pip: list[str | Path] = [python_of(framework), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     if framework.python in BOOTSTRAP:
         run_step(pip + ["-U", *BOOTSTRAP[framework.python]], framework)
     run_step(pip + ["-r", requirements], framework, env=build_env(requirements))
-    if post_install_script(requirements):
-        run_step([python_of(framework), post_install_script(requirements)], framework)
+    script = post_install_script(requirements)
+    if script:
+        run_step([python_of(framework), script], framework)
     stamp.write_text(stamp_of(requirements))
     size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file() and not f.is_symlink())
     print(f"built {target} in {time.time() - started:.0f} s ({size / 2**20:,.0f} MiB)", flush=True)
     return python_of(framework)
 
 
-def prepare_system(frameworks, refused=None):
+def prepare_system(frameworks: Iterable[Framework], refused: str | None = None) -> dict[str, str]:
     """Install, in one go, the system packages the families of `frameworks` lack (scripts/launch/syspackages.py);
     returns {framework id: reason} for those whose packages are still missing, which are then not built."""
     families = {fw.family: syspackages.for_family(fw.family) for fw in frameworks}
@@ -144,7 +146,7 @@ def prepare_system(frameworks, refused=None):
     return {fw.id: reasons[fw.family] for fw in frameworks if fw.family in reasons}
 
 
-def share_identical_files():
+def share_identical_files() -> None:
     """Files that several environments hold byte for byte (TensorFlow in the tensorflow, keras and r-keras
     environments, MXNet in mxnet and r-mxnet, NumPy in most) become hard links to one copy, with util-linux's
     `hardlink` where the host has it: about 3 GB fewer on the disk. Only files of the same mode and owner are joined
@@ -157,7 +159,7 @@ def share_identical_files():
         subprocess.run([tool, "--quiet", "--ignore-time", "--exclude", r"\.py$", str(VENVS)], check=False)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.venvs", description=__doc__.split("\n")[0])
     ap.add_argument("frameworks", nargs="+")
     ap.add_argument(

@@ -22,8 +22,11 @@ runner group's settings (docs/security.md, "Runner groups"), which no file here 
 import argparse
 import re
 import sys
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -88,11 +91,11 @@ class Finding:
     job: str
     why: str
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.workflow}: job {self.job}: {self.why}"
 
 
-def read(path):
+def read(path: str | Path) -> dict[Any, Any]:
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as e:
@@ -102,7 +105,7 @@ def read(path):
     return doc
 
 
-def triggers(doc):
+def triggers(doc: Mapping[Any, Any]) -> dict[Any, Any]:
     """{event: its configuration (or None)} of a workflow's `on` (YAML 1.1 reads a bare `on` as True)."""
     on = doc.get("on", doc.get(True))
     if isinstance(on, str):
@@ -112,7 +115,7 @@ def triggers(doc):
     return dict(on or {})
 
 
-def may_be_self_hosted(runs_on):
+def may_be_self_hosted(runs_on: Any) -> bool:
     """True unless `runs_on` names only GitHub-hosted images (a literal string or list of them)."""
     if isinstance(runs_on, dict):  # {group: …, labels: …}: a runner group is self-hosted or larger-runner
         return True
@@ -122,13 +125,13 @@ def may_be_self_hosted(runs_on):
     )
 
 
-def local_callee(uses):
+def local_callee(uses: str | None) -> str | None:
     """The workflow file name a job's `uses: ./.github/workflows/X.yml` calls, else None."""
     match = re.fullmatch(r"\./\.github/workflows/([^/@]+\.ya?ml)", uses or "")
     return match and match.group(1)
 
 
-def reachable_events(docs):
+def reachable_events(docs: Mapping[str, Mapping[Any, Any]]) -> dict[str, set[Any]]:
     """{workflow file name: the events that can start it}, a called workflow's being its callers' (a fixed point)."""
     events = {name: set(triggers(doc)) - {"workflow_call"} for name, doc in docs.items()}
     changed = True
@@ -143,7 +146,7 @@ def reachable_events(docs):
     return events
 
 
-def job_findings(name, job_id, job, events):
+def job_findings(name: str, job_id: str, job: Mapping[str, Any], events: AbstractSet[str]) -> list[Finding]:
     """What is wrong with one job that may run on a self-hosted runner."""
     found = []
     forks = sorted(events & FORK_EVENTS or events - TRUSTED_EVENTS)
@@ -188,7 +191,7 @@ def job_findings(name, job_id, job, events):
     return found
 
 
-def findings(folder=WORKFLOWS):
+def findings(folder: str | Path = WORKFLOWS) -> list[Finding]:
     """Every Finding over the workflows in `folder`, by file and job."""
     docs = {path.name: read(path) for path in sorted(Path(folder).glob("*.y*ml"))}
     if not docs:
@@ -212,7 +215,7 @@ def findings(folder=WORKFLOWS):
     return found
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.workflow_trust", description=__doc__.split("\n")[0])
     ap.add_argument("folder", nargs="?", type=Path, default=WORKFLOWS, help="the workflows (default: %(default)s)")
     args = ap.parse_args(argv)
