@@ -14,6 +14,7 @@ import argparse
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,22 +24,22 @@ from scripts.launch.executors import ExecutorError, LocalExecutor, RunSettings, 
 from scripts.launch.prepare import check_data, local_environments
 from scripts.paths import DATA, RESULTS, ROOT
 from scripts.plan import planfile as plans
-from scripts.plan.matrix import MatrixError, load
-from scripts.run import RunError, describe, run_cell
+from scripts.plan.matrix import Cell, MatrixError, Plan, load
+from scripts.run import Executor, RunError, describe, run_cell
 from shared import datasets
 
 INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")  # Slurm job arrays, Kubernetes Indexed Jobs
 RUNTIMES = ("plan", "local", "compose", "pyxis", "apptainer")
 
 
-def index_from_environment():
+def index_from_environment() -> int | None:
     for name in INDEX_VARIABLES:
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
     return None
 
 
-def devices_of(cell):
+def devices_of(cell: Cell) -> tuple[str, ...]:
     """The GPUs this cell runs on: those the scheduler gave the job (CUDA_VISIBLE_DEVICES), else the first free ones
     nvidia-smi lists; () for a CPU cell, which still runs under whatever the scheduler set."""
     if cell.device != "gpu":
@@ -47,12 +48,14 @@ def devices_of(cell):
     return tuple(filter(None, given.split(","))) if given else visible_gpus()[: cell.gpus]
 
 
-def one_cell(plan_file, planned):
+def one_cell(plan_file: plans.PlanFile, planned: plans.PlannedCell) -> Plan:
     """The plan cut down to `planned`: what this host checks (its image, its environment, its data)."""
     return replace(plan_file.plan, cells=(planned.cell,))
 
 
-def executor_for(plan_file, planned, runtime, matrix_path, prefix):
+def executor_for(
+    plan_file: plans.PlanFile, planned: plans.PlannedCell, runtime: str, matrix_path: str | Path, prefix: str
+) -> tuple[Executor, tuple[str, str | None] | None]:
     """(executor, why it cannot run or None): the plan's own executor unless a runtime is named. Only this cell's
     image or environment is checked or built: a runner host need not hold the whole plan's."""
     runtime = plan_file.plan.executor if runtime == "plan" else runtime
@@ -69,7 +72,7 @@ def executor_for(plan_file, planned, runtime, matrix_path, prefix):
     return LocalExecutor(pythons), (status, reason) if status else None
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.cell", description=__doc__.split("\n")[0])
     ap.add_argument("plan", type=Path, help="the plan file (python -m scripts.plan)")
     pick = ap.add_mutually_exclusive_group()

@@ -36,15 +36,17 @@ import sys
 import tarfile
 import time
 from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from scripts.launch.executors import RunSettings, visible_gpus
 from scripts.paths import DATA, REFERENCES, RESULTS, ROOT
 from scripts.plan import planfile as plans
-from scripts.plan.matrix import SYSTEM, load
+from scripts.plan.matrix import SYSTEM, Cell, Matrix, Plan, load
 from scripts.results import records, report
 from scripts.run import RunError, check_interpreter, describe, make_executor, run_cell, run_dir_for
 from shared import datasets, flops, params, timing
@@ -95,16 +97,16 @@ TUNED_STEP_SECONDS = {
 SUSTAINED_FLOPS = {"fp32": 25e12, "tf32": 120e12, "amp": 200e12, "bf16": 200e12}
 
 
-def rank(cell):
+def rank(cell: Cell) -> tuple[int, str, str, bool]:
     """Precision first (PRECISION_ORDER), then a task's cells together, each default beside its tuned sibling."""
     return PRECISION_ORDER.index(cell.precision), cell.task, cell.framework, cell.tuning != "default"
 
 
-def ordered(cells):
+def ordered(cells: Iterable[Cell]) -> list[Cell]:
     return sorted(cells, key=rank)
 
 
-def estimate_seconds(cell, repeats):
+def estimate_seconds(cell: Cell, repeats: int) -> float:
     """The cell's time on paper (see START_SECONDS): start + max(steps × latency, FLOPs / sustained rate)."""
     p = params.task_params(cell.task, cell.scale)
     if cell.task == "resnet50":  # passes: a warm-up until two agree (about three), then the timed ones
@@ -124,7 +126,7 @@ def estimate_seconds(cell, repeats):
     return start + max(work, latency)
 
 
-def parts(cells, estimates, budget_s):
+def parts(cells: Iterable[Cell], estimates: Mapping[str, float], budget_s: float) -> list[list[Cell]]:
     """The cells, in their order, cut into parts of at most `budget_s` on paper each (with FIXED_SECONDS for the data
     and the barrier tests): a list of lists of cells. A cell longer than a part alone is a part of its own."""
     cut, seconds = [[]], FIXED_SECONDS
@@ -137,7 +139,7 @@ def parts(cells, estimates, budget_s):
     return cut
 
 
-def measured_seconds(references=None):
+def measured_seconds(references: str | Path | None = None) -> dict[str, float]:
     """{cell id: seconds} of every ok cell of the system executor in the GPU references: its record's wall time and
     UNRECORDED_SECONDS (the slowest where several references have it)."""
     found = {}
@@ -154,7 +156,9 @@ def measured_seconds(references=None):
     return found
 
 
-def install_wheels(python, site, wheels=WHEELS, requirements=WHEEL_REQUIREMENTS):
+def install_wheels(
+    python: str | Path, site: str | Path, wheels: str | Path = WHEELS, requirements: Path = WHEEL_REQUIREMENTS
+) -> str | None:
     """Install the wheels `requirements` names from the folder `wheels` into `site` with `python`'s pip, offline and
     each checked against its hash; None where that worked, else why not (in words a person can act on)."""
     if not any(Path(wheels).glob("*.whl")):
@@ -190,7 +194,7 @@ def install_wheels(python, site, wheels=WHEELS, requirements=WHEEL_REQUIREMENTS)
     return None
 
 
-def pinned_sources(sources=SOURCES):
+def pinned_sources(sources: str | Path = SOURCES) -> list[tuple[str, str, str]]:
     """[(name, version, sha256)] from a file of `name==version --hash=sha256:HEX` lines (# comments, \\ joins)."""
     text = Path(sources).read_text().replace("\\\n", " ")
     pins = []
@@ -202,7 +206,7 @@ def pinned_sources(sources=SOURCES):
     return pins
 
 
-def install_sources(site, wheels=WHEELS, sources=SOURCES):
+def install_sources(site: str | Path, wheels: str | Path = WHEELS, sources: str | Path = SOURCES) -> str | None:
     """Unpack the pure-Python packages of each source archive `sources` pins (name-version.tar.gz in `wheels`) into
     `site`, each archive checked against its hash first: no build, no network (Chainer's setup.py only packages).
     Only the archive's top-level folders with an __init__.py are unpacked, as plain files (tarfile's data filter);
@@ -249,7 +253,7 @@ print(json.dumps({"chainer": chainer.__version__, "numpy": numpy.__version__, "c
 """
 
 
-def chainer_probe(python, site):
+def chainer_probe(python: str | Path, site: str | Path) -> str | None:
     """None where Chainer runs CHAINER_PROBE in `python` with `site` on its path, else why it cannot (its error)."""
     try:
         proc = subprocess.run(
@@ -268,7 +272,9 @@ def chainer_probe(python, site):
     return f"Chainer cannot run in this Python ({python}): a convolution on the GPU fails with {error[-400:]}"
 
 
-def barrier_tests(python, frameworks, run_dir, site=()):
+def barrier_tests(
+    python: str | Path, frameworks: Collection[str], run_dir: Path, site: Sequence[str | Path] = ()
+) -> list[dict[str, Any]]:
     """Each framework's barrier self-test in `python` (a process each, as the cells run); their results, also
     written to RUN/barriers.json (beside an earlier part's tests of other frameworks)."""
     results = []
@@ -307,7 +313,7 @@ def barrier_tests(python, frameworks, run_dir, site=()):
     return results
 
 
-def audit_line(record):
+def audit_line(record: Mapping[str, Any]) -> str:
     """The cell's barrier audit in a few words (timing.barrier_audit), or '' without one."""
     audit = (record.get("timing") or {}).get("barrier_audit")
     if not audit:
@@ -318,7 +324,7 @@ def audit_line(record):
     )
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.gpu_check", description=__doc__.split("\n")[0])
     ap.add_argument("--python", default=sys.executable, help="the interpreter with the frameworks (default: this one)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the run folder is made (default: results/)")
@@ -437,7 +443,16 @@ def main(argv=None):
     return 1 if broken else 0
 
 
-def run_part(number, cells, args, python, plan, matrix, run_dir, estimates):
+def run_part(
+    number: int,
+    cells: Sequence[Cell],
+    args: argparse.Namespace,
+    python: str | Path,
+    plan: Plan,
+    matrix: Matrix,
+    run_dir: Path,
+    estimates: Mapping[str, float],
+) -> dict[str, Any]:
     """One part: its tools installed, the data and its frameworks' barrier tests, then its cells within
     args.budget_minutes. Returns the part's summary (seconds, cell seconds, barrier tests, statuses, not started,
     broken: a failed cell or barrier test)."""

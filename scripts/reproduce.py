@@ -15,9 +15,11 @@ import os
 import random
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from scripts.launch.executors import RunSettings
 from scripts.paths import DATA
@@ -26,12 +28,12 @@ from scripts.plan.matrix import load
 from scripts.results import records, submission
 from scripts.results.submission import SubmissionError
 from scripts.results.verify import QUALITY_MARGIN, TIME_TOLERANCE, Outcome, judge
-from scripts.run import execute, make_executor
+from scripts.run import Executor, execute, make_executor
 from shared import sysinfo
 from shared.record import RecordError
 
 
-def local_class(record):
+def local_class(record: Mapping[str, Any]) -> str:
     """This machine's class for the device of `record`'s cell."""
     cell = record["cell"]
     if cell["device"] == "cpu":
@@ -39,7 +41,15 @@ def local_class(record):
     return sysinfo.machine_class({"gpu_facts": sysinfo.gpu_facts()}, "gpu", cell["gpus"])
 
 
-def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None, repo=None):
+def reproduce(
+    folder: str | Path,
+    cells: int,
+    executor: Executor | None = None,
+    data_root: str | Path | None = None,
+    out: str | Path | None = None,
+    seed: int | None = None,
+    repo: str | Path | None = None,
+) -> tuple[int, list[tuple[str, bool, str]]]:
     """Re-run `cells` randomly chosen ok cells of the submission in `folder` on this machine and judge each against
     the submission's record with verify's comparison (no overall factor: each cell on its own). Returns
     (seed, [(cell id, agrees, words)]). SubmissionError where it cannot: a rejected submission, runner code that is
@@ -108,7 +118,7 @@ def reproduce(folder, cells, executor=None, data_root=None, out=None, seed=None,
     return seed, results
 
 
-def reproduce_main(folder, cells, seed=None, data_root=None):
+def reproduce_main(folder: str | Path, cells: int, seed: int | None = None, data_root: str | Path | None = None) -> int:
     try:
         seed, results = reproduce(folder, cells, data_root=data_root, seed=seed)
     except SubmissionError as e:
@@ -124,7 +134,7 @@ def reproduce_main(folder, cells, seed=None, data_root=None):
     return 0 if agree == len(results) else 1
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.reproduce", description=__doc__.split("\n")[0])
     ap.add_argument("folder", type=Path, help="the submission folder")
     ap.add_argument("--cells", type=int, default=3, help="how many cells to re-run (default 3)")

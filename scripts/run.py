@@ -15,11 +15,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 try:
     from tqdm import tqdm
@@ -28,12 +30,12 @@ except ImportError:  # a bare GPU machine's Python (make gpu-check) may lack it:
 
 from scripts.launch import preflight, syspackages
 from scripts.launch.compose import ComposeExecutor
-from scripts.launch.executors import ExecutorError, LocalExecutor, RunSettings, visible_gpus
+from scripts.launch.executors import ExecutorError, LocalExecutor, RunSettings, SlurmContainerExecutor, visible_gpus
 from scripts.launch.prepare import check_data, local_environments
 from scripts.launch.venvs import EnvError
 from scripts.paths import DATA, RESULTS, ROOT
 from scripts.plan import planfile as plans
-from scripts.plan.matrix import Cell, MatrixError, load
+from scripts.plan.matrix import Cell, Matrix, MatrixError, Plan, load
 from scripts.results import records, report
 from scripts.results.runs import runs_of
 from shared import datasets, params
@@ -41,6 +43,7 @@ from shared.record import RecordError, make_record, write_record
 from shared.runner import tail
 from shared.sysinfo import placement
 
+Executor = LocalExecutor | ComposeExecutor | SlurmContainerExecutor  # what launches a cell (executors.py)
 FINISHED = ("ok", "skipped")  # a resumed run redoes failed and timed-out cells, never these
 
 
@@ -48,7 +51,7 @@ class RunError(Exception):
     """A run that cannot start (bad matrix, missing data, unknown run to resume); says what to do."""
 
 
-def run_dir_for(results, profile, resume):
+def run_dir_for(results: Path, profile: str, resume: str | None) -> Path:
     if resume is None:
         return results / f"{profile}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     if resume == "latest":
@@ -62,7 +65,15 @@ def run_dir_for(results, profile, resume):
     return path
 
 
-def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
+def run_cell(
+    executor: Executor,
+    cell: Cell,
+    run: RunSettings,
+    run_dir: Path,
+    devices: Sequence[str] = (),
+    unfit: str | None = None,
+    broken: str | None = None,
+) -> dict[str, Any]:
     """Launch one cell, wait at most the timeout, and make sure exactly one record of it exists afterwards. Where the
     runner wrote none (crash, kill, timeout, too few GPUs) the host writes it, with the log tail saying what happened.
     `unfit` is the pre-flight's reason why the cell's image cannot run on this host's GPUs (recorded `skipped`),
@@ -128,7 +139,7 @@ def run_cell(executor, cell, run, run_dir, devices=(), unfit=None, broken=None):
     return record
 
 
-def finished(run_dir, cell):
+def finished(run_dir: Path, cell: Cell) -> bool:
     path = run_dir / "cells" / f"{cell.id}.json"
     try:
         return path.exists() and records.read(path)["status"] in FINISHED
@@ -136,14 +147,14 @@ def finished(run_dir, cell):
         return False  # unreadable: run the cell again
 
 
-def status_of(path):
+def status_of(path: Path) -> str:
     try:
         return records.read(path)["status"]
     except RecordError:
         return "failed"  # quarantined by the report: not a result
 
 
-def describe(record):
+def describe(record: Mapping[str, Any]) -> str:
     m = record["metrics"]
     if record["status"] != "ok":
         return (record["reason"] or "").splitlines()[0][:120]
@@ -158,11 +169,11 @@ def describe(record):
 class GpuPool:
     """Free GPU ids; a cell takes `n` of them or waits, so no two running cells ever share a GPU."""
 
-    def __init__(self, ids):
+    def __init__(self, ids: Sequence[str]) -> None:
         self.free, self.size, self.lock = list(ids), len(ids), threading.Condition()
 
     @contextmanager
-    def take(self, n):
+    def take(self, n: int) -> Iterator[tuple[str, ...]]:
         n = min(n, self.size)  # a cell asking for more than the host has is recorded as skipped by run_cell
         with self.lock:
             self.lock.wait_for(lambda: len(self.free) >= n)
@@ -175,7 +186,14 @@ class GpuPool:
                 self.lock.notify_all()
 
 
-def execute(plan, executor, run_dir, run, unfit=None, broken=None):
+def execute(
+    plan: Plan,
+    executor: Executor,
+    run_dir: Path,
+    run: RunSettings,
+    unfit: Mapping[str, str] | None = None,
+    broken: Mapping[str, str] | None = None,
+) -> None:
     """Run every unfinished cell of `plan`: one at a time on the CPU (parallel cells would distort each other's
     timings); on GPUs, as many at once as there are free GPU sets, largest sets first. `unfit`: {cell id: reason}
     from the pre-flight, cells recorded `skipped` without taking a GPU; `broken`: {cell id: reason}, cells whose
@@ -218,7 +236,7 @@ def execute(plan, executor, run_dir, run, unfit=None, broken=None):
         bar.close()
 
 
-def check_interpreter(python):
+def check_interpreter(python: str | Path) -> Path:
     """The interpreter the system executor runs cells in: an executable file, else a RunError saying so."""
     path = Path(python)
     if not (path.is_file() and os.access(path, os.X_OK)):
@@ -229,7 +247,9 @@ def check_interpreter(python):
     return path
 
 
-def make_executor(plan, matrix, refused=None, python=None):
+def make_executor(
+    plan: Plan, matrix: Matrix, refused: str | None = None, python: str | Path | None = None
+) -> tuple[Executor, dict[str, tuple[str, str]]]:
     """The plan's executor and {framework: (status, reason)} for frameworks it cannot launch at all. The system
     executor runs every cell in `python` (default: this interpreter) as it is: no environment is built, nothing is
     installed, and each record names the interpreter (system.interpreter)."""
@@ -244,7 +264,7 @@ def make_executor(plan, matrix, refused=None, python=None):
     return ComposeExecutor.for_plan(plan, matrix), {}
 
 
-def plan_for(args, matrix):
+def plan_for(args: argparse.Namespace, matrix: Matrix) -> tuple[plans.PlanFile, Path]:
     """(plan file, run folder): a new run expands the profile once (main writes it to RUN/plan.json); a resumed run
     reads the plan it wrote (the matrix may have changed since); `--plan` runs a plan written by `python -m
     scripts.plan`."""
@@ -271,7 +291,7 @@ def plan_for(args, matrix):
     return plan_file, run_dir
 
 
-def profile_list():
+def profile_list() -> str:
     """The profiles with their descriptions, for --help; a matrix that does not load says so instead."""
     try:
         return "; ".join(
@@ -282,7 +302,7 @@ def profile_list():
         return f"(matrix.yaml does not load: {e})"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m scripts.run",
         description=__doc__.split("\n")[0],
