@@ -15,6 +15,7 @@ Without a GPU the check is skipped with the reason. Runs on Python 3.6 like the 
 
 import time
 from pathlib import Path
+from typing import Any, Callable, Dict
 
 from shared.devsync import device_sync
 from shared.runner import RunConfig
@@ -24,15 +25,15 @@ N = 8192
 PRODUCTS = 16  # 17.6 TFLOP: a third of a second on an H200 in fp32, long enough to see a leak
 
 
-def timed(fn):
+def timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
-def check(framework, family, device="gpu"):
+def check(framework: str, family: Any, device: str = "gpu") -> Dict[str, Any]:
     """The self-test's result: status ok / failed / skipped with the three times and the reason."""
-    result = {
+    result: Dict[str, Any] = {
         "framework": framework,
         "status": "skipped",
         "reason": None,

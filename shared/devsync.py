@@ -10,17 +10,18 @@ context (which would cost GPU memory). Runs on Python 3.6 like the rest of `shar
 
 import ctypes
 import time
+from typing import Any, List, Optional
 
 
 class DeviceSync:
     """`sync()` waits for every stream of the primary contexts active in this process and returns the seconds it
     took. Use `DeviceSync.attach()`, which gives None where there is nothing to synchronize."""
 
-    def __init__(self, cuda, contexts):
+    def __init__(self, cuda: Any, contexts: List[Any]) -> None:
         self.cuda, self.contexts = cuda, contexts
 
     @classmethod
-    def attach(cls):
+    def attach(cls) -> Optional["DeviceSync"]:
         try:
             cuda = ctypes.CDLL("libcuda.so.1")
         except OSError:
@@ -54,7 +55,7 @@ class DeviceSync:
 _attached = []  # type: list
 
 
-def device_sync():
+def device_sync() -> Optional[DeviceSync]:
     """The process's DeviceSync, attached on first use once the framework has started CUDA (None before, and on a
     host or cell without one). Attaching is retried until it succeeds: a framework starts CUDA lazily."""
     if not _attached:

@@ -9,18 +9,20 @@ twice: for the input and for the weights), the usual convention (Kaplan et al. 2
 Runs on Python 3.6 like everything a runner imports from `shared`.
 """
 
+from typing import Any, Mapping
+
 TRAINING_FACTOR = 3
 
 
-def conv(c_in, c_out, kernel, h_out, w_out):
+def conv(c_in: int, c_out: int, kernel: int, h_out: int, w_out: int) -> int:
     return 2 * c_in * c_out * kernel * kernel * h_out * w_out
 
 
-def dense(n_in, n_out):
+def dense(n_in: int, n_out: int) -> int:
     return 2 * n_in * n_out
 
 
-def cnn(p):
+def cnn(p: Mapping[str, Any]) -> int:
     """The VGG-style CNN on 32×32×3: four 3×3 'same' convolutions (two 2×2 pools), dense 6400 → 512 → 10."""
     return (
         conv(3, 50, 3, 32, 32)
@@ -32,17 +34,17 @@ def cnn(p):
     )
 
 
-def gru(p):
+def gru(p: Mapping[str, Any]) -> int:
     """Embedding (a lookup: no FLOPs) → GRU over `maxlen` steps (three gates: input and recurrent products) → dense."""
     e, h = p["embedding_dim"], p["hidden"]
     return p["maxlen"] * (dense(e, 3 * h) + dense(h, 3 * h)) + dense(h, p["num_classes"])
 
 
-def out_size(size, kernel, stride, padding):
+def out_size(size: int, kernel: int, stride: int, padding: int) -> int:
     return (size + 2 * padding - kernel) // stride + 1
 
 
-def resnet50(p):
+def resnet50(p: Mapping[str, Any]) -> int:
     """torchvision's ResNet-50 v1.5 up to global average pooling at `image_size`² (the stride in the 3×3 conv)."""
     size = out_size(p["image_size"], 7, 2, 3)
     flops = conv(3, 64, 7, size, size)
@@ -61,7 +63,7 @@ def resnet50(p):
     return flops
 
 
-def densenet121(p):
+def densenet121(p: Mapping[str, Any]) -> int:
     """torchvision's DenseNet-121 (growth 32, bottleneck 4×32, blocks 6-12-24-16, transitions halving channels and
     size) at `crop_size`², with a new dense head of `num_classes` outputs."""
     size = out_size(p["crop_size"], 7, 2, 3)
@@ -82,7 +84,7 @@ FORWARD = {"cnn": cnn, "gru": gru, "resnet50": resnet50, "densenet121": densenet
 TRAINING = ("cnn", "gru", "densenet121")
 
 
-def per_sample(task, p):
+def per_sample(task: str, p: Mapping[str, Any]) -> int:
     """FLOPs one sample costs in the cell's timed work: a training step (TRAINING_FACTOR × forward) or, for
     feature extraction, one forward pass."""
     return FORWARD[task](p) * (TRAINING_FACTOR if task in TRAINING else 1)

@@ -1,13 +1,15 @@
 """Metrics computed the same way for every framework, in NumPy, from the framework's outputs."""
 
+from typing import Any, Dict, Iterable, Optional, Tuple
+
 import numpy as np
 
 
-def accuracy(logits, labels):
+def accuracy(logits: Any, labels: Any) -> float:
     return float(np.mean(np.argmax(logits, axis=1) == labels))
 
 
-def roc_auc(scores, labels):
+def roc_auc(scores: Any, labels: Any) -> Optional[float]:
     """Area under the ROC curve of one binary label (Mann-Whitney U with average ranks for ties); None if the label
     has only one class in `labels`, where AUC is undefined."""
     labels = np.asarray(labels).astype(bool)
@@ -24,7 +26,7 @@ def roc_auc(scores, labels):
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
-def mean_auc(scores, labels):
+def mean_auc(scores: Any, labels: Any) -> Tuple[Optional[float], int]:
     """Mean AUC over the classes (columns) where it is defined, and how many classes that was."""
     aucs = [roc_auc(scores[:, k], labels[:, k]) for k in range(labels.shape[1])]
     defined = [a for a in aucs if a is not None]
@@ -37,7 +39,7 @@ def mean_auc(scores, labels):
 LOSS_CURVE_STEPS = 200
 
 
-def loss_metrics(step_losses, steps_per_epoch):
+def loss_metrics(step_losses: Iterable[Any], steps_per_epoch: int) -> Dict[str, Any]:
     """`final_loss` and `loss_curve` from every step's loss in order (a run's epochs back to back)."""
     losses = [float(v) for v in step_losses]
     if not losses or steps_per_epoch < 1:

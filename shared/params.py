@@ -7,6 +7,7 @@ from `params.json`, which `python -m shared.params` writes and a test keeps in s
 import hashlib
 import json
 from pathlib import Path
+from typing import Any, Dict
 
 SEED = 42  # one seed for weights, shuffles and synthetic data
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
@@ -135,7 +136,7 @@ STEP_UNIT, PASS_UNIT = "seconds per step", "seconds per pass"  # what one timing
 SAMPLE_UNIT = {task: STEP_UNIT if task in TRAINING_TASKS else PASS_UNIT for task in TASKS}
 
 
-def task_params(task, scale="full"):
+def task_params(task: str, scale: str = "full") -> Dict[str, Any]:
     """The hyperparameters of `task` at `scale`: canonical values with that scale's overrides applied."""
     if task not in TASK_PARAMS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
@@ -144,14 +145,14 @@ def task_params(task, scale="full"):
     return {**TASK_PARAMS[task], **SCALE_OVERRIDES[scale].get(task, {})}
 
 
-def params_hash(task, scale="full"):
+def params_hash(task: str, scale: str = "full") -> str:
     """A short digest of `task`'s effective hyperparameters at `scale`: records with different digests did different
     work (another crop size, more passes) and are never compared as if they had not."""
     text = json.dumps(task_params(task, scale), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def as_json():
+def as_json() -> str:
     return (
         json.dumps(
             {"seed": SEED, "precisions": PRECISIONS, "tasks": TASK_PARAMS, "scales": SCALE_OVERRIDES},

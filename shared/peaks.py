@@ -9,6 +9,7 @@ is flagged, never shown as an efficiency. Runs on Python 3.6 like the rest of `s
 """
 
 import re
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 TFLOPS = 1e12
 # Dense peaks in TFLOP/s: fp32 on the CUDA cores, tf32/bf16/fp16 on the tensor cores (amp = fp16), from NVIDIA's
@@ -34,11 +35,11 @@ CPU_CORE_FLOPS = (  # (vendor, family, lowest model, FLOP/cycle in fp32)
 )
 
 
-def slug(text):
+def slug(text: Any) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
 
 
-def gpu_peak(name, precision):
+def gpu_peak(name: str, precision: str) -> Optional[float]:
     """The published dense FLOP/s of one GPU named `name` (as nvidia-smi says it) in `precision`, or None where the
     table has no such GPU or the GPU no such unit."""
     key = slug(name)
@@ -49,14 +50,14 @@ def gpu_peak(name, precision):
     return None
 
 
-def number(text):
+def number(text: Any) -> Optional[float]:
     try:
         return int(str(text), 0) if not isinstance(text, (int, float)) else text
     except ValueError:
         return None
 
 
-def cpu_flops_per_cycle(system):
+def cpu_flops_per_cycle(system: Mapping[str, Any]) -> int:
     """fp32 FLOPs a core retires per cycle: the generation table, else two FMA units of the widest vector the flags
     name (AVX-512: 16 lanes, AVX2/FMA: 8, else 4): an upper bound for a core with one FMA unit."""
     family, model = number(system.get("cpu_family")), number(system.get("cpu_model_number"))
@@ -68,7 +69,7 @@ def cpu_flops_per_cycle(system):
     return 2 * lanes * 2
 
 
-def cpu_peak(system, precision="fp32"):
+def cpu_peak(system: Mapping[str, Any], precision: str = "fp32") -> Optional[float]:
     """Usable cores × clock × fp32 FLOPs per cycle (×2 for bf16 where the core has AVX-512 BF16's dot product), from
     the record's facts; the clock is the kernel's maximum (cpufreq) where it reports one, else the clock it reports
     (`cpu MHz`: a VM's nominal clock, which boost may pass: then cells show as implausible). None without a clock
@@ -83,7 +84,9 @@ def cpu_peak(system, precision="fp32"):
     return float(cores) * float(mhz) * 1e6 * cpu_flops_per_cycle(system) * factor
 
 
-def device_peak(system, device, precision, devices=1):
+def device_peak(
+    system: Mapping[str, Any], device: str, precision: str, devices: int = 1
+) -> Tuple[Optional[float], str]:
     """(peak FLOP/s of the cell's devices, in words where it comes from) or (None, why not)."""
     if device == "gpu":
         facts = (system.get("gpu_facts") or [{}])[0]
@@ -107,10 +110,11 @@ def device_peak(system, device, precision, devices=1):
     )
 
 
-def shares(achieved, peak, gemm):
+def shares(achieved: Optional[float], peak: Optional[float], gemm: Optional[float]) -> Dict[str, Any]:
     """{efficiency (of the device's peak), efficiency_of_gemm (of its own GEMM), implausible: [words]}: a share
     above 1 is named in `implausible` and not given as an efficiency (None)."""
-    out, implausible = {"efficiency": None, "efficiency_of_gemm": None}, []
+    out: Dict[str, Any] = {"efficiency": None, "efficiency_of_gemm": None}
+    implausible: List[str] = []
     for key, denominator, words in (
         ("efficiency", peak, "the device's peak"),
         ("efficiency_of_gemm", gemm, "its own GEMM"),

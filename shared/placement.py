@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 SECONDS = 0.2  # one measurement: about 700,000 round trips near, 400,000 apart
 BETWEEN_SECONDS = 0.01  # one measurement between two timed windows: short, as it adds to the cell's time …
@@ -31,7 +32,7 @@ CHUNK = 256  # … and robust: the median of its chunks of this many round trips
 #                    spinning after its window, which takes a CPU from the probe now and then, lifts a few chunks only
 
 
-def cpus():
+def cpus() -> Optional[List[int]]:
     """The two CPUs the probe bounces between (the first two of this process's), or None."""
     if not hasattr(os, "sched_getaffinity") or not hasattr(os, "fork"):
         return None
@@ -39,7 +40,7 @@ def cpus():
     return mine[:2] if len(mine) >= 2 else None
 
 
-def round_trip_ns(seconds=SECONDS):
+def round_trip_ns(seconds: float = SECONDS) -> Optional[float]:
     """Nanoseconds per round trip between the first two CPUs of this process, or None (fewer than two CPUs)."""
     pair = cpus()
     if pair is None:
@@ -99,7 +100,7 @@ def _bounce(page, value, trips):
     return value
 
 
-def serve():
+def serve() -> int:
     """`python -m shared.placement --serve`: one measurement of BETWEEN_SECONDS per line read from stdin, its round
     trip in ns (JSON, null where it cannot be measured) written back. The other end is forked once and sleeps on a
     pipe between measurements, so that the pair costs the cell nothing while its windows are timed."""
@@ -108,6 +109,7 @@ def serve():
     child = os.fork() if pair else None
     if child == 0:
         try:
+            assert pair is not None  # forked only with a pair
             os.sched_setaffinity(0, [pair[1]])
             while os.read(wake_r, 1) == b"g":  # asleep until asked
                 page[2] = 1
@@ -128,6 +130,7 @@ def serve():
             while not page[2] and time.perf_counter() < deadline:
                 pass
             if page[2]:
+                chunks: List[Tuple[float, float]]
                 chunks, value, end = [], 1, time.perf_counter() + BETWEEN_SECONDS
                 while not chunks or chunks[-1][1] < end:
                     start = time.perf_counter()
@@ -153,7 +156,7 @@ class Between:
     pair started once (`serve`) that sleeps in between; the cell's own thread waits on a pipe meanwhile. Never raises:
     a probe that cannot start or answer measures None from then on."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.proc = None
         if cpus() is None:
             return
@@ -180,17 +183,18 @@ class Between:
             return None
         return float(found) if isinstance(found, (int, float)) else None
 
-    def close(self):
+    def close(self) -> None:
         if self.proc is not None:
             proc, self.proc = self.proc, None
             try:
+                assert proc.stdin is not None  # stdin=PIPE
                 proc.stdin.close()
                 proc.wait(timeout=5)
             except (OSError, subprocess.SubprocessError):
                 proc.kill()
 
 
-def measure():
+def measure() -> Optional[Dict[str, Any]]:
     """{round_trip_ns, cpus} measured in a process of its own (a cell's process holds its framework's threads, which
     a fork should not copy), or None where it cannot be measured; never raises."""
     try:
@@ -207,7 +211,7 @@ def measure():
     return found if isinstance(found, dict) and isinstance(found.get("round_trip_ns"), (int, float)) else None
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m shared.placement", description=__doc__.split("\n\n")[0])
     ap.add_argument("--watch", type=float, metavar="SECONDS", help="measure every half second for this long")
     ap.add_argument("--serve", action="store_true", help="measure between windows, once per line read (`Between`)")

@@ -17,6 +17,7 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from shared import params, placement, threads, timing
 from shared.calibration import calibrate, efficiency
@@ -38,17 +39,17 @@ class RunConfig:
     device: str = "cpu"
     scale: str = "full"
     variant: str = "local"
-    run_id: str = None
+    run_id: Optional[str] = None
     repeats: int = 5
     switches: dict = field(default_factory=dict)
     tuning: str = params.DEFAULT_TUNING
 
     @property
-    def params(self):
+    def params(self) -> Dict[str, Any]:
         return params.task_params(self.task, self.scale)
 
 
-def parse_switch(text):
+def parse_switch(text: str) -> Tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"--switch takes NAME=VALUE, got {text!r}")
@@ -56,7 +57,7 @@ def parse_switch(text):
     return name, {"on": True, "true": True, "off": False, "false": False}.get(lowered, value)
 
 
-def at_least_one(text):
+def at_least_one(text: str) -> int:
     """A count of devices or repeats: an integer of 1 or more (`--gpus 0` would silently train on one device)."""
     try:
         value = int(text)
@@ -67,7 +68,7 @@ def at_least_one(text):
     return value
 
 
-def one_of(known):
+def one_of(known: Sequence[str]) -> Callable[[str], str]:
     """A choice that is also checked when it comes from the environment: argparse checks `choices` only on the
     command line, but passes a string default through `type`."""
 
@@ -79,7 +80,7 @@ def one_of(known):
     return check
 
 
-def parser(frameworks):
+def parser(frameworks: Iterable[str]) -> argparse.ArgumentParser:
     """The contract's flags. In a container, compose sets ROSETTA_DATA_DIR, ROSETTA_OUT_DIR, ROSETTA_SCALE,
     ROSETTA_DEVICE and ROSETTA_VARIANT, so `docker compose run pytorch-cnn` needs no arguments; flags win."""
     env = os.environ.get
@@ -141,7 +142,7 @@ def parser(frameworks):
     return p
 
 
-def config_from_args(args):
+def config_from_args(args: argparse.Namespace) -> RunConfig:
     out = args.out or Path(os.environ["ROSETTA_OUT_DIR"]) / f"{args.framework}-{args.task}.json"
     return RunConfig(
         framework=args.framework,
@@ -160,7 +161,7 @@ def config_from_args(args):
     )
 
 
-def cell_of(cfg, data):
+def cell_of(cfg: RunConfig, data: str) -> Dict[str, Any]:
     return {
         "framework": cfg.framework,
         "task": cfg.task,
@@ -174,11 +175,16 @@ def cell_of(cfg, data):
     }
 
 
-def tail(text, lines=LOG_TAIL_LINES):
+def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def run(cfg, load_task, framework_info, family=None):
+def run(
+    cfg: RunConfig,
+    load_task: Callable[[RunConfig], Any],
+    framework_info: Callable[[], Dict[str, Any]],
+    family: Optional[Callable[[], Any]] = None,
+) -> int:
     """Run `load_task(cfg).main(cfg)` and write its record: ok, skipped (Skip raised) or failed (anything else); an
     ok cell is followed by the device's calibration in `family`'s framework (shared/calibration.py) and reports its
     efficiency against it. Returns the process exit code: 0 for ok and skipped, 1 for failed, 2 when no record can
@@ -259,7 +265,7 @@ def run(cfg, load_task, framework_info, family=None):
     return 1 if status == "failed" else 0
 
 
-def cannot_write(out):
+def cannot_write(out: Union[str, Path]) -> Optional[str]:
     """Why the record `out` cannot be written (None where it can), found before any work by writing a file beside it.
 
     In a container the folder is the host's ROSETTA_RESULTS (compose.yaml passes its name as ROSETTA_RESULTS_HOST),
@@ -284,7 +290,7 @@ def cannot_write(out):
     return None
 
 
-def twins_for_this_call(cfg):
+def twins_for_this_call(cfg: RunConfig) -> RunConfig:
     """The config with the data root this cell reads. By hand in a container (`docker compose run --rm pytorch-cnn`),
     compose sets ROSETTA_TWINS_SCRATCH: where the data folder of this call lacks the synthetic twin the task needs,
     the twin is made there (the container's own tmpfs; seeded, the same bytes `python -m shared.datasets
@@ -311,7 +317,7 @@ def twins_for_this_call(cfg):
     return replace(cfg, data=Path(scratch))
 
 
-def no_tuned_path(cfg):
+def no_tuned_path(cfg: RunConfig) -> None:
     """A tuned cell of a runner that has no fast path beyond its idiomatic code is skipped, saying so."""
     if cfg.tuning != params.DEFAULT_TUNING:
         raise Skip(
@@ -320,7 +326,9 @@ def no_tuned_path(cfg):
         )
 
 
-def resolve_switches(defaults, cfg, tuned=None):
+def resolve_switches(
+    defaults: Mapping[str, Any], cfg: RunConfig, tuned: Optional[Mapping[str, Any]] = None
+) -> Dict[str, Any]:
     """The module's switch defaults, then (in a tuned cell) its `tuned` ones: the framework's own documented fast path,
     each a named switch with its reason in the module's Config section; then the command line's overrides. An unknown
     name is an error, not ignored; a tuned cell of a module without a fast path is skipped, saying so."""
@@ -331,4 +339,4 @@ def resolve_switches(defaults, cfg, tuned=None):
         raise ValueError(
             f"unknown switch(es) {sorted(unknown)} for {cfg.framework} {cfg.task}; known: {sorted(defaults)}"
         )
-    return {**defaults, **(tuned if cfg.tuning != params.DEFAULT_TUNING else {}), **cfg.switches}
+    return {**defaults, **((tuned or {}) if cfg.tuning != params.DEFAULT_TUNING else {}), **cfg.switches}

@@ -10,6 +10,7 @@ recorded as theirs. The record keeps what was applied and the CPU affinity (`sys
 """
 
 import os
+from typing import Any, Dict, List, Mapping, MutableMapping, Optional
 
 from shared import sysinfo
 
@@ -21,25 +22,25 @@ VARIABLES = (
     ("TF_NUM_INTRAOP_THREADS", "intra_op"),
     ("TF_NUM_INTEROP_THREADS", "inter_op"),
 )
-_applied = {}
+_applied: Dict[str, Any] = {}
 
 
-def rule(usable):
+def rule(usable: Optional[float]) -> Dict[str, int]:
     """{intra_op, inter_op} for a process that may use `usable` CPUs (a fractional quota rounds down, at least 1)."""
     return {"intra_op": max(1, int(usable or 1)), "inter_op": 1}
 
 
-def per_device(intra_op, devices):
+def per_device(intra_op: int, devices: int) -> int:
     """Threads each of `devices` CPU devices gets of the process's `intra_op`."""
     return max(1, int(intra_op) // max(1, int(devices)))
 
 
-def affinity():
+def affinity() -> Optional[List[int]]:
     """The CPUs this process may run on, or None where the platform does not say."""
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
-def apply(environ=None):
+def apply(environ: Optional[MutableMapping[str, str]] = None) -> Dict[str, Any]:
     """Set the rule's variables in `environ` (default os.environ) where the user has not; returns the record's
     `threads` block and keeps it for `applied`."""
     environ = os.environ if environ is None else environ
@@ -58,7 +59,7 @@ def apply(environ=None):
     return dict(_applied)
 
 
-def applied(environ=None):
+def applied(environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """The `threads` block of this process: what apply set, or (where it never ran: a runner called in-process) the
     variables as they are, with the affinity."""
     if _applied:

@@ -19,6 +19,7 @@ compares like with like).
 import statistics
 import time
 from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,11 +37,11 @@ LEAK_SECONDS = 1e-3  # a CUDA device synchronize right after the barrier that ta
 LEAK_SHARE = 0.02  # … and than this share of the interval found work the barrier did not wait for
 
 _audit = []  # type: list  # (interval, seconds a device synchronize took right after its closing barrier)
-between = None  # the cores' distance now (ns, or None), set by the harness for a CPU cell …
+between: Any = None  # the cores' distance now (ns, or None), set by the harness for a CPU cell …
 _edges = []  # type: list  # … and what it measured at each window edge
 
 
-def edge():
+def edge() -> float:
     """At a window edge, outside the clock: the cores' distance, kept for the timing block; the seconds it took."""
     if between is None:
         return 0.0
@@ -49,23 +50,23 @@ def edge():
     return time.perf_counter() - start
 
 
-def window_steps(task):
+def window_steps(task: str) -> int:
     """The training steps in one timed window of `task` (WINDOW_STEPS, or the task's own)."""
     return TASK_WINDOW_STEPS.get(task, WINDOW_STEPS)
 
 
-def no_barrier():
+def no_barrier() -> None:
     """The barrier of a synchronous device (the CPU)."""
 
 
 @contextmanager
-def stopwatch(barrier=no_barrier):
+def stopwatch(barrier: Callable[[], Any] = no_barrier) -> Iterator[Callable[[], float]]:
     """`with stopwatch(sync) as t: ...` then `t()` gives the seconds, barriers at both edges. On a GPU the closing
     barrier is audited: a CUDA device synchronize right after it (outside the interval) must find nothing to wait
     for, else the barrier returned early and the interval is too short (`barrier_audit` in the timing block)."""
     barrier()
     start = time.perf_counter()
-    elapsed = []
+    elapsed: List[float] = []
     yield lambda: elapsed[0]
     barrier()
     elapsed.append(time.perf_counter() - start)
@@ -74,7 +75,7 @@ def stopwatch(barrier=no_barrier):
         _audit.append((elapsed[0], sync()))
 
 
-def barrier_audit():
+def barrier_audit() -> Optional[Dict[str, Any]]:
     """The timing block's check of the barrier: at how many clock edges a device synchronize followed it, the
     longest it took, and how many found work left (leaks); None where no CUDA context exists (the CPU)."""
     if not _audit:
@@ -89,12 +90,14 @@ def barrier_audit():
     }
 
 
-def round_trips():
+def round_trips() -> Dict[str, List[Any]]:
     """{"round_trips_ns": one per window edge} where they were measured (a CPU cell), else nothing."""
     return {"round_trips_ns": list(_edges)} if _edges else {}
 
 
-def summarize(values, warmup=None, unit="seconds", warm=None):
+def summarize(
+    values: Iterable[Any], warmup: Optional[float] = None, unit: str = "seconds", warm: Optional[bool] = None
+) -> Dict[str, Any]:
     """The `timing` block of a result record from post-warm-up samples: every value, median, quartiles, and the
     spread (IQR / median) where there are MIN_SAMPLES or more, else None. `warmup` is the warm-up's seconds, `warm`
     whether the warm-up settled, `unit` what one value measures."""
@@ -132,11 +135,11 @@ def summarize(values, warmup=None, unit="seconds", warm=None):
     return block
 
 
-def repeat(fn, *, repeats, barrier=no_barrier):
+def repeat(fn: Callable[[], Any], *, repeats: int, barrier: Callable[[], Any] = no_barrier) -> Dict[str, Any]:
     """Feature extraction's clock: call `fn` untimed until two consecutive calls agree within WARMUP_AGREEMENT
     (compile, autotune, caches; at most WARMUP_CAP calls), then max(`repeats`, MIN_SAMPLES) times timed; the summary,
     whose `warmup` is the warm-up's seconds and `warm` whether it settled."""
-    warm_times = []
+    warm_times: List[float] = []
     while len(warm_times) < WARMUP_CAP:
         with stopwatch(barrier) as t:
             fn()
@@ -154,7 +157,15 @@ def repeat(fn, *, repeats, barrier=no_barrier):
     return summarize(values, warmup=sum(warm_times), unit=PASS_UNIT, warm=settled)
 
 
-def timed_epochs(epochs, epoch_batches, step, barrier=no_barrier, window=WINDOW_STEPS, outputs=None, steps_of=None):
+def timed_epochs(
+    epochs: int,
+    epoch_batches: Callable[[int], Iterable[Any]],
+    step: Callable[[Any], Any],
+    barrier: Callable[[], Any] = no_barrier,
+    window: int = WINDOW_STEPS,
+    outputs: Optional[List[Any]] = None,
+    steps_of: Optional[Callable[[Any], int]] = None,
+) -> Tuple[List[float], Optional[float], Any, List[float]]:
     """The training clock: run `step(batch)` for every batch of `epoch_batches(epoch)`, one timed interval per epoch
     and, inside it, one sample per `window` steps after the very first step (barriers at the window edges). Every
     step's output (its loss, left on the device: no host sync) is appended to the list `outputs` where one is given.
@@ -201,7 +212,7 @@ class InputWait:
     not is waited for). `fraction(seconds)` is that time over the timed training: 0 = the input always kept up. The
     same measure in every DenseNet-121 runner (README, "the input rule"); it reads a clock, it adds no device sync."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seconds, self.batches = 0.0, 0
 
     def __call__(self, batches):
@@ -218,17 +229,17 @@ class InputWait:
             yield batch
             start = time.perf_counter()
 
-    def fraction(self, seconds):
+    def fraction(self, seconds: float) -> Optional[float]:
         """The waited share of `seconds` (the timed training: sum of the epochs)."""
         return self.seconds / seconds if seconds > 0 else None
 
 
-def agree(earlier, later):
+def agree(earlier: float, later: float) -> bool:
     """Whether two consecutive warm-up windows or passes agree (WARMUP_AGREEMENT): the warm-up is over."""
     return abs(later - earlier) <= WARMUP_AGREEMENT * earlier
 
 
-def warm_windows(windows):
+def warm_windows(windows: Sequence[float]) -> Tuple[int, bool]:
     """How many of a training run's windows are warm-up, and whether it settled: every window up to and including the
     first of two consecutive windows that agree, at most WARMUP_CAP (then it did not settle). The first step is
     already apart (timed_epochs); this catches what settles more slowly (allocator growth, caches, a JIT's later
@@ -239,12 +250,17 @@ def warm_windows(windows):
     return min(len(windows), WARMUP_CAP), False
 
 
-def samples_of(windows):
+def samples_of(windows: Sequence[float]) -> List[float]:
     """The windows that are samples: those after the warm-up (warm_windows)."""
     return list(windows[warm_windows(windows)[0] :])
 
 
-def steady_state_seconds(epoch_seconds, warmup=None, steps=None, windows=None):
+def steady_state_seconds(
+    epoch_seconds: Sequence[float],
+    warmup: Optional[float] = None,
+    steps: Optional[int] = None,
+    windows: Optional[Sequence[float]] = None,
+) -> Optional[float]:
     """The training time at the steady rate, i.e. without compile, trace and autotune costs: the median sample's
     seconds per step (`windows`: the samples, after the warm-up) times every step of the run; without a full window,
     the epochs after the first (their median times the number of epochs), or the one epoch minus its first step scaled
@@ -259,7 +275,15 @@ def steady_state_seconds(epoch_seconds, warmup=None, steps=None, windows=None):
     return None
 
 
-def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, windows=None, **extra):
+def train_metrics(
+    epoch_seconds: Sequence[float],
+    samples_per_epoch: int,
+    *,
+    warmup: Optional[float] = None,
+    steps: Optional[int] = None,
+    windows: Optional[Sequence[float]] = None,
+    **extra: Any,
+) -> Dict[str, Any]:
     """The `metrics` block of a training task: the time a user waits (`train_seconds`, compile and first step
     included), the steady-state time beside it, throughput, and whatever the task adds (accuracy, auc, …)."""
     train_seconds = float(sum(epoch_seconds))
@@ -276,7 +300,9 @@ def train_metrics(epoch_seconds, samples_per_epoch, *, warmup=None, steps=None, 
     }
 
 
-def train_timing(windows, warmup=None, window=WINDOW_STEPS):
+def train_timing(
+    windows: Sequence[float], warmup: Optional[float] = None, window: int = WINDOW_STEPS
+) -> Dict[str, Any]:
     """The `timing` block of a training task: the seconds per step of the windows (`window` steps each) after the
     warm-up as its samples, the warm-up windows beside them, and whether the warm-up settled."""
     count, settled = warm_windows(windows)
@@ -287,7 +313,9 @@ def train_timing(windows, warmup=None, window=WINDOW_STEPS):
     }
 
 
-def extraction_metrics(timing, images, batch_size, image_size, **extra):
+def extraction_metrics(
+    timing: Mapping[str, Any], images: int, batch_size: int, image_size: int, **extra: Any
+) -> Dict[str, Any]:
     """The `metrics` block of feature extraction: the median pass over `images` images, per 1,000 images (the seed's
     unit) and per second, plus what the task adds (weights, …)."""
     return {
