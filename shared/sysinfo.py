@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from shared import buildinfo
 
@@ -49,10 +50,12 @@ GENERATION_FLAGS = (
 )
 
 
-def cpuinfo(generation=None):
+def cpuinfo(generation: Optional[Dict[str, str]] = None) -> Tuple[str, Set[str], Optional[int]]:
     """(model name, set of flags, physical cores) from /proc/cpuinfo; physical cores = distinct (package, core).
     `generation`, a dict, receives what the kernel reports even where a VM masks the model name: vendor, CPU family,
     model and stepping (x86: `cpu family`, `model`, `stepping`; Arm: implementer, part, variant, revision)."""
+    flags: Set[str]
+    cores: Set[Tuple[Optional[str], str]]
     model, flags, cores = None, set(), set()
     package = None
     keys = {
@@ -86,7 +89,7 @@ def cpuinfo(generation=None):
     return model or platform.processor() or platform.machine(), flags, len(cores) or None
 
 
-def read_text(path):
+def read_text(path: str) -> Optional[str]:
     try:
         with open(path) as f:
             return f.read().strip()
@@ -94,40 +97,44 @@ def read_text(path):
         return None
 
 
-def cgroup_cpus():
+def cgroup_cpus() -> Optional[float]:
     """The cgroup's CPU quota in CPUs (`docker --cpus`, a pod's limit), or None: cgroup v2's cpu.max ('150000 100000';
     'max …' = none), else v1's cfs files (Docker on a v1 host; quota -1 = none)."""
     v2 = read_text("/sys/fs/cgroup/cpu.max")
+    quota: Optional[str]
+    period: Optional[str]
     quota, period = (
         v2.split()
         if v2
         else (read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us"))
     )
     try:
-        return int(quota) / int(period) if int(quota) > 0 else None
+        # a file that is missing reads as "": ValueError, as int(None)'s TypeError was
+        return int(quota or "") / int(period or "") if int(quota or "") > 0 else None
     except (TypeError, ValueError):
         return None
 
 
-def cgroup_memory():
+def cgroup_memory() -> Optional[int]:
     """The cgroup's memory limit in bytes, or None: v2's memory.max ('max' = none), else v1's limit_in_bytes (a number
     near 2⁶³ = none)."""
     text = read_text("/sys/fs/cgroup/memory.max") or read_text("/sys/fs/cgroup/memory/memory.limit_in_bytes")
     try:
-        return int(text) if int(text) < 2**60 else None
+        return int(text or "") if int(text or "") < 2**60 else None
     except (TypeError, ValueError):
         return None
 
 
-def usable_cpus():
+def usable_cpus() -> Optional[float]:
     """The CPUs this process may use: its affinity mask (taskset, Slurm, Kubernetes' static policy) and, inside a
     container, the cgroup's CPU quota, whichever is smaller."""
     count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     quota = cgroup_cpus()
-    return min(count, round(quota, 2)) if quota else count
+    # a quota means Linux, whose count is known
+    return min(count, round(quota, 2)) if quota and count is not None else count
 
 
-def memory_gib():
+def memory_gib() -> Optional[float]:
     """The memory this process may use: the host's, or inside a container the cgroup's limit (`docker --memory`, a
     pod's limit) where that is smaller."""
     total = None
@@ -144,7 +151,7 @@ def memory_gib():
     return round(total / 2**30, 1) if total else None
 
 
-def gpu_facts():
+def gpu_facts() -> List[Dict[str, Any]]:
     """What nvidia-smi says of each GPU this process sees: name, memory, maximum clocks, compute capability, driver;
     [] without an NVIDIA driver. (Streaming multiprocessors: from the framework, where it reports them.)"""
     fields = ("name", "memory.total", "clocks.max.sm", "clocks.max.memory", "compute_cap", "driver_version")
@@ -178,18 +185,18 @@ def gpu_facts():
     return gpus
 
 
-def number(text):
+def number(text: str) -> Optional[int]:
     try:
         return int(text)
     except ValueError:
         return None
 
 
-def slug(text):
+def slug(text: Any) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower().replace("(r)", "").replace("(tm)", "")).strip("-")
 
 
-def machine_class(system, device, gpus=1):
+def machine_class(system: Mapping[str, Any], device: str, gpus: int = 1) -> str:
     """What the speed of a cell depends on, in one key that never holds a host name: for a CPU cell the CPU model,
     its generation as the kernel reports it even where a VM masks the model name (family, model, stepping), its best
     instruction set with the flags that tell generations apart, and the CPUs the cell could use
@@ -214,12 +221,12 @@ def machine_class(system, device, gpus=1):
     return f"cpu:{slug(system.get('cpu') or 'unknown')}:{generation}:{isa}{extra}:{cores}"
 
 
-def legacy_class(system, device, gpus=1):
+def legacy_class(system: Mapping[str, Any], device: str, gpus: int = 1) -> str:
     """The format-1 class of facts that may hold the generation: what a reference made before it would name them."""
     return machine_class({**system, "cpu_family": None}, device, gpus)
 
 
-def class_format(machine):
+def class_format(machine: Any) -> Optional[int]:
     """1 for a CPU class string made before the generation facts (cpu:MODEL:ISA:CORES), 2 after
     (cpu:MODEL:fFAMILY-mMODEL-sSTEPPING:ISA[.FLAGS]:CORES); None for a GPU class."""
     if not str(machine).startswith("cpu:"):
@@ -227,7 +234,7 @@ def class_format(machine):
     return 2 if len(str(machine).split(":")) == 5 else 1
 
 
-def nvidia_driver():
+def nvidia_driver() -> Optional[str]:
     """The driver version from nvidia-smi, or None where there is no NVIDIA driver."""
     if not shutil.which("nvidia-smi"):
         return None
@@ -245,13 +252,13 @@ def nvidia_driver():
     return lines[0] if out.returncode == 0 and lines else None
 
 
-def safe_name(name):
+def safe_name(name: Any) -> str:
     """A host name in the records' safe alphabet (letters, digits, ._-; at most 128): the merge builds file names
     from it, and it lands in reports."""
     return re.sub(r"[^A-Za-z0-9._-]", "-", str(name)).lstrip("-._")[:128] or "unknown-host"
 
 
-def placement():
+def placement() -> Dict[str, Optional[str]]:
     """Where a cell ran: the host that launched it (ROSETTA_HOST, passed into containers, whose own name is random;
     else this machine's name) and the host's GPU indices it was given (ROSETTA_GPU_IDS from the orchestrator, else the
     CUDA_VISIBLE_DEVICES a scheduler set; None when neither is set)."""
@@ -261,12 +268,12 @@ def placement():
     }
 
 
-def cpu_facts():
-    generation = {}
+def cpu_facts() -> Dict[str, Any]:
+    generation: Dict[str, str] = {}
     model, flags, physical = cpuinfo(generation)
     max_khz = read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
     try:
-        mhz = round(float(generation.get("cpu_mhz")))
+        mhz = round(float(generation.get("cpu_mhz", "")))
     except (TypeError, ValueError):
         mhz = None
     return {
@@ -285,7 +292,7 @@ def cpu_facts():
     }
 
 
-def system_info(framework):
+def system_info(framework: Mapping[str, Any]) -> Dict[str, Any]:
     """Merge host facts with `framework`, the dict a runner reports: framework_version, cuda, cudnn, gpus, switches."""
     return {
         "framework_version": None,

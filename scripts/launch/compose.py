@@ -157,7 +157,7 @@ def wanted_hashes(plan: Plan, matrix: Matrix) -> dict[str, str]:
 def cell_limits(gpus: int, gpu_count: int, cores: float | None = None, memory: float | None = None) -> tuple[str, str]:
     """(ROSETTA_CPUS, ROSETTA_MEMORY) of a cell: a CPU cell runs alone and gets the host's usable cores and all but
     1 GiB of its memory; a GPU cell, which shares the host with cells on other GPUs, the share of both its GPUs hold."""
-    cores = cores or usable_cpus()
+    cores = cores or usable_cpus() or 1
     memory = memory or memory_gib() or 9
     share = min(gpus, gpu_count) / gpu_count if gpu_count else 1
     return f"{max(cores * share, 1):g}", f"{max(int((memory - 1) * share), 1)}g"
