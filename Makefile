@@ -50,7 +50,7 @@ test: $(HOST_ENV)                  ## unit + framework + integration, no network
 test-network: $(HOST_ENV)          ## what needs the package index: GPU wheel resolution, CUDA image builds (CI runs it)
 	@$(call timed,$(PYTEST) -m network,test-network)
 
-lint: $(HOST_ENV)                  ## ruff check and format over the tree, mypy over scripts/results (the unit tier too)
+lint: $(HOST_ENV)                  ## ruff over the tree, mypy over what pyproject.toml names (the unit tier runs both)
 	$(HOST) -m ruff check .
 	$(HOST) -m ruff format --check .
 	$(HOST) -m mypy

@@ -1,6 +1,5 @@
-"""ruff's checks and format hold on the whole tree, mypy's on the results wing and the record (pyproject.toml): the
-unit tier enforces what .pre-commit-config.yaml runs before a commit, so a change that skips the hook still fails
-here."""
+"""ruff's checks and format hold on the whole tree, mypy's on the files pyproject.toml's [tool.mypy] names: the unit
+tier enforces what .pre-commit-config.yaml runs before a commit, so a change that skips the hook still fails here."""
 
 import subprocess
 import sys
