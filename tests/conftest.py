@@ -53,6 +53,8 @@ def pytest_collection_modifyitems(config, items):
         chosen = [item for item in items if framework_of(item) == wanted]
         config.hook.pytest_deselected(items=[item for item in items if framework_of(item) != wanted])
         items[:] = chosen
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the order the workers' collections give the scheduler
+        dearest_first(items)
     listing = os.environ.get("ROSETTA_TIER_LIST")  # tests/test_tiers.py: every collected test and its tiers
     if listing:
         Path(listing).write_text(json.dumps({item.nodeid: tiers_of(item) for item in items}))
@@ -84,13 +86,53 @@ def scope_of(nodeid):
     return nodeid
 
 
+# What a unit of work cost in CI (two cores, tests/fw_probe.py's per-job times and --durations on d593fb0), in
+# seconds, where it is far above a typical test's: the scheduler hands out the dearest first, so the last unit to
+# start is a cheap one and the workers finish together (longest processing time first). pytest-xdist's own order is by
+# test count, which started keras-torch's tuned GRU probe (two tests, 495 s) twenty minutes into `make test`.
+# Estimates, not assertions: a wrong one costs wall time, never a result (docs/testing.md).
+SCOPE_SECONDS = {
+    "compose": 450,  # tests/test_containers.py: the Compose profile, the data folders, the user's own call
+    "probe-keras-torch-tuned-gru": 500,  # torch.compile inside Keras: its GRU steps compile for minutes
+    "probe-keras-torch-tuned-cnn": 240,
+    "probe-jax-tuned-cnn": 190,
+    "slurm": 120,
+    "tests/test_demo.py::test_smoke_profile_end_to_end": 120,
+    "site": 90,  # the unit tier's dearest: tests/test_site.py builds the site once and reads it page by page
+    "tiers": 30,  # tests/test_tiers.py collects the whole suite three times
+}
+PREFIX_SECONDS = {
+    # DenseNet-121 on two CPU devices: a process each, its train step compiled (TensorFlow, Keras, JAX: 110-170 s)
+    "tests/test_learnability.py::test_feature_and_multi_device_tasks_run[": 120,
+    "probe-": 60,  # a framework's default probe, or a tuned task's: its start and every job
+    "tests/test_gpu_check.py::": 10,  # gpu_check on a fake machine: a run of the check, 6-17 s each
+}
+
+
+def seconds_of(scope):
+    """The expected cost of a unit of work (scope_of), for the order it is handed out in; 1 s for a plain test."""
+    if scope in SCOPE_SECONDS:
+        return SCOPE_SECONDS[scope]
+    return max((s for prefix, s in PREFIX_SECONDS.items() if scope.startswith(prefix)), default=1)
+
+
+def dearest_first(items):
+    """`items` reordered so that the units of work the scheduler cuts them into come dearest first; a unit's tests
+    keep their order, and so do the units of equal cost (a stable sort)."""
+    cost = {scope: seconds_of(scope) for scope in {scope_of(item.nodeid) for item in items}}
+    items.sort(key=lambda item: -cost[scope_of(item.nodeid)])
+
+
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ByNeed(LoadScopeScheduling):
+        """Units of work by scope_of, handed out in the collection's order, which dearest_first made."""
+
         def _split_scope(self, nodeid):
             return scope_of(nodeid)
 
+    config.option.loadscopereorder = False  # its reorder is by test count: keep the collection's (dearest first)
     return ByNeed(config, log)
 
 

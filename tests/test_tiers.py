@@ -9,7 +9,7 @@ import sys
 
 import probe
 import pytest
-from conftest import ROOT, TIERS, framework_python, scope_of
+from conftest import ROOT, TIERS, dearest_first, framework_python, scope_of, seconds_of
 
 # one worker runs the module: test_an_unmarked_test_is_named writes a file into tests/ that a collection of the whole
 # folder running beside it would find
@@ -95,3 +95,22 @@ def test_the_scheduler_keeps_each_probe_and_each_grouped_module_on_one_worker():
     assert scope_of("tests/test_slurm.py::test_dry_run_writes_the_scripts_for_each_runtime") == "slurm"
     alone = "tests/test_learnability.py::test_feature_and_multi_device_tasks_run[jax-densenet121]"
     assert scope_of(alone) == alone
+
+
+def test_the_dearest_units_of_work_are_handed_out_first():
+    """tests/conftest.py's dearest_first: the scheduler's order is the collection's, dearest unit first, so no
+    long probe starts after the cheap tests are gone; a unit's tests and units of equal cost keep their order."""
+    ids = [
+        "tests/test_api.py::test_a",
+        "tests/test_equivalence.py::test_same_weights_same_logits[pytorch-cnn]",
+        "tests/test_api.py::test_b",
+        "tests/test_learnability.py::test_feature_and_multi_device_tasks_run[jax-densenet121]",
+        "tests/test_training_equivalence.py::test_same_training_steps[keras-torch-gru-tuned]",
+        "tests/test_learnability.py::test_runner_learns[pytorch-cnn]",
+        "tests/test_runner_contract.py::test_every_tuned_training_cell_runs_whole[keras-torch-gru-tuned]",
+        "tests/test_slurm.py::test_one",
+    ]
+    items = [type("Item", (), {"nodeid": nodeid})() for nodeid in ids]
+    dearest_first(items)
+    assert [item.nodeid for item in items] == [ids[4], ids[6], ids[3], ids[7], ids[1], ids[5], ids[0], ids[2]]
+    assert seconds_of("tests/test_api.py::test_a") == 1
