@@ -4,7 +4,7 @@
     python -m bench.mutate_safety --only clock,slot    # those whose name contains "clock" or "slot"
 
 Each mutation is a hand-written one-line (or few-line) edit that removes or weakens one check of
-scripts/results/records.py, scripts/results/merge.py or scripts/results/submission.py: the ones issue 31 found surviving
+scripts/results/records.py, scripts/results/merge.py or scripts/results/submission/: the ones issue 31 found surviving
 the suite, and one per check added since. Each runs in a throw-away copy of the working tree (a git repository of its
 own, so the submission tests can build their commit), with only the test files that guard that code; a mutation is
 killed when they fail (or time out). Targeted, not exhaustive: a kill rate over these says whether the checks are
@@ -125,10 +125,10 @@ MUTATIONS = (
         "scripts/results/merge.py",
         (("return (attempt or 0, *records.started", "return (0, *records.started"),),
     ),
-    # ---- submission.py: what a submission proves
+    # ---- submission/: what a submission proves
     M(
         "non-positive-time",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (("or not math.isfinite(value) or value <= 0:", "or not math.isfinite(value):"),),
         (SUBMISSION,),
     ),
@@ -140,32 +140,37 @@ MUTATIONS = (
     ),
     M(
         "record-run-id",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (('if record.get("run_id") != plan_file.run_id:', "if False:"),),
         (SUBMISSION,),
     ),
     M(
         "record-commit",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (("if ran is not None and not commit.startswith(ran):", "if False:"),),
         (SUBMISSION,),
     ),
     M(
         "hosts-left",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (('if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)]', "if False]"),),
         (SUBMISSION,),
     ),
-    M("digests", "scripts/results/submission.py", (("elif digest(path) != expected:", "elif False:"),), (SUBMISSION,)),
+    M(
+        "digests",
+        "scripts/results/submission/checks.py",
+        (("elif digest(path) != expected:", "elif False:"),),
+        (SUBMISSION,),
+    ),
     M(
         "plan-added-cells",
-        "scripts/results/submission.py",
+        "scripts/results/submission/derived.py",
         (("for i in sorted(set(cells) - set(wanted))]", "for i in []]"),),
         (SUBMISSION,),
     ),
     M(
         "plan-removed-cells",
-        "scripts/results/submission.py",
+        "scripts/results/submission/derived.py",
         (
             (
                 '"(removed: a submission is the whole profile)" for i in sorted(set(wanted) - set(cells))]',
@@ -176,32 +181,32 @@ MUTATIONS = (
     ),
     M(
         "copied-samples",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (("            if key in seen:", "            if False:"),),
         (SUBMISSION,),
     ),
     M(
         "calibration-floor",
-        "scripts/results/submission.py",
+        "scripts/results/submission/derived.py",
         (('if best and best["share"] < CALIBRATION_FLOOR:', "if False:"),),
         (SUBMISSION,),
     ),
     M(
         "one-cpu-class",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (("    if len(cpu_classes) > 1:", "    if False:"),),
         (SUBMISSION,),
     ),
     # a red-team pass (2026-12-06): what a hostile submission did to the checker before these checks
     M(
         "commit-on-head",
-        "scripts/results/submission.py",
+        "scripts/results/submission/verdict.py",
         (('    ancestor_of = ancestor_of or "HEAD"', "    ancestor_of = ancestor_of"),),
         (SUBMISSION,),
     ),
     M(
         "digests-link-followed",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (
             (
                 "lines = records.read_plain(folder / DIGESTS).decode().splitlines()",
@@ -212,43 +217,43 @@ MUTATIONS = (
     ),
     M(
         "signed-digests-read-raw",
-        "scripts/results/submission.py",
+        "scripts/results/submission/signing.py",
         (("data = records.read_plain(Path(folder) / DIGESTS)", "data = (Path(folder) / DIGESTS).read_bytes()"),),
         (SUBMISSION,),
     ),
     M(
         "submission-folder-link",
-        "scripts/results/submission.py",
+        "scripts/results/submission/verdict.py",
         (("    if folder.is_symlink() or not folder.is_dir():", "    if not folder.is_dir():"),),
         (SUBMISSION,),
     ),
     M(
         "names-printed-raw",
-        "scripts/results/submission.py",
+        "scripts/results/submission/spec.py",
         (('return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))', "return str(text)"),),
         (SUBMISSION,),
     ),
     M(
         "inputs-not-required",
-        "scripts/results/submission.py",
+        "scripts/results/submission/checks.py",
         (("return found + lacking(rel, record)", "return found"),),
         (SUBMISSION,),
     ),
     M(
         "accepted-removed",
-        "scripts/results/submission.py",
+        "scripts/results/submission/verdict.py",
         (("        if now is None:", "        if False:"),),
         (SUBMISSION,),
     ),
     M(
         "accepted-edited",
-        "scripts/results/submission.py",
+        "scripts/results/submission/verdict.py",
         (("            if changed:", "            if False:"),),
         (SUBMISSION,),
     ),
     M(
         "replayed-under-a-new-name",
-        "scripts/results/submission.py",
+        "scripts/results/submission/verdict.py",
         (
             (
                 'if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:',
@@ -259,7 +264,7 @@ MUTATIONS = (
     ),
     M(
         "flops-per-sample-unchecked",
-        "scripts/results/submission.py",
+        "scripts/results/submission/derived.py",
         (("if records.differs(per_sample, model):", "if False:"),),
         (SUBMISSION,),
     ),
@@ -271,7 +276,7 @@ MUTATIONS = (
     ),
     M(
         "physical-ceiling",
-        "scripts/results/submission.py",
+        "scripts/results/submission/derived.py",
         (("if ceiling and isinstance(rate, (int, float)) and rate > ceiling:", "if False:"),),
         (SUBMISSION,),
     ),
@@ -283,7 +288,7 @@ MUTATIONS = (
     ),
     M(
         "signature-verify",
-        "scripts/results/submission.py",
+        "scripts/results/submission/signing.py",
         (('code, out = ssh_keygen(["-Y", "verify",', 'code, out = 0, "" or ssh_keygen(["-Y", "verify",'),),
         (SUBMISSION,),
     ),

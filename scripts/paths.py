@@ -30,7 +30,7 @@ def safe_id(text: object) -> bool:
 def files_hash(files: Iterable[tuple[str, bytes]]) -> str:
     """16 hex digits of a SHA-256 over `files`, (path relative to the repository, content) pairs in the order given:
     the one code-hash recipe, for an image's code (scripts/launch/compose.py: code_hash) and a community submission's
-    runners/ + shared/ (scripts/results/submission.py, which recomputes it from git at any commit)."""
+    runners/ + shared/ (scripts/results/submission/code.py, which recomputes it from git at any commit)."""
     digest = hashlib.sha256()
     for name, data in files:
         digest.update(name.encode() + b"\0" + data + b"\0")

@@ -4,7 +4,7 @@ say which agree with it. The only check of a submission that does not trust the 
     python -m scripts.reproduce results/community/NAME --cells 3 [--seed S] [--data-root DIR]
 
 A command on top of the wings (docs/style.md): it runs cells (scripts.run's executors) and judges them with verify's
-comparison, each cell on its own. The submission is checked first (scripts/results/submission.py); a rejected one is
+comparison, each cell on its own. The submission is checked first (scripts/results/submission/); a rejected one is
 not reproduced. Where runners/ and shared/ here are not the submission's, the commit's own are taken from git.
 Exit 0: every re-run cell agrees; 1: some disagree; 2: it could not reproduce (and says why).
 """

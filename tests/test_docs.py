@@ -19,10 +19,12 @@ DOCS = [
 ]
 MAKEFILE = (ROOT / "Makefile").read_text()
 TARGETS = set(re.findall(r"^([a-z][a-z-]*):", MAKEFILE, flags=re.M))
-# Modules whose flags live elsewhere: the runner contract's flags are shared/runner.py's parser.
+# Modules whose flags live elsewhere: the runner contract's flags are shared/runner.py's parser, the submission
+# package's are its cli.py's.
 FLAG_SOURCES = {
     "runners": ["runners/__main__.py", "shared/runner.py"],
     "scripts.plan": ["scripts/plan/__main__.py", "scripts/plan/planfile.py"],
+    "scripts.results.submission": ["scripts/results/submission/__main__.py", "scripts/results/submission/cli.py"],
 }
 
 

@@ -66,7 +66,7 @@ def repo(tmp_path_factory):
 def trusted_repo(repo):
     """The checker trusts the test's repository (its history, its allowed_signers), not the developer's checkout."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(submission, "REPO", repo)
+        mp.setattr(submission.spec, "REPO", repo)
         yield repo
 
 
@@ -186,14 +186,14 @@ def test_no_hosts_leaves_no_host_name_in_any_file(run_folder, tmp_path):
 
 
 def test_a_checkout_whose_runner_code_is_not_the_commit_is_refused(run_folder, tmp_path, monkeypatch):
-    monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=ROOT: "0" * 16)
+    monkeypatch.setattr(submission.package, "checkout_code_hash", lambda repo=ROOT: "0" * 16)
     with pytest.raises(submission.SubmissionError, match="uncommitted or later changes"):
         submission.submit(run_folder, community=tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing left behind, staging included
 
 
 def test_the_command_line_submits_or_says_why_not(run_folder, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(submission, "COMMUNITY", tmp_path / "community")
+    monkeypatch.setattr(submission.spec, "COMMUNITY", tmp_path / "community")
     assert submission.main(["submit", str(run_folder), "--name", "cli", "--no-hosts"]) == 0
     assert "accepted by the checker" in capsys.readouterr().out
     assert submission.main(["check"]) == 0  # no folder: every submission under COMMUNITY
@@ -672,7 +672,7 @@ def test_a_rate_above_the_stated_hardware_is_refused(example):
 
 
 def test_the_example_is_accepted_and_says_what_it_proves(capsys, example, monkeypatch):
-    monkeypatch.setattr(submission, "REPO", ROOT)
+    monkeypatch.setattr(submission.spec, "REPO", ROOT)
     assert submission.main(["check", str(example)]) == 0
     out = capsys.readouterr().out
     assert "the digests prove only that the files are those listed in digests.sha256" in out
@@ -846,17 +846,47 @@ def test_the_code_of_a_commit_off_the_checkers_own_history_is_never_run(copy, re
 
 def test_whether_a_commits_code_runs_does_not_hang_on_the_words_of_a_finding(copy, repo, tmp_path, monkeypatch):
     """The checker decided whether to run a commit's code by searching check_code's findings for two phrases, so
-    rewording one message would have run a side branch's payload; it asks git instead (submission.on_history)."""
+    rewording one message would have run a side branch's payload; it asks git instead (submission.commit_trust)."""
     marker = tmp_path / "payload-ran"
     side = side_commit_with_payload(repo, marker)
     reseal(copy, lambda m: m.update(git_commit=side))
-    monkeypatch.setattr(submission, "check_code", lambda *args, **kwargs: ["the commit is somewhere else"])
+    monkeypatch.setattr(submission.verdict, "check_code", lambda *args, **kwargs: ["the commit is somewhere else"])
     assert submission.findings(copy)
     assert not marker.exists()
-    assert not submission.on_history(side, repo, "HEAD") and submission.on_history(
-        git(repo, "rev-parse", "HEAD"), repo, "HEAD"
-    )
-    assert not submission.on_history("0" * 40, repo, "HEAD") and not submission.on_history("HEAD~1; true", repo, "HEAD")
+    trust = submission.CommitTrust
+    assert submission.commit_trust(side, repo, "HEAD") is trust.OFF_HISTORY
+    assert submission.commit_trust(git(repo, "rev-parse", "HEAD"), repo, "HEAD") is trust.ON_HISTORY
+    assert submission.commit_trust("0" * 40, repo, "HEAD") is trust.UNKNOWN
+    assert submission.commit_trust("HEAD~1; true", repo, "HEAD") is trust.UNKNOWN
+
+
+@pytest.mark.parametrize("trust", list(submission.CommitTrust), ids=lambda t: t.name)
+def test_each_commit_trust_decides_the_code_findings_and_whether_the_commits_code_runs(submitted, monkeypatch, trust):
+    """findings branches on the CommitTrust member alone (code.commit_trust's answer, asked once), never on the words of
+    a finding: UNKNOWN is one finding and no code run, OFF_HISTORY a finding and no code run, ON_HISTORY neither."""
+    ran = []
+    monkeypatch.setattr(submission.verdict, "commit_trust", lambda commit, repo, ancestor_of: trust)
+    monkeypatch.setattr(submission.verdict, "check_plan", lambda *args: ran.append(args) or ([], None))
+    found = submission.findings(submitted)
+    commit = json.loads((submitted / "submission.json").read_text())["git_commit"]
+    expected = {
+        submission.CommitTrust.UNKNOWN: [
+            f"{NAME}/submission.json: git_commit {commit} is not a commit of this repository"
+        ],
+        submission.CommitTrust.OFF_HISTORY: [f"{NAME}/submission.json: git_commit {commit[:12]} is not on HEAD"],
+        submission.CommitTrust.ON_HISTORY: [],
+    }[trust]
+    assert len(found) == len(expected), found
+    assert all(line.startswith(want) for line, want in zip(found, expected, strict=True)), found
+    assert bool(ran) is (trust is submission.CommitTrust.ON_HISTORY)
+
+
+def test_no_module_of_the_submission_package_is_over_350_lines():
+    """scripts/results/submission/ is split by concern (issue 47): a module that grows past 350 lines is split again."""
+    folder = ROOT / "scripts" / "results" / "submission"
+    sizes = {p.name: len(p.read_text().splitlines()) for p in sorted(folder.glob("*.py"))}
+    assert {"__init__.py", "__main__.py", "checks.py", "cli.py", "code.py", "package.py", "signing.py"} <= set(sizes)
+    assert {name: n for name, n in sizes.items() if n > 350} == {}
 
 
 def side_commit_with_payload(repo, marker):
@@ -1000,6 +1030,6 @@ def test_a_pull_request_neither_removes_nor_edits_nor_replays_an_accepted_submis
         and all("a submission replayed under another name" in line for line in found["replayed"])
     )
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(submission, "ALLOWED_SIGNERS", Path("base") / "allowed_signers")
-        mp.setattr(submission, "REPO", tmp_path)
+        mp.setattr(submission.spec, "ALLOWED_SIGNERS", Path("base") / "allowed_signers")
+        mp.setattr(submission.spec, "REPO", tmp_path)
         assert submission.against_accepted([pr / NAME, replay]) == found  # the base branch's folder by default
