@@ -1,18 +1,17 @@
 """GPU images: what a variant declares (CUDA, cuDNN, kernel architectures) is what its pins install and what its built
-image reports. The checks that need no network or engine run everywhere; CI also resolves every GPU variant's pins
-against PyPI for the Debian base's Python, and builds PyTorch's CUDA 13.0 image, its cuDNN-upgrade sibling and the
-legacy Caffe2 CUDA 10.2 image, then reads what they carry (no GPU needed)."""
+image reports. The checks that need no network or engine run everywhere; CI also builds PyTorch's CUDA 13.0 image, its
+cuDNN-upgrade sibling and the legacy Caffe2 CUDA 10.2 image, then reads what they carry (no GPU needed). The
+resolution of every GPU variant's pins against PyPI is tests/test_gpu_wheels.py: it needs no engine, so it runs beside
+the builds on the other worker."""
 
 import json
 import re
 import subprocess
-import sys
-from dataclasses import replace
 
 import pytest
 from conftest import IN_CI, ROOT
 
-from scripts.launch import images, wheelhouse
+from scripts.launch import images
 from scripts.launch.compose import check_engine, docker_cli
 from scripts.launch.executors import ExecutorError
 from scripts.plan.matrix import load
@@ -152,77 +151,6 @@ def test_a_variant_names_its_own_dockerfile_and_the_others_keep_their_familys():
         == ROOT / "docker" / "julia-knet" / "Dockerfile"
     )
     assert images.dockerfile("pytorch", CU130) == ROOT / "docker" / "Dockerfile"
-
-
-def resolve(variant):
-    """pip's resolution of a variant's pins for the image's Python and glibc (metadata only: nothing downloaded
-    but what PyPI serves as metadata): {name: version}."""
-    files = [variant.requirements]
-    tags = wheelhouse.platform_tags(wheelhouse.glibc_minor(variant.glibc), "x86_64")
-    # --no-cache-dir: older wheels have no separate metadata on PyPI, so pip fetches them whole (1–4 GB a variant)
-    # into a temporary folder it removes; the cache would keep a second copy of each on CI's disk.
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--dry-run",
-        "--ignore-installed",
-        "--quiet",
-        "--no-cache-dir",
-        "--report",
-        "-",
-        "--python-version",
-        variant.python,
-        "--implementation",
-        "cp",
-        "--only-binary",
-        ":all:",
-        "--target",
-        "/nonexistent",
-        *(a for t in tags for a in ("--platform", t)),
-        *(["--no-deps"] if variant.parent else []),
-        *(a for f in files for a in ("-r", str(ROOT / f))),
-    ]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, f"{variant.requirements} does not resolve: {out.stderr[-1500:]}"
-    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
-
-
-@pytest.mark.network
-def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
-    """What `make images PROFILE=full` downloads: each GPU variant's pins resolve to wheels for its image's Python,
-    and the resolved CUDA runtime and cuDNN are the declared ones (sdist pins are built on the host: left out)."""
-    # The bundling legacy wheels (CNTK's Python 3.6, Caffe2's 3.8) are left out: pip here cannot judge those old
-    # Pythons' markers, and their images build in CI from the same pins (Caffe2) or the build says (CNTK).
-    # PyTorch's cu130 and its cuDNN sibling are built (and inspected) by the test below.
-    wheel_route = {k: v for k, v in gpu_variants().items() if k not in BUNDLED and k not in BUILT}
-    variants = {k: v for k, v in wheel_route.items() if not wheelhouse.sdist_requirements(ROOT / v.requirements)}
-    variants.update(
-        {
-            k: replace(v, requirements=str(sdist_free(v)))
-            for k, v in wheel_route.items()
-            if wheelhouse.sdist_requirements(ROOT / v.requirements)
-        }
-    )
-    # One at a time: each resolution holds its variant's wheels on disk until it ends (CI ran out of disk with four).
-    resolved = {key: resolve(variant) for key, variant in variants.items()}
-    for key, versions in resolved.items():
-        variant = gpu_variants()[key]
-        if variant.parent:
-            continue
-        runtimes = [v for n, v in versions.items() if RUNTIME.match(n)]
-        cudnns = [v for n, v in versions.items() if CUDNN.match(n)]
-        assert matches(variant.cuda, runtimes) and matches(variant.cudnn, cudnns), (key, runtimes, cudnns)
-
-
-def sdist_free(variant):
-    """A copy of the variant's requirements without its `# sdist` pins (pure-Python packages built on the host)."""
-    path = ROOT / ".wheelhouse" / f"resolve-{variant.name}-{variant.requirements.replace('/', '-')}"
-    path.parent.mkdir(exist_ok=True)
-    lines = [line for line in (ROOT / variant.requirements).read_text().splitlines() if "# sdist" not in line]
-    path.write_text("\n".join(lines) + "\n")
-    return path.relative_to(ROOT)
 
 
 @pytest.fixture(scope="module")
