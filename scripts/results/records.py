@@ -658,6 +658,7 @@ class Record:
     run_id: str | None = field(compare=False)
     started_at: str = field(compare=False)
     finished_at: str = field(compare=False)
+    git_commit: str | None = field(compare=False)
     metrics: Mapping[str, Any] = field(compare=False)  # read-only; a key a runner did not write is absent
     timing: Timing = field(compare=False)
     system: Mapping[str, Any] = field(compare=False)  # read-only; machine_class always present
@@ -678,6 +679,7 @@ class Record:
             run_id=up.get("run_id"),
             started_at=up["started_at"],
             finished_at=up["finished_at"],
+            git_commit=up.get("git_commit"),
             metrics=MappingProxyType(up["metrics"]),
             timing=Timing(
                 values=_numbers(timing.get("values")),
@@ -692,6 +694,13 @@ class Record:
     def machine_class(self) -> str:
         """The machine class the record was measured on: recorded, or derived from its facts (upgrade)."""
         return self.system["machine_class"]
+
+    @property
+    def has_facts(self) -> bool:
+        """Whether the record, as written, holds its machine's facts (a machine class or a CPU): a runner wrote it,
+        not the host for a cell that never ran."""
+        written = _block(self.data.get("system"))
+        return bool(written.get("machine_class") or written.get("cpu"))
 
     @property
     def host(self) -> str | None:
