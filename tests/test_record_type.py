@@ -73,7 +73,7 @@ def test_of_keeps_a_record():
 # The readers of scripts/results that take a Record: none of them chains `.get(…) or {}` over a record's blocks.
 # submission.py is another's to split into a package and reads records.read's dict as written; records.py's checks
 # (contradictions, figures_that_do_not_follow) judge the dict before a Record exists.
-READERS = ("verify.py", "reference.py")
+READERS = ("verify.py", "report.py", "reference.py", "site.py", "merge.py")
 
 
 def test_no_get_or_empty_chains_in_the_readers():
@@ -82,3 +82,14 @@ def test_no_get_or_empty_chains_in_the_readers():
         for name in READERS
     }
     assert {name: found for name, found in chains.items() if found} == {}
+
+
+def test_the_readers_get_records():
+    from scripts.results import reference, report, site, verify
+
+    folder = CELLS.parent
+    assert all(isinstance(r, records.Record) for r in verify.records_by_id(folder).values())
+    assert all(isinstance(r, records.Record) for r in report.load_records([folder]))
+    assert all(isinstance(r, records.Record) for r in site.read_source(folder)[0])
+    _, got, classes = reference.checked(folder, allow_failed=True)
+    assert all(isinstance(r, records.Record) for r in got) and len(classes) == 1
