@@ -101,7 +101,7 @@ MUTATIONS = (
     M(
         "plan-run-id",
         "scripts/results/merge.py",
-        (('if run_id is not None and record["run_id"] != run_id:', "if False:"),),
+        (("if run_id is not None and record.run_id != run_id:", "if False:"),),
     ),
     M(
         "plan-cells",

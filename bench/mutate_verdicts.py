@@ -98,7 +98,7 @@ MUTATIONS = [
     (
         "data-kind-check-removed",
         "scripts/results/verify.py",
-        'if expected["cell"]["data"] != measured["cell"]["data"]:',
+        "if expected.cell.data != measured.cell.data:",
         "if False:",
         VERIFY,
     ),
@@ -380,15 +380,15 @@ MUTATIONS = [
     (
         "record-of-another-run",
         "scripts/results/verify.py",
-        'if run_id is not None and record.get("run_id") != run_id:',
+        "if run_id is not None and record.run_id != run_id:",
         "if False:",
         VERIFY,
     ),
     (
         "run-figures-not-rederived",
         "scripts/results/verify.py",
-        "wrong = records.inconsistencies(record)",
-        "wrong = records.contradictions(record)",
+        "wrong = records.inconsistencies(record.data)",
+        "wrong = records.contradictions(record.data)",
         VERIFY,
     ),
     (
@@ -401,7 +401,7 @@ MUTATIONS = [
     (
         "confirmed-by-an-earlier-run",
         "scripts/results/verify.py",
-        'if records.moment(second["started_at"], "started_at") < records.moment(first["finished_at"], "finished_at"):',
+        'if records.moment(second.started_at, "started_at") < records.moment(first.finished_at, "finished_at"):',
         "if False:",
         VERIFY,
     ),

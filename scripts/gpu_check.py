@@ -145,13 +145,11 @@ def measured_seconds(references: str | Path | None = None) -> dict[str, float]:
     found = {}
     for path in sorted(Path(references or REFERENCES).glob("gpu-*/cells/*.json")):
         try:
-            record = records.read(path)
+            record = records.load(path)
         except records.RecordError:
             continue
-        if record["status"] == "ok" and record["cell"]["variant"] == SYSTEM:
-            wall = (
-                records.moment(record["finished_at"], "") - records.moment(record["started_at"], "")
-            ).total_seconds()
+        if record.status == "ok" and record.cell.variant == SYSTEM:
+            wall = (records.moment(record.finished_at, "") - records.moment(record.started_at, "")).total_seconds()
             found[path.stem] = max(wall + UNRECORDED_SECONDS, found.get(path.stem, 0.0))
     return found
 
@@ -426,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         broken |= bool(outcome["broken"] or outcome["not_started"])
     outputs = report.write_report(run_dir)
     print(outputs["markdown"].read_text())
-    found = {p.stem: records.read(p)["status"] for p in sorted((run_dir / "cells").glob("*.json"))}
+    found = {p.stem: records.load(p).status for p in sorted((run_dir / "cells").glob("*.json"))}
     summary.update(
         statuses=found,
         not_run=[c.id for c in cells if c.id not in found],

@@ -105,7 +105,7 @@ def reproduce(
     results = []
     for cell_id in chosen:
         try:
-            measured = records.read(out / "cells" / f"{cell_id}.json")
+            measured = records.load(out / "cells" / f"{cell_id}.json")
         except RecordError as e:
             results.append((cell_id, False, f"no sound record here: {e}"))
             continue

@@ -114,20 +114,20 @@ def run_cell(
     if not (out.exists() and out.stat().st_mtime >= launched - 1):
         return host_record("failed", f"the runner exited with code {code} without writing a record (crash or kill)")
     try:
-        record = records.read(out)
+        record = records.load(out)
     except RecordError as e:
         return host_record("failed", f"the runner's record is unusable: {e}")
-    claimed = Cell(**record["cell"]).id
-    if claimed != cell.id or record["run_id"] != run.run_id:
+    claimed = Cell(**record.data["cell"]).id
+    if claimed != cell.id or record.run_id != run.run_id:
         # one cell per slot: the record written for this cell must be this cell's, of this run
         why = (
             f"the record written in the slot of cell {cell.id} (run {run.run_id}) is of cell {claimed} (run "
-            f"{record['run_id']}): one cell per slot"
+            f"{record.run_id}): one cell per slot"
         )
         records.quarantine(run_dir, out, why)
         return host_record("failed", why)
     expected = getattr(executor, "expected_code_hash", lambda _: None)(cell)
-    held = (record.get("system") or {}).get("code_hash")
+    held = record.system.get("code_hash")
     if expected and held != expected:
         # every image-based executor: a record never claims code its image does not hold
         return host_record(
@@ -136,20 +136,20 @@ def run_cell(
             f"checkout's {expected}: rebuild it (make images, or apptainer build from the "
             "rebuilt image) or run from the checkout it was built from",
         )
-    return record
+    return dict(record.data)  # as the runner wrote it: the host writes it to cells/ unchanged
 
 
 def finished(run_dir: Path, cell: Cell) -> bool:
     path = run_dir / "cells" / f"{cell.id}.json"
     try:
-        return path.exists() and records.read(path)["status"] in FINISHED
+        return path.exists() and records.load(path).status in FINISHED
     except RecordError:
         return False  # unreadable: run the cell again
 
 
 def status_of(path: Path) -> str:
     try:
-        return records.read(path)["status"]
+        return records.load(path).status
     except RecordError:
         return "failed"  # quarantined by the report: not a result
 

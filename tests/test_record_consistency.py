@@ -154,13 +154,39 @@ def test_a_record_of_task_parameters_this_checkout_does_not_know_is_not_recomput
 SCHEMA_FINGERPRINTS = {1: "212db6875c274c71"}
 
 
-def test_the_schema_changes_only_with_its_version():
+def fingerprint(schema):
     import hashlib
 
+    return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_the_schema_changes_only_with_its_version():
     from shared.record import SCHEMA
 
-    fingerprint = hashlib.sha256(json.dumps(records.SCHEMA, sort_keys=True).encode()).hexdigest()[:16]
-    assert SCHEMA_FINGERPRINTS.get(SCHEMA) == fingerprint, (
-        f"the record schema changed ({fingerprint}) but shared.record.SCHEMA is still {SCHEMA}: raise it, add "
-        f"{{{SCHEMA + 1}: {fingerprint!r}}} here, and upgrade the older records where records.read reads them"
+    assert SCHEMA_FINGERPRINTS.get(SCHEMA) == fingerprint(records.SCHEMA), (
+        f"the record schema changed ({fingerprint(records.SCHEMA)}) but shared.record.SCHEMA is still {SCHEMA}: raise "
+        f"it, add {{{SCHEMA + 1}: {fingerprint(records.SCHEMA)!r}}} here, and fill the new key in for older records "
+        "in scripts/results/records.py's upgrade"
     )
+
+
+def test_a_key_added_anywhere_changes_the_fingerprint():
+    """The fingerprint sees a key added to any block of the schema, and every key a writer writes is in the schema
+    (so a key added to shared/record.py's make_record or CELL_KEYS cannot bypass the version)."""
+    import copy
+
+    from shared.record import CELL_KEYS, make_record
+
+    for block in ((), ("cell",), ("metrics",), ("timing",), ("system",)):
+        changed = copy.deepcopy(records.SCHEMA)
+        target = changed
+        for key in block:
+            target = target["properties"][key]
+        target["properties"]["a_new_key"] = {"type": "string"}
+        assert fingerprint(changed) != fingerprint(records.SCHEMA), block
+    cell = dict(
+        zip(CELL_KEYS, ("pytorch", "cnn", "cpu", "fp32", 1, "cpu", "synthetic", "full", "default"), strict=True)
+    )
+    written = make_record(cell, "failed")
+    assert set(written) == set(records.SCHEMA["properties"])
+    assert set(written["cell"]) == set(records.SCHEMA["properties"]["cell"]["properties"])

@@ -70,18 +70,28 @@ def with_values(record, values):
     return record
 
 
+def records_by_id(folder):
+    """verify.records_by_id's records as the dicts they hold (records.Record.data): what the cases below change."""
+    return {cell_id: record.data for cell_id, record in verify.records_by_id(folder).items()}
+
+
+def reference_runs(folder):
+    """verify.reference_runs's runs, each {cell id: the record's dict}."""
+    return [{cell_id: record.data for cell_id, record in run.items()} for run in verify.reference_runs(folder)]
+
+
 @pytest.fixture(scope="module")
 def reference():
     if not REFERENCE.is_dir():
         pytest.fail(f"{REFERENCE} is missing: the committed reference these tests read (make reference)")
-    return verify.records_by_id(REFERENCE)
+    return records_by_id(REFERENCE)
 
 
 @pytest.fixture(scope="module")
 def honest():
     """An honest run of the reference's class, made after it with the same code (the cores' distance at every window
     edge), that verifies OK against it: the base every case below changes."""
-    return verify.records_by_id(SIXTH_RUN)
+    return records_by_id(SIXTH_RUN)
 
 
 def verify_run(reference_dir, run_dir, capsys, partial=False):
@@ -135,7 +145,7 @@ def test_tiny_scale_records_are_incomparable_with_the_demo_reference(reference, 
 def test_a_cell_off_in_time_says_how_far_apart_the_cores_were_around_it_beside_the_reference():
     """shared/placement.py's round trips, before and after the cell's work, in the row of a cell off (words only)."""
     cell_id = "lasagne-cnn-cpu-fp32-1cpu"
-    expected = unmeasured(verify.reference_runs(REFERENCE)[0][cell_id])
+    expected = unmeasured(reference_runs(REFERENCE)[0][cell_id])
     measured = scaled(expected, 2.0)
     assert "round trip" not in verify.judge(expected, measured, 1.0, 1.5, 0.05).words  # records made before it
     measured["system"]["placement"] = {"before_ns": 481.2, "after_ns": 470.0, "cpus": [0, 1]}
@@ -163,7 +173,7 @@ def at(record, before, after):
 
 
 def test_the_cores_distance_is_near_or_apart_only_where_both_round_trips_agree():
-    cell = unmeasured(verify.reference_runs(REFERENCE)[0]["lasagne-cnn-cpu-fp32-1cpu"])
+    cell = unmeasured(reference_runs(REFERENCE)[0]["lasagne-cnn-cpu-fp32-1cpu"])
     assert verify.floor_of([at(cell, 268.0, 271.4), at(cell, 470.0, 481.2), cell]) == 268.0
     assert verify.distance(at(cell, 268.0, 371.0), 268.0) == "near"  # ×1.38: within ×APART of the floor
     assert verify.distance(at(cell, 380.0, 481.2), 268.0) == "apart"  # ×1.42 and beyond
@@ -179,7 +189,7 @@ def test_a_cell_is_judged_against_the_reference_samples_taken_at_its_own_distanc
     tolerance is ×1.5 at either distance. (keras2-theano-cnn: the reference's first run had its cores near
     throughout.)"""
     cell_id = "keras2-theano-cnn-cpu-fp32-1cpu"
-    near = at(verify.reference_runs(REFERENCE)[0][cell_id], 268.0, 271.4)
+    near = at(reference_runs(REFERENCE)[0][cell_id], 268.0, 271.4)
     runs = [{cell_id: near}, {cell_id: at(scaled(near, 1.7), 470.0, 481.2)}]
 
     def judged(measured):
@@ -239,7 +249,7 @@ def test_each_sample_is_judged_against_the_reference_samples_taken_at_its_own_di
     ×1.6 slower with its cores near, which pooled hides, is off; a sample the cores moved during, or a run with edges
     that do not fit its samples, keeps its value (the pooled judgement)."""
     cell_id = "lasagne-cnn-cpu-fp32-1cpu"
-    base = verify.reference_runs(REFERENCE)[0][cell_id]
+    base = reference_runs(REFERENCE)[0][cell_id]
     runs = [
         {cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
         {cell_id: edged(base, SLOW, [APART_NS] * 10)},
@@ -275,7 +285,7 @@ def test_a_run_figure_at_one_distance_is_the_median_of_its_samples_there():
     """The reference README's factor at one distance (verify.at_one_distance): with edges, each run's median of its
     samples at a distance where it has STRATUM_RUN or more, compared near with near and apart with apart."""
     cell_id = "lasagne-cnn-cpu-fp32-1cpu"
-    base = verify.reference_runs(REFERENCE)[0][cell_id]
+    base = reference_runs(REFERENCE)[0][cell_id]
     runs = [
         {cell_id: edged(base, FAST[:3] + SLOW[3:], [NEAR_NS] * 4 + [APART_NS] * 6)},
         {cell_id: edged(base, [v * 1.1 for v in SLOW], [APART_NS] * 10)},
@@ -379,7 +389,7 @@ def test_verify_runs_the_cells_it_finds_off_once_more_and_only_those(honest, tmp
 def test_half_the_cells_twice_as_slow_fail_and_are_not_divided_out(honest, tmp_path, capsys):
     """The old verify divided the run's geometric mean (×1.42) out and passed every cell. The median is not moved
     far by half the cells, and nothing the calibration does not explain is divided out."""
-    pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))
+    pooled = verify.pooled_samples(reference_runs(REFERENCE))
     ok = sorted(i for i, r in honest.items() if r["status"] == "ok")
     # every other cell, of those this honest run has within ×1.2 of the reference: ×2 then lands beyond ×1.5
     slow = {i for i in ok[::2] if 1 / 1.2 < stats.ratio_estimate(verify.samples(honest[i]), pooled[i]) < 1.2}
@@ -436,7 +446,7 @@ def test_the_rank_test_is_one_sided_in_the_ratios_direction(honest, tmp_path, ca
     code, rows, _, _ = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
     assert code == 1 and "slower (×" in rows[cell_id], rows[cell_id]
     p = float(rows[cell_id].split("p=")[1].split(")")[0])
-    runs = verify.reference_runs(REFERENCE)
+    runs = reference_runs(REFERENCE)
     reference, ours, _ = verify.at_distance(runs, cell_id, record, verify.pooled_samples(runs)[cell_id])
     greater = mannwhitneyu(ours, reference, alternative="greater").pvalue
     assert p == pytest.approx(greater, rel=0.05) and p < mannwhitneyu(ours, reference).pvalue
@@ -471,7 +481,7 @@ def calibrated(record, factor):
 def vouched(records):
     """`records` less the cells whose reference runs differ beyond the tolerance (bimodal): a test that moves a whole
     run moves those across the edge by their own mode, not by what it tests. Verified with --partial (verify_run)."""
-    between = verify.between_runs(verify.reference_runs(REFERENCE))
+    between = verify.between_runs(reference_runs(REFERENCE))
     return {i: r for i, r in records.items() if between.get(i, 1.0) <= verify.TIME_TOLERANCE}
 
 
@@ -497,7 +507,7 @@ def test_a_uniformly_slower_machine_whose_calibration_says_so_is_ok_with_the_fac
 
 
 def test_a_calibration_within_its_own_noise_explains_nothing():
-    reference = verify.records_by_id(REFERENCE)
+    reference = records_by_id(REFERENCE)
     ids = [i for i, r in reference.items() if r["status"] == "ok"]
     for gemm, divided in ((1.04, False), (1.06, True)):
         run = {}
@@ -595,7 +605,7 @@ def test_within_the_tolerance_or_within_the_noise_is_ok(honest, tmp_path, capsys
     cell_id = "jax-cnn-cpu-fp32-1cpu"
     run = run_from({i: scaled(r, 1.4) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
     assert verify_run(REFERENCE, run, capsys)[0] == 0
-    pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
+    pooled = verify.pooled_samples(reference_runs(REFERENCE))[cell_id]
     low, high = min(pooled), max(pooled)
     record = with_values(
         honest[cell_id],
@@ -612,7 +622,7 @@ def test_within_the_tolerance_or_within_the_noise_is_ok(honest, tmp_path, capsys
 def test_a_sampled_cell_is_off_beyond_one_and_a_half_either_way_and_not_within(honest, tmp_path, capsys, factor, off):
     """`factor`: the cell's ratio to the reference after the change (the honest run's own ratio divided out)."""
     cell_id = "jax-cnn-cpu-fp32-1cpu"
-    pooled = verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id]
+    pooled = verify.pooled_samples(reference_runs(REFERENCE))[cell_id]
     factor /= stats.ratio_estimate(verify.samples(honest[cell_id]), pooled)
     run = run_from({i: scaled(r, factor) if i == cell_id else r for i, r in honest.items()}, tmp_path / "run")
     code, rows, _, _ = verify_run(REFERENCE, run, capsys)
@@ -704,10 +714,10 @@ def honest_runs():
     every window edge with TensorFlow's ResNet-50 still making a tf.data iterator per pass too: the reference before
     that, tests/data/fourth-run; those made before the edges: the earlier references' five runs, tests/data/second-run
     and third-run)."""
-    current = verify.reference_runs(REFERENCE) + [verify.records_by_id(SIXTH_RUN)]
-    predict = verify.reference_runs(PREDICT) + [verify.records_by_id(FIFTH_RUN)]
-    edged = verify.reference_runs(EDGED) + [verify.records_by_id(FOURTH_RUN)]
-    older = verify.reference_runs(EARLIER) + [verify.records_by_id(SECOND_RUN), verify.records_by_id(THIRD_RUN)]
+    current = reference_runs(REFERENCE) + [records_by_id(SIXTH_RUN)]
+    predict = reference_runs(PREDICT) + [records_by_id(FIFTH_RUN)]
+    edged = reference_runs(EDGED) + [records_by_id(FOURTH_RUN)]
+    older = reference_runs(EARLIER) + [records_by_id(SECOND_RUN), records_by_id(THIRD_RUN)]
     # those runs timed these ResNet-50 cells with other runners (an iterator per pass, 0.23 s slower in about half
     # their passes): a regression verify rightly finds in them, not a false alarm
     keras = {f"{f}-resnet50-cpu-fp32-1cpu" for f in ("keras-tf", "keras-jax", "keras-torch", "r-keras")}
@@ -804,8 +814,8 @@ def test_two_honest_runs_verify_ok_and_a_one_run_reference_names_the_distance_it
     code, rows, overall, verdict = verify_run(REFERENCE, SIXTH_RUN, capsys)
     assert code == 0, "\n".join(rows.values()) + "\n" + overall + "\n" + verdict
     assert not any("incomparable" in row for row in rows.values()) and "not confirmed" not in verdict
-    runs = verify.reference_runs(REFERENCE)
-    swapped = run_from(verify.records_by_id(SIXTH_RUN), tmp_path / "reference")
+    runs = reference_runs(REFERENCE)
+    swapped = run_from(records_by_id(SIXTH_RUN), tmp_path / "reference")
     run = run_from(runs[0], tmp_path / "run")
     code, rows, verdict = verify_confirmed(swapped, run, run_from(runs[1], tmp_path / "confirm"), capsys)
     cell = "cntk-gru-cpu-fp32-1cpu"
@@ -868,7 +878,7 @@ def test_samples_still_falling_while_timed_are_named_in_the_readme_the_report_an
     from scripts.results import report
 
     cell_id = "keras-jax-gru-cpu-fp32-1cpu"
-    record = verify.reference_runs(REFERENCE)[0][cell_id]
+    record = reference_runs(REFERENCE)[0][cell_id]
     values = verify.samples(record)
     tau, p = stats.still_falling(values)
     assert tau < -0.8 and p < stats.FALLING_ALPHA
@@ -879,11 +889,9 @@ def test_samples_still_falling_while_timed_are_named_in_the_readme_the_report_an
     assert "8 of the 147 cell-runs with 5 or more samples" in " ".join(readme.split())
     row = next(line for line in readme.splitlines() if line.startswith(f"| {cell_id} "))
     assert [cell.strip() for cell in row.split("|")[5:7]] == ["1", "above the goal"]
-    flagged = [
-        i for run in verify.reference_runs(REFERENCE) for i, r in run.items() if stats.still_falling(verify.samples(r))
-    ]
+    flagged = [i for run in reference_runs(REFERENCE) for i, r in run.items() if stats.still_falling(verify.samples(r))]
     assert len(flagged) == 8 and "jax-gru-cpu-fp32-1cpu" not in flagged
-    frame = report.to_frame([record, verify.reference_runs(REFERENCE)[0]["jax-gru-cpu-fp32-1cpu"]])
+    frame = report.to_frame([record, reference_runs(REFERENCE)[0]["jax-gru-cpu-fp32-1cpu"]])
     texts = [report.cell_text(row, "gru", {}) for row in frame.to_dict("records")]
     assert "↓" in texts[0] and "↓" not in texts[1]
     verdict = verify.judge(record, scaled(record, 2.0), 1.0, 1.5, 0.05)
@@ -901,11 +909,11 @@ def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path,
 
     monkeypatch.setattr(verify, "REFERENCES", tmp_path / "reference")
     first = tmp_path / "first"
-    run_from(verify.records_by_id(REFERENCE), first, plan=json.loads((REFERENCE / "plan.json").read_text())["cells"])
+    run_from(records_by_id(REFERENCE), first, plan=json.loads((REFERENCE / "plan.json").read_text())["cells"])
     target = make_reference.copy(first)
     assert make_reference.add(SECOND_RUN) == target
     assert [p.name for p in (target / "runs").iterdir()] == [SECOND_RUN.name]
-    assert len(verify.reference_runs(target)) == 2 and verify.between_runs(verify.reference_runs(target))
+    assert len(reference_runs(target)) == 2 and verify.between_runs(reference_runs(target))
     readme = (target / "README.md").read_text()
     assert readme.count(make_reference.RUNS_MARK) == 1 and "verify pools their samples" in readme
     make_reference.add(SECOND_RUN)  # again: replaced, not duplicated
@@ -979,7 +987,7 @@ def legacy_reference(folder):
     """The committed reference as it would have been made before classes named the CPU generation: its first run's
     records without the family, model and stepping, under the class those facts give (format 1)."""
     records = {}
-    for cell_id, record in verify.reference_runs(REFERENCE)[0].items():
+    for cell_id, record in reference_runs(REFERENCE)[0].items():
         record = json.loads(json.dumps(record))
         for key in ("cpu_family", "cpu_model_number", "cpu_stepping"):
             record["system"].pop(key, None)
@@ -1053,7 +1061,7 @@ def test_a_record_under_another_cells_name_is_refused(honest, tmp_path, capsys, 
 
 def test_a_record_copied_in_from_another_run_is_refused(honest, tmp_path, capsys):
     """An earlier honest run's record standing in for a cell that regressed in this one."""
-    replayed = verify.records_by_id(FIFTH_RUN)[REGRESSED]
+    replayed = records_by_id(FIFTH_RUN)[REGRESSED]
     run = run_from({**honest, REGRESSED: replayed}, tmp_path / "run")
     code, rows, _, verdict = verify_run(REFERENCE, run, capsys)
     assert (
@@ -1081,12 +1089,12 @@ def test_placement_alone_buys_no_distance_where_the_reference_measured_every_win
     record["timing"]["round_trips_ns"] = None
     record["system"]["placement"].update(before_ns=600.0, after_ns=600.0)
     code, rows, _, _ = verify_run(REFERENCE, run_from({**honest, cell_id: record}, tmp_path / "run"), capsys)
-    records = verify.comparable_runs(verify.reference_runs(REFERENCE), cell_id)
+    records = verify.comparable_runs(reference_runs(REFERENCE), cell_id)
     against, _, words = verify.at_distance(
-        verify.reference_runs(REFERENCE),
+        reference_runs(REFERENCE),
         cell_id,
         record,
-        verify.pooled_samples(verify.reference_runs(REFERENCE))[cell_id],
+        verify.pooled_samples(reference_runs(REFERENCE))[cell_id],
     )
     assert len(against) == sum(len(verify.samples(r)) for r in records)
     assert words.startswith("no round trips at its window edges")

@@ -31,6 +31,7 @@ from scripts.paths import safe_id
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell
 from scripts.results import records, report
+from scripts.results.records import Record
 from shared.record import RecordError, write_atomic, write_record
 
 SKIP = {"plan.json", "attempts.json"}
@@ -44,8 +45,8 @@ class MergeError(Exception):
     """A source that cannot be merged; the message names the file."""
 
 
-def cell_id(record):
-    return Cell(**record["cell"]).id
+def cell_id(record: Record) -> str:
+    return Cell(**record.data["cell"]).id
 
 
 def sources(paths):
@@ -113,21 +114,21 @@ def order(record, attempt):
     """The sort key of a cell's attempts: the host-given number first (an unnumbered record counts as 0), then the
     record's own start and finish times, which decide only among records no folder numbers; between records equal in
     all of these, the SHA-256 of their canonical JSON, so the same record wins in whichever order the sources come."""
-    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return (attempt or 0, *records.started(record), hashlib.sha256(canonical).hexdigest())
+    canonical = json.dumps(record.data, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return (attempt or 0, *records.started(record.data), hashlib.sha256(canonical).hexdigest())
 
 
-def attempt_name(record, attempt=None):
-    host = (record.get("system") or {}).get("host") or "unknown-host"
+def attempt_name(record: Record, attempt: int | None = None) -> str:
+    host = record.host or "unknown-host"
     number = f"attempt{attempt:03d}-" if attempt else ""
-    return f"{number}{record['started_at']}-{record['status']}-{host}.json".replace(":", "").replace("+", "")
+    return f"{number}{record.started_at}-{record.status}-{host}.json".replace(":", "").replace("+", "")
 
 
 def keep_attempt(run_dir, record, attempt):
     """Store a superseded record under attempts/ID/ unless that very record is already there."""
     path = records.confined(run_dir, "attempts", cell_id(record), attempt_name(record, attempt))
     if not path.exists():
-        write_record(path, record)
+        write_record(path, record.data)
 
 
 def numbers(run_dir):
@@ -147,7 +148,7 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
     cid = cell_id(record)
     target = records.confined(run_dir, "cells", f"{cid}.json")
     try:
-        current = records.read(target) if target.exists() else None
+        current = records.load(target) if target.exists() else None
     except RecordError as e:  # what a bad earlier merge or a hand edit left: aside, and this record takes its place
         records.quarantine(run_dir, target, str(e))
         current = None
@@ -158,7 +159,7 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
         return "older"
     if current is not None:
         keep_attempt(run_dir, current, index.get(cid))
-    write_record(target, record)
+    write_record(target, record.data)
     if attempt or cid in index:
         index[cid] = attempt or 0
     if log is not None:
@@ -196,12 +197,11 @@ def expected(run_dir, plan):
     return run_id, ids, planned
 
 
-def admit(record, run_id, cell_ids, where):
-    """RecordError unless `record` belongs to the run: its run id and its cell are the plan's."""
-    if not isinstance(record.get("cell"), dict):
-        raise RecordError(f"{where}: not a cell record (no `cell`); pass the folders holding cells/*.json")
-    if run_id is not None and record["run_id"] != run_id:
-        raise RecordError(f"{where}: run id {record['run_id']!r} is not this run's ({run_id!r})")
+def admit(record: Record, run_id: str | None, cell_ids: set | None, where: Path) -> Record:
+    """RecordError unless `record` belongs to the run: its run id and its cell are the plan's. (Its cell block is
+    there and names a cell: the schema requires it of every record records.load reads.)"""
+    if run_id is not None and record.run_id != run_id:
+        raise RecordError(f"{where}: run id {record.run_id!r} is not this run's ({run_id!r})")
     if cell_ids is not None and cell_id(record) not in cell_ids:
         raise RecordError(f"{where}: cell {cell_id(record)} is not in the run's plan")
     return record
@@ -221,7 +221,7 @@ def merge(run_dir, paths, plan=None):
     before = dict(index)
     for file, log, attempt, folders in sources(paths):
         try:
-            record = admit(records.read(file), run_id, cell_ids, file)
+            record = admit(records.load(file), run_id, cell_ids, file)
             check_slot(record, file, folders, planned)
             counts[merge_one(run_dir, record, log, attempt, index)] += 1
         except RecordError as e:

@@ -16,8 +16,12 @@ import re
 import statistics
 import sys
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 try:
     import jsonschema
@@ -559,15 +563,175 @@ def parse(data, where):
     return record
 
 
-def read(path):
-    """A record file, read and checked; RecordError (with the reason) for anything that is not a sound record:
-    a link, FIFO, device or oversize file is refused by name, never opened (read_plain)."""
+def read(path: str | os.PathLike) -> dict:
+    """A record file, read and checked, as the dict it holds; RecordError (with the reason) for anything that is not a
+    sound record: a link, FIFO, device or oversize file is refused by name, never opened (read_plain). The host's
+    readers take `load`'s Record instead; this dict is for what must see the record as written (the submission
+    checker)."""
     path = Path(path)
     try:
         data = read_plain(path)
         return check(parse(data, str(path)), str(path), data)
     except RecursionError:
         raise RecordError(f"{path}: nested too deeply to be a record") from None
+
+
+# ---------------------------------------------------------------- a read record, typed
+
+
+def _block(value: object) -> dict:
+    """A record's object-valued field as a dict: {} where an older writer left it out or wrote null."""
+    return value if isinstance(value, dict) else {}
+
+
+def _numbers(value: object) -> tuple:
+    """A record's list of numbers as a tuple: () where an older writer left it out or wrote null."""
+    return tuple(value) if isinstance(value, list) else ()
+
+
+def upgrade(record: Mapping[str, Any]) -> dict:
+    """`record` (a checked record dict) as the newest writers write it: the one place that fills in what older writers
+    of schema SCHEMA left out, so no reader carries its own fallback. A copy; the record itself is left as written.
+
+    - `cell.tuning`, absent before the tuning axis: the default (shared.record.OPTIONAL_CELL_KEYS);
+    - `metrics`, `timing`, `system`, absent or null in host-written records: empty;
+    - `system.machine_class`, absent before the key existed: derived from the record's own facts
+      (shared.sysinfo.machine_class; for a host-written record without facts, the class of an unknown machine).
+    """
+    up = dict(record)
+    up["cell"] = {**OPTIONAL_CELL_KEYS, **_block(record.get("cell"))}
+    for key in ("metrics", "timing", "system"):
+        up[key] = dict(_block(record.get(key)))
+    system, cell = up["system"], up["cell"]
+    if not system.get("machine_class"):
+        system["machine_class"] = sysinfo.machine_class(system, cell.get("device"), cell.get("gpus"))
+    return up
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A record's cell: the axes its id is made of (shared.record.CELL_KEYS)."""
+
+    framework: str
+    task: str
+    variant: str
+    precision: str
+    gpus: int
+    device: str
+    data: str
+    scale: str
+    tuning: str
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A record's timing block (shared/timing.py): its samples and the statistics published from them; () or None
+    where the record has none."""
+
+    values: tuple = ()  # every window's seconds per step, or every pass's seconds, after warm-up
+    warmup_windows: tuple = ()
+    round_trips_ns: tuple = ()  # the cores' distance at each window edge (shared/placement.py), None unmeasured
+    unit: str | None = None  # what a value is a time of; None: the record kept no samples (an older writer)
+    median: float | None = None
+    q1: float | None = None
+    q3: float | None = None
+    min: float | None = None
+    max: float | None = None
+    spread: float | None = None
+    warmup: float | None = None
+
+    @property
+    def samples(self) -> list[float]:
+        """The post-warm-up samples as floats, [] where the record kept none (no unit)."""
+        return [float(v) for v in self.values] if self.unit else []
+
+
+@dataclass(frozen=True)
+class Record:
+    """A checked record, upgraded (`upgrade`) and typed for its readers: `data` is the dict as written (for writing,
+    hashing, flattening into a table); every other field reads the upgraded record. Records compare by `data`."""
+
+    data: Mapping[str, Any]
+    cell: Cell = field(compare=False)
+    status: str = field(compare=False)
+    reason: str | None = field(compare=False)
+    run_id: str | None = field(compare=False)
+    started_at: str = field(compare=False)
+    finished_at: str = field(compare=False)
+    git_commit: str | None = field(compare=False)
+    metrics: Mapping[str, Any] = field(compare=False)  # read-only; a key a runner did not write is absent
+    timing: Timing = field(compare=False)
+    system: Mapping[str, Any] = field(compare=False)  # read-only; machine_class always present
+    __hash__ = None  # type: ignore[assignment]  # like the dict it wraps
+
+    @classmethod
+    def of(cls, record: "Record | Mapping[str, Any]") -> "Record":
+        """`record` (a checked record dict, or a Record, returned as it is) as a Record."""
+        if isinstance(record, Record):
+            return record
+        up = upgrade(record)
+        timing = up["timing"]
+        return cls(
+            data=record,
+            cell=Cell(**{key: up["cell"].get(key) for key in CELL_KEYS}),
+            status=up["status"],
+            reason=up.get("reason"),
+            run_id=up.get("run_id"),
+            started_at=up["started_at"],
+            finished_at=up["finished_at"],
+            git_commit=up.get("git_commit"),
+            metrics=MappingProxyType(up["metrics"]),
+            timing=Timing(
+                values=_numbers(timing.get("values")),
+                warmup_windows=_numbers(timing.get("warmup_windows")),
+                round_trips_ns=_numbers(timing.get("round_trips_ns")),
+                **{key: timing.get(key) for key in ("unit", "median", "q1", "q3", "min", "max", "spread", "warmup")},
+            ),
+            system=MappingProxyType(up["system"]),
+        )
+
+    @property
+    def machine_class(self) -> str:
+        """The machine class the record was measured on: recorded, or derived from its facts (upgrade)."""
+        return self.system["machine_class"]
+
+    @property
+    def has_facts(self) -> bool:
+        """Whether the record, as written, holds its machine's facts (a machine class or a CPU): a runner wrote it,
+        not the host for a cell that never ran."""
+        written = _block(self.data.get("system"))
+        return bool(written.get("machine_class") or written.get("cpu"))
+
+    @property
+    def host(self) -> str | None:
+        return self.system.get("host")
+
+    @property
+    def params_hash(self) -> str | None:
+        return self.system.get("params_hash")
+
+    def facts(self, key: str) -> Mapping[str, Any]:
+        """An object-valued system fact (`calibration`, `placement`, …), empty where the record has none."""
+        return MappingProxyType(_block(self.system.get(key)))
+
+    @property
+    def samples(self) -> list[float]:
+        """The post-warm-up samples (seconds per step or per pass), [] where the record kept none."""
+        return self.timing.samples
+
+    @property
+    def steady(self) -> float | None:
+        """The steady-state figure: the median sample where the record has samples, else the task's recorded time
+        (records that kept no samples)."""
+        if self.samples:
+            return statistics.median(self.samples)
+        value = self.metrics.get("steady_state_seconds") if self.cell.task in params.TRAINING_TASKS else None
+        return value if value is not None else self.metrics.get(params.TIME_METRIC[self.cell.task])
+
+
+def load(path: str | os.PathLike) -> Record:
+    """A record file, read, checked (read) and upgraded, as a Record; RecordError for anything that is not one."""
+    return Record.of(read(path))
 
 
 def started(record):

@@ -28,6 +28,7 @@ from tabulate import tabulate
 from scripts.paths import RESULTS, safe_id
 from scripts.plan import planfile as plans
 from scripts.results import report, stats, verify
+from scripts.results.records import Record
 from scripts.results.runs import runs_of, start_run
 from shared import sysinfo
 from shared.timing import MIN_SAMPLES
@@ -45,13 +46,14 @@ def generation(system):
     )
 
 
-def describe(records, run_dir, classes):
-    ok = [r for r in records if r["status"] == "ok"]
-    first = ok[0]["system"] if ok else {}
-    statuses = Counter(r["status"] for r in records)
+def describe(records: list[Record], run_dir: Path, classes: Counter) -> str:
+    """The reference's README: what machine, which profile, how much timed work."""
+    ok = [r for r in records if r.status == "ok"]
+    first = ok[0].system if ok else {}
+    statuses = Counter(r.status for r in records)
     profile = plans.planned_profile(run_dir) or PROFILE
-    seconds = sum(r["metrics"].get("train_seconds") or 0 for r in ok) + sum(
-        sum((r.get("timing") or {}).get("values") or []) for r in ok if r["cell"]["task"] == "resnet50"
+    seconds = sum(r.metrics.get("train_seconds") or 0 for r in ok) + sum(
+        sum(r.timing.values) for r in ok if r.cell.task == "resnet50"
     )
     machine_class = next(iter(classes))
     gpu = (
@@ -87,21 +89,21 @@ def describe(records, run_dir, classes):
     )
 
 
-def checked(run_dir, allow_failed):
+def checked(run_dir: Path, allow_failed: bool) -> tuple[list[Path], list[Record], Counter]:
     """(record files, records, machine classes) of a run fit to be a reference. ValueError when it is not."""
     cells = sorted((run_dir / "cells").glob("*.json"))
     try:
-        records = [verify.records.read(p) for p in cells]
+        records = [verify.records.load(p) for p in cells]
     except verify.records.RecordError as e:
         raise ValueError(f"{e}; a reference is made only from sound records (run the profile again)") from e
     if not records:
         raise ValueError(f"{run_dir} holds no records")
-    classes = Counter(verify.machine_class(r) for r in records if r["status"] == "ok")
+    classes = Counter(r.machine_class for r in records if r.status == "ok")
     if len(classes) != 1:
         raise ValueError(
             f"{run_dir}: a reference holds one machine class; its ok records span {', '.join(classes) or 'none'}"
         )
-    broken = [r["cell"] for r in records if r["status"] in ("failed", "timeout")]
+    broken = [r.cell for r in records if r.status in ("failed", "timeout")]
     if broken and not allow_failed:
         raise ValueError(
             f"{run_dir}: {len(broken)} cells failed or timed out; a reference must come from a healthy "
@@ -222,7 +224,7 @@ def add(run_dir, allow_failed=False):
     target = target_for(next(iter(classes)))
     if not (target / "cells").is_dir():
         raise ValueError(f"no reference of {next(iter(classes))} to add to; make one first (make reference)")
-    if {r["run_id"] for r in records} & {r["run_id"] for r in verify.records_by_id(target).values()}:
+    if {r.run_id for r in records} & {r.run_id for r in verify.records_by_id(target).values()}:
         raise ValueError(f"{run_dir} is the reference's own first run")
     extra = verify.records.confined(target, "runs", sysinfo.safe_name(run_dir.name))
     if extra.exists():

@@ -16,6 +16,7 @@ column. Records are read, never edited; results from different machine classes a
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -38,6 +39,7 @@ from tabulate import tabulate  # noqa: E402
 from scripts.plan.matrix import Cell  # noqa: E402
 from scripts.plan.planfile import planned_ids  # noqa: E402
 from scripts.results import records, stats  # noqa: E402
+from scripts.results.records import Record  # noqa: E402
 from scripts.results.stats import number  # noqa: E402
 from shared import params, peaks, sysinfo  # noqa: E402
 from shared.params import QUALITY_METRIC, TIME_METRIC, TRAINING_TASKS  # noqa: E402
@@ -86,7 +88,7 @@ class ReportError(Exception):
     """Nothing to merge, or a record that cannot be read; the message names the file."""
 
 
-def load_records(run_dirs):
+def load_records(run_dirs: list[Path]) -> list[Record]:
     """Every sound record of `run_dirs`; one that is not (scripts/results/records.py) is quarantined in its run folder
     and listed under the tables, never fatal. A folder without records is an error: it is not a run folder."""
     found = []
@@ -96,7 +98,7 @@ def load_records(run_dirs):
             raise ReportError(f"{run_dir}: no records under cells/; is this a run folder?")
         for path in paths:
             try:
-                found.append(records.read(path))
+                found.append(records.load(path))
             except RecordError as e:
                 records.quarantine(run_dir, path, str(e))
     return found
@@ -265,11 +267,13 @@ def efficiency_of(row):
     return got["efficiency"], got["efficiency_of_gemm"], got["implausible"]
 
 
-def to_frame(records):
-    """One row per record, nested keys flattened (cell.task, metrics.accuracy, system.host, …), plus the display
-    columns the tables and the plot share."""
-    frame = pd.json_normalize(records, sep=".")
-    # records written before the tuning axis are default cells; a tuned cell is its own column beside its default one
+def to_frame(records: list[Record] | list[dict]) -> pd.DataFrame:
+    """One row per record (a Record, or a record dict), nested keys flattened (cell.task, metrics.accuracy,
+    system.host, …), plus the display columns the tables and the plot share. A row is the record as written
+    (Record.data): the CSV's columns are the records' own keys, in their order."""
+    frame = pd.json_normalize([r.data if isinstance(r, Record) else r for r in records], sep=".")
+    # records written before the tuning axis are default cells (records.upgrade's rule, applied to the column); a
+    # tuned cell is its own column beside its default one
     tuning = frame["cell.tuning"] if "cell.tuning" in frame else pd.Series(params.DEFAULT_TUNING, index=frame.index)
     frame["cell.tuning"] = tuning.fillna(params.DEFAULT_TUNING)
     frame["column"] = (
@@ -733,7 +737,7 @@ def attempts_and_gaps(run_dirs, found):
     """Markdown lines on what the tables do not show: cells retried (their earlier attempts, kept under attempts/ by
     scripts.results.merge), cells of the run's plan that have no record (never ran, or their artifact was lost),
     and files quarantined as not sound records (scripts/results/records.py), each with its reason."""
-    lines, have = [], {Cell(**r["cell"]).id for r in found}
+    lines, have = [], {Cell(**dataclasses.asdict(r.cell)).id for r in found}
     for run_dir in map(Path, run_dirs):
         for folder in sorted((run_dir / "attempts").glob("*")):
             if not (run_dir / "cells" / f"{folder.name}.json").exists():
@@ -741,11 +745,11 @@ def attempts_and_gaps(run_dirs, found):
             steps = []
             for path in sorted(folder.glob("*.json")) + [run_dir / "cells" / f"{folder.name}.json"]:
                 try:
-                    r = records.read(path)
+                    r = records.load(path)
                 except RecordError as e:
                     records.quarantine(run_dir, path, str(e))
                     continue
-                steps.append(f"{r['status']} on {(r.get('system') or {}).get('host') or '?'} ({r['started_at']})")
+                steps.append(f"{r.status} on {r.host or '?'} ({r.started_at})")
             lines.append(md(f"- retried {folder.name}: " + " → ".join(steps) + " (the last one is in the table)"))
         missing = [cid for cid in planned_ids(run_dir) or [] if cid not in have]
         if missing:
@@ -774,7 +778,7 @@ def write_report(*run_dirs, out=None):
     }
     # Every output through a temporary file this process made and a rename: a link planted at results.md (or any of
     # them) is replaced, never written through.
-    records.write_replacing(paths["jsonl"], "".join(json.dumps(r, sort_keys=True) + "\n" for r in found))
+    records.write_replacing(paths["jsonl"], "".join(json.dumps(r.data, sort_keys=True) + "\n" for r in found))
     records.write_replacing(
         paths["csv"], csv_safe(frame.drop(columns=["log_tail", "time", "steady", "spread"])).to_csv(index=False)
     )

@@ -40,6 +40,7 @@ from runners import FRAMEWORKS
 from scripts.paths import COMMUNITY, REFERENCES, ROOT, safe_id
 from scripts.plan.matrix import Cell, load
 from scripts.results import records, report, rosetta
+from scripts.results.records import Record
 from shared.params import QUALITY_METRIC, TASKS
 from shared.record import git_commit
 
@@ -169,12 +170,12 @@ def sources(runs=()):
     return found
 
 
-def read_source(folder):
+def read_source(folder: Path) -> tuple[list[Record], dict[str, Path]]:
     """(records, {cell id: log path}) of a source folder; unsound records are skipped (the report quarantines)."""
     found = []
     for path in sorted(Path(folder).glob("cells/*.json")):
         try:
-            found.append(records.read(path))
+            found.append(records.load(path))
         except records.RecordError as e:
             print(f"site: {e}; left out", file=sys.stderr)
     logs = {p.stem: p for p in Path(folder).glob("logs/*.log")}
@@ -769,7 +770,7 @@ def build(out, runs=()):
             cell_id = sanitized(record)
             record_path = out / "records" / kind / name / f"{cell_id}.json"
             record_path.parent.mkdir(parents=True, exist_ok=True)
-            record_path.write_text(json.dumps(record, indent=1))
+            record_path.write_text(json.dumps(record.data, indent=1))
             log = logs.get(cell_id)
             log_link = None
             if log is not None and records.not_plain(log, LOG_BYTES) is None:
@@ -780,9 +781,15 @@ def build(out, runs=()):
                     log_link = log_path.relative_to(out).as_posix()
                 except records.RecordError:
                     pass  # a log swapped for a link or a FIFO: the record is shown without it
-            record["_source"], record["_links"] = label, (record_path.relative_to(out).as_posix(), log_link)
-        all_records += got
-        counts.append((sorted({r["system"].get("machine_class") or "?" for r in got if r.get("system")}), len(got)))
+            # a row of the frame: the record as written, and where the site put it
+            all_records.append(
+                {**record.data, "_source": label, "_links": (record_path.relative_to(out).as_posix(), log_link)}
+            )
+        # the classes the records themselves name, "?" for a runner's record that names none (as written: the site
+        # shows what a record says)
+        counts.append(
+            (sorted({r.data["system"].get("machine_class") or "?" for r in got if r.data.get("system")}), len(got))
+        )
     frame = None
     if all_records:
         frame = report.to_frame(all_records)
@@ -826,9 +833,9 @@ def build(out, runs=()):
     }
 
 
-def sanitized(record):
+def sanitized(record: Record) -> str:
     """The record's cell id, checked against the safe alphabet (records.read did), for a file name in the site."""
-    cell_id = Cell(**record["cell"]).id
+    cell_id = Cell(**record.data["cell"]).id
     if not safe_id(cell_id):
         raise SiteError(f"cell id {cell_id!r} is not of the safe alphabet")
     return cell_id

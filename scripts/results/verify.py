@@ -24,9 +24,11 @@ import math
 import statistics
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
@@ -34,6 +36,7 @@ from scripts.paths import REFERENCES, RESULTS
 from scripts.plan.matrix import Cell
 from scripts.plan.planfile import planned_ids, planned_run
 from scripts.results import records, report, stats
+from scripts.results.records import Record
 from scripts.results.runs import runs_of, start_run
 from shared import params, sysinfo
 from shared.record import RecordError
@@ -55,9 +58,9 @@ class VerifyError(Exception):
     """Nothing to compare with (no reference, no run); the message says what to pass instead."""
 
 
-def records_by_id(folder):
+def records_by_id(folder: Path) -> dict[str, Record]:
     try:
-        return {p.stem: records.read(p) for p in sorted(Path(folder).glob("cells/*.json"))}
+        return {p.stem: records.load(p) for p in sorted(Path(folder).glob("cells/*.json"))}
     except RecordError as e:
         raise VerifyError(str(e)) from e
 
@@ -68,22 +71,24 @@ def reference_runs(folder):
     runs = [records_by_id(folder)]
     for extra in sorted(p for p in Path(folder).glob("runs/*") if p.is_dir()):
         try:
-            runs.append({p.stem: records.read(p) for p in sorted(extra.glob("*.json"))})
+            runs.append({p.stem: records.load(p) for p in sorted(extra.glob("*.json"))})
         except RecordError as e:
             raise VerifyError(str(e)) from e
     return runs
 
 
-def comparable_runs(runs, cell_id):
+def of(record: Record | Mapping[str, Any]) -> Record:
+    """`record` as a Record (records.Record.of): a record dict, as callers outside verify build them, or a Record."""
+    return Record.of(record)
+
+
+def comparable_runs(runs, cell_id) -> list[Record]:
     """The ok records of `cell_id` in every reference run that are comparable with the first run's."""
-    first = runs[0].get(cell_id)
-    if first is None or first["status"] != "ok":
+    first = sound(runs[0].get(cell_id))
+    if first is None or first.status != "ok":
         return []
-    return [
-        r[cell_id]
-        for r in runs
-        if cell_id in r and r[cell_id]["status"] == "ok" and why_incomparable(first, r[cell_id]) is None
-    ]
+    found = [of(r[cell_id]) for r in runs if cell_id in r]
+    return [r for r in found if r.status == "ok" and why_incomparable(first, r) is None]
 
 
 def between_runs(runs):
@@ -147,61 +152,54 @@ def pooled_samples(runs):
 # ---------------------------------------------------------------- what a record measured
 
 
-def machine_class(record):
-    """The record's machine class, or one derived from its facts for records written before the key existed."""
-    system = record.get("system") or {}
-    return system.get("machine_class") or sysinfo.machine_class(
-        system, record["cell"]["device"], record["cell"]["gpus"]
-    )
+def machine_class(record: Record | dict) -> str:
+    """The record's machine class, or one derived from its facts for records written before the key existed
+    (records.upgrade)."""
+    return of(record).machine_class
 
 
-def samples(record):
+def samples(record: Record | dict) -> list[float]:
     """The post-warm-up samples of an ok record (seconds per step or per pass), [] where it kept none."""
-    timing = record.get("timing") or {}
-    return [float(v) for v in timing.get("values") or []] if timing.get("unit") else []
+    return of(record).samples
 
 
-def timed(record):
+def timed(record: Record | dict) -> int:
     """How many windows or passes the record timed after its first step: its samples and, for training, the warm-up
     windows before them (how many of those there are varies between honest runs; their sum does not)."""
-    return len(samples(record)) + len((record.get("timing") or {}).get("warmup_windows") or [])
+    record = of(record)
+    return len(record.samples) + len(record.timing.warmup_windows)
 
 
-def steady(record):
+def steady(record: Record | dict) -> float | None:
     """The steady-state figure the ratio is taken of: the median sample where the record has samples, else the
-    task's recorded time (older records)."""
-    values = samples(record)
-    if values:
-        return statistics.median(values)
-    metrics, task = record.get("metrics") or {}, record["cell"]["task"]
-    value = metrics.get("steady_state_seconds") if task in params.TRAINING_TASKS else None
-    return value if value is not None else metrics.get(params.TIME_METRIC[task])
+    task's recorded time (older records; Record.steady)."""
+    return of(record).steady
 
 
-def waited(record):
+def waited(record: Record | dict) -> float | None:
     """The time a user waits for the cell's timed work, compile and first step included."""
-    metrics = record.get("metrics") or {}
-    if record["cell"]["task"] in params.TRAINING_TASKS:
-        return metrics.get("train_seconds")
-    timing = record.get("timing") or {}
-    passes = timing.get("values") or []
-    return (timing.get("warmup") or 0) + sum(passes) if passes else metrics.get("seconds_per_1000_images")
+    record = of(record)
+    if record.cell.task in params.TRAINING_TASKS:
+        return record.metrics.get("train_seconds")
+    passes = record.timing.values
+    return (record.timing.warmup or 0) + sum(passes) if passes else record.metrics.get("seconds_per_1000_images")
 
 
-def calibration(record):
+def calibration(record: Record | dict) -> tuple:
     """(GEMM FLOP/s, host-copy bytes/s) of a record's own calibration, None where it has none."""
-    block = (record.get("system") or {}).get("calibration") or {}
+    block = of(record).facts("calibration")
     return block.get("gemm_fp32_flops"), block.get("host_copy_bytes_per_s")
 
 
-def why_incomparable(expected, measured):
+def why_incomparable(expected: Record | dict, measured: Record | dict) -> str | None:
     """Why two ok records of one cell id cannot be compared, or None where they can."""
+    expected, measured = of(expected), of(measured)
     reasons = []
-    if expected["cell"]["data"] != measured["cell"]["data"]:
-        reasons.append(f"data {measured['cell']['data']} vs the reference's {expected['cell']['data']}")
-    e_hash, m_hash = (r.get("system", {}).get("params_hash") for r in (expected, measured))
-    if expected["cell"]["scale"] != measured["cell"]["scale"]:
-        reasons.append(f"scale {measured['cell']['scale']} vs the reference's {expected['cell']['scale']}")
+    if expected.cell.data != measured.cell.data:
+        reasons.append(f"data {measured.cell.data} vs the reference's {expected.cell.data}")
+    e_hash, m_hash = expected.params_hash, measured.params_hash
+    if expected.cell.scale != measured.cell.scale:
+        reasons.append(f"scale {measured.cell.scale} vs the reference's {expected.cell.scale}")
     elif e_hash is None or e_hash != m_hash:
         reasons.append(
             "task parameters differ"
@@ -211,7 +209,7 @@ def why_incomparable(expected, measured):
     e_class, m_class = machine_class(expected), machine_class(measured)
     if e_class != m_class:
         reasons.append(f"machine {m_class} vs the reference's {e_class}")
-    e_unit, m_unit = ((r.get("timing") or {}).get("unit") for r in (expected, measured))
+    e_unit, m_unit = expected.timing.unit, measured.timing.unit
     if e_unit != m_unit:
         reasons.append(f"timed in {m_unit or 'epochs/passes'} vs the reference's {e_unit or 'epochs/passes'}")
     return "; ".join(reasons) or None
@@ -260,9 +258,9 @@ class Refused:
     reason: str
 
 
-def sound(record):
+def sound(record: Record | dict | Refused | None) -> Record | None:
     """The record itself where read_run kept it: None where it was missing or refused."""
-    return None if record is None or isinstance(record, Refused) else record
+    return None if record is None or isinstance(record, Refused) else Record.of(record)
 
 
 @dataclass(frozen=True)
@@ -299,16 +297,18 @@ def judge_status(expected, measured):
         return Outcome.MISSING, "missing: the run has no record of this cell (the reference has)"
     if isinstance(measured, Refused):
         return Outcome.REFUSED, f"refused: {measured.reason[:200]}"
-    status, why = measured["status"], report.first_line(measured.get("reason") or "no reason given")[:70]
+    measured = of(measured)
+    status, why = measured.status, report.first_line(measured.reason or "no reason given")[:70]
     if status in ("failed", "timeout"):
         return Outcome.FAILED, f"{status}: {why}"
     if expected is None:
         return Outcome.NO_REFERENCE, f"no reference ({status})"
-    if expected["status"] != "ok":
+    expected = of(expected)
+    if expected.status != "ok":
         return (
             (Outcome.OK, "skipped as in the reference")
             if status == "skipped"
-            else (Outcome.NO_REFERENCE, f"not compared: the reference cell is {expected['status']}")
+            else (Outcome.NO_REFERENCE, f"not compared: the reference cell is {expected.status}")
         )
     if status == "skipped":
         return Outcome.UNEXPECTED_SKIP, f"skipped, the reference ran it: {why}"
@@ -321,7 +321,7 @@ def judge_status(expected, measured):
             "the reference cell timed (samples and warm-up windows)"
         )
     if not positive(steady(measured)):
-        return Outcome.NO_TIME, f"no {params.TIME_METRIC[measured['cell']['task']]} in the record"
+        return Outcome.NO_TIME, f"no {params.TIME_METRIC[measured.cell.task]} in the record"
     if not positive(steady(expected)):  # a ratio needs a positive, finite reference time
         return Outcome.NO_REFERENCE, "not compared: the reference cell has no positive, finite time"
     return None
@@ -334,7 +334,7 @@ def positive(value):
 
 def round_trips(record):
     """The round trips between the cell's first two cores just before and after its work (ns; shared/placement.py)."""
-    where = ((record or {}).get("system") or {}).get("placement") or {}
+    where = of(record).facts("placement") if record is not None else {}
     return [v for v in (where.get("before_ns"), where.get("after_ns")) if isinstance(v, (int, float))]
 
 
@@ -375,9 +375,10 @@ def edges(record):
     """The round trips measured at the edges of the record's samples, outside the clock (timing.round_trips_ns:
     one per edge of the windows or passes its timing block lists, shared/timing.py): len(samples) + 1 values, or []
     where they were not measured or do not fit."""
-    timing = (record or {}).get("timing") or {}
-    trips, count = timing.get("round_trips_ns") or [], len(samples(record))
-    if not count or not isinstance(trips, list) or len(trips) != timed(record) + 1:
+    if record is None:
+        return []
+    trips, count = of(record).timing.round_trips_ns, len(samples(record))
+    if not count or len(trips) != timed(record) + 1:
         return []
     return [
         t if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 else None
@@ -455,7 +456,8 @@ def at_distance(runs, cell_id, measured, pooled):
     same distance, if there are at least MIN_SAMPLES of them; else every pooled sample (`pooled`), and the words say
     the reference has none at that distance. Like is compared with like: never a wider tolerance, the same ×1.5 at
     either distance (docs/verify.md, "What moves")."""
-    if not sound(measured) or measured.get("status") != "ok":
+    measured = sound(measured)
+    if measured is None or measured.status != "ok":
         return pooled, None, None
     records = comparable_runs(runs, cell_id)
     sampled = by_sample(records, measured, pooled)
@@ -546,12 +548,8 @@ def judge(
         if wait_ratio > WAITED_TOLERANCE or wait_ratio < 1 / WAITED_TOLERANCE:
             notes.append(f"time as waited ×{wait_ratio:.2f} (compile, caches, first step)")
             found.append((Outcome.WAITED, None))
-    quality = params.QUALITY_METRIC.get(expected["cell"]["task"])
-    e_q, m_q = (
-        ((expected.get("metrics") or {}).get(quality), (measured.get("metrics") or {}).get(quality))
-        if quality
-        else (None, None)
-    )
+    quality = params.QUALITY_METRIC.get(of(expected).cell.task)
+    e_q, m_q = (of(expected).metrics.get(quality), of(measured).metrics.get(quality)) if quality else (None, None)
     if e_q is not None and (m_q is None or abs(m_q - e_q) > margin):
         found.append((Outcome.QUALITY, f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
     outcomes = [o for o, _ in found if o != Outcome.WAITED] or [Outcome.OK]
@@ -605,7 +603,7 @@ def comparable(expected, measured):
     return (
         expected is not None
         and sound(measured) is not None
-        and expected["status"] == measured["status"] == "ok"
+        and of(expected).status == of(measured).status == "ok"
         and why_incomparable(expected, measured) is None
     )
 
@@ -671,11 +669,12 @@ def not_a_rerun(first, second):
     """Why `second` cannot confirm or clear `first` (two records of one cell), or None: a second run is one made
     after the first ended, by the same code. An earlier run, the reference's own records, or a run of another commit
     (an older, faster install) would clear a regression it never saw."""
-    if not sound(first) or not sound(second):
+    first, second = sound(first), sound(second)
+    if first is None or second is None:
         return None
-    if records.moment(second["started_at"], "started_at") < records.moment(first["finished_at"], "finished_at"):
-        return f"it started {second['started_at']}, before the run judged ended ({first['finished_at']})"
-    commits = first.get("git_commit"), second.get("git_commit")
+    if records.moment(second.started_at, "started_at") < records.moment(first.finished_at, "finished_at"):
+        return f"it started {second.started_at}, before the run judged ended ({first.finished_at})"
+    commits = first.git_commit, second.git_commit
     if None not in commits and commits[0] != commits[1]:
         return f"it ran commit {commits[1]}, the run judged {commits[0]}"
     return None
@@ -694,7 +693,7 @@ def confirm(
     by_id = {row[0]: row for row in rows}
     for outcome in ("slower", "faster"):
         for cell_id in list(overall["off"][outcome]):
-            unfit = not_a_rerun((first or {}).get(cell_id), second.get(cell_id))
+            unfit = not_a_rerun(first.get(cell_id) if first else None, second.get(cell_id))
             if unfit:
                 by_id[cell_id][-1] += f"; the second run is no re-run of this one ({unfit}): no confirmation"
                 continue
@@ -881,10 +880,10 @@ def classes_of(folder):
     found = Counter()
     for path in sorted(Path(folder).glob("cells/*.json")):
         try:
-            record = records.read(path)
+            record = records.load(path)
         except RecordError:
             continue
-        if record["status"] == "ok":
+        if record.status == "ok":
             found[machine_class(record)] += 1
     return found
 
@@ -922,13 +921,10 @@ def how_to_make_one(machine, legacy=None):
     )
 
 
-def legacy_reference(records):
-    """A reference folder of the format-1 class these records' facts reduce to, or None (shared.sysinfo)."""
-    legacy = {
-        sysinfo.legacy_class(r["system"], r["cell"]["device"], r["cell"]["gpus"])
-        for r in records
-        if r.get("status") == "ok" and isinstance(r.get("system"), dict)
-    }
+def legacy_reference(facts):
+    """A reference folder of the format-1 class these facts reduce to, or None (shared.sysinfo); `facts`: [(a
+    record's system facts, its device, its GPUs)] of ok records."""
+    legacy = {sysinfo.legacy_class(system, device, gpus) for system, device, gpus in facts}
     return next(iter(fitting_references({c for c in legacy if sysinfo.class_format(c) == 1})), None)
 
 
@@ -938,14 +934,14 @@ def why_refused(record, cell_id, run_id):
     than the one the run's plan names (a record copied in), or a published figure does not follow from its samples
     (records.inconsistencies: the warm-up split as the rule makes it, min/median/max, throughput, FLOP/s)."""
     try:
-        holds = Cell(**record["cell"]).id
+        holds = Cell(**record.data["cell"]).id  # as written: a cell block naming no cell is refused here
     except TypeError as e:
         return f"its cell block names no cell ({e})"
     if holds != cell_id:
         return f"holds cell {holds}, not the {cell_id} its file name says"
-    if run_id is not None and record.get("run_id") != run_id:
-        return f"a record of run {record.get('run_id')}, not of this run ({run_id}): copied in from another run"
-    wrong = records.inconsistencies(record)
+    if run_id is not None and record.run_id != run_id:
+        return f"a record of run {record.run_id}, not of this run ({run_id}): copied in from another run"
+    wrong = records.inconsistencies(record.data)
     return f"inconsistent: {'; '.join(wrong)[:600]}" if wrong else None
 
 
@@ -957,11 +953,11 @@ def read_run(folder):
     found = {}
     for path in sorted(Path(folder).glob("cells/*.json")):
         try:
-            found[path.stem] = records.read(path)
+            found[path.stem] = records.load(path)
         except RecordError as e:
             found[path.stem] = Refused(str(e).replace(f"{path}: ", "", 1))
     # the run's id: its plan's, else (a plan without one) the one most of its records carry
-    common = Counter(r.get("run_id") for r in found.values() if sound(r)).most_common(1)
+    common = Counter(r.run_id for r in found.values() if isinstance(r, Record)).most_common(1)
     run_id = planned_run(folder) or (common[0][0] if common else None)
     for cell_id, record in found.items():
         why = why_refused(record, cell_id, run_id) if sound(record) else None
@@ -972,7 +968,12 @@ def read_run(folder):
 
 def ok_classes(records):
     """The machine classes of the ok records among `records` ({cell id: record})."""
-    return {machine_class(r) for r in records.values() if sound(r) and r["status"] == "ok"}
+    return {r.machine_class for r in map(sound, records.values()) if r and r.status == "ok"}
+
+
+def ok_facts(records):
+    """[(system facts, device, GPUs)] of the ok records among `records` ({cell id: record}), for legacy_reference."""
+    return [(r.system, r.cell.device, r.cell.gpus) for r in map(sound, records.values()) if r and r.status == "ok"]
 
 
 def run_classes(records):
@@ -981,11 +982,7 @@ def run_classes(records):
     that is all failures is judged, and fails; it is never 'incomparable'."""
     found = ok_classes(records)
     if not found:
-        found = {
-            machine_class(r)
-            for r in records.values()
-            if sound(r) and ((r.get("system") or {}).get("machine_class") or (r.get("system") or {}).get("cpu"))
-        }
+        found = {r.machine_class for r in map(sound, records.values()) if r and r.has_facts}
     return found or {this_machine()[0]}
 
 
@@ -1047,11 +1044,7 @@ def main(argv=None):
             wanted = {machine} if args.run is None else run_classes(measured)
             fitting = fitting_references(wanted)
             if not fitting:
-                mine = (
-                    [{"status": "ok", "system": facts, "cell": {"device": "cpu", "gpus": 1}}]
-                    if facts
-                    else [r for r in measured.values() if sound(r)]
-                )
+                mine = [(facts, "cpu", 1)] if facts else ok_facts(measured)
                 print(
                     f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
                     f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'), legacy_reference(mine))}",
@@ -1126,11 +1119,10 @@ def main(argv=None):
     if verdict.startswith("INCOMPARABLE"):
         wanted = ok_classes(measured)
         fitting = fitting_references(wanted, exclude=args.reference)
-        ok_records = [r for r in measured.values() if sound(r)]
         print(
             "a reference that fits: " + ", ".join(map(str, fitting))
             if fitting
-            else how_to_make_one(next(iter(sorted(wanted)), "this machine"), legacy_reference(ok_records))
+            else how_to_make_one(next(iter(sorted(wanted)), "this machine"), legacy_reference(ok_facts(measured)))
         )
         return INCOMPARABLE
     return 0 if verdict.startswith("OK") else 1
