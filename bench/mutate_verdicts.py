@@ -158,7 +158,7 @@ MUTATIONS = [
     (
         "reference-not-pooled",
         "scripts/results/verify.py",
-        "pooled = pooled if pooled else samples(expected)",
+        "pooled = known.pooled if known.pooled else samples(expected)",
         "pooled = samples(expected)",
         VERIFY,
     ),

@@ -482,22 +482,34 @@ def at_distance(runs, cell_id, measured, pooled):
     return pooled, None, f"the reference has no samples with its cores {where}: run the cell again"
 
 
-def judge(
-    expected, measured, factor, tolerance, margin, pooled=None, between=None, reference_time=None, where=None, own=None
-):
-    """The CellVerdict of one cell. `factor`: the explained overall factor divided out; `pooled`: the
-    reference's samples of the cell over all its honest runs (default: the reference cell's own); `between`: the
-    reference's between-run factor of the cell (named when the cell is off, never a tolerance); `reference_time`:
-    the median steady state of the reference's runs, for a cell without samples (default: the reference cell's);
-    `where`: which of the reference's samples `pooled` is (at_distance), named in the row of a cell off; `own`: the
-    measured samples as judged (at_distance, sample by sample; default: the record's own)."""
+@dataclass(frozen=True)
+class Evidence:
+    """What verify knows of one cell beyond its two records (`evidence`); each default is the records' own."""
+
+    pooled: list | None = None  # the reference's samples of the cell over its honest runs, as judged (at_distance)
+    between: float | None = None  # the reference's between-run factor (named when the cell is off, never a tolerance)
+    time: float | None = None  # the median steady state of the reference's runs, for a cell without samples
+    where: str | None = None  # which of the reference's samples `pooled` is (at_distance), named in an off row
+    own: list | None = None  # the measured samples as judged (at_distance: sample by sample where both can)
+
+
+def evidence(runs, cell_id, measured, pooled, between):
+    """The Evidence `measured` (a record of `cell_id`) is judged with: the reference's `runs`, their `pooled`
+    samples and `between`-run factors by cell id (pooled_samples, between_runs)."""
+    against, own, where = at_distance(runs, cell_id, measured, pooled.get(cell_id))
+    return Evidence(against, between.get(cell_id), reference_time(runs, cell_id), where, own)
+
+
+def judge(expected, measured, factor, tolerance, margin, known=Evidence()):
+    """The CellVerdict of one cell: `measured` against `expected` (the reference's record), with the explained overall
+    `factor` divided out, within `tolerance` (time) and `margin` (quality), on the `known` Evidence."""
     by_status = judge_status(expected, measured)
     if by_status:
         return CellVerdict((by_status[0],), by_status[1])
-    pooled = pooled if pooled else samples(expected)
-    e_time = statistics.median(pooled) if pooled else (reference_time or steady(expected))
+    pooled = known.pooled if known.pooled else samples(expected)
+    e_time = statistics.median(pooled) if pooled else (known.time or steady(expected))
     m_time = steady(measured)
-    m_samples = own if own else samples(measured)
+    m_samples = known.own if known.own else samples(measured)
     if len(pooled) >= MIN_SAMPLES and len(m_samples) >= MIN_SAMPLES:
         ratio = stats.ratio_estimate(m_samples, pooled)
     else:
@@ -520,11 +532,11 @@ def judge(
                 )
             )
             bimodal = (
-                f"; the reference's own runs differ by ×{between:.2f} here: bimodal"
-                if between and between > tolerance
+                f"; the reference's own runs differ by ×{known.between:.2f} here: bimodal"
+                if known.between and known.between > tolerance
                 else ""
             )
-            cores = placement_words(expected, measured, where)
+            cores = placement_words(expected, measured, known.where)
             falling = stats.still_falling(samples(measured))
             settling = (
                 (
@@ -629,19 +641,7 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     rows, counts, off = [], Tally(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
-        against, own, where = at_distance(runs, cell_id, got, pooled.get(cell_id))
-        verdict = judge(
-            expected,
-            got,
-            factor,
-            tolerance,
-            margin,
-            against,
-            between.get(cell_id),
-            reference_time(runs, cell_id),
-            where,
-            own,
-        )
+        verdict = judge(expected, got, factor, tolerance, margin, evidence(runs, cell_id, got, pooled, between))
         counts.update(verdict.outcomes)
         counts["compared"] += Outcome.NO_REFERENCE not in verdict.outcomes
         for outcome in set(verdict.outcomes) & {Outcome.SLOWER, Outcome.FASTER}:
@@ -697,19 +697,9 @@ def confirm(
             if unfit:
                 by_id[cell_id][-1] += f"; the second run is no re-run of this one ({unfit}): no confirmation"
                 continue
-            against, own, where = at_distance(runs, cell_id, second.get(cell_id), pooled.get(cell_id))
-            again = judge(
-                reference.get(cell_id),
-                second.get(cell_id),
-                overall["explained"],
-                tolerance,
-                margin,
-                against,
-                between.get(cell_id),
-                reference_time(runs, cell_id),
-                where,
-                own,
-            )
+            rerun = second.get(cell_id)
+            known = evidence(runs, cell_id, rerun, pooled, between)
+            again = judge(reference.get(cell_id), rerun, overall["explained"], tolerance, margin, known)
             ratio = f"×{again.ratio:.2f}" if again.ratio else "no time"
             if {Outcome.SLOWER, Outcome.FASTER} & set(again.outcomes) or judge_status(
                 reference.get(cell_id), second.get(cell_id)
