@@ -639,6 +639,7 @@ class Timing:
     max: float | None = None
     spread: float | None = None
     warmup: float | None = None
+    repeats: int | None = None  # how many windows or passes it kept: 0 for a cell too short to fill one
 
     @property
     def samples(self) -> list[float]:
@@ -685,7 +686,10 @@ class Record:
                 values=_numbers(timing.get("values")),
                 warmup_windows=_numbers(timing.get("warmup_windows")),
                 round_trips_ns=_numbers(timing.get("round_trips_ns")),
-                **{key: timing.get(key) for key in ("unit", "median", "q1", "q3", "min", "max", "spread", "warmup")},
+                **{
+                    key: timing.get(key)
+                    for key in ("unit", "median", "q1", "q3", "min", "max", "spread", "warmup", "repeats")
+                },
             ),
             system=MappingProxyType(up["system"]),
         )
