@@ -566,8 +566,7 @@ def parse(data, where):
 def read(path: str | os.PathLike) -> dict:
     """A record file, read and checked, as the dict it holds; RecordError (with the reason) for anything that is not a
     sound record: a link, FIFO, device or oversize file is refused by name, never opened (read_plain). The host's
-    readers take `load`'s Record instead; this dict is for what must see the record as written (the submission
-    checker)."""
+    readers, the submission checker among them, take `load`'s Record instead (its `data` is this dict)."""
     path = Path(path)
     try:
         data = read_plain(path)
