@@ -141,7 +141,7 @@ MUTATIONS = (
     M(
         "record-run-id",
         "scripts/results/submission/checks.py",
-        (('if record.get("run_id") != plan_file.run_id:', "if False:"),),
+        (("if record.run_id != plan_file.run_id:", "if False:"),),
         (SUBMISSION,),
     ),
     M(
@@ -153,7 +153,7 @@ MUTATIONS = (
     M(
         "hosts-left",
         "scripts/results/submission/checks.py",
-        (('if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)]', "if False]"),),
+        (("if r.host not in (None, HOST_PLACEHOLDER)]", "if False]"),),
         (SUBMISSION,),
     ),
     M(

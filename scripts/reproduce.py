@@ -15,11 +15,10 @@ import os
 import random
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from scripts.launch.executors import RunSettings
 from scripts.paths import DATA
@@ -33,12 +32,12 @@ from shared import sysinfo
 from shared.record import RecordError
 
 
-def local_class(record: Mapping[str, Any]) -> str:
+def local_class(record: records.Record) -> str:
     """This machine's class for the device of `record`'s cell."""
-    cell = record["cell"]
-    if cell["device"] == "cpu":
+    cell = record.cell
+    if cell.device == "cpu":
         return sysinfo.machine_class(sysinfo.cpu_facts(), "cpu")
-    return sysinfo.machine_class({"gpu_facts": sysinfo.gpu_facts()}, "gpu", cell["gpus"])
+    return sysinfo.machine_class({"gpu_facts": sysinfo.gpu_facts()}, "gpu", cell.gpus)
 
 
 def reproduce(
@@ -70,9 +69,7 @@ def reproduce(
             "would run other code; commit or stash your changes, or check out that commit"
         )
     recs = {Path(rel).stem: r for rel, r in submission.check_records(folder)[0].items()}
-    mine = sorted(
-        i for i, r in recs.items() if r["status"] == "ok" and r["system"].get("machine_class") == local_class(r)
-    )
+    mine = sorted(i for i, r in recs.items() if r.status == "ok" and r.machine_class == local_class(r))
     if not mine:
         classes = ", ".join(manifest["machine"]["machine_classes"])
         raise SubmissionError(

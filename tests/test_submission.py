@@ -798,7 +798,7 @@ def test_reproduce_refuses_another_machine_class_or_other_code(copy, monkeypatch
     with pytest.raises(submission.SubmissionError, match="is of this machine's class"):
         reproduce.reproduce(copy, 1, executor=fake_executor())
     monkeypatch.setattr(submission, "checkout_code_hash", lambda repo=None: "0" * 16)
-    monkeypatch.setattr(reproduce, "local_class", lambda record: record["system"]["machine_class"])
+    monkeypatch.setattr(reproduce, "local_class", lambda record: record.machine_class)
     with pytest.raises(submission.SubmissionError, match="are not the submission's"):
         reproduce.reproduce(copy, 1, executor=fake_executor())
 

@@ -566,8 +566,7 @@ def parse(data, where):
 def read(path: str | os.PathLike) -> dict:
     """A record file, read and checked, as the dict it holds; RecordError (with the reason) for anything that is not a
     sound record: a link, FIFO, device or oversize file is refused by name, never opened (read_plain). The host's
-    readers take `load`'s Record instead; this dict is for what must see the record as written (the submission
-    checker)."""
+    readers, the submission checker among them, take `load`'s Record instead (its `data` is this dict)."""
     path = Path(path)
     try:
         data = read_plain(path)
@@ -639,6 +638,7 @@ class Timing:
     max: float | None = None
     spread: float | None = None
     warmup: float | None = None
+    repeats: int | None = None  # how many windows or passes it kept: 0 for a cell too short to fill one
 
     @property
     def samples(self) -> list[float]:
@@ -685,7 +685,10 @@ class Record:
                 values=_numbers(timing.get("values")),
                 warmup_windows=_numbers(timing.get("warmup_windows")),
                 round_trips_ns=_numbers(timing.get("round_trips_ns")),
-                **{key: timing.get(key) for key in ("unit", "median", "q1", "q3", "min", "max", "spread", "warmup")},
+                **{
+                    key: timing.get(key)
+                    for key in ("unit", "median", "q1", "q3", "min", "max", "spread", "warmup", "repeats")
+                },
             ),
             system=MappingProxyType(up["system"]),
         )

@@ -5,12 +5,15 @@ line each naming the file and why; verdict.findings runs them all."""
 import json
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell
 from scripts.results import records
+from scripts.results.records import Record
 from scripts.results.submission.code import CommitTrust, committed_code_hash
 from scripts.results.submission.machine import incomplete, machine_of, statuses
 from scripts.results.submission.spec import (
@@ -24,6 +27,7 @@ from scripts.results.submission.spec import (
     SubmissionError,
     contents,
     digest,
+    stated_class,
 )
 from scripts.results.verify import samples
 from shared.params import SAMPLE_UNIT, TIME_METRIC, TRAINING_TASKS
@@ -98,22 +102,22 @@ def check_records(folder: Path) -> tuple[Records, list[str]]:
     for path in sorted((folder / "cells").glob("*.json")):
         rel = f"cells/{path.name}"
         try:
-            record = records.read(path)
+            record = records.load(path)
         except RecordError as e:
             found.append(f"{rel}: fails validation: {str(e).replace(str(path) + ': ', '', 1)}")
             invalid.add(path.stem)
             continue
         recs[rel] = record
-        if path.stem != Cell(**record["cell"]).id:
-            found.append(f"{rel}: holds cell {Cell(**record['cell']).id}, not the one its name says")
+        if path.stem != Cell(**asdict(record.cell)).id:
+            found.append(f"{rel}: holds cell {Cell(**asdict(record.cell)).id}, not the one its name says")
     try:
         plan_file = plans.read(folder / PLAN)
     except plans.PlanError as e:
         return recs, found + [f"{PLAN}: {str(e).replace(str(folder / PLAN) + ': ', '', 1)}"]
     planned = {c.id for c in plan_file.cells}
     for rel, record in recs.items():
-        if record.get("run_id") != plan_file.run_id:
-            found.append(f"{rel}: run id {record.get('run_id')!r} is not the plan's {plan_file.run_id!r}")
+        if record.run_id != plan_file.run_id:
+            found.append(f"{rel}: run id {record.run_id!r} is not the plan's {plan_file.run_id!r}")
         if Path(rel).stem not in planned:
             found.append(f"{rel}: a cell the plan does not hold")
     for cell_id in sorted(planned - {Path(rel).stem for rel in recs} - invalid):
@@ -124,33 +128,34 @@ def check_records(folder: Path) -> tuple[Records, list[str]]:
     return recs, found
 
 
-def short_training(record: dict[str, Any]) -> bool:
+def short_training(record: Record | Mapping[str, Any]) -> bool:
     """A demo or tiny training cell too short to fill one timing window (a demo DenseNet's two steps): its record
     says it kept none (timing.repeats 0) and it is timed by its epoch, one value, as verify takes it. At full scale
     every training cell fills windows, so there a cell without samples is rejected."""
-    timing, metrics = record.get("timing") or {}, record.get("metrics") or {}
+    record = Record.of(record)
     return (
-        record["cell"]["scale"] != "full"
-        and record["cell"]["task"] in TRAINING_TASKS
-        and timing.get("repeats") == 0
-        and bool(metrics.get("epoch_seconds"))
+        record.cell.scale != "full"
+        and record.cell.task in TRAINING_TASKS
+        and record.timing.repeats == 0
+        and bool(record.metrics.get("epoch_seconds"))
     )
 
 
-def check_status(rel: str, record: dict[str, Any]) -> list[str]:
+def check_status(rel: str, record: Record | Mapping[str, Any]) -> list[str]:
     """An honest status: ok only with its time metric, samples, a system and no failure reason; else a reason."""
-    status, found = record["status"], []
+    record = Record.of(record)
+    status, found, reason = record.status, [], record.reason or ""
     if status != "ok":
-        if not (record.get("reason") or "").strip():
+        if not reason.strip():
             found.append(f"{rel}: status {status} without a reason (a {status} cell says why)")
         return found
-    task, metrics = record["cell"]["task"], record.get("metrics") or {}
-    if (record.get("reason") or "").strip():
-        found.append(f"{rel}: status ok but it gives a failure reason ({record['reason'][:80]!r})")
-    value = metrics.get(TIME_METRIC[task])
+    task = record.cell.task
+    if reason.strip():
+        found.append(f"{rel}: status ok but it gives a failure reason ({reason[:80]!r})")
+    value = record.metrics.get(TIME_METRIC[task])
     if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         found.append(f"{rel}: status ok without its time metric metrics.{TIME_METRIC[task]}")
-    if not (record.get("system") or {}).get("machine_class"):
+    if not stated_class(record):
         found.append(
             f"{rel}: status ok without a system description (the runner writes one with every result; "
             "a record the host wrote is failed, timeout or skipped)"
@@ -177,23 +182,23 @@ TRAINING_METRICS = ("train_samples", "epoch_seconds", "train_seconds", "steady_s
 RATE_METRICS = ("model_flops_per_sample", "achieved_flops")
 
 
-def lacking(rel: str, record: dict[str, Any]) -> list[str]:
+def lacking(rel: str, record: Record | Mapping[str, Any]) -> list[str]:
     """What an ok record lacks of the inputs its published figures are checked from, one finding each."""
-    task, device = record["cell"]["task"], record["cell"]["device"]
-    metrics, system = record.get("metrics") or {}, record.get("system") or {}
+    record = Record.of(record)
+    task, device = record.cell.task, record.cell.device
+    metrics, system = record.metrics, record.system
     found = [
         f"{rel}: metrics.{key} is missing (the figures it publishes are checked from it)"
         for key in (*NEEDED_METRICS.get(task, TRAINING_METRICS), *RATE_METRICS)
         if metrics.get(key) is None
     ]
-    unit = (record.get("timing") or {}).get("unit")
+    unit = record.timing.unit
     if samples(record) and unit != SAMPLE_UNIT[task]:
         found.append(f"{rel}: timing.unit {unit!r} is not the {task} task's {SAMPLE_UNIT[task]!r}")
-    calibration = system["calibration"] if isinstance(system.get("calibration"), dict) else {}
     needed = {
-        "system.params_hash": system.get("params_hash"),
-        "git_commit": record.get("git_commit"),
-        "system.calibration.gemm_fp32_flops": calibration.get("gemm_fp32_flops"),
+        "system.params_hash": record.params_hash,
+        "git_commit": record.git_commit,
+        "system.calibration.gemm_fp32_flops": record.facts("calibration").get("gemm_fp32_flops"),
     }
     if device == "gpu":
         needed.update(
@@ -232,7 +237,7 @@ def check_code(
             f"commit {commit[:12]} ({expected})"
         )
     for rel, record in recs.items():
-        ran = record.get("git_commit")
+        ran = record.git_commit
         if ran is not None and not commit.startswith(ran):
             found.append(f"{rel}: ran at commit {ran}, not the submission's {commit[:12]}")
     return found
@@ -259,7 +264,7 @@ def check_machine(manifest: dict[str, Any], recs: Records) -> list[str]:
         found += [
             f"{rel}: system.host names a host in a submission without host names"
             for rel, r in recs.items()
-            if (r.get("system") or {}).get("host") not in (None, HOST_PLACEHOLDER)
+            if r.host not in (None, HOST_PLACEHOLDER)
         ]
     if manifest["cells"] != statuses(recs):
         found.append(f"{MANIFEST}: cells {manifest['cells']} are not the records' {statuses(recs)}")
@@ -269,9 +274,9 @@ def check_machine(manifest: dict[str, Any], recs: Records) -> list[str]:
 def check_image_hashes(manifest: dict[str, Any], recs: Records) -> list[str]:
     """A record that ran in an image names the image's code hash: it must be the submission's."""
     return [
-        f"{rel}: ran in an image of code hash {r['system']['code_hash']}, not the submission's {manifest['code_hash']}"
+        f"{rel}: ran in an image of code hash {r.system['code_hash']}, not the submission's {manifest['code_hash']}"
         for rel, r in recs.items()
-        if isinstance(r.get("system"), dict) and r["system"].get("code_hash") not in (None, manifest["code_hash"])
+        if r.system.get("code_hash") not in (None, manifest["code_hash"])
     ]
 
 
@@ -280,7 +285,7 @@ def check_copies(recs: Records) -> list[str]:
     seen: dict[str, str] = {}
     found = []
     for rel, record in sorted(recs.items()):
-        values = samples(record) if record["status"] == "ok" else []
+        values = samples(record) if record.status == "ok" else []
         if len(values) >= 2:
             key = json.dumps(values)
             if key in seen:

@@ -1,11 +1,13 @@
 """The checks that hold without trusting the submitter: the plan is the one the stated commit's own code makes of
 the profile, each record's parameters and FLOPs are the task's, and no rate passes what the stated hardware can do."""
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from scripts.plan import planfile as plans
 from scripts.results import records
+from scripts.results.records import Record
 from scripts.results.submission.code import derived_at
 from scripts.results.submission.spec import PLAN, Records, SubmissionError
 from shared import flops, params
@@ -16,51 +18,52 @@ GPU_FLOP_PER_SM_CYCLE = 8192  # above any dense tensor-core rate per SM and cloc
 CALIBRATION_FLOOR = 0.03  # the run's best CPU GEMM is at least this share of the stated CPU's ceiling
 
 
-def physical_ceiling(record: dict[str, Any]) -> float | None:
+def physical_ceiling(record: Record | Mapping[str, Any]) -> float | None:
     """An upper bound on the FLOP/s of the hardware a record states, or None where it states too little: CPU cores ×
-    5 GHz × the widest FMA (shared.calibration.cpu_ceiling); GPU SMs × their top clock × GPU_FLOP_PER_SM_CYCLE."""
-    system, cell = record.get("system") or {}, record["cell"]
-    if cell["device"] == "cpu":
+    5 GHz × the widest FMA (shared.calibration.cpu_ceiling); GPU SMs × their top clock × GPU_FLOP_PER_SM_CYCLE.
+    The schema makes every gpu_facts entry an object."""
+    record = Record.of(record)
+    system = record.system
+    if record.cell.device == "cpu":
         return cpu_ceiling(system) if system.get("cpu_usable") or system.get("cpu_count") else None
     sms, facts = system.get("gpu_sm_counts") or [], system.get("gpu_facts") or []
-    clocks: list[Any] = [f.get("max_sm_clock_mhz") for f in facts if isinstance(f, dict)]
+    clocks: list[Any] = [f.get("max_sm_clock_mhz") for f in facts]
     if not sms or not clocks or not all(isinstance(v, (int, float)) and v > 0 for v in [*sms, *clocks]):
         return None
     return sum(sms) * max(clocks) * 1e6 * GPU_FLOP_PER_SM_CYCLE
 
 
-def check_consistency(rel: str, record: dict[str, Any], params_hashes: dict[str, str] | None = None) -> list[str]:
-    """The record agrees with itself (records.inconsistencies: its machine class the one its own facts give among
-    the rest), its task parameters are the commit's, and no rate passes the physical ceiling of the hardware it
-    states."""
-    found = [f"{rel}: {line}" for line in records.inconsistencies(record)]
-    system, cell = record.get("system") or {}, record["cell"]
-    wanted = (params_hashes or {}).get(f"{cell['task']}:{cell['scale']}")
-    if wanted and system.get("params_hash") and system["params_hash"] != wanted:
+def check_consistency(
+    rel: str, record: Record | Mapping[str, Any], params_hashes: dict[str, str] | None = None
+) -> list[str]:
+    """The record agrees with itself (records.inconsistencies, of the record as written: its machine class the one
+    its own facts give among the rest), its task parameters are the commit's, and no rate passes the physical
+    ceiling of the hardware it states."""
+    record = Record.of(record)
+    found = [f"{rel}: {line}" for line in records.inconsistencies(record.data)]
+    task, scale, stated = record.cell.task, record.cell.scale, record.params_hash
+    wanted = params_hashes.get(f"{task}:{scale}") if params_hashes else None
+    if wanted and stated and stated != wanted:
         found.append(
-            f"{rel}: system.params_hash {system['params_hash']} is not the {cell['task']} task's parameters "
-            f"at {cell['scale']} scale at the submission's commit ({wanted})"
+            f"{rel}: system.params_hash {stated} is not the {task} task's parameters "
+            f"at {scale} scale at the submission's commit ({wanted})"
         )
-    per_sample = (record.get("metrics") or {}).get("model_flops_per_sample")
-    if (
-        isinstance(per_sample, (int, float))
-        and cell["scale"] in params.SCALES
-        and system.get("params_hash") == params.params_hash(cell["task"], cell["scale"])
-    ):
-        model = flops.per_sample(cell["task"], params.task_params(cell["task"], cell["scale"]))
+    per_sample = record.metrics.get("model_flops_per_sample")
+    if isinstance(per_sample, (int, float)) and scale in params.SCALES and stated == params.params_hash(task, scale):
+        model = flops.per_sample(task, params.task_params(task, scale))
         if records.differs(per_sample, model):  # what achieved_flops and the ceiling are reckoned from
             found.append(
                 f"{rel}: metrics.model_flops_per_sample {per_sample:.6g} is not the task's ({model:.6g} "
                 "FLOPs a sample, shared/flops.py)"
             )
     ceiling = physical_ceiling(record)
-    if ceiling is None and record["status"] == "ok":
+    if ceiling is None and record.status == "ok":
         found.append(
             f"{rel}: states too little of its hardware to bound its rates (CPU cores; GPU SM counts and clocks)"
         )
-    calibration = system["calibration"] if isinstance(system.get("calibration"), dict) else {}
+    calibration = record.facts("calibration")
     rates = {
-        "metrics.achieved_flops": (record.get("metrics") or {}).get("achieved_flops"),
+        "metrics.achieved_flops": record.metrics.get("achieved_flops"),
         **{f"system.calibration.{k}": calibration.get(k) for k in ("gemm_fp32_flops", "gemm_reduced_flops")},
     }
     for where, rate in rates.items():
@@ -79,13 +82,8 @@ def check_calibration(recs: Records) -> list[str]:
     (check_machine)."""
     best: dict[str, Any] = {}
     for rel, record in recs.items():
-        system = record.get("system") or {}
-        rate = (
-            (system.get("calibration") or {}).get("gemm_fp32_flops")
-            if isinstance(system.get("calibration"), dict)
-            else None
-        )
-        if record["cell"]["device"] == "cpu" and isinstance(rate, (int, float)) and rate > 0:
+        rate = record.facts("calibration").get("gemm_fp32_flops")
+        if record.cell.device == "cpu" and isinstance(rate, (int, float)) and rate > 0:
             ceiling = physical_ceiling(record)
             if ceiling and rate / ceiling > best.get("share", -1):
                 best = {"share": rate / ceiling, "rel": rel, "ceiling": ceiling, "rate": rate}

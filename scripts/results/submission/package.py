@@ -7,7 +7,7 @@ import platform
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,13 +40,13 @@ def default_name(machine: dict[str, Any], recs: Records) -> str:
     """MACHINECLASS-DATE in the safe alphabet: the GPU class where the run has one, the date of its last record."""
     classes = machine["machine_classes"]
     klass = next((c for c in classes if c.startswith("gpu:")), classes[0] if classes else "unknown-machine")
-    last = max((records.moment(r["finished_at"], "finished_at") for r in recs.values()), default=datetime.now(UTC))
+    last = max((records.moment(r.finished_at, "finished_at") for r in recs.values()), default=datetime.now(UTC))
     return f"{re.sub(r'[^a-z0-9._-]+', '-', klass).strip('-.')}-{last.strftime('%Y%m%d')}"[:128]
 
 
-def host_names(recs: Records) -> list[str]:
+def host_names(recs: Mapping[str, records.Record | Mapping[str, Any]]) -> list[str]:
     """Every name this machine goes by in a run's files: the records' hosts, ROSETTA_HOST, this machine's name."""
-    names = {(r.get("system") or {}).get("host") for r in recs.values() if isinstance(r.get("system"), dict)}
+    names = {records.Record.of(r).host for r in recs.values()}
     node = platform.node()
     names |= {os.environ.get("ROSETTA_HOST"), node, node.split(".")[0], safe_name(node)}
     return sorted((n for n in names if isinstance(n, str) and n and n != HOST_PLACEHOLDER), key=len, reverse=True)
@@ -92,7 +92,7 @@ def run_to_submit(run_dir: Path) -> tuple[plans.PlanFile, Records]:
     recs, bad = {}, []
     for path in sorted((run_dir / "cells").glob("*.json")):
         try:
-            recs[f"cells/{path.name}"] = records.read(path)
+            recs[f"cells/{path.name}"] = records.load(path)
         except RecordError as e:
             bad.append(str(e))
     if bad:
@@ -104,7 +104,7 @@ def run_to_submit(run_dir: Path) -> tuple[plans.PlanFile, Records]:
 
 def run_commit(recs: Records, repo: Path | str | None) -> str:
     """The one commit every record names, in full; a SubmissionError where they name none, several, or an unknown."""
-    named = sorted({r["git_commit"] for r in recs.values() if r.get("git_commit") is not None})
+    named = sorted({r.git_commit for r in recs.values() if r.git_commit is not None})
     if len(named) != 1:
         raise SubmissionError(
             f"the records name {len(named)} commits ({', '.join(named) or 'none'}): a submission "
@@ -120,7 +120,8 @@ def run_commit(recs: Records, repo: Path | str | None) -> str:
 
 
 def copy(run_dir: Path, folder: Path, recs: Records, redact: Callable[[str], str] | None = None) -> None:
-    """The run's plan, records and logs into `folder`: byte for byte, or with `redact` applied to every string."""
+    """The run's plan, records and logs into `folder`: byte for byte, or with `redact` applied to every string of
+    each record as written (its `data`, never the upgraded view)."""
     (folder / "cells").mkdir(parents=True)
     (folder / "logs").mkdir()
     logs = [f"logs/{p.name}" for p in sorted((run_dir / "logs").glob("*.log"))]
@@ -132,7 +133,7 @@ def copy(run_dir: Path, folder: Path, recs: Records, redact: Callable[[str], str
         folder / PLAN, json.dumps(redact_json(json.loads((run_dir / PLAN).read_text()), redact), indent=2) + "\n"
     )
     for rel, record in recs.items():
-        write_record(folder / rel, redact_json(record, redact))
+        write_record(folder / rel, redact_json(record.data, redact))
     for rel in logs:
         write_atomic(folder / rel, redact((run_dir / rel).read_text(errors="replace")))
 

@@ -13,10 +13,10 @@ checker at a repository of its own patches them here.
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 from scripts import paths
 from scripts.paths import SAFE_ID
+from scripts.results.records import Record
 from shared.record import STATUSES
 
 # The repository whose history and whose allowed_signers the checker trusts: this checkout (in CI, the base branch's;
@@ -35,7 +35,7 @@ HOST_PLACEHOLDER = "host-removed"  # what --no-hosts writes for a host name (in 
 HOST_KEYS = ("cpu", "cpu_flags", "cpu_count", "gpus", "driver")
 # … and facts of each framework environment (FRAMEWORK:VARIANT), which differ from one image to the next.
 STACK_KEYS = ("framework_version", "python", "cuda", "cudnn", "os", "memory_gib", "executor", "image")
-Records = dict[str, dict[str, Any]]  # {relative path: record}, as records.read returns them
+Records = dict[str, Record]  # {relative path: record}, as records.load returns them
 
 _hex = {"type": "string", "pattern": r"^[0-9a-f]+\Z"}
 
@@ -78,6 +78,13 @@ MANIFEST_SCHEMA = {
 
 class SubmissionError(Exception):
     """A run folder that cannot be submitted; the message says what to do."""
+
+
+def stated_class(record: Record) -> str | None:
+    """The machine class as the record states it, None where it states none: not Record.machine_class, which
+    upgrade derives for every record (a host-written one too), while only a runner-written record describes a
+    machine. The schema makes `system` an object where it is present."""
+    return record.data.get("system", {}).get("machine_class")
 
 
 def digest(path: Path | str) -> str:

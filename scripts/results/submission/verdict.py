@@ -142,10 +142,10 @@ def against_accepted(folders: list[Path], base: Path | str | None = None) -> dic
             else []
         ):
             try:
-                record = records.read(path)
+                record = records.load(path)
             except RecordError:
                 continue
-            values = samples(record) if record["status"] == "ok" else []
+            values = samples(record) if record.status == "ok" else []
             if len(values) < 2:
                 continue
             key, where = json.dumps(values), f"{name}/cells/{path.name}"
