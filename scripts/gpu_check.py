@@ -43,7 +43,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from scripts.launch.executors import RunSettings, visible_gpus
+from scripts.launch.executors import LocalExecutor, RunSettings, visible_gpus
 from scripts.paths import DATA, REFERENCES, RESULTS, ROOT
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import SYSTEM, Cell, Matrix, Plan, load
@@ -129,7 +129,8 @@ def estimate_seconds(cell: Cell, repeats: int) -> float:
 def parts(cells: Iterable[Cell], estimates: Mapping[str, float], budget_s: float) -> list[list[Cell]]:
     """The cells, in their order, cut into parts of at most `budget_s` on paper each (with FIXED_SECONDS for the data
     and the barrier tests): a list of lists of cells. A cell longer than a part alone is a part of its own."""
-    cut, seconds = [[]], FIXED_SECONDS
+    cut: list[list[Cell]] = [[]]
+    seconds: float = FIXED_SECONDS
     for cell in cells:
         if cut[-1] and seconds + estimates[cell.id] > budget_s:
             cut.append([])
@@ -142,7 +143,7 @@ def parts(cells: Iterable[Cell], estimates: Mapping[str, float], budget_s: float
 def measured_seconds(references: str | Path | None = None) -> dict[str, float]:
     """{cell id: seconds} of every ok cell of the system executor in the GPU references: its record's wall time and
     UNRECORDED_SECONDS (the slowest where several references have it)."""
-    found = {}
+    found: dict[str, float] = {}
     for path in sorted(Path(references or REFERENCES).glob("gpu-*/cells/*.json")):
         try:
             record = records.load(path)
@@ -287,7 +288,7 @@ def barrier_tests(
                 env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *map(str, site)])},
             )
             lines = proc.stdout.strip().splitlines()
-            result = (
+            result: dict[str, Any] = (
                 json.loads(lines[-1])
                 if lines
                 else {"framework": framework, "status": "failed", "reason": proc.stderr.strip()[-500:] or "no output"}
@@ -412,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (run_dir / "plan.json").exists():
         plans.write(run_dir / "plan.json", plan_file)
     summary_path = run_dir / "gpu-check.json"
-    summary = (
+    summary: dict[str, Any] = (
         json.loads(summary_path.read_text())
         if summary_path.exists()
         else {"run_id": run_dir.name, "interpreter": str(python), "gpus": visible_gpus(), "parts": {}}
@@ -489,8 +490,9 @@ def run_part(
     seconds["data_and_barrier_tests"] = time.time() - step
 
     step = time.time()
-    executor, _ = make_executor(plan, matrix, python=python)
-    executor = replace(executor, site=(site,))
+    system, _ = make_executor(plan, matrix, python=python)
+    assert isinstance(system, LocalExecutor), "the plan is made with executor='system' (main)"
+    executor = replace(system, site=(site,))
     statuses, not_started, cell_seconds = {}, [], {}
     for cell in cells:
         left = deadline - time.time()

@@ -20,7 +20,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from scripts.launch.executors import RunSettings
+from scripts.launch.executors import LocalExecutor, RunSettings
 from scripts.paths import DATA
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import load
@@ -89,7 +89,7 @@ def reproduce(
     plans.write(out / submission.PLAN, plan_file)
     if executor is None:
         executor, _ = make_executor(plan_file.plan, load())
-        if here != manifest["code_hash"] and hasattr(executor, "root"):
+        if here != manifest["code_hash"] and isinstance(executor, LocalExecutor):  # the one with a `root`
             # the runners and shared/ of the submission's commit, from git, in the framework environments here
             code = submission.runner_code_at(manifest["git_commit"], manifest["code_hash"], out.parent / "code", repo)
             executor = replace(executor, root=code)

@@ -20,6 +20,7 @@ import re
 import struct
 import sys
 from pathlib import Path
+from typing import Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 CACHE = Path(sys.prefix) / "rosetta-build.json"
 
@@ -73,11 +74,12 @@ MIN_DRIVER = {
     "9.2": "396.26",
     "9.0": "384.81",
 }
+Dists = Mapping[str, Tuple[str, Path]]  # distributions(): {normalised name: (version, its .dist-info folder)}
 FATBIN_MAGIC = 0xBA55ED50
 ELF, PTX = 2, 1
 
 
-def elf_sections(f):
+def elf_sections(f: BinaryIO) -> Iterator[Tuple[str, int, int]]:
     """(name, file offset, size) of each section of a 64-bit little-endian ELF file."""
     head = f.read(64)
     if head[:4] != b"\x7fELF" or head[4] != 2:
@@ -93,12 +95,12 @@ def elf_sections(f):
         yield names[name_at : names.index(b"\0", name_at)].decode(), offset, size
 
 
-def fatbin_entries(path):
+def fatbin_entries(path: Union[str, Path]) -> "collections.Counter[Tuple[int, int]]":
     """Counter of (kind, sm) over the kernels in `path`'s .nv_fatbin section: kind 2 is a compiled cubin (ELF), 1 is
     PTX that the driver can JIT-compile for newer GPUs; sm 86 means compute capability 8.6. Only the entry headers are
     read (offsets per NVIDIA's fatbinary.h: kind u16, version u16, header size u32, payload size u64, …, sm u32 at 28),
     so a 1 GB library is scanned in well under a second."""
-    counts = collections.Counter()
+    counts = collections.Counter()  # type: collections.Counter[Tuple[int, int]]
     with open(path, "rb") as f:
         for name, offset, size in list(elf_sections(f)):
             if name != ".nv_fatbin":
@@ -121,12 +123,12 @@ def fatbin_entries(path):
     return counts
 
 
-def kernel_archs(counts):
+def kernel_archs(counts: Mapping[Tuple[int, int], int]) -> Tuple[List[str], List[str]]:
     """(['sm_70', …], ['compute_80', …]) a library was built for: the architectures that carry at least half as many
     kernels as its best-covered one. A handful of kernels for another architecture (a bundled library's specialised
     kernels) does not make the library run there."""
 
-    def pick(kind, prefix):
+    def pick(kind: int, prefix: str) -> List[str]:
         per_arch = {sm: n for (k, sm), n in counts.items() if k == kind}
         top = max(per_arch.values(), default=0)
         return [f"{prefix}{sm}" for sm in sorted(per_arch) if per_arch[sm] * 2 >= top]
@@ -134,10 +136,10 @@ def kernel_archs(counts):
     return pick(ELF, "sm_"), pick(PTX, "compute_")
 
 
-def distributions():
+def distributions() -> Dict[str, Tuple[str, Path]]:
     """{normalised name: (version, its .dist-info folder)} of what is installed on sys.path. Read from the folders
     themselves: importlib.metadata does not exist on the Python 3.6 and 3.7 of the legacy stacks."""
-    found = {}
+    found = {}  # type: Dict[str, Tuple[str, Path]]
     for entry in map(Path, sys.path):
         for info in entry.glob("*.dist-info") if entry.is_dir() else ():
             name, _, version = info.name[: -len(".dist-info")].partition("-")
@@ -145,12 +147,12 @@ def distributions():
     return found
 
 
-def arch_number(arch):
+def arch_number(arch: str) -> int:
     """'sm_86' or 'compute_86' -> 86."""
     return int(arch.rsplit("_", 1)[1])
 
 
-def runs(gpu_archs, ptx, arch):
+def runs(gpu_archs: Iterable[str], ptx: Iterable[str], arch: str) -> bool:
     """Whether kernels compiled for `gpu_archs` (cubins) and `ptx` run on a GPU of architecture `arch` ('sm_86'): a
     cubin runs on GPUs of its major version with an equal or higher minor (sm_80 on sm_86 and sm_89, not on sm_90);
     PTX is JIT-compiled by the driver for any GPU at least as new."""
@@ -160,13 +162,13 @@ def runs(gpu_archs, ptx, arch):
     return any(arch_number(p) <= arch_number(arch) for p in ptx)
 
 
-def installed(names, dists=None):
+def installed(names: Iterable[str], dists: Optional[Dists] = None) -> Dict[str, str]:
     """{distribution: version} for those of `names` installed here."""
     dists = distributions() if dists is None else dists
     return {name: dists[name][0] for name in names if name in dists}
 
 
-def files(dist, dists):
+def files(dist: str, dists: Dists) -> List[Path]:
     """The installed files of `dist`, from its RECORD."""
     info = dists[dist][1]
     try:
@@ -176,12 +178,12 @@ def files(dist, dists):
     return [info.parent / line.split(",")[0] for line in lines if line]
 
 
-def native_libraries(dist, dists):
+def native_libraries(dist: str, dists: Dists) -> List[Path]:
     """The framework's own shared libraries (not the vendor ones it bundles) inside distribution `dist`."""
     return [f for f in files(dist, dists) if ".so" in f.name and not VENDOR_LIBS.match(f.name)]
 
 
-def bundled_version(dist, stem, dists):
+def bundled_version(dist: str, stem: str, dists: Dists) -> Optional[str]:
     """The version in the file name of a vendor library a wheel bundles: libcudart-80664282.so.10.2 -> '10.2',
     libcudnn.so.7.6.5 -> '7.6.5'."""
     for f in files(dist, dists):
@@ -191,7 +193,7 @@ def bundled_version(dist, stem, dists):
     return None
 
 
-def min_driver(cuda):
+def min_driver(cuda: Optional[str]) -> Optional[str]:
     """The oldest driver that runs CUDA runtime `cuda` ('13.0.96', '10.2'), or None if unknown."""
     if not cuda:
         return None
@@ -199,35 +201,35 @@ def min_driver(cuda):
     return MIN_DRIVER.get(major) or MIN_DRIVER.get(f"{major}.{minor}")
 
 
-def inspect():
+def inspect() -> Dict[str, Any]:
     """The environment's GPU build facts (see the module docstring); no framework is imported."""
     dists = distributions()
     frameworks = installed(FRAMEWORK_DISTS, dists)
-    report = {"frameworks": frameworks}
+    report = {"frameworks": frameworks}  # type: Dict[str, Any]
     for lib, wheels in RUNTIME_WHEELS.items():
         versions = list(installed(wheels, dists).values())
         versions += [v for v in (bundled_version(d, BUNDLED[lib], dists) for d in frameworks) if v]
         report[lib] = sorted(set(versions), reverse=True)
-    kernels = {}
+    kernels = {}  # type: Dict[str, Dict[str, Any]]
     for dist in frameworks:
-        scanned = [(lib, fatbin_entries(lib)) for lib in native_libraries(dist, dists) if lib.is_file()]
-        scanned = [(lib, counts) for lib, counts in scanned if counts]
+        scanned = [(so, fatbin_entries(so)) for so in native_libraries(dist, dists) if so.is_file()]
+        scanned = [(so, counts) for so, counts in scanned if counts]
         if scanned:  # the framework's main kernel library (the most kernels) decides where it runs
-            lib, counts = max(scanned, key=lambda pair: sum(pair[1].values()))
+            library, counts = max(scanned, key=lambda pair: sum(pair[1].values()))
             sm, ptx = kernel_archs(counts)
-            kernels[dist] = {"library": lib.name, "gpu_archs": sm, "ptx": ptx}
+            kernels[dist] = {"library": library.name, "gpu_archs": sm, "ptx": ptx}
     report["kernels"] = kernels
     # The image runs on an architecture where every framework in it runs (the Keras image holds three): from a cubin
     # of the same major version, or by JIT-compiling its PTX.
     candidates = sorted({a for k in kernels.values() for a in k["gpu_archs"]}, key=arch_number)
     report["gpu_archs"] = [a for a in candidates if all(runs(k["gpu_archs"], k["ptx"], a) for k in kernels.values())]
-    ptx = [set(k["ptx"]) for k in kernels.values()]
-    report["ptx"] = sorted(set.intersection(*ptx), key=arch_number) if ptx else []
+    ptx_sets = [set(k["ptx"]) for k in kernels.values()]
+    report["ptx"] = sorted(set.intersection(*ptx_sets), key=arch_number) if ptx_sets else []
     report["min_driver"] = min_driver(report["cuda"][0] if report["cuda"] else None)
     return report
 
 
-def cached():
+def cached() -> Dict[str, Any]:
     """inspect(), from the environment's cache file when it is newer than every installed distribution."""
     try:
         if CACHE.stat().st_mtime >= max(info.stat().st_mtime for _, info in distributions().values()):

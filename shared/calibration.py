@@ -17,10 +17,14 @@ rest of `shared`.
 
 import statistics
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 
 from shared import flops, peaks
+
+if TYPE_CHECKING:  # shared.runner imports this module
+    from shared.runner import RunConfig
 
 N = 1024  # the GEMM's size: big enough to reach a device's rate on the CPU, seconds at most everywhere
 N_GPU = 8192  # … and on a GPU, where 1024² is far too small: on an H200 it gave JAX 34 TFLOP/s in bf16, so
@@ -32,7 +36,9 @@ BANDWIDTH_BYTES = 64 * 2**20  # twice any CPU's last-level cache here (32 MiB), 
 COPY_BYTES = 64 * 2**20  # a host-to-device copy: larger than one batch of every task, a few ms on PCIe 5
 
 
-def median_seconds(fn, barrier=lambda: None, calls=1, warm=1):
+def median_seconds(
+    fn: Callable[[], Any], barrier: Callable[[], Any] = lambda: None, calls: int = 1, warm: int = 1
+) -> float:
     """The median seconds of SAMPLES samples of `calls` calls of `fn` (a barrier closing each), after `warm` untimed
     calls: the one clock of every probe here."""
     for _ in range(warm):
@@ -48,24 +54,24 @@ def median_seconds(fn, barrier=lambda: None, calls=1, warm=1):
     return statistics.median(times)
 
 
-def gemm_rate(matmul, barrier, n=N):
+def gemm_rate(matmul: Callable[[], Any], barrier: Callable[[], Any], n: int = N) -> float:
     """FLOP/s of `matmul` (n×n × n×n): two untimed calls, then the median of SAMPLES samples of CALLS calls."""
     return 2 * n**3 * CALLS / median_seconds(matmul, barrier, calls=CALLS, warm=2)
 
 
-def host_bandwidth():
+def host_bandwidth() -> float:
     """Bytes per second a copy of BANDWIDTH_BYTES moves in host memory (read + write), the median of five."""
     src = np.ones(BANDWIDTH_BYTES // 8)
     dst = np.empty_like(src)
     return 2 * BANDWIDTH_BYTES / median_seconds(lambda: np.copyto(dst, src))
 
 
-def copy_rate(copy, barrier, nbytes=COPY_BYTES):
+def copy_rate(copy: Callable[[], Any], barrier: Callable[[], Any], nbytes: int = COPY_BYTES) -> float:
     """Bytes per second of `copy` (one host-to-device copy of `nbytes`): one untimed copy, then the median of five."""
     return nbytes / median_seconds(copy, barrier)
 
 
-def device_copies(family, cfg):
+def device_copies(family: Any, cfg: "RunConfig") -> Dict[str, Any]:
     """{"h2d_pinned_bytes_per_s", "h2d_pageable_bytes_per_s"} on a GPU (None where the package cannot copy that way,
     with the reason in "h2d_note"); {} on the CPU, whose batches never leave host memory."""
     if cfg.device != "gpu":
@@ -75,7 +81,7 @@ def device_copies(family, cfg):
         "h2d_pageable_bytes_per_s": None,
         "h2d_bytes": COPY_BYTES,
         "h2d_note": None,
-    }
+    }  # type: Dict[str, Any]
     if not hasattr(family, "device_copy"):
         block["h2d_note"] = "this runner package has no host-to-device copy probe"
         return block
@@ -87,7 +93,7 @@ def device_copies(family, cfg):
     return block
 
 
-def cpu_ceiling(system):
+def cpu_ceiling(system: Mapping[str, Any]) -> float:
     """An upper bound on a CPU's fp32 FLOP/s no GEMM can pass: usable cores × 5 GHz × two FMA units of the widest
     vector it has (AVX-512: 64 FLOP a cycle, AVX2: 32, else 16). A rate above it is a product that did not run
     (a cached graph, a lazy result never forced): recorded as implausible, never used."""
@@ -96,7 +102,7 @@ def cpu_ceiling(system):
     return (system.get("cpu_usable") or system.get("cpu_count") or 1) * 5e9 * per_cycle
 
 
-def calibrate(family, cfg, system):
+def calibrate(family: Any, cfg: "RunConfig", system: Mapping[str, Any]) -> Dict[str, Any]:
     """The `calibration` block of a record: the framework's GEMM rates and the host's copy bandwidth. Where the
     package offers no GEMM, or a dtype fails on this device, the value is None with the reason. `system`: the
     record's system block (its CPU facts bound a plausible rate)."""
@@ -108,12 +114,13 @@ def calibrate(family, cfg, system):
         "reduced_dtype": None,
         "host_copy_bytes_per_s": host_bandwidth() if cfg.device == "cpu" else None,
         "note": None,
-    }
+    }  # type: Dict[str, Any]
     if not hasattr(family, "gemm"):
         block["note"] = "this runner package has no calibration GEMM"
         return block
     try:
-        block["gemm_fp32_flops"] = gemm_rate(*family.gemm(cfg, n, "float32"), n)
+        matmul, barrier = family.gemm(cfg, n, "float32")
+        block["gemm_fp32_flops"] = gemm_rate(matmul, barrier, n)
     except Exception as e:  # a calibration that fails must not fail the cell: it says why instead
         block["note"] = f"fp32 GEMM failed: {type(e).__name__}: {e}"[:300]
     ceiling = cpu_ceiling(system) if cfg.device == "cpu" else None
@@ -127,13 +134,19 @@ def calibrate(family, cfg, system):
     if dtype:
         block["reduced_dtype"] = dtype
         try:
-            block["gemm_reduced_flops"] = gemm_rate(*family.gemm(cfg, n, dtype), n)
+            matmul, barrier = family.gemm(cfg, n, dtype)
+            block["gemm_reduced_flops"] = gemm_rate(matmul, barrier, n)
         except Exception as e:
             block["note"] = f"{dtype} GEMM failed: {type(e).__name__}: {e}"[:300]
     return {**block, **device_copies(family, cfg)}
 
 
-def efficiency(cfg, metrics, calibration, system=None):
+def efficiency(
+    cfg: "RunConfig",
+    metrics: Mapping[str, Any],
+    calibration: Optional[Mapping[str, Any]],
+    system: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
     """{model_flops_per_sample, achieved_flops, peak_flops, peak_source, efficiency, efficiency_of_gemm,
     implausible}: the cell's steady-state FLOP/s, its share of the device's peak for the cell's precision (one
     denominator per machine: shared.peaks, from `system`, the record's facts) and, as a second figure, of the

@@ -15,6 +15,7 @@ root, else that seeded init, and says which.
 
 import json
 from pathlib import Path
+from typing import Dict, Tuple, Union
 
 import numpy as np
 
@@ -109,11 +110,11 @@ SHAPES = {
 HEADS = {"densenet121": ("classifier.weight", "classifier.bias")}  # new layers: never from ImageNet
 
 
-def is_statistic(name):
+def is_statistic(name: str) -> bool:
     return name.rsplit(".", 1)[-1] in BN_STATISTICS
 
 
-def random_weights(task, seed=0):
+def random_weights(task: str, seed: int = 0) -> Dict[str, np.ndarray]:
     """Random float32 weights in the canonical layout, for the equivalence test: every array random (BatchNorm
     statistics too, variances positive), scaled so activations stay in a sensible range through 121 layers."""
     rng = np.random.default_rng(seed)
@@ -137,7 +138,7 @@ def random_weights(task, seed=0):
     return out
 
 
-def glorot_uniform(rng, shape):
+def glorot_uniform(rng: "np.random.Generator", shape: Tuple[int, ...]) -> np.ndarray:
     """U(±√(6 / (fan_in + fan_out))) for a canonical (out, in[, kh, kw]) array: Keras' default kernel init (lesson 7),
     the receptive field counted in both fans as Keras, PyTorch's xavier_uniform_ and Chainer count it."""
     window = int(np.prod(shape[2:]))
@@ -145,7 +146,7 @@ def glorot_uniform(rng, shape):
     return rng.uniform(-bound, bound, shape).astype(np.float32)
 
 
-def orthogonal(rng, shape):
+def orthogonal(rng: "np.random.Generator", shape: Tuple[int, ...]) -> np.ndarray:
     """Keras' Orthogonal (gain 1) for a (rows, cols) array, rows ≥ cols: orthonormal columns, Q of a Gaussian's QR with
     the signs of R's diagonal folded in (so the draw is uniform over orthogonal matrices, Saxe et al. 2014)."""
     q, r = np.linalg.qr(rng.standard_normal(shape))
@@ -170,7 +171,7 @@ def _seed_init(task, rng):
     return out
 
 
-def init_weights(task, seed=params.SEED):
+def init_weights(task: str, seed: int = params.SEED) -> Dict[str, np.ndarray]:
     """The shared training start, drawn once in NumPy so every framework starts from the same numbers (the record
     says `init: canonical`). cnn and gru: Glorot uniform with zero biases (_seed_init). resnet50 and densenet121
     without ImageNet weights: torchvision's initialization (He-normal convs — fan_out for ResNet, fan_in for
@@ -194,12 +195,12 @@ def init_weights(task, seed=params.SEED):
     return out
 
 
-def weights_path(root, task):
+def weights_path(root: Union[str, Path], task: str) -> Path:
     """Where the `weights` step stores a task's ImageNet weights in the canonical layout."""
     return Path(root) / "weights" / f"{task}.npz"
 
 
-def check_digest(root, task, path):
+def check_digest(root: Union[str, Path], task: str, path: Union[str, Path]) -> None:
     """The npz is the one `python -m shared.weights` wrote: its SHA-256 as the manifest recorded it (where the manifest
     records one: files converted before it did are taken on their shapes alone). ValueError with the fix otherwise."""
     try:
@@ -216,7 +217,7 @@ def check_digest(root, task, path):
             )
 
 
-def load(root, task, seed=params.SEED):
+def load(root: Union[str, Path], task: str, seed: int = params.SEED) -> Tuple[Dict[str, np.ndarray], str]:
     """(weights, source) for resnet50 / densenet121: ImageNet weights from the data root ('imagenet') with any new head
     from the seeded init, else the seeded init alone ('random'). Shapes are checked: a wrong file is an error."""
     weights = init_weights(task, seed)
@@ -237,6 +238,6 @@ def load(root, task, seed=params.SEED):
     return weights, "imagenet"
 
 
-def count(task):
+def count(task: str) -> int:
     """Trainable parameters (BatchNorm running statistics excluded, as every framework counts them)."""
     return sum(int(np.prod(s)) for name, s in SHAPES[task].items() if not is_statistic(name))

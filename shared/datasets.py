@@ -29,6 +29,7 @@ import tarfile
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -137,7 +138,7 @@ class ArraysOnly(pickle.Unpickler):
         ("_codecs", "encode"),
     }  # protocol 2 pickles carry an array's bytes as text, turned back by this
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self.ALLOWED:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(
@@ -145,12 +146,12 @@ class ArraysOnly(pickle.Unpickler):
         )
 
 
-def unpickle(f):
+def unpickle(f: IO[bytes]) -> Any:
     """`pickle.load` for data files (ArraysOnly); bytes keys stay bytes, as in CIFAR's Python 2 batches."""
     return ArraysOnly(f, encoding="bytes").load()
 
 
-def load_npz(path):
+def load_npz(path: Union[str, Path]) -> Dict[str, np.ndarray]:
     """{name: array} of an .npz, where object arrays (Keras' ragged IMDB reviews) are unpickled by ArraysOnly
     instead of `np.load(allow_pickle=True)`, which would run whatever the file names."""
     arrays = {}
@@ -171,12 +172,14 @@ def load_npz(path):
     return arrays
 
 
-def rebuild_command(root, dataset, source):
+def rebuild_command(root: Union[str, Path], dataset: str, source: str) -> str:
     kind = "--real" if source == "real" else "--synthetic"
     return f"python -m shared.datasets --root {root} {kind} --datasets {dataset} --force"
 
 
-def damaged(root, dataset, path, problem, source=None):
+def damaged(
+    root: Union[str, Path], dataset: str, path: Union[str, Path], problem: str, source: Optional[str] = None
+) -> "DataError":
     """The DataError for a file of `dataset` that cannot be used: which file, what is wrong, the command that rebuilds
     it (for the source the manifest names; both commands when the manifest itself is unreadable)."""
     if source in ("real", "synthetic"):
@@ -191,7 +194,7 @@ def damaged(root, dataset, path, problem, source=None):
 
 
 @contextlib.contextmanager
-def reading(root, dataset, path, source):
+def reading(root: Union[str, Path], dataset: str, path: Union[str, Path], source: Optional[str]) -> Iterator[None]:
     """Turn a failure to read or parse `path` (truncated, overwritten, wrong shape) into a DataError saying so."""
     try:
         yield
@@ -205,12 +208,12 @@ def reading(root, dataset, path, source):
         raise damaged(root, dataset, path, f"{type(e).__name__}: {e}", source) from e
 
 
-def file_sizes(folder, names):
+def file_sizes(folder: Union[str, Path], names: Iterable[str]) -> Dict[str, int]:
     """{name: bytes} of the files a manifest vouches for, so a truncated or replaced file is caught by a stat."""
     return {name: (Path(folder) / name).stat().st_size for name in names}
 
 
-def check_files(root, dataset, manifest, names):
+def check_files(root: Union[str, Path], dataset: str, manifest: Mapping[str, Any], names: Iterable[str]) -> None:
     """Each of `names` (relative to the dataset folder) exists and has the size the manifest recorded (manifests
     written before sizes were recorded skip the size check)."""
     folder = Path(root) / dataset
@@ -233,7 +236,7 @@ def check_files(root, dataset, manifest, names):
 # ---------------------------------------------------------------- downloads and manifests
 
 
-def file_digest(path, algorithm):
+def file_digest(path: Union[str, Path], algorithm: str) -> str:
     h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -241,7 +244,7 @@ def file_digest(path, algorithm):
     return h.hexdigest()
 
 
-def verify(path, algorithm, expected):
+def verify(path: Union[str, Path], algorithm: str, expected: str) -> None:
     actual = file_digest(path, algorithm)
     if actual != expected:
         raise DataError(
@@ -250,7 +253,14 @@ def verify(path, algorithm, expected):
         )
 
 
-def download(url, dest, algorithm=None, expected=None, opener=urllib.request.urlopen, replace_corrupt=False):
+def download(
+    url: str,
+    dest: Union[str, Path],
+    algorithm: Optional[str] = None,
+    expected: Optional[str] = None,
+    opener: Callable[..., Any] = urllib.request.urlopen,
+    replace_corrupt: bool = False,
+) -> Path:
     """Fetch `url` to `dest` once: resume a `.part` file where the server allows, verify, then rename into place.
 
     A file already at `dest` is verified, never trusted; a mismatch is an error, so nothing corrupt is ever used
@@ -260,6 +270,7 @@ def download(url, dest, algorithm=None, expected=None, opener=urllib.request.url
     if dest.exists():
         if not expected:
             return dest
+        assert algorithm, "an expected digest comes with its algorithm"
         try:
             verify(dest, algorithm, expected)
             return dest
@@ -276,6 +287,7 @@ def download(url, dest, algorithm=None, expected=None, opener=urllib.request.url
         with open(part, "ab" if resumed else "wb") as f:  # a server that ignores Range restarts the file cleanly
             shutil.copyfileobj(response, f, 1 << 20)
     if expected:
+        assert algorithm, "an expected digest comes with its algorithm"
         try:
             verify(part, algorithm, expected)
         except DataError:
@@ -285,7 +297,9 @@ def download(url, dest, algorithm=None, expected=None, opener=urllib.request.url
     return dest
 
 
-def pinned_download(url, dest, pins, opener=urllib.request.urlopen):
+def pinned_download(
+    url: str, dest: Union[str, Path], pins: Union[str, Path], opener: Callable[..., Any] = urllib.request.urlopen
+) -> Tuple[Path, str]:
     """Trust on first use, for files nobody publishes a hash of (ChestX-ray14's archives): the SHA-256 of `dest` as
     first downloaded is kept in the JSON file `pins`, and every later download or reuse of that file must match it,
     so a file replaced on the server or on the disk afterwards is refused. Returns (dest, its SHA-256)."""
@@ -312,14 +326,14 @@ def pinned_download(url, dest, pins, opener=urllib.request.urlopen):
     return dest, known[name]
 
 
-def write_manifest(folder, dataset, source, **extra):
+def write_manifest(folder: Union[str, Path], dataset: str, source: str, **extra: Any) -> None:
     write_atomic(
         Path(folder) / "manifest.json",
         json.dumps({"dataset": dataset, "source": source, "created_at": now(), **extra}, indent=2) + "\n",
     )
 
 
-def read_manifest(folder, dataset):
+def read_manifest(folder: Union[str, Path], dataset: str) -> Any:
     path = Path(folder) / "manifest.json"
     root = Path(folder).parent
     if not path.exists():
@@ -334,7 +348,7 @@ def read_manifest(folder, dataset):
     return manifest
 
 
-def data_source(root, task):
+def data_source(root: Union[str, Path], task: str) -> str:
     """'real' or 'synthetic': what the record's `cell.data` says, read from the dataset's manifest."""
     if task == "resnet50":
         return "synthetic"  # random images by definition (docs/design.md)
@@ -347,7 +361,9 @@ def data_source(root, task):
 CIFAR_BATCHES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
 
 
-def load_cifar10(root, train_samples=None, test_samples=None):
+def load_cifar10(
+    root: Union[str, Path], train_samples: Optional[int] = None, test_samples: Optional[int] = None
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test): float32 (N, 3, 32, 32) in [0, 1] and int32 labels."""
     folder = Path(root) / "cifar10"
     manifest = read_manifest(folder, "cifar10")
@@ -379,7 +395,7 @@ def load_cifar10(root, train_samples=None, test_samples=None):
     return scale(x_train), y_train, scale(x_test), y_test
 
 
-def prepare_cifar10_real(root, force=False):
+def prepare_cifar10_real(root: Union[str, Path], force: bool = False) -> None:
     folder = Path(root) / "cifar10"
     tarball = download(CIFAR_URL, folder / "cifar-10-python.tar.gz", "sha256", CIFAR_SHA256, replace_corrupt=force)
     with tarfile.open(tarball) as tar:
@@ -395,7 +411,13 @@ def prepare_cifar10_real(root, force=False):
     )
 
 
-def make_cifar10_synthetic(root, train=5120, test=1024, seed=params.SEED, test_blend=(0.7, 0.9)):
+def make_cifar10_synthetic(
+    root: Union[str, Path],
+    train: int = 5120,
+    test: int = 1024,
+    seed: int = params.SEED,
+    test_blend: Tuple[float, float] = (0.7, 0.9),
+) -> None:
     """The CIFAR-10 pickles with images = grey ± class pattern + noise (learnable, seeded, small).
 
     Each class's pattern is a random black-and-white 16×16 checkerboard (2×2-pixel cells, per colour channel): the
@@ -433,7 +455,7 @@ def make_cifar10_synthetic(root, train=5120, test=1024, seed=params.SEED, test_b
     )
 
 
-def pickle_to(path, obj):
+def pickle_to(path: Path, obj: Any) -> None:
     path.write_bytes(pickle.dumps(obj, protocol=2))
 
 
@@ -441,8 +463,15 @@ def pickle_to(path, obj):
 
 
 def load_imdb(
-    root, max_features, maxlen, train_samples=None, test_samples=None, start_char=1, oov_char=2, index_from=3
-):
+    root: Union[str, Path],
+    max_features: int,
+    maxlen: int,
+    train_samples: Optional[int] = None,
+    test_samples: Optional[int] = None,
+    start_char: int = 1,
+    oov_char: int = 2,
+    index_from: int = 3,
+) -> Tuple[np.ndarray, ...]:
     """(x_train, y_train, x_test, y_test): int32 (N, maxlen) word ids in the Keras convention, int32 labels.
 
     Word ids are start 1, OOV 2, rank r -> r + 3, ids >= max_features -> OOV; sequences padded with 0 and truncated
@@ -473,13 +502,20 @@ def load_imdb(
     return tuple(out)
 
 
-def prepare_imdb_real(root, force=False):
+def prepare_imdb_real(root: Union[str, Path], force: bool = False) -> None:
     folder = Path(root) / "imdb"
     download(IMDB_URL, folder / "imdb.npz", "sha256", IMDB_SHA256, replace_corrupt=force)
     write_manifest(folder, "imdb", "real", url=IMDB_URL, sha256=IMDB_SHA256, files=file_sizes(folder, ["imdb.npz"]))
 
 
-def make_imdb_synthetic(root, train=5120, test=1024, vocabulary=40_000, seed=params.SEED, verdict_words=8):
+def make_imdb_synthetic(
+    root: Union[str, Path],
+    train: int = 5120,
+    test: int = 1024,
+    vocabulary: int = 40_000,
+    seed: int = params.SEED,
+    verdict_words: int = 8,
+) -> None:
     """imdb.npz with reviews of random word ranks whose last words carry the label (learnable).
 
     Like a review that ends with its verdict, only the last `verdict_words` words say the sentiment (about half of them
@@ -518,13 +554,13 @@ def make_imdb_synthetic(root, train=5120, test=1024, vocabulary=40_000, seed=par
 # ---------------------------------------------------------------- ChestX-ray14
 
 
-def chest_labels(finding_labels):
+def chest_labels(finding_labels: str) -> np.ndarray:
     """'Effusion|Mass' -> 14-element multi-hot float32 in CHEST_LABELS order ('No Finding' is all zeros)."""
     found = set(finding_labels.split("|"))
     return np.array([name in found for name in CHEST_LABELS], np.float32)
 
 
-def split_by_patient(patient_ids, fractions, seed=params.SEED):
+def split_by_patient(patient_ids: Sequence[int], fractions: Sequence[float], seed: int = params.SEED) -> np.ndarray:
     """0/1/2 (train/valid/test) per image; all images of a patient land in the same split, so no patient leaks."""
     patients = np.unique(patient_ids)
     np.random.default_rng(seed).shuffle(patients)
@@ -536,7 +572,7 @@ def split_by_patient(patient_ids, fractions, seed=params.SEED):
     return np.array([lookup[p] for p in np.asarray(patient_ids).tolist()], np.int8)
 
 
-def prepare_chestxray(root, size=params.DENSENET121["stored_size"]):
+def prepare_chestxray(root: Union[str, Path], size: int = params.DENSENET121["stored_size"]) -> int:
     """Resize every image of raw/ once to `size` into prepared/images.npy (uint8 N×size×size), with labels and split."""
     import csv
 
@@ -562,7 +598,8 @@ def prepare_chestxray(root, size=params.DENSENET121["stored_size"]):
     images = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(len(rows), size, size))
     for i, row in enumerate(rows):
         with Image.open(images_dir / row["Image Index"]) as im:
-            images[i] = np.asarray(im.convert("L").resize((size, size), Image.BILINEAR))
+            # Pillow < 9.1 has no Image.Resampling; later ones set BILINEAR at run time, which their stubs omit
+            images[i] = np.asarray(im.convert("L").resize((size, size), Image.BILINEAR))  # type: ignore[attr-defined]
     images.flush()
     del images
     np.save(out / "labels.npy", np.stack([chest_labels(r["Finding Labels"]) for r in rows]))
@@ -574,7 +611,7 @@ def prepare_chestxray(root, size=params.DENSENET121["stored_size"]):
 CHEST_PREPARED = [f"prepared/{name}.npy" for name in ("images", "labels", "split")]
 
 
-def raw_chestxray_complete(raw):
+def raw_chestxray_complete(raw: Path) -> bool:
     """The CSV is there and every image it lists is extracted (then a rebuild only prepares again)."""
     import csv
 
@@ -584,7 +621,7 @@ def raw_chestxray_complete(raw):
         return all((raw / "images" / row["Image Index"]).exists() for row in csv.DictReader(f))
 
 
-def prepare_chestxray_real(root, force=False):
+def prepare_chestxray_real(root: Union[str, Path], force: bool = False) -> None:
     folder = Path(root) / "chestxray14"
     raw = folder / "raw"
     for i, url in enumerate([] if raw_chestxray_complete(raw) else CHEST_ARCHIVES, start=1):
@@ -608,7 +645,7 @@ def prepare_chestxray_real(root, force=False):
     )
 
 
-def make_chestxray_synthetic(root, n=640, size=300, seed=params.SEED):
+def make_chestxray_synthetic(root: Union[str, Path], n: int = 640, size: int = 300, seed: int = params.SEED) -> None:
     """PNG images + Data_Entry_2017.csv where each finding draws a bright blob at its own place (learnable).
 
     Findings co-occur, as in sick patients: half the patients have each finding with probability .75, the others
@@ -646,7 +683,13 @@ def make_chestxray_synthetic(root, n=640, size=300, seed=params.SEED):
 class ChestXray:
     """The prepared ChestX-ray14 split as uint8 images (memory-mapped) and multi-hot labels."""
 
-    def __init__(self, root, split, samples=None, stored_size=params.DENSENET121["stored_size"]):
+    def __init__(
+        self,
+        root: Union[str, Path],
+        split: str,
+        samples: Optional[int] = None,
+        stored_size: int = params.DENSENET121["stored_size"],
+    ) -> None:
         folder = Path(root) / "chestxray14"
         manifest = read_manifest(folder, "chestxray14")
         check_files(root, "chestxray14", manifest, CHEST_PREPARED)
@@ -689,10 +732,10 @@ class ChestXray:
                 self.images = self.images[index][:, self.pixels[:, None], self.pixels[None, :]]
             self.index = np.arange(len(index))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.index)
 
-    def batch(self, idx, crop, rng=None):
+    def batch(self, idx: Any, crop: int, rng: "Optional[np.random.Generator]" = None) -> Tuple[np.ndarray, np.ndarray]:
         """Images (len(idx), 3, crop, crop) float32, ImageNet-normalized; random crop + flip when `rng` is given
         (training), centre crop otherwise (evaluation)."""
         raw = self.images[self.index[idx]]
@@ -713,19 +756,33 @@ class ChestXray:
         return (out[:, None] - mean) / std, self.labels[idx]
 
 
-def random_images(n, size, seed=params.SEED):
+def random_images(n: int, size: int, seed: int = params.SEED) -> np.ndarray:
     """The ResNet-50 input: `n` random images (n, 3, size, size) float32, ImageNet-like range."""
     return np.random.default_rng(seed).standard_normal((n, 3, size, size), dtype=np.float32)
 
 
 # ---------------------------------------------------------------- CLI
 
-SYNTHETIC = {"cifar10": make_cifar10_synthetic, "imdb": make_imdb_synthetic, "chestxray14": make_chestxray_synthetic}
-REAL = {"cifar10": prepare_cifar10_real, "imdb": prepare_imdb_real, "chestxray14": prepare_chestxray_real}
+SYNTHETIC = {
+    "cifar10": make_cifar10_synthetic,
+    "imdb": make_imdb_synthetic,
+    "chestxray14": make_chestxray_synthetic,
+}  # type: Dict[str, Callable[..., None]]
+REAL = {
+    "cifar10": prepare_cifar10_real,
+    "imdb": prepare_imdb_real,
+    "chestxray14": prepare_chestxray_real,
+}  # type: Dict[str, Callable[..., None]]
 FULL_SIZE = {"cifar10": {"train": 50_000, "test": 10_000}, "imdb": {"train": 25_000, "test": 25_000}}  # the real sets'
 
 
-def prepare(root, synthetic, datasets=tuple(SYNTHETIC), force=False, full_size=False):
+def prepare(
+    root: Union[str, Path],
+    synthetic: bool,
+    datasets: Iterable[str] = tuple(SYNTHETIC),
+    force: bool = False,
+    full_size: bool = False,
+) -> None:
     """Make each dataset ready under `root` unless its manifest says it already is.
 
     `force` rebuilds it: a synthetic twin is generated from scratch; real data keeps its verified downloads (one that
@@ -755,7 +812,7 @@ def prepare(root, synthetic, datasets=tuple(SYNTHETIC), force=False, full_size=F
             REAL[name](root, force=force)
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.datasets", description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, help="data root, e.g. data/synthetic or data/real")
     kind = parser.add_mutually_exclusive_group(required=True)

@@ -54,7 +54,7 @@ RESNET50 = {
     "features": 2048,  # cut after global average pooling
 }
 
-DENSENET121 = {
+DENSENET121 = {  # type: Dict[str, Any]
     "dataset": "chestxray14",
     "num_classes": 14,
     "stored_size": 264,  # images are resized once to 264, then randomly cropped

@@ -25,12 +25,16 @@ import urllib.request
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from shared import canonical
 from shared.datasets import DataError, download, file_digest
 from shared.record import UMASK, now, write_atomic
+
+if TYPE_CHECKING:  # typing.Literal is 3.8+; shared/ runs on 3.6
+    from typing import Literal
 
 SOURCES = {  # torchvision's published ImageNet-1k weights
     "resnet50": "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",  # IMAGENET1K_V2
@@ -65,7 +69,7 @@ LEGACY_PROTOCOL = 1001
 class StorageType:
     """What `torch.FloatStorage` etc. unpickle to: only their element type matters here."""
 
-    def __init__(self, dtype):
+    def __init__(self, dtype: Union[str, np.dtype]) -> None:
         self.dtype = np.dtype(dtype)
 
 
@@ -98,12 +102,17 @@ GLOBALS = {
 class Unpickler(pickle.Unpickler):
     """Knows a state dict's globals only, so a file cannot run code (torch.load's weights_only, without torch)."""
 
-    def __init__(self, file, persistent_load=None, byteorder="<"):
+    def __init__(
+        self,
+        file: IO[bytes],
+        persistent_load: Optional[Callable[[Any], Any]] = None,
+        byteorder: "Literal['<', '>']" = "<",
+    ) -> None:
         super().__init__(file, encoding="utf-8")  # as torch.load: Python 2 strings become str
         self._persistent = persistent_load
         self.byteorder = byteorder
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) in GLOBALS:
             return GLOBALS[module, name]
         if module in ("torch", "torch.storage") and name in DTYPES:
@@ -112,7 +121,7 @@ class Unpickler(pickle.Unpickler):
             return name
         raise pickle.UnpicklingError(f"unexpected global {module}.{name}: not a plain state dict")
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: Any) -> Any:
         if self._persistent is None:
             raise pickle.UnpicklingError(f"unexpected persistent id {pid!r}")
         return self._persistent(pid)
@@ -217,7 +226,7 @@ def _read_tar(tar):
     return Unpickler(member("pickle"), persistent_load).load()
 
 
-def read_pth(path):
+def read_pth(path: Union[str, Path]) -> Dict[str, np.ndarray]:
     """A torch.save'd state dict as {name: NumPy array} (each array its own copy), in any of torch's formats."""
     path = Path(path)
     try:
@@ -250,7 +259,9 @@ def read_pth(path):
 # ---------------------------------------------------------------- conversion to the canonical layout
 
 
-def to_canonical(state, task, shapes=None):
+def to_canonical(
+    state: Mapping[str, np.ndarray], task: str, shapes: Optional[Mapping[str, Tuple[int, ...]]] = None
+) -> Dict[str, np.ndarray]:
     """A torchvision state dict -> the canonical arrays of `task` (float32), every name and shape checked.
 
     `shapes` defaults to canonical.SHAPES[task]; new heads (canonical.HEADS) come from canonical.init_weights, so
@@ -260,7 +271,8 @@ def to_canonical(state, task, shapes=None):
     expected = {name: shape for name, shape in shapes.items() if name not in canonical.HEADS.get(task, ())}
     out = {}
     for name, array in state.items():
-        name = "".join(DENSENET_OLD_KEY.match(name).groups()) if DENSENET_OLD_KEY.match(name) else name
+        old = DENSENET_OLD_KEY.match(name)
+        name = "".join(old.groups()) if old else name
         if DROPPED.search(name) and name not in expected:
             continue
         if name not in expected:
@@ -281,7 +293,7 @@ def to_canonical(state, task, shapes=None):
 # ---------------------------------------------------------------- the step
 
 
-def hash_prefix(url_or_name):
+def hash_prefix(url_or_name: str) -> str:
     """torchvision's convention: the 8+ hex characters after the last dash of the file name start its SHA-256."""
     stem = Path(url_or_name).name.split(".")[0]
     match = re.search(r"-([0-9a-f]{8,})$", stem)
@@ -290,7 +302,7 @@ def hash_prefix(url_or_name):
     return match.group(1)
 
 
-def check_prefix(path, prefix):
+def check_prefix(path: Union[str, Path], prefix: str) -> str:
     digest = file_digest(path, "sha256")
     if not digest.startswith(prefix):
         raise DataError(
@@ -300,8 +312,9 @@ def check_prefix(path, prefix):
     return digest
 
 
-def save_npz_atomic(path, arrays):
-    """np.savez to a temporary name in the same folder, then rename: readers see no file or the whole file."""
+def save_npz_atomic(path: Path, arrays: Mapping[str, Any]) -> None:
+    """np.savez to a temporary name in the same folder, then rename: readers see no file or the whole file.
+    `arrays`: {name: NumPy array} (typed Any: np.savez's stub types its **kwds as its `allow_pickle` flag)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -316,22 +329,24 @@ def save_npz_atomic(path, arrays):
         raise
 
 
-def manifest_path(root):
+def manifest_path(root: Union[str, Path]) -> Path:
     return Path(root) / "weights" / "manifest.json"
 
 
-def read_manifest(root):
+def read_manifest(root: Union[str, Path]) -> Any:
     path = manifest_path(root)
     return json.loads(path.read_text()) if path.exists() else {"dataset": "weights", "tasks": {}}
 
 
-def is_ready(root, task):
+def is_ready(root: Union[str, Path], task: str) -> bool:
     """The task's weights were converted from the current source file (the npz alone may predate a new source)."""
     entry = read_manifest(root)["tasks"].get(task, {})
     return canonical.weights_path(root, task).exists() and entry.get("url") == SOURCES[task]
 
 
-def convert(root, task, pth, source, digest=None):
+def convert(
+    root: Union[str, Path], task: str, pth: Union[str, Path], source: Union[str, Path], digest: Optional[str] = None
+) -> Path:
     """Check `pth` against the published hash prefix (unless `digest` says it was), convert it, write the npz, then
     record it in the manifest: an npz without its manifest entry is converted again."""
     digest = digest or check_prefix(pth, hash_prefix(SOURCES[task]))
@@ -350,7 +365,7 @@ def convert(root, task, pth, source, digest=None):
     return canonical.weights_path(root, task)
 
 
-def fetch(root, task, opener=urllib.request.urlopen):
+def fetch(root: Union[str, Path], task: str, opener: Callable[..., Any] = urllib.request.urlopen) -> Path:
     """Download `task`'s published file into ROOT/weights/torchvision/ (once) and convert it."""
     url = SOURCES[task]
     dest = Path(root) / "weights" / "torchvision" / Path(url).name
@@ -378,7 +393,7 @@ def fetch(root, task, opener=urllib.request.urlopen):
     return convert(root, task, dest, url, digest)
 
 
-def task_of(path):
+def task_of(path: Union[str, Path]) -> str:
     """resnet50 / densenet121 from a published file name, e.g. `densenet121-a639ec97.pth`."""
     for task, url in SOURCES.items():
         if Path(path).name.split("-")[0] == Path(url).name.split("-")[0]:
@@ -386,7 +401,12 @@ def task_of(path):
     raise DataError(f"{path}: not one of the published files ({', '.join(Path(u).name for u in SOURCES.values())})")
 
 
-def prepare(root, tasks=tuple(SOURCES), files=(), opener=urllib.request.urlopen):
+def prepare(
+    root: Union[str, Path],
+    tasks: Iterable[str] = tuple(SOURCES),
+    files: Sequence[Union[str, Path]] = (),
+    opener: Callable[..., Any] = urllib.request.urlopen,
+) -> None:
     """Make each task's canonical ImageNet weights ready under `root`: from `files` where given, else downloaded."""
     for path in files:
         task = task_of(path)
@@ -404,7 +424,7 @@ def prepare(root, tasks=tuple(SOURCES), files=(), opener=urllib.request.urlopen)
         print(f"{task}: ready in {fetch(root, task, opener)}")
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shared.weights", description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, help="data root, e.g. data/real (the weights go to ROOT/weights)")
     parser.add_argument(

@@ -11,7 +11,10 @@ reference (one machine class) share a table; tests/test_docs.py fails when READM
 import argparse
 import sys
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from scripts.paths import REFERENCES, ROOT
 from scripts.results.report import load_records, to_frame, value_of
@@ -44,7 +47,7 @@ TABLES = (
 )
 
 
-def ranked(frame, task, precision):
+def ranked(frame: Any, task: str, precision: str) -> list[tuple[str, float]]:
     """[(system, value)] of the ok default cells of one column, fastest first (ties by name, so the order is stable);
     tuned cells are a column of their own (docs/tuned.md)."""
     rows = frame[
@@ -57,11 +60,11 @@ def ranked(frame, task, precision):
     return sorted(((fw, v) for fw, v in found if isinstance(v, (int, float)) and v > 0), key=lambda p: (p[1], p[0]))
 
 
-def number(value):
+def number(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
-def table(spec, root=REFERENCES):
+def table(spec: Table, root: Path = REFERENCES) -> str:
     folder = root / spec.reference
     frame = to_frame(load_records([folder]))
     columns = [ranked(frame, task, precision) for task, precision in spec.columns]
@@ -88,18 +91,18 @@ def table(spec, root=REFERENCES):
     return "\n".join(lines)
 
 
-def block(root=REFERENCES):
+def block(root: Path = REFERENCES) -> str:
     return "\n\n".join(table(spec, root) for spec in TABLES)
 
 
-def replaced(text, new_block):
+def replaced(text: str, new_block: str) -> str:
     if START not in text or END not in text:
         raise SystemExit(f"README.md has no glance markers ({START} … {END})")
     head, rest = text.split(START, 1)
     return head + START + "\n" + new_block + "\n" + END + rest.split(END, 1)[1]
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.results.glance", description=__doc__.split("\n")[0])
     parser.add_argument("--write", action="store_true", help="replace the block in README.md instead of printing it")
     args = parser.parse_args(argv)

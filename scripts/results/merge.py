@@ -25,11 +25,14 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from scripts.paths import safe_id
 from scripts.plan import planfile as plans
 from scripts.plan.matrix import Cell
+from scripts.plan.planfile import PlannedCell
 from scripts.results import records, report
 from scripts.results.records import Record
 from shared.record import RecordError, write_atomic, write_record
@@ -49,7 +52,7 @@ def cell_id(record: Record) -> str:
     return Cell(**record.data["cell"]).id
 
 
-def sources(paths):
+def sources(paths: Iterable[str | Path]) -> Iterator[tuple[Path, Path | None, int | None, tuple[str, ...]]]:
     """Every record file under `paths` (files or folders, searched recursively) as (file, log, attempt, folders):
     its log if one sits beside it (SOURCE/…/cells/ID.json → SOURCE/…/logs/ID.log), the attempt number of the
     innermost folder below the source that gives one (attempt_of), the folders between the source and the file (its
@@ -66,12 +69,14 @@ def sources(paths):
             yield file, log if os.path.lexists(log) else None, attempt_of(inside), inside
 
 
-def slot_cells(file, folders, planned=None):
+def slot_cells(
+    file: Path, folders: Sequence[str], planned: Sequence[PlannedCell] | None = None
+) -> list[tuple[str | None, str]]:
     """[(cell id, what gave it)]: the cells the record at `file` may be of, by its slot. Its file name (ID.json) always;
     the innermost folder that a scheduler made for one cell: GitHub's artifact record-ID-N, Slurm's JOB_TASK
     (task = the cell's index in the plan), a Kubernetes slot k8s-GROUP-INDEX (scripts/plan/planfile.py: slot_map)
     — the last two through `planned`, the plan's cells in order (None: no plan, not checked)."""
-    slots = [(file.stem, f"its file name {file.name}")]
+    slots: list[tuple[str | None, str]] = [(file.stem, f"its file name {file.name}")]
     for name in reversed(folders):
         artifact = re.fullmatch(r"record-(.+)-\d{1,6}", name)
         task = re.fullmatch(r"\d{1,12}_(\d{1,7})", name)
@@ -89,7 +94,9 @@ def slot_cells(file, folders, planned=None):
     return slots
 
 
-def check_slot(record, file, folders, planned=None):
+def check_slot(
+    record: Record, file: Path, folders: Sequence[str], planned: Sequence[PlannedCell] | None = None
+) -> Record:
     """RecordError unless `record` is of the cell its slot was planned for (one cell per slot: a record claiming
     another cell's identity would replace that cell and leave its own missing)."""
     cid = cell_id(record)
@@ -101,7 +108,7 @@ def check_slot(record, file, folders, planned=None):
     return record
 
 
-def attempt_of(folders):
+def attempt_of(folders: Sequence[str]) -> int | None:
     """The attempt number a scheduler gave the record by the folder it put it in (ATTEMPT), or None."""
     for name in reversed(folders):
         match = ATTEMPT.fullmatch(name)
@@ -110,7 +117,7 @@ def attempt_of(folders):
     return None
 
 
-def order(record, attempt):
+def order(record: Record, attempt: int | None) -> tuple[Any, ...]:
     """The sort key of a cell's attempts: the host-given number first (an unnumbered record counts as 0), then the
     record's own start and finish times, which decide only among records no folder numbers; between records equal in
     all of these, the SHA-256 of their canonical JSON, so the same record wins in whichever order the sources come."""
@@ -124,14 +131,14 @@ def attempt_name(record: Record, attempt: int | None = None) -> str:
     return f"{number}{record.started_at}-{record.status}-{host}.json".replace(":", "").replace("+", "")
 
 
-def keep_attempt(run_dir, record, attempt):
+def keep_attempt(run_dir: Path, record: Record, attempt: int | None) -> None:
     """Store a superseded record under attempts/ID/ unless that very record is already there."""
     path = records.confined(run_dir, "attempts", cell_id(record), attempt_name(record, attempt))
     if not path.exists():
         write_record(path, record.data)
 
 
-def numbers(run_dir):
+def numbers(run_dir: Path) -> dict[str, int]:
     """{cell id: attempt number} of the records in cells/ (RUN/attempts.json; what the merge wrote, or empty)."""
     try:
         index = json.loads((run_dir / "attempts.json").read_text())
@@ -140,7 +147,13 @@ def numbers(run_dir):
         return {}
 
 
-def merge_one(run_dir, record, log, attempt=None, index=None):
+def merge_one(
+    run_dir: Path,
+    record: Record,
+    log: Path | None,
+    attempt: int | None = None,
+    index: dict[str, int] | None = None,
+) -> str:
     """Place one (checked) record, `attempt` being the number its folder gave it; `index` is the run's {cell id:
     attempt number} (numbers()), updated here, which the caller writes back. Returns what happened: 'new', 'same',
     'superseded' (it replaced an earlier attempt) or 'older' (an earlier attempt of a cell that has a later one)."""
@@ -172,7 +185,9 @@ def merge_one(run_dir, record, log, attempt=None, index=None):
     return "superseded" if current is not None else "new"
 
 
-def expected(run_dir, plan):
+def expected(
+    run_dir: Path, plan: str | Path | None
+) -> tuple[str | None, set[str] | None, tuple[PlannedCell, ...] | None]:
     """(run id, {cell id}, the planned cells in order) the records must belong to, from the run's plan; None for
     what the plan does not say (no plan, or a bare list of ids from an earlier version: then only the cells are
     checked)."""
@@ -207,7 +222,7 @@ def admit(record: Record, run_id: str | None, cell_ids: set | None, where: Path)
     return record
 
 
-def merge(run_dir, paths, plan=None):
+def merge(run_dir: str | Path, paths: Sequence[str | Path], plan: str | Path | None = None) -> dict[str, int]:
     """Merge every record under `paths` into `run_dir`; {outcome: count}. A source that is not a sound record of
     this run is quarantined (counted as such), never fatal."""
     run_dir = Path(run_dir)
@@ -234,7 +249,7 @@ def merge(run_dir, paths, plan=None):
     return counts
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.results.merge", description=__doc__.split("\n")[0])
     ap.add_argument("run_dir", type=Path, help="the run folder to merge into (created if new)")
     ap.add_argument("sources", nargs="+", type=Path, help="record files or folders holding them")

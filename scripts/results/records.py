@@ -16,7 +16,7 @@ import re
 import statistics
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,7 +45,7 @@ from shared.record import (
 from shared.timing import warm_windows
 
 
-def write_replacing(path, text, binary=None):
+def write_replacing(path: str | os.PathLike, text: str, binary: bytes | None = None) -> None:
     """Write through a temporary file the writer made and a rename: a link planted at `path` is replaced, never
     followed (shared.record.write_atomic, the runners', writes text the same way; this one also takes bytes)."""
     path = Path(path)
@@ -246,7 +246,7 @@ OWN_RECORDS_ONLY = False
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})")
 
 
-def moment(text, where):
+def moment(text: Any, where: str) -> datetime:
     """An RFC 3339 time as an aware datetime (a record's times are compared as times, never as strings)."""
     if not isinstance(text, str) or not RFC3339.fullmatch(text):
         raise RecordError(
@@ -262,7 +262,7 @@ def moment(text, where):
 CONSISTENT = 1e-6  # relative: a published figure and the same figure recomputed from the record's samples
 
 
-def non_finite(value, path=""):
+def non_finite(value: Any, path: str = "") -> list[str]:
     """The paths of every NaN or infinity in a JSON value, and of every integer beyond a float's range (JSON allows
     10**400; no arithmetic on it does): a record's numbers must all be numbers."""
     if (
@@ -280,11 +280,11 @@ def non_finite(value, path=""):
     return []
 
 
-def differs(published, recomputed):
+def differs(published: float, recomputed: float) -> bool:
     return abs(published - recomputed) > CONSISTENT * max(abs(recomputed), 1e-12)
 
 
-def number(value):
+def number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -480,14 +480,14 @@ def figures_that_do_not_follow(record):
     return found
 
 
-def inconsistencies(record):
+def inconsistencies(record: Any) -> list[str]:
     """Everything in a record that does not follow from the rest of it, one line each ([] for none): what every
     reader refuses (contradictions), then, where there is none of that, every other published figure against the
     samples and facts it comes from (figures_that_do_not_follow). The submission checker asks for all of it."""
     return contradictions(record) or figures_that_do_not_follow(record)
 
 
-def schema_problem(record):
+def schema_problem(record: Any) -> str | None:
     """What of `record` breaks the schema, as "field: message"; None where nothing does."""
     error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(record)) if VALIDATOR else None
     return (
@@ -495,7 +495,7 @@ def schema_problem(record):
     )
 
 
-def consistency_problem(record):
+def consistency_problem(record: Any) -> str | None:
     """What of a schema-valid `record` does not follow from the rest of it; None where nothing."""
     try:
         wrong = contradictions(record)
@@ -508,7 +508,7 @@ def consistency_problem(record):
 _JUDGED: dict = {}
 
 
-def judged(problem, record, data):
+def judged(problem: Callable[[Any], str | None], record: Any, data: bytes | None) -> str | None:
     """`problem(record)`, from the cache where `data` (the bytes `record` was parsed from) was judged before."""
     if data is None:
         return problem(record)
@@ -520,7 +520,7 @@ def judged(problem, record, data):
     return _JUDGED[key]
 
 
-def check(record, where, data=None):
+def check(record: Any, where: str, data: bytes | None = None) -> dict[str, Any]:
     """Raise a RecordError naming the first field of `record` that breaks the schema or the clock. `data`, the bytes
     `record` was parsed from where it came from a file, lets the checks of its content run once per content."""
     if not isinstance(record, dict):
@@ -547,7 +547,7 @@ def check(record, where, data=None):
     return record
 
 
-def parse(data, where):
+def parse(data: bytes, where: str) -> dict[str, Any]:
     """A record from the bytes of its file (shared.record.read_record's checks, on bytes already read)."""
     try:
         record = json.loads(data.decode())
@@ -737,12 +737,12 @@ def load(path: str | os.PathLike) -> Record:
     return Record.of(read(path))
 
 
-def started(record):
+def started(record: Mapping[str, Any]) -> tuple[datetime, datetime]:
     """The sort key of a record's attempts: start, then finish, as times."""
     return moment(record["started_at"], "started_at"), moment(record["finished_at"], "finished_at")
 
 
-def confined(root, *parts):
+def confined(root: str | os.PathLike, *parts: str) -> Path:
     """root/parts…, refused (RecordError) unless it stays under `root` once resolved: the last line of defence
     behind the safe alphabet, for every path a record's fields name."""
     root = Path(root).resolve()
@@ -752,7 +752,7 @@ def confined(root, *parts):
     return path
 
 
-def own_folder(run_dir, name):
+def own_folder(run_dir: str | os.PathLike, name: str) -> Path:
     """RUN/NAME as a real folder of the run: a link planted there (to anywhere) is removed, never written through."""
     folder = Path(run_dir) / name
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
@@ -761,7 +761,7 @@ def own_folder(run_dir, name):
     return folder
 
 
-def quarantine(run_dir, source, reason):
+def quarantine(run_dir: str | os.PathLike, source: str | os.PathLike, reason: str) -> Path:
     """Put a copy of the file `source` under RUN/quarantine/ (named by its content's hash, so the same bad file is
     kept once) with its reason beside it; returns the copy's path. The source itself is left as it was. A source
     that is not a plain file (a link, a FIFO, a device, too big) is quarantined by name: never opened, nothing of it
@@ -781,7 +781,7 @@ def quarantine(run_dir, source, reason):
     return folder / f"{name}.json.quarantined"
 
 
-def quarantined(run_dir):
+def quarantined(run_dir: str | os.PathLike) -> list[tuple[str, str]]:
     """[(source, reason)] of the files quarantined in `run_dir`, for the report."""
     found = []
     folder = Path(run_dir) / "quarantine"

@@ -20,8 +20,10 @@ import statistics
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
@@ -36,7 +38,7 @@ from shared.timing import MIN_SAMPLES
 PROFILE = "reference"
 
 
-def generation(system):
+def generation(system: Mapping[str, Any]) -> str:
     """The CPU generation as the kernel reported it, for the README ('' for a record made before these facts)."""
     if system.get("cpu_family") is None:
         return ""
@@ -112,7 +114,7 @@ def checked(run_dir: Path, allow_failed: bool) -> tuple[list[Path], list[Record]
     return cells, records, classes
 
 
-def target_for(klass):
+def target_for(klass: str) -> Path:
     """results/reference/SLUG for a machine class: refused (ValueError) unless the slug is a non-empty name of the
     safe alphabet that stays a direct child of results/reference (a class of punctuation alone, "?:-.", would name
     results/reference itself, which copy() would then remove whole)."""
@@ -132,7 +134,7 @@ RUNS_MARK = "Further runs, for the noise between runs:"
 STEADY_GOAL = 1.25  # a cell's between-run factor this reference aims to stay within (docs/verify.md)
 
 
-def between_runs_line(target):
+def between_runs_line(target: Path) -> str:
     """The README's paragraph on the reference's further runs and how far its cells move between them."""
     runs = verify.reference_runs(target)
     factors = verify.between_runs(runs)
@@ -154,7 +156,7 @@ def between_runs_line(target):
     )
 
 
-def between_runs_table(factors, runs=None):
+def between_runs_table(factors: Mapping[str, float], runs: Sequence[Mapping[str, Any]] | None = None) -> str:
     """Every cell's between-run factor (its slowest run's steady state over its fastest's), widest first, with the
     cells beyond STEADY_GOAL counted and marked; with `runs`, also how far apart the cores were in each run and the
     widest factor among runs at one same distance, which verify judges a run's cell against (verify.at_distance).
@@ -211,14 +213,14 @@ def between_runs_table(factors, runs=None):
     )
 
 
-def split(record, floor):
+def split(record: Record, floor: float | None) -> str:
     """ "6n3a1m": how many of the record's samples ran with the cores near, apart, or moving (verify.sample_distances),
     or "" where it measured no window edges."""
     counts = Counter(where or "moved" for where in verify.sample_distances(record, floor))
     return "".join(f"{counts[w]}{w[0]}" for w in ("near", "apart", "moved") if counts[w])
 
 
-def add(run_dir, allow_failed=False):
+def add(run_dir: Path, allow_failed: bool = False) -> Path:
     """Keep a further run of an existing reference's machine class under its runs/RUN_ID/; returns the folder."""
     cells, records, classes = checked(run_dir, allow_failed)
     target = target_for(next(iter(classes)))
@@ -238,7 +240,7 @@ def add(run_dir, allow_failed=False):
     return target
 
 
-def copy(run_dir, allow_failed=False):
+def copy(run_dir: Path, allow_failed: bool = False) -> Path:
     """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one."""
     cells, records, classes = checked(run_dir, allow_failed)
     target = target_for(next(iter(classes)))
@@ -256,7 +258,7 @@ def copy(run_dir, allow_failed=False):
     return target
 
 
-def write_tables(target):
+def write_tables(target: Path) -> None:
     """The reference's merged tables, CSV and plot (results.md, .csv, .png) beside its records."""
     report.write_report(target, out=target / ".report")
     for name in ("results.md", "results.csv", "results.png"):
@@ -264,7 +266,7 @@ def write_tables(target):
     shutil.rmtree(target / ".report")
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.results.reference", description=__doc__.split("\n")[0])
     ap.add_argument("--from", dest="source", type=Path, help="copy this finished run instead of running the profile")
     ap.add_argument("--allow-failed", action="store_true", help="keep failed cells in the reference")

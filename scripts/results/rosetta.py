@@ -17,6 +17,7 @@ fails when a runner lacks one or names one that does not exist.
 import re
 import textwrap
 from collections import OrderedDict
+from collections.abc import Collection
 from pathlib import Path
 
 from shared.params import TASKS
@@ -59,7 +60,7 @@ class MarkerError(Exception):
     """A marker that names no concept of its file's task; the message names the file and line."""
 
 
-def markers(path, allowed=None):
+def markers(path: str | Path, allowed: Collection[str] | None = None) -> list[tuple[int, int, str]]:
     """[(line index, indentation, concept)] of a file's markers, `end` included; a MarkerError for a name outside
     `allowed` (default: every concept)."""
     allowed = CONCEPTS if allowed is None else allowed
@@ -78,14 +79,14 @@ def markers(path, allowed=None):
     return found
 
 
-def indent(line):
+def indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def cells(path, allowed=None):
+def cells(path: str | Path, allowed: Collection[str] | None = None) -> OrderedDict[str, list[tuple[int, str]]]:
     """{concept: [(first line number, text)]}: each marker's lines (the rule in the module docstring), dedented."""
     lines = Path(path).read_text().splitlines()
-    found = OrderedDict()
+    found: OrderedDict[str, list[tuple[int, str]]] = OrderedDict()
     for start, depth, name in markers(path, allowed):
         if name == END:
             continue
@@ -104,17 +105,17 @@ def cells(path, allowed=None):
     return found
 
 
-def shared_files(path):
+def shared_files(path: str | Path) -> list[Path]:
     """The files of a runner's package that no task owns (`__init__.py`, `keras.R`, `common.jl`, `networks.py`)."""
     return sorted(p for p in Path(path).parent.iterdir() if p.suffix in SOURCES and p.stem not in TASKS)
 
 
-def concepts_of(task, path):
+def concepts_of(task: str, path: str | Path) -> OrderedDict[str, list[tuple[Path, int, str]]]:
     """OrderedDict(concept -> [(file, first line number, text)]) for one runner, in the registry's order: the task
     module's cells, else those its package's shared files mark. Concepts nobody marked are absent."""
     own = cells(path, TASK_CONCEPTS[task])
     shared = [(p, cells(p)) for p in shared_files(path)]
-    found = OrderedDict()
+    found: OrderedDict[str, list[tuple[Path, int, str]]] = OrderedDict()
     for concept in TASK_CONCEPTS[task]:
         snippets = [(Path(path), n, text) for n, text in own.get(concept, ())] or [
             (p, n, text) for p, marked in shared for n, text in marked.get(concept, ())

@@ -12,6 +12,7 @@ so in one line and exits 1.
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from scripts.paths import RESULTS, ROOT
@@ -21,7 +22,7 @@ class NoRun(Exception):
     """Nothing to work on; the message says what to run first."""
 
 
-def run_folders(results=RESULTS):
+def run_folders(results: str | Path = RESULTS) -> list[Path]:
     """Every run folder under `results` (a folder with a plan.json or records), newest first."""
     found = [
         p
@@ -31,7 +32,7 @@ def run_folders(results=RESULTS):
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
 
 
-def resolve(names, results=RESULTS):
+def resolve(names: Sequence[str | Path] | None, results: str | Path = RESULTS) -> list[Path]:
     if not names or names == ["latest"]:
         runs = run_folders(results)
         if not runs:
@@ -44,7 +45,7 @@ def resolve(names, results=RESULTS):
     return folders
 
 
-def runs_of(results, profile):
+def runs_of(results: str | Path, profile: str) -> list[Path]:
     """The run folders of `profile`, oldest first: PROFILE-YYYYmmdd-HHMMSS with a plan. The date must follow the
     name, so that `demo` never picks up a `demo-full` run."""
     return sorted(
@@ -54,14 +55,14 @@ def runs_of(results, profile):
     )
 
 
-def start_run(args):
+def start_run(args: Sequence[str]) -> int:
     """`python -m scripts.run ARGS` in a process of its own, exactly as a user would type it, in the checkout: its exit
     code (2: the run could not start, and said why). verify and reference start their runs this way, so that the
     results wing drives a run without importing the command that makes it (docs/style.md, "The host side in wings")."""
     return subprocess.run([sys.executable, "-m", "scripts.run", *args], cwd=ROOT).returncode
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(" ".join(str(p) for p in resolve(list(sys.argv[1:] if argv is None else argv))))
     except NoRun as e:

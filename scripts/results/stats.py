@@ -5,20 +5,22 @@ one-sided rank test), and whether a cell's samples still fell while timed. scipy
 
 import math
 import statistics
+from collections.abc import Sequence
+from typing import Any
 
 from scipy.stats import kendalltau, mannwhitneyu
 
 from shared.timing import MIN_SAMPLES
 
 
-def ratio_estimate(measured, reference):
+def ratio_estimate(measured: Sequence[float], reference: Sequence[float]) -> float:
     """The Hodges-Lehmann estimate of how many times slower `measured` is than `reference`: the median of every
     pairwise ratio (the estimator that goes with the rank test). Robust to a bimodal cell: a run that visits both modes
     as the reference did gets ×1, not the ratio of whichever mode its median fell in."""
     return statistics.median(m / e for m in measured for e in reference)
 
 
-def rank_test(reference_samples, m, factor, ratio):
+def rank_test(reference_samples: Sequence[float], m: Sequence[float], factor: float, ratio: float) -> float | None:
     """The one-sided Mann-Whitney U p-value, in the direction of `ratio`, of the measured samples `m` (divided by the
     explained factor) against the reference's pooled samples; None with fewer than MIN_SAMPLES on a side."""
     if len(reference_samples) < MIN_SAMPLES or len(m) < MIN_SAMPLES:
@@ -31,7 +33,7 @@ def rank_test(reference_samples, m, factor, ratio):
 FALLING_ALPHA = 0.01  # samples that fall with time at this significance (one-sided Kendall τ) were still settling
 
 
-def still_falling(values):
+def still_falling(values: Any) -> tuple[float, float] | None:
     """(τ, p) where a cell's post-warm-up samples still fall with time: Kendall's τ of each sample against its place
     in the run, one-sided (falling), p < FALLING_ALPHA, over at least MIN_SAMPLES samples. The warm-up rule ends at
     two windows that agree (shared/timing.py); a cell that then keeps getting faster was not yet steady, and its
@@ -43,7 +45,7 @@ def still_falling(values):
     return (float(tau), float(p)) if p < FALLING_ALPHA else None
 
 
-def number(value):
+def number(value: Any) -> float | None:
     """A finite number from a record as a float, else None (missing, text, NaN, infinity): what arithmetic and the
     plot may use. The record itself keeps what it said; the submission checker names non-finite figures."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
