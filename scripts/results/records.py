@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 try:
     import jsonschema
@@ -284,11 +284,11 @@ def differs(published: float, recomputed: float) -> bool:
     return abs(published - recomputed) > CONSISTENT * max(abs(recomputed), 1e-12)
 
 
-def number(value: Any) -> bool:
+def number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def contradictions(record):
+def contradictions(record: Any) -> list[str]:
     """What in a record contradicts itself, in words ([] for none), as every reader of records refuses it (check): NaN
     or infinity anywhere (or an integer beyond a float's range); a sample or warm-up window of 0 s or less; an accuracy
     or AUC that is not within [0, 1]; a machine class other than the one shared.sysinfo.machine_class derives from the
@@ -303,7 +303,8 @@ def contradictions(record):
         return found
     block = record.get("timing") if isinstance(record.get("timing"), dict) else {}
     for key in ("values", "warmup_windows"):
-        kept = block.get(key) if isinstance(block.get(key), list) else []
+        held = block.get(key)
+        kept = held if isinstance(held, list) else []
         if any(number(v) and v <= 0 for v in kept):
             found.append(f"timing/{key} holds a time of 0 or less (a sample is a duration)")
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
@@ -320,14 +321,15 @@ def contradictions(record):
             found.append(f"system/machine_class {claimed} disagrees with the record's own facts, which give {derived}")
     if found or record.get("status") != "ok" or cell.get("task") not in params.TASKS:
         return found
-    values = block.get("values") if isinstance(block.get("values"), list) else []
-    values = [float(v) for v in values if number(v)]
+    held = block.get("values")
+    values = [float(v) for v in (held if isinstance(held, list) else []) if number(v)]
     task = cell["task"]
     known = (
         (record.get("system") or {}).get("params_hash") == params.params_hash(task, cell.get("scale", "full"))
         if cell.get("scale") in params.SCALES
         else False
     )
+    recomputed: float | None  # the extraction figure, or the steady state (None where it has no inputs)
     if task == "resnet50":
         published, images = metrics.get("seconds_per_1000_images"), metrics.get("images")
         if values and number(published) and number(images) and images > 0:
@@ -367,20 +369,21 @@ def contradictions(record):
     return found
 
 
-def figures_that_do_not_follow(record):
+def figures_that_do_not_follow(record: Any) -> list[str]:
     """inconsistencies' second part, one line each, for a record that contradicts nothing (contradictions: every
     number finite, accuracy and AUC within [0, 1], the steady state and the extraction figure recomputed): the other
     published figures against the samples they come from: timing.median/min/max of timing.values, the warm-up
     windows as the rule splits them off, train_seconds as the sum of the epochs, the steady-state time as a whole
     number of median windows (so the batch it implies is the task's), throughput from those times, achieved FLOP/s
     and efficiency from the throughput and the calibration. A figure a record does not have is not checked."""
-    found = []
+    found: list[str] = []
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     timing = record.get("timing") if isinstance(record.get("timing"), dict) else {}
     system = record.get("system") if isinstance(record.get("system"), dict) else {}
-    calibration = system.get("calibration") if isinstance(system.get("calibration"), dict) else {}
-    values = timing.get("values") if isinstance(timing.get("values"), list) else []
-    values = [v for v in values if number(v)]
+    held = system.get("calibration")
+    calibration = held if isinstance(held, dict) else {}
+    held = timing.get("values")
+    values = [v for v in (held if isinstance(held, list) else []) if number(v)]
     if values and any(v <= 0 for v in values):
         return found  # check_status / the report: a non-positive sample is not a figure to recompute from
     if values:
@@ -406,7 +409,7 @@ def figures_that_do_not_follow(record):
     steady, median = metrics.get("steady_state_seconds"), statistics.median(values) if values else None
     steady_rate = metrics.get("steady_samples_per_second")
     if (
-        values
+        median is not None
         and timing.get("unit") == params.STEP_UNIT
         and number(steady)
         and steady > 0
