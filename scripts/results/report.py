@@ -22,8 +22,10 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from textwrap import shorten
+from typing import Any
 
 import matplotlib
 
@@ -33,6 +35,7 @@ matplotlib.use("Agg")  # files only, no display
 matplotlib.rcParams.update({"text.parse_math": False, "text.usetex": False})
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
@@ -88,7 +91,7 @@ class ReportError(Exception):
     """Nothing to merge, or a record that cannot be read; the message names the file."""
 
 
-def load_records(run_dirs: list[Path]) -> list[Record]:
+def load_records(run_dirs: Iterable[str | os.PathLike]) -> list[Record]:
     """Every sound record of `run_dirs`; one that is not (scripts/results/records.py) is quarantined in its run folder
     and listed under the tables, never fatal. A folder without records is an error: it is not a run folder."""
     found = []
@@ -104,7 +107,7 @@ def load_records(run_dirs: list[Path]) -> list[Record]:
     return found
 
 
-def md(text):
+def md(text: Any) -> str:
     """Record text made inert in Markdown (tables, GitHub's job summary): one line, no table pipe, no HTML, no link."""
     text = " ".join(str(text).split())
     for raw, safe in (
@@ -122,7 +125,7 @@ def md(text):
     return re.sub(r"(?i)\b(www)(?=\.)|(?<=[a-z])(:)(?=//)", lambda m: (m.group(1) or m.group(2)) + "\u2060", text)
 
 
-def csv_safe(frame):
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """Text cells a spreadsheet would run as a formula (= + - @ and control starts) get a leading apostrophe."""
 
     def cell(value):
@@ -134,7 +137,7 @@ def csv_safe(frame):
 # ---------------------------------------------------------------- one row per record, in display units
 
 
-def known(value):
+def known(value: Any) -> bool:
     """False for a missing field: None, NaN, or absent (a list or a string is known)."""
     return not (value is None or (isinstance(value, float) and pd.isna(value)))
 
@@ -142,20 +145,20 @@ def known(value):
 PLOTTABLE = 1e12  # a bar longer than this (in the task's unit) is not a time; its text would overflow the raster
 
 
-def plottable(value):
+def plottable(value: Any) -> bool:
     return number(value) is not None and 0 <= value <= PLOTTABLE
 
 
-def first_line(text):
+def first_line(text: Any) -> str:
     return (str(text).strip().splitlines() or [""])[0]
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     """A version as it was written: pandas turns integer columns with gaps into floats (91300 -> 91300.0)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def machine_of(row):
+def machine_of(row: Mapping[str, Any]) -> str | None:
     """The machine in words, e.g. 'AMD EPYC 9B14, 2 cores, no GPU (host vm)'; None for host-written records (crash,
     timeout), which carry no system information. GPU models, not counts: a cell sees only the GPUs it was given."""
     if not known(row.get("system.cpu")):  # host-written records say only where they ran
@@ -177,7 +180,7 @@ def machine_of(row):
     return md(f"{text} (host {row.get('system.host') if known(row.get('system.host')) else '?'})")
 
 
-def machine_class_of(row):
+def machine_class_of(row: Mapping[str, Any]) -> str | None:
     """The record's machine class (shared.sysinfo.machine_class), derived from its facts for records written before
     the key existed; None for host-written records, which carry no system information."""
     if known(row.get("system.machine_class")):
@@ -188,7 +191,7 @@ def machine_class_of(row):
     return sysinfo.machine_class(system, row["cell.device"], row["cell.gpus"])
 
 
-def version_text(value, kind):
+def version_text(value: Any, kind: str) -> str:
     """One spelling of a CUDA or cuDNN version: JAX reports the integers of the C headers (CUDA 13000 = 13.0, cuDNN
     91900 = 9.19.0, cuDNN 8902 = 8.9.2), PyTorch and the images the dotted form; both read dotted here."""
     text = str(plain(value))
@@ -200,7 +203,7 @@ def version_text(value, kind):
     return f"{n // 10000}.{n // 100 % 100}.{n % 100}" if n >= 10000 else f"{n // 1000}.{n // 100 % 10}.{n % 100}"
 
 
-def software_of(row):
+def software_of(row: Mapping[str, Any]) -> str | None:
     """'pytorch: 2.14.1 (cu130 image: CUDA 13.0, cuDNN 91002)', or None where the runner reported no versions."""
     version = row.get("system.framework_version")
     if not known(version):
@@ -212,7 +215,7 @@ def software_of(row):
     return md(text)
 
 
-def times_of(row):
+def times_of(row: Mapping[str, Any]) -> tuple[float | None, float | None, tuple[float, float] | None]:
     """(time as waited, steady-state time, (low, high) spread of the steady-state or extraction time or None), in
     the task's display unit: minutes for DenseNet-121, else as recorded."""
     task, get = row["cell.task"], lambda key: number(row.get(f"metrics.{key}"))
@@ -223,24 +226,26 @@ def times_of(row):
     if task == "resnet50":  # the median pass per 1,000 images: its whisker is the passes' quartiles, same scale
         value = get("seconds_per_1000_images")
         low, median, high = (timing(k) for k in (low_key, "median", high_key))
-        if any(v is None for v in (value, low, median, high)) or median <= 0:
+        if value is None or low is None or median is None or high is None or median <= 0:
             return value, None, None
         return value, None, (value * low / median, value * high / median)
-    user = get("train_seconds") / unit if get("train_seconds") is not None else get(TIME_METRIC[task])
-    steady = get("steady_state_seconds") / unit if get("steady_state_seconds") is not None else None
+    train, steady_seen = get("train_seconds"), get("steady_state_seconds")
+    user = train / unit if train is not None else get(TIME_METRIC[task])
+    steady = steady_seen / unit if steady_seen is not None else None
     median, q1, q3 = timing("median"), timing("q1"), timing("q3")
-    if samples and steady is not None and None not in (median, q1, q3) and median > 0:
+    if samples and steady is not None and median is not None and q1 is not None and q3 is not None and median > 0:
         # steady state = median window × steps: its whisker scales the quartiles
         return user, steady, (steady * q1 / median, steady * q3 / median)
     epochs_seen = row.get("metrics.epoch_seconds")
     later = [number(v) for v in epochs_seen[1:]] if isinstance(epochs_seen, list) else []
-    if steady is None or len(later) < 2 or None in later:
+    times = [v for v in later if v is not None]
+    if steady is None or len(later) < 2 or len(times) < len(later):
         return user, steady, None
     epochs = len(later) + 1  # steady state = median later epoch × epochs: its whisker scales min and max the same
-    return user, steady, (min(later) * epochs / unit, max(later) * epochs / unit)
+    return user, steady, (min(times) * epochs / unit, max(times) * epochs / unit)
 
 
-def efficiency_of(row):
+def efficiency_of(row: Mapping[str, Any]) -> tuple[float | None, float | None, list[str]]:
     """(share of the device's peak, share of the framework's own GEMM, [implausible shares in words]) of an ok row,
     recomputed from its achieved FLOP/s and its own facts (shared.peaks), so records written before the peak table
     get the same denominator; (None, None, []) where the record has no achieved rate."""
@@ -253,7 +258,7 @@ def efficiency_of(row):
         if key.startswith("system.") and (isinstance(value, list) or known(value))
     }
     gpu = row["cell.device"] == "gpu"
-    devices = row.get("metrics.devices") if gpu and known(row.get("metrics.devices")) else 1
+    devices = row["metrics.devices"] if gpu and known(row.get("metrics.devices")) else 1
     gemm = next(
         (
             system.get(f"calibration.{k}")
@@ -312,7 +317,7 @@ SIBLING_KEYS = (
 )
 
 
-def speedups(frame):
+def speedups(frame: pd.DataFrame) -> list[float | None]:
     """Per row: a tuned cell's speed-up over its default sibling of the same run (the sibling's value over its own,
     value_of: steady state or seconds per 1,000 images), None for default cells and where either has no value."""
     rows = frame.to_dict("records")
@@ -326,7 +331,7 @@ def speedups(frame):
     return got
 
 
-def speedup_text(row):
+def speedup_text(row: Mapping[str, Any]) -> str:
     """' · ×1.84 over default' for a tuned cell with a speed-up (report.speedups), else ''."""
     return f" · ×{row['speedup']:.2f} over default" if known(row.get("speedup")) else ""
 
@@ -334,15 +339,15 @@ def speedup_text(row):
 QUALITY_DEPARTURE = 0.05  # below its siblings' median by more than this (verify's quality margin): explained
 
 
-def quality_notes(frame):
+def quality_notes(frame: pd.DataFrame) -> list[str | None]:
     """Per row: why its accuracy or AUC sits more than QUALITY_DEPARTURE below the median of its siblings (the ok
     cells of the same task, data kind and scale), from what its record says; None where it does not depart."""
-    notes = [None] * len(frame)
+    notes: list[str | None] = [None] * len(frame)
     rows = frame.to_dict("records")
     for i, row in enumerate(rows):
         quality = QUALITY_METRIC.get(row["cell.task"])
         q = number(row.get(f"metrics.{quality}")) if quality else None
-        if q is None or row["status"] != "ok":
+        if quality is None or q is None or row["status"] != "ok":
             continue
         peers = [
             number(r.get(f"metrics.{quality}"))
@@ -378,7 +383,7 @@ def quality_notes(frame):
 # ---------------------------------------------------------------- tables
 
 
-def cell_text(row, task, footnotes):
+def cell_text(row: Mapping[str, Any], task: str, footnotes: dict[str, int]) -> str:
     """'12.3* / 10.1 (91.2%) [1]' for an ok training cell (as waited, marks, steady state, quality, differences);
     'SKIPPED [2]' otherwise, the reason in the footnote. `footnotes` maps each text to its number and grows."""
     if row["status"] != "ok":
@@ -387,8 +392,10 @@ def cell_text(row, task, footnotes):
     if not known(row["time"]):
         return "ok, no time recorded"
     text = f"{row['time']:.3g}"
-    warmup = row.get("metrics.warmup_seconds") if known(row.get("metrics.warmup_seconds")) else row.get("timing.warmup")
-    train_seconds = row.get("metrics.train_seconds")
+    warmup: Any = (
+        row.get("metrics.warmup_seconds") if known(row.get("metrics.warmup_seconds")) else row.get("timing.warmup")
+    )
+    train_seconds: Any = row.get("metrics.train_seconds")
     if known(warmup) and known(train_seconds) and warmup > train_seconds / 2:
         text += "*"
     if known(row.get("steady")):
@@ -413,20 +420,17 @@ def cell_text(row, task, footnotes):
     return text + speedup_text(row) + note_marks(row, footnotes)
 
 
-def note_marks(row, footnotes):
+def note_marks(row: Mapping[str, Any], footnotes: dict[str, int]) -> str:
     """' [1,3]': the numbers of the notes a cell carries (the differences its record names, why its accuracy departs
     from its siblings'), each note numbered once in `footnotes`; '' for none."""
-    notes = (
-        [d for d in row.get("metrics.differences") if isinstance(d, str)]
-        if isinstance(row.get("metrics.differences"), list)
-        else []
-    )
+    differences = row.get("metrics.differences")
+    notes = [d for d in differences if isinstance(d, str)] if isinstance(differences, list) else []
     notes += [row["quality_note"]] if known(row.get("quality_note")) else []
     numbers = sorted({footnotes.setdefault(d, len(footnotes) + 1) for d in notes})
     return " [" + ",".join(map(str, numbers)) + "]" if numbers else ""
 
 
-def value_of(row):
+def value_of(row: Mapping[str, Any]) -> float | None:
     """The one number a cell shows by default: ResNet-50's seconds per 1,000 images, a training's steady state (its
     time as waited where no steady state was recorded); None for a cell that did not run or recorded no time."""
     if row["status"] != "ok":
@@ -435,7 +439,7 @@ def value_of(row):
     return value if value is not None and value > 0 else None
 
 
-def compact_table(frame, task, footnotes=None):
+def compact_table(frame: pd.DataFrame, task: str, footnotes: dict[str, int] | None = None) -> pd.DataFrame:
     """One number per cell with × its column's fastest; rows fastest first by the first column (then the next);
     a cell that did not run shows its status and the note that says why."""
     footnotes = {} if footnotes is None else footnotes
@@ -479,7 +483,7 @@ def compact_table(frame, task, footnotes=None):
     return table.fillna("—")
 
 
-def task_table(frame, task, footnotes=None):
+def task_table(frame: pd.DataFrame, task: str, footnotes: dict[str, int] | None = None) -> pd.DataFrame:
     """The seed-shaped table of one task: framework × column, with ‡ on columns whose records span machines."""
     footnotes = {} if footnotes is None else footnotes
     order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
@@ -499,7 +503,7 @@ def task_table(frame, task, footnotes=None):
     return table.fillna("—")
 
 
-def in_words(rows, key, words=lambda v: str(v)):
+def in_words(rows: pd.DataFrame, key: str, words: Callable[[Any], object] = lambda v: str(v)) -> str:
     """One value of `key` over the rows in words; several: each with the frameworks that have it, never averaged."""
     present = rows[rows[key].map(known)] if key in rows else rows.iloc[:0]
     if present.empty:
@@ -510,7 +514,7 @@ def in_words(rows, key, words=lambda v: str(v)):
     return md("; ".join(f"{words(v)} ({fws})" for v, fws in by_value.items()))
 
 
-def measured(frame, task):
+def measured(frame: pd.DataFrame, task: str) -> str:
     """The lines above a table that say what was measured, where and with what."""
     rows = frame[frame["cell.task"] == task]
     ran = rows[rows["status"] == "ok"]
@@ -530,7 +534,7 @@ def measured(frame, task):
     return "\n".join(lines)
 
 
-def heading(task):
+def heading(task: str) -> str:
     if task in TRAINING_TASKS:
         unit = TIME_LABEL[TIME_METRIC[task]].replace("training time", "training time at the steady rate")
         unit += " (compile and first step apart)"
@@ -539,7 +543,7 @@ def heading(task):
     return f"### {TITLES[task]} — {unit}; lower is better"
 
 
-def details_heading(task):
+def details_heading(task: str) -> str:
     unit = TIME_LABEL[TIME_METRIC[task]]
     if task in TRAINING_TASKS:
         unit += ": as waited (compile and first step included) / steady state"
@@ -547,13 +551,13 @@ def details_heading(task):
     return f"details: {unit}, ±spread, efficiency" + (f", {QUALITY_LABEL[quality]}" if quality else "")
 
 
-def markdown(frame):
+def markdown(frame: pd.DataFrame) -> str:
     """Per task: what was measured, one number per cell sorted fastest first with × the fastest, the versions and run
     dates, then every cell's details (time as waited, spread, efficiency, quality) in a folded second table."""
     parts = []
     for task in TIME_METRIC:
         if (frame["cell.task"] == task).any():
-            footnotes = {}
+            footnotes: dict[str, int] = {}
             compact = tabulate(
                 compact_table(frame, task, footnotes), headers="keys", tablefmt="pipe", disable_numparse=True
             )
@@ -573,7 +577,7 @@ def markdown(frame):
 # ---------------------------------------------------------------- plot
 
 
-def bar_rows(rows):
+def bar_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """The plot's rows of one task in a stable order (framework, variant, devices, then precision from fp32 to bf16),
     labelled 'framework · precision', with variant and devices where the task has more than one of them."""
     order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
@@ -585,7 +589,15 @@ def bar_rows(rows):
     return rows, list(labels)
 
 
-def draw_bar(ax, y, value, spread, colour, height, hatched=False):
+def draw_bar(
+    ax: Axes,
+    y: float,
+    value: float,
+    spread: tuple[float, float] | None,
+    colour: str,
+    height: float,
+    hatched: bool = False,
+) -> None:
     """One bar with its min–max whisker (where known) and its value written past both."""
     ax.barh(
         y,
@@ -596,7 +608,7 @@ def draw_bar(ax, y, value, spread, colour, height, hatched=False):
         hatch="////" if hatched else None,
     )
     end = value
-    if known(spread):
+    if spread is not None and known(spread):
         # Clamped at 0: a single timed pass gives min = median = max, and value × min / median can miss value by
         # one rounding step, which matplotlib refuses as a negative error.
         ax.errorbar(
@@ -612,7 +624,7 @@ def draw_bar(ax, y, value, spread, colour, height, hatched=False):
     ax.text(end, y, f" {value:.3g}", va="center", fontsize=7)
 
 
-def draw_task(ax, rows, task):
+def draw_task(ax: Axes, rows: pd.DataFrame, task: str) -> None:
     """Bars coloured by precision: the time as waited, and for training tasks the steady-state time hatched beside it;
     whiskers span the samples' interquartile range (min–max in records older than the samples); a cell that did not
     run keeps its slot, outlined and hatched, with its status and reason."""
@@ -642,7 +654,7 @@ def draw_task(ax, rows, task):
     ax.set_xlim(0, largest * 1.15)
 
 
-def plot(frame, path):
+def plot(frame: pd.DataFrame, path: str | os.PathLike) -> None:
     """One panel per task, one row per cell up to PLOT_CAP (the tables hold the rest), lower is better; the legend
     says what colours and hatching mean."""
     tasks = [t for t in TIME_METRIC if (frame["cell.task"] == t).any()]
@@ -688,7 +700,7 @@ def plot(frame, path):
     plt.close(fig)
 
 
-def loss_rows(rows):
+def loss_rows(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[Any]]]:
     """(label, per-step losses) of the ok training cells that recorded a loss curve (shared.metrics.loss_metrics)."""
     return [
         (f"{r['cell.framework']} · {r['column']}", r["metrics.loss_curve"])
@@ -697,7 +709,7 @@ def loss_rows(rows):
     ]
 
 
-def draw_losses(ax, curves, title):
+def draw_losses(ax: Axes, curves: Sequence[tuple[str, list[Any]]], title: str) -> None:
     """Every cell's per-step training loss (the first epoch) on one chart: from the same canonical start and data
     order, trajectories overlap where the training is the same (dropout masks and float rounding still differ)."""
     for label, losses in curves[:PLOT_CAP]:
@@ -710,7 +722,7 @@ def draw_losses(ax, curves, title):
     ax.legend(fontsize=6, ncol=2, frameon=False)
 
 
-def plot_losses(frame, path):
+def plot_losses(frame: pd.DataFrame, path: str | os.PathLike) -> bool:
     """One panel per training task, data kind and scale (steps of different work never share a chart) with loss
     curves; False where no record has one (nothing written)."""
     rows = frame.to_dict("records")
@@ -733,7 +745,7 @@ def plot_losses(frame, path):
     return True
 
 
-def attempts_and_gaps(run_dirs, found):
+def attempts_and_gaps(run_dirs: Iterable[str | os.PathLike], found: Iterable[Record]) -> str:
     """Markdown lines on what the tables do not show: cells retried (their earlier attempts, kept under attempts/ by
     scripts.results.merge), cells of the run's plan that have no record (never ran, or their artifact was lost),
     and files quarantined as not sound records (scripts/results/records.py), each with its reason."""
@@ -762,7 +774,7 @@ def attempts_and_gaps(run_dirs, found):
     return ("### Attempts, gaps and quarantined records\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
-def write_report(*run_dirs, out=None):
+def write_report(*run_dirs: str | os.PathLike, out: str | os.PathLike | None = None) -> dict[str, Path]:
     """Merge `run_dirs` into `out` (default: the first run folder); returns the paths written."""
     out = Path(out or run_dirs[0])
     found = load_records(run_dirs)
@@ -805,7 +817,7 @@ def write_report(*run_dirs, out=None):
     return paths
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.results.report", description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", type=Path, help="run folders (results/…)")
     ap.add_argument("--out", type=Path, help="where to write the merged report (default: the first run folder)")
