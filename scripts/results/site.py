@@ -25,13 +25,16 @@ import shutil
 import sys
 import time
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import pandas as pd
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import JuliaLexer, MarkdownLexer, PythonLexer, SLexer
@@ -102,11 +105,11 @@ class SiteError(Exception):
 # ---------------------------------------------------------------- the runners, by section
 
 
-def runner_files():
+def runner_files() -> dict[str, OrderedDict[str, tuple[Path, list[str]]]]:
     """{task: OrderedDict(package: (path, [framework ids]))}: every runner source file a reader compares — the R and
     Julia scripts rather than their Python halves — with the framework ids it serves (keras: keras-tf, keras-jax …)."""
     matrix = load()
-    found = {task: OrderedDict() for task in TASKS}
+    found: dict[str, OrderedDict[str, tuple[Path, list[str]]]] = {task: OrderedDict() for task in TASKS}
     for fid, (package, _) in FRAMEWORKS.items():
         for task in matrix.frameworks[fid].tasks if fid in matrix.frameworks else ():
             folder = ROOT / "runners" / package
@@ -119,7 +122,7 @@ def runner_files():
     return found
 
 
-def sections(path):
+def sections(path: str | os.PathLike) -> OrderedDict[str, str]:
     """OrderedDict(section -> its source text) from the runner's `# ==== Name ====` markers; the text above the
     first marker (module docstring, imports) belongs to Config. A SiteError unless all six are there, in order."""
     names, parts = [], defaultdict(list)
@@ -140,7 +143,7 @@ def sections(path):
     return OrderedDict((name, "\n".join(parts[name]).strip("\n")) for name in SECTIONS)
 
 
-def lessons_in(text):
+def lessons_in(text: str) -> list[str]:
     """The seed lessons a piece of code cites: ['cnn-4', 'rnn-2'] (a bare number is a CNN lesson)."""
     return sorted(
         {
@@ -152,14 +155,14 @@ def lessons_in(text):
     )
 
 
-def highlighted(text, path):
+def highlighted(text: str, path: str | os.PathLike) -> str:
     return highlight(text, LANGUAGES[Path(path).suffix](), HtmlFormatter(cssclass="hl"))
 
 
 # ---------------------------------------------------------------- results: sources, columns
 
 
-def sources(runs=()):
+def sources(runs: Iterable[str | os.PathLike] = ()) -> list[tuple[str, str, Path]]:
     """[(kind, name, folder)]: the references, the accepted community submissions, the run folders given."""
     found = [("reference", p.name, p) for p in sorted(REFERENCES.glob("*")) if (p / "cells").is_dir()]
     if COMMUNITY.is_dir():
@@ -182,7 +185,7 @@ def read_source(folder: Path) -> tuple[list[Record], dict[str, Path]]:
     return found, logs
 
 
-def column_of(row):
+def column_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
     machine_class = row["machine_class"] if report.known(row.get("machine_class")) else "unknown machine"
     return (
         row["source"],
@@ -193,12 +196,12 @@ def column_of(row):
     )
 
 
-def versions(rows, key, kind):
+def versions(rows: Iterable[Mapping[str, Any]], key: str, kind: str) -> str:
     values = sorted({report.version_text(r[key], kind) for r in rows if report.known(r.get(key))})
     return "/".join(values) or "—"
 
 
-def device_of(rows):
+def device_of(rows: Iterable[Mapping[str, Any]]) -> Any:
     """The device a column ran on: for GPU cells the GPU as nvidia-smi named it (the facts its machine class is
     derived from, where the record has them), else the CPU; a CPU cell's list of the host's GPUs names no device of
     its own."""
@@ -284,7 +287,7 @@ document.querySelectorAll('.filters').forEach(function (form) {
 """
 
 
-def page(title, body, depth=0):
+def page(title: str, body: str, depth: int = 0) -> str:
     up = "../" * depth
     nav = " ".join(
         [f'<a href="{up}index.html">Rosetta</a>']
@@ -301,15 +304,16 @@ def page(title, body, depth=0):
     )
 
 
-def differences_by_framework(rows):
-    found = defaultdict(set)
+def differences_by_framework(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any], set[Any]]:
+    found: dict[tuple[Any, Any], set[Any]] = defaultdict(set)
     for row in rows:
-        for d in row.get("metrics.differences") if isinstance(row.get("metrics.differences"), list) else ():
+        differences = row.get("metrics.differences")
+        for d in differences if isinstance(differences, list) else ():
             found[(row["cell.framework"], row["cell.task"])].add(d)
     return found
 
 
-def pickers(runners):
+def pickers(runners: Mapping[str, tuple[Path, list[str]]]) -> tuple[str, str]:
     """The checkboxes that pick a side-by-side page's columns (two ticked at first) and the :has() CSS that shows
     the ticked ones, without JavaScript."""
     picks = [p for p in runners if p in DEFAULT_PICKS] or list(runners)[:2]
@@ -324,7 +328,7 @@ def pickers(runners):
     return '<div class="picks">\n' + "\n".join(boxes) + "</div>\n", f"<style>{hide} {' '.join(css)}</style>\n"
 
 
-def runner_head(runners):
+def runner_head(runners: Mapping[str, tuple[Path, list[str]]]) -> str:
     return "".join(
         f'<th class="c-{p}">{html.escape(", ".join(fids))}<div class="muted"><a href="src/'
         f'{path.relative_to(ROOT).as_posix()}.html">{path.relative_to(ROOT).as_posix()}</a></div></th>'
@@ -332,7 +336,9 @@ def runner_head(runners):
     )
 
 
-def code_page(task, runners, differences):
+def code_page(
+    task: str, runners: Mapping[str, tuple[Path, list[str]]], differences: Mapping[tuple[Any, Any], set[Any]]
+) -> str:
     boxes, style = pickers(runners)
     parsed = {package: sections(path) for package, (path, _) in runners.items()}
     head = runner_head(runners)
@@ -397,7 +403,7 @@ def code_page(task, runners, differences):
     return page(f"{report.TITLES[task]}: the runners side by side", body)
 
 
-def rosetta_page(task, runners):
+def rosetta_page(task: str, runners: Mapping[str, tuple[Path, list[str]]]) -> str:
     """Rows the concepts of the task (scripts/results/rosetta.py), columns the runners picked like the code page's, each
     cell the lines its `# rosetta:` marker marks, each snippet linked to its whole source file at that line."""
     boxes, style = pickers(runners)
@@ -437,13 +443,13 @@ def rosetta_page(task, runners):
 SOURCE_ORDER = {"reference": 0, "community": 1, "run": 2}
 
 
-def source_key(source):
+def source_key(source: str) -> tuple[int, str]:
     """References first, then accepted submissions, then the run folders given; by name within each."""
     kind = source.split("/", 1)[0]
     return SOURCE_ORDER.get(kind, len(SOURCE_ORDER)), source
 
 
-def results_page(task, frame, out, plots):
+def results_page(task: str, frame: pd.DataFrame, out: Path, plots: list[str]) -> str:
     """The task's tables, one per data kind × scale (cells of different work are not comparable), and its plots:
     one number per cell (its steady state) with × the column's fastest, rows fastest first by the first column, the
     waited time, spread, efficiency and accuracy one tick away; versions and run dates under each table."""
@@ -483,7 +489,8 @@ def results_page(task, frame, out, plots):
         frameworks = sorted(
             {r["cell.framework"] for r in group}, key=lambda fw: (first.get(fw) is None, first.get(fw) or 0, fw)
         )
-        footnotes, attrs, head, under = {}, {}, [], []
+        footnotes: dict[str, int] = {}
+        attrs, head, under = {}, [], []
         for i, key in enumerate(keys):
             source, machine_class, variant, precision, gpus = key
             col = columns[key]
@@ -522,12 +529,12 @@ def results_page(task, frame, out, plots):
                     cells.append(f"<td {attrs[key]}>—</td>")
                     continue
                 detail = html.escape(report.cell_text(row, task, footnotes))
-                value = report.value_of(row)
+                value, best = report.value_of(row), fastest[key]  # best is a number wherever value is
                 shown = (
-                    f'{value:.3g} <span class="muted">(×{value / fastest[key]:.2f}'
+                    f'{value:.3g} <span class="muted">(×{value / best:.2f}'
                     f"{html.escape(report.speedup_text(row))})</span>"
                     f"{html.escape(report.note_marks(row, footnotes))}"
-                    if value
+                    if value and best
                     else detail
                 )
                 record, log = row["links"]
@@ -562,19 +569,20 @@ def results_page(task, frame, out, plots):
     return page(f"{report.TITLES[task]}: results", "\n".join(parts) + form + "\n".join(tables))
 
 
-def href(path):
+def href(path: str) -> str:
     """A relative link to a file the site wrote: its path percent-encoded (a run folder may be named
     `"><img onerror=…>`), then escaped for the attribute."""
     return html.escape(quote(path, safe="/"), quote=True)
 
 
-def plot(task, data, scale, rows, out, plots):
+def plot(task: str, data: str, scale: str, rows: list[dict[str, Any]], out: Path, plots: list[str]) -> str:
     """An SVG of one source's ok cells in a group: one bar per framework and column, fastest on top, each with its
     value; the unit and "lower is better" on the axis."""
     bars = sorted(
-        (report.value_of(r), f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
+        (value, f"{r['cell.framework']} · {r['cell.variant']} · {r['cell.precision']}")
         for r in rows
-        if report.value_of(r) and report.plottable(report.value_of(r))
+        for value in [report.value_of(r)]
+        if value and report.plottable(value)
     )[: report.PLOT_CAP]
     if not bars:
         return ""
@@ -600,7 +608,7 @@ def plot(task, data, scale, rows, out, plots):
     )
 
 
-def loss_plot(task, data, scale, rows, out, plots):
+def loss_plot(task: str, data: str, scale: str, rows: list[dict[str, Any]], out: Path, plots: list[str]) -> str:
     """An SVG of the group's per-step training losses, every framework on one chart (report.draw_losses)."""
     curves = report.loss_rows(rows)
     if not curves:
@@ -652,9 +660,9 @@ REPOSITORY = "https://github.com/{}"
 ORIGINAL = "https://github.com/ilkarman/DeepLearningFrameworks"
 
 
-def headline(frame):
+def headline(frame: pd.DataFrame | None) -> list[str]:
     """Per reference and task: the fastest and the slowest system of its most filled precision, and the factor."""
-    lines = []
+    lines: list[str] = []
     if frame is None:
         return lines
     rows = [r for r in frame.to_dict("records") if r["source"].startswith("reference/") and report.value_of(r)]
@@ -667,7 +675,10 @@ def headline(frame):
                 sorted({r["cell.precision"] for r in cells}), key=lambda p: sum(r["cell.precision"] == p for r in cells)
             )
             ranked = sorted(
-                (report.value_of(r), r["cell.framework"]) for r in cells if r["cell.precision"] == precision
+                (value, r["cell.framework"])
+                for r in cells
+                for value in [report.value_of(r)]
+                if r["cell.precision"] == precision and value  # every row of `rows` has a value
             )
             (low, fast), (high, slow) = ranked[0], ranked[-1]
             unit = "s / 1,000 images" if task == "resnet50" else ("min" if task == "densenet121" else "s")
@@ -680,7 +691,12 @@ def headline(frame):
     return lines
 
 
-def index_page(found, counts, frame=None, built_from=None):
+def index_page(
+    found: Sequence[tuple[str, str, Path]],
+    counts: Sequence[tuple[list[str], int]],
+    frame: pd.DataFrame | None = None,
+    built_from: Mapping[str, Any] | None = None,
+) -> str:
     rows = "".join(
         f"<tr><td>{kind}</td><td>{html.escape(name)}</td><td>{html.escape(', '.join(classes))}</td><td>{n}</td></tr>"
         for (kind, name, _), (classes, n) in zip(found, counts, strict=False)
@@ -720,7 +736,7 @@ def index_page(found, counts, frame=None, built_from=None):
     return page("The Rosetta Stone of deep-learning frameworks", body)
 
 
-def lessons_page():
+def lessons_page() -> str:
     items = "".join(
         f'<li id="{key}"><b>{key.replace("-", " ").upper()}</b>: {html.escape(text)}</li>'
         for key, text in LESSONS.items()
@@ -732,7 +748,7 @@ def lessons_page():
     )
 
 
-def source_page(path, depth):
+def source_page(path: str | os.PathLike, depth: int) -> str:
     text = Path(path).read_text()
     formatter = HtmlFormatter(cssclass="hl", linenos="table", anchorlinenos=True, lineanchors="L")
     code = highlight(text, LANGUAGES.get(Path(path).suffix, PythonLexer)(), formatter)
@@ -743,7 +759,7 @@ def source_page(path, depth):
 # ---------------------------------------------------------------- build
 
 
-def build(out, runs=()):
+def build(out: str | os.PathLike, runs: Iterable[str | os.PathLike] = ()) -> dict[str, Any]:
     """Write the site into `out` (replaced); returns {"pages": n, "bytes": size, "seconds": build time}."""
     started = time.time()
     out = Path(out)
@@ -796,7 +812,7 @@ def build(out, runs=()):
         frame["source"] = frame["_source"]
         frame["links"] = frame["_links"]
     differences = differences_by_framework(frame.to_dict("records")) if frame is not None else {}
-    plots = []
+    plots: list[str] = []
     built_from = {
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "commit": git_commit(ROOT),
@@ -841,7 +857,7 @@ def sanitized(record: Record) -> str:
     return cell_id
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.results.site", description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="*", type=Path, help="run folders to show beside the references and submissions")
     ap.add_argument("--out", type=Path, default=ROOT / "site", help="the folder to write the site to (default: site/)")
