@@ -24,7 +24,7 @@ import math
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -53,6 +53,10 @@ CALIBRATION_NOISE = 1.05  # calibrations within this of the reference's explain 
 MIN_OVERALL_CELLS = 5  # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
 INCOMPARABLE = 3  # exit code: nothing to compare with
 
+RecordLike = Record | Mapping[str, Any]  # a record as verify's helpers take it: a Record, or a record dict (of)
+Run = Mapping[str, RecordLike]  # one run's records by cell id
+Runs = Sequence[Run]  # the reference's runs (reference_runs): the reference cells first
+
 
 class VerifyError(Exception):
     """Nothing to compare with (no reference, no run); the message says what to pass instead."""
@@ -65,7 +69,7 @@ def records_by_id(folder: Path) -> dict[str, Record]:
         raise VerifyError(str(e)) from e
 
 
-def reference_runs(folder):
+def reference_runs(folder: Path) -> list[dict[str, Record]]:
     """The reference's runs, each {cell id: record}: cells/ (the reference cells) first, then every further honest
     run kept under runs/RUN_ID/."""
     runs = [records_by_id(folder)]
@@ -82,7 +86,7 @@ def of(record: Record | Mapping[str, Any]) -> Record:
     return Record.of(record)
 
 
-def comparable_runs(runs, cell_id) -> list[Record]:
+def comparable_runs(runs: Runs, cell_id: str) -> list[Record]:
     """The ok records of `cell_id` in every reference run that are comparable with the first run's."""
     first = sound(runs[0].get(cell_id))
     if first is None or first.status != "ok":
@@ -91,7 +95,7 @@ def comparable_runs(runs, cell_id) -> list[Record]:
     return [r for r in found if r.status == "ok" and why_incomparable(first, r) is None]
 
 
-def between_runs(runs):
+def between_runs(runs: Runs) -> dict[str, float]:
     """{cell id: (slowest / fastest steady state) over the reference's runs}, for the cells that are ok and
     comparable with the first run's in at least two runs (the README's figure; never a tolerance)."""
     factors = {}
@@ -102,7 +106,7 @@ def between_runs(runs):
     return factors
 
 
-def run_distances(runs, cell_id):
+def run_distances(runs: Runs, cell_id: str) -> list[tuple[str | None, float | None]]:
     """[(the cores' distance, steady state)] of each of the reference's comparable runs of the cell: "near", "apart",
     or None (moved during the cell, or not measured: a record from before shared/placement.py)."""
     records = comparable_runs(runs, cell_id)
@@ -110,19 +114,19 @@ def run_distances(runs, cell_id):
     return [(distance(r, floor), steady(r)) for r in records]
 
 
-def at_one_distance(runs, cell_id):
+def at_one_distance(runs: Runs, cell_id: str) -> float | None:
     """The cell's widest between-run factor among its runs at one same distance (near with near, apart with apart),
     or None where no two runs share one: what is left of its between-run factor once like is compared with like.
     Where every run measured the distance at its window edges, a run's figure at a distance is the median of its
     samples there (STRATUM_RUN or more of them); else its steady state, where its cores were at one distance
     throughout."""
-    records, groups = comparable_runs(runs, cell_id), {}
+    records, groups = comparable_runs(runs, cell_id), dict[str, list[float]]()
     floor = edge_floor(records)
     if floor and all(edges(r) for r in records):
         for r in records:
-            where = sample_distances(r, floor)
+            sides = sample_distances(r, floor)
             for side in ("near", "apart"):
-                values = [v for v, w in zip(samples(r), where, strict=False) if w == side]
+                values = [v for v, w in zip(samples(r), sides, strict=False) if w == side]
                 if len(values) >= STRATUM_RUN:
                     groups.setdefault(side, []).append(statistics.median(values))
         factors = [max(times) / min(times) for times in groups.values() if len(times) >= 2]
@@ -134,13 +138,13 @@ def at_one_distance(runs, cell_id):
     return max(factors) if factors else None
 
 
-def reference_time(runs, cell_id):
+def reference_time(runs: Runs, cell_id: str) -> float | None:
     """The median steady state of `cell_id` over the reference's comparable runs, or None."""
     times = [t for t in map(steady, comparable_runs(runs, cell_id)) if t]
     return statistics.median(times) if times else None
 
 
-def pooled_samples(runs):
+def pooled_samples(runs: Runs) -> dict[str, list[float]]:
     """{cell id: the samples of every comparable honest reference run of the cell, pooled}."""
     return (
         {cell_id: [v for r in comparable_runs(runs, cell_id) for v in samples(r)] for cell_id in runs[0]}
@@ -152,31 +156,31 @@ def pooled_samples(runs):
 # ---------------------------------------------------------------- what a record measured
 
 
-def machine_class(record: Record | dict) -> str:
+def machine_class(record: RecordLike) -> str:
     """The record's machine class, or one derived from its facts for records written before the key existed
     (records.upgrade)."""
     return of(record).machine_class
 
 
-def samples(record: Record | dict) -> list[float]:
+def samples(record: RecordLike) -> list[float]:
     """The post-warm-up samples of an ok record (seconds per step or per pass), [] where it kept none."""
     return of(record).samples
 
 
-def timed(record: Record | dict) -> int:
+def timed(record: RecordLike) -> int:
     """How many windows or passes the record timed after its first step: its samples and, for training, the warm-up
     windows before them (how many of those there are varies between honest runs; their sum does not)."""
     record = of(record)
     return len(record.samples) + len(record.timing.warmup_windows)
 
 
-def steady(record: Record | dict) -> float | None:
+def steady(record: RecordLike) -> float | None:
     """The steady-state figure the ratio is taken of: the median sample where the record has samples, else the
     task's recorded time (older records; Record.steady)."""
     return of(record).steady
 
 
-def waited(record: Record | dict) -> float | None:
+def waited(record: RecordLike) -> float | None:
     """The time a user waits for the cell's timed work, compile and first step included."""
     record = of(record)
     if record.cell.task in params.TRAINING_TASKS:
@@ -185,13 +189,13 @@ def waited(record: Record | dict) -> float | None:
     return (record.timing.warmup or 0) + sum(passes) if passes else record.metrics.get("seconds_per_1000_images")
 
 
-def calibration(record: Record | dict) -> tuple:
+def calibration(record: RecordLike) -> tuple[Any, Any]:
     """(GEMM FLOP/s, host-copy bytes/s) of a record's own calibration, None where it has none."""
     block = of(record).facts("calibration")
     return block.get("gemm_fp32_flops"), block.get("host_copy_bytes_per_s")
 
 
-def why_incomparable(expected: Record | dict, measured: Record | dict) -> str | None:
+def why_incomparable(expected: RecordLike, measured: RecordLike) -> str | None:
     """Why two ok records of one cell id cannot be compared, or None where they can."""
     expected, measured = of(expected), of(measured)
     reasons = []
@@ -258,7 +262,12 @@ class Refused:
     reason: str
 
 
-def sound(record: Record | dict | Refused | None) -> Record | None:
+Judged = RecordLike | Refused | None  # a judged run's entry for a cell: missing (None) or refused stand in for it
+JudgedRun = Mapping[str, RecordLike | Refused]  # a judged run's records by cell id (read_run)
+Facts = tuple[Mapping[str, Any], str, int]  # (system facts, device, GPUs) of a record (ok_facts)
+
+
+def sound(record: Judged) -> Record | None:
     """The record itself where read_run kept it: None where it was missing or refused."""
     return None if record is None or isinstance(record, Refused) else Record.of(record)
 
@@ -279,7 +288,7 @@ class CellVerdict:
     quality: float | None = None  # the run's accuracy or AUC
 
     @property
-    def row(self):
+    def row(self) -> tuple[float | None, ...]:
         return (
             self.reference_time,
             self.measured_time,
@@ -291,7 +300,7 @@ class CellVerdict:
         )
 
 
-def judge_status(expected, measured):
+def judge_status(expected: RecordLike | None, measured: Judged) -> tuple[Outcome, str] | None:
     """(outcome, words) where one of the two cells did not run ok or they cannot be compared, else None."""
     if measured is None:
         return Outcome.MISSING, "missing: the run has no record of this cell (the reference has)"
@@ -327,18 +336,18 @@ def judge_status(expected, measured):
     return None
 
 
-def positive(value):
+def positive(value: Any) -> bool:
     """A time that can be divided by and taken the log of: a finite number above 0."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def round_trips(record):
+def round_trips(record: RecordLike | None) -> list[float]:
     """The round trips between the cell's first two cores just before and after its work (ns; shared/placement.py)."""
     where = of(record).facts("placement") if record is not None else {}
     return [v for v in (where.get("before_ns"), where.get("after_ns")) if isinstance(v, (int, float))]
 
 
-def placement_words(expected, measured, where=None):
+def placement_words(expected: RecordLike | None, measured: RecordLike | None, where: str | None = None) -> str:
     """For a cell off in time: how far apart the machine's cores were around it, beside the reference's, and which
     of the reference's samples it was judged against (`where`: at_distance's words); a round trip well above the
     reference's is the host moving the cores apart (docs/verify.md), not the install."""
@@ -353,14 +362,14 @@ def placement_words(expected, measured, where=None):
     )
 
 
-def floor_of(records):
+def floor_of(records: Iterable[RecordLike]) -> float | None:
     """The lowest round trip the records of one cell measured (one environment, one interpreter: shared/placement.py
     compares round trips only within one), or None."""
     trips = [t for r in records for t in round_trips(r) if t > 0 and math.isfinite(t)]
     return min(trips) if trips else None
 
 
-def distance(record, floor):
+def distance(record: RecordLike, floor: float | None) -> str | None:
     """ "near" or "apart" where both round trips around the record's work say the same, relative to `floor` (beyond
     ×APART of it is apart); None where they disagree (the host moved the cores during the cell) or were not
     measured."""
@@ -371,7 +380,7 @@ def distance(record, floor):
     return where.pop() if len(where) == 1 else None
 
 
-def edges(record):
+def edges(record: RecordLike | None) -> list[float | None]:
     """The round trips measured at the edges of the record's samples, outside the clock (timing.round_trips_ns:
     one per edge of the windows or passes its timing block lists, shared/timing.py): len(samples) + 1 values, or []
     where they were not measured or do not fit."""
@@ -386,13 +395,13 @@ def edges(record):
     ]
 
 
-def edge_floor(records):
+def edge_floor(records: Iterable[RecordLike]) -> float | None:
     """The lowest round trip measured at the window edges of the records of one cell (edges), or None: floor_of's
     twin for the edges, which the probe between windows measures its own way (shared/placement.py)."""
     return min((t for r in records for t in edges(r) if t), default=None)
 
 
-def sample_distances(record, floor):
+def sample_distances(record: RecordLike, floor: float | None) -> list[str | None]:
     """Where the cores were while each sample of the record was timed: "near" or "apart" where the round trips at
     both its edges say the same (relative to `floor`, edge_floor of the cell's records), else None; [] where the
     record measured no edges."""
@@ -402,7 +411,9 @@ def sample_distances(record, floor):
     return [a if a == b else None for a, b in zip(where, where[1:], strict=False)]
 
 
-def by_sample(records, measured, pooled):
+def by_sample(
+    records: list[Record], measured: Record, pooled: list[float] | None
+) -> tuple[list[float], list[float], str] | None:
     """Like with like sample by sample (the records measured the cores' distance at every window edge): every sample
     of either side divided by the median of the reference's samples at its distance and multiplied by the pooled
     median, where the reference has MIN_SAMPLES or more at that distance; a sample at no one distance (the cores
@@ -412,7 +423,7 @@ def by_sample(records, measured, pooled):
     floor = edge_floor(records + [measured])
     if not floor or not edges(measured) or not pooled:
         return None
-    strata = {}
+    strata: dict[str, list[float]] = {}
     for r in records:
         for value, where in zip(samples(r), sample_distances(r, floor), strict=False):
             if where:
@@ -449,7 +460,9 @@ def by_sample(records, measured, pooled):
     )
 
 
-def at_distance(runs, cell_id, measured, pooled):
+def at_distance(
+    runs: Runs, cell_id: str, measured: Judged, pooled: list[float] | None
+) -> tuple[list[float] | None, list[float] | None, str | None]:
     """(the reference samples `measured` is judged against, its own samples, words). Where both sides measured the
     cores' distance at every window edge, sample by sample (by_sample). Else, where the record's cores were near (or
     apart) both before and after its work, only the samples of the reference's runs of the cell that ran at that
@@ -493,30 +506,44 @@ class Evidence:
     own: list | None = None  # the measured samples as judged (at_distance: sample by sample where both can)
 
 
-def evidence(runs, cell_id, measured, pooled, between):
+def evidence(
+    runs: Runs, cell_id: str, measured: Judged, pooled: Mapping[str, list[float]], between: Mapping[str, float]
+) -> Evidence:
     """The Evidence `measured` (a record of `cell_id`) is judged with: the reference's `runs`, their `pooled`
     samples and `between`-run factors by cell id (pooled_samples, between_runs)."""
     against, own, where = at_distance(runs, cell_id, measured, pooled.get(cell_id))
     return Evidence(against, between.get(cell_id), reference_time(runs, cell_id), where, own)
 
 
-def judge(expected, measured, factor, tolerance, margin, known=Evidence()):
+def judge(
+    expected: RecordLike | None,
+    measured: Judged,
+    factor: float,
+    tolerance: float,
+    margin: float,
+    known: Evidence = Evidence(),
+) -> CellVerdict:
     """The CellVerdict of one cell: `measured` against `expected` (the reference's record), with the explained overall
     `factor` divided out, within `tolerance` (time) and `margin` (quality), on the `known` Evidence."""
     by_status = judge_status(expected, measured)
     if by_status:
         return CellVerdict((by_status[0],), by_status[1])
+    # judge_status passed them: both are ok records, each with a positive, finite steady state
+    assert expected is not None and measured is not None and not isinstance(measured, Refused)
     pooled = known.pooled if known.pooled else samples(expected)
     e_time = statistics.median(pooled) if pooled else (known.time or steady(expected))
     m_time = steady(measured)
+    assert m_time is not None
     m_samples = known.own if known.own else samples(measured)
+    ratio: float | None
     if len(pooled) >= MIN_SAMPLES and len(m_samples) >= MIN_SAMPLES:
         ratio = stats.ratio_estimate(m_samples, pooled)
     else:
         ratio = m_time / e_time if e_time else None
     normalised = ratio / factor if ratio else None
     p = stats.rank_test(pooled, m_samples, factor, normalised) if normalised else None
-    found, notes = [], []
+    found: list[tuple[Outcome, str | None]] = []
+    notes = []
     if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):
         faster = normalised < 1
         if p is not None and p >= ALPHA:
@@ -564,33 +591,38 @@ def judge(expected, measured, factor, tolerance, margin, known=Evidence()):
     e_q, m_q = (of(expected).metrics.get(quality), of(measured).metrics.get(quality)) if quality else (None, None)
     if e_q is not None and (m_q is None or abs(m_q - e_q) > margin):
         found.append((Outcome.QUALITY, f"{quality} {'missing' if m_q is None else f'{m_q:.3f}'}, expected {e_q:.3f}"))
-    outcomes = [o for o, _ in found if o != Outcome.WAITED] or [Outcome.OK]
+    outcomes: list[Outcome] = [o for o, _ in found if o != Outcome.WAITED] or [Outcome.OK]
     outcomes += [o for o, _ in found if o == Outcome.WAITED]
     words = "; ".join([w for _, w in found if w] + notes) or "ok"
     return CellVerdict(tuple(outcomes), words, e_time, m_time, ratio, normalised, tolerance, p, m_q)
 
 
-def overall_factor(reference, measured, ids):
+def overall_factor(reference: Run, measured: JudgedRun, ids: Iterable[str]) -> tuple[float, int]:
     """The median of the steady-state ratios of the comparable ok cells and how many cells it rests on; 1.0 with
     fewer than MIN_OVERALL_CELLS (a subset is then judged by its raw ratios)."""
     ratios = []
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
         if judge_status(expected, got) is None:
-            ratios.append(steady(got) / steady(expected))
+            # both are ok records with a positive, finite steady state (judge_status)
+            assert expected is not None and got is not None and not isinstance(got, Refused)
+            e_time, m_time = steady(expected), steady(got)
+            assert e_time and m_time
+            ratios.append(m_time / e_time)
     return (statistics.median(ratios) if len(ratios) >= MIN_OVERALL_CELLS else 1.0), len(ratios)
 
 
-def explained_factor(reference, measured, ids):
+def explained_factor(reference: Run, measured: JudgedRun, ids: Iterable[str]) -> tuple[float, dict[str, float], int]:
     """The part of the run's speed its own calibration explains: the geometric mean of the median reference ÷ run
     GEMM rate and the median reference ÷ run host-copy bandwidth over the comparable cells that recorded them (a
     slower machine has a lower rate: a factor above 1). Returns (factor, {"gemm": …, "bandwidth": …} medians, cells);
     (1.0, {}, 0) where no cell pair recorded a calibration."""
-    parts = {"gemm": [], "bandwidth": []}
+    parts: dict[str, list[float]] = {"gemm": [], "bandwidth": []}
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
         if judge_status(expected, got) is not None:
             continue
+        assert expected is not None and got is not None and not isinstance(got, Refused)  # both ok (judge_status)
         for key, e, m in zip(("gemm", "bandwidth"), calibration(expected), calibration(got), strict=False):
             if e and m and e > 0 and m > 0 and math.isfinite(e) and math.isfinite(m):
                 parts[key].append(e / m)
@@ -600,7 +632,7 @@ def explained_factor(reference, measured, ids):
     return math.exp(statistics.mean(math.log(v) for v in medians.values())), medians, max(map(len, parts.values()))
 
 
-def within(calibrated, raw):
+def within(calibrated: float, raw: float) -> float:
     """What the cells are judged with, divided out of each: the calibration's factor `calibrated`, but where it says
     the machine is slower, no more slowness than the cells show overall (`raw`): a run as fast as the reference whose
     calibration says ×1.24 slower would otherwise have every cell judged ×1.24 faster, and a cell ×1.8 slower pass
@@ -610,17 +642,26 @@ def within(calibrated, raw):
     return min(calibrated, max(raw, 1.0)) if calibrated > 1 else calibrated
 
 
-def comparable(expected, measured):
+def comparable(expected: RecordLike | None, measured: Judged) -> bool:
     """True where both records are ok and of the same kind (data, parameters, machine class, unit)."""
+    record = sound(measured)
     return (
         expected is not None
-        and sound(measured) is not None
-        and of(expected).status == of(measured).status == "ok"
-        and why_incomparable(expected, measured) is None
+        and record is not None
+        and of(expected).status == record.status == "ok"
+        and why_incomparable(expected, record) is None
     )
 
 
-def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None, partial=False):
+def compare(
+    reference: Run,
+    measured: JudgedRun,
+    plan: Collection[str] | None,
+    tolerance: float = TIME_TOLERANCE,
+    margin: float = QUALITY_MARGIN,
+    runs: Runs | None = None,
+    partial: bool = False,
+) -> tuple[list[list[Any]], Tally, int, dict[str, Any]]:
     """Judge every reference cell and every cell the run has; with `partial` (--partial), of the reference's cells
     only those the run planned (`plan`, its plan.json's ids; without one, those it has records of): a run cannot
     leave a cell out of its own plan to leave it unjudged unless the person verifying asks for that by name;
@@ -638,7 +679,9 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     noise = 1 / CALIBRATION_NOISE <= explained <= CALIBRATION_NOISE
     calibrated = explained if basis >= MIN_OVERALL_CELLS and not noise else 1.0
     factor = within(calibrated, raw)
-    rows, counts, off = [], Tally(), {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
+    rows: list[list[Any]] = []
+    counts = Tally()
+    off: dict[str, list[str]] = {"slower": [], "faster": [], "bimodal": [], "unconfirmed": []}
     for cell_id in ids:
         expected, got = reference.get(cell_id), measured.get(cell_id)
         verdict = judge(expected, got, factor, tolerance, margin, evidence(runs, cell_id, got, pooled, between))
@@ -665,7 +708,7 @@ def compare(reference, measured, plan, tolerance=TIME_TOLERANCE, margin=QUALITY_
     return rows, counts, len(reference) - len(expected_ids), overall
 
 
-def not_a_rerun(first, second):
+def not_a_rerun(first: Judged, second: Judged) -> str | None:
     """Why `second` cannot confirm or clear `first` (two records of one cell), or None: a second run is one made
     after the first ended, by the same code. An earlier run, the reference's own records, or a run of another commit
     (an older, faster install) would clear a regression it never saw."""
@@ -681,8 +724,16 @@ def not_a_rerun(first, second):
 
 
 def confirm(
-    rows, counts, overall, reference, second, tolerance=TIME_TOLERANCE, margin=QUALITY_MARGIN, runs=None, first=None
-):
+    rows: list[list[Any]],
+    counts: Tally,
+    overall: dict[str, Any],
+    reference: Run,
+    second: JudgedRun,
+    tolerance: float = TIME_TOLERANCE,
+    margin: float = QUALITY_MARGIN,
+    runs: Runs | None = None,
+    first: JudgedRun | None = None,
+) -> list[str]:
     """Judge again, on `second` (a second run's records: {cell id: record}), every cell `compare` found slower or
     faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is comparable
     and within (no time outcome), and a re-run of the first (`first`: the judged run's records; not_a_rerun): then it is
@@ -718,11 +769,11 @@ def confirm(
     return overall["off"]["unconfirmed"]
 
 
-def plural(n, word):
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def speed_words(factor):
+def speed_words(factor: float) -> str:
     return (
         "as fast as"
         if abs(math.log(factor)) < math.log(1.05)
@@ -730,7 +781,7 @@ def speed_words(factor):
     )
 
 
-def overall_line(overall, same_class=True):
+def overall_line(overall: Mapping[str, Any], same_class: bool = True) -> tuple[str, bool]:
     """The run's speed relative to the reference in words, what its calibration explains of it, and whether the
     unexplained rest is itself off (beyond ×OVERALL_TOLERANCE either way on the same machine class)."""
     basis = overall["basis"]
@@ -782,7 +833,14 @@ def overall_line(overall, same_class=True):
     return line, off
 
 
-def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
+def one_line(
+    counts: Mapping[str, int],
+    outside: int,
+    tolerance: float,
+    margin: float,
+    overall_off: bool = False,
+    off: Mapping[str, list[str]] | None = None,
+) -> str:
     """The verdict a person can act on: what is off and how much, or that all is as expected; then what was not
     compared and why."""
     n = counts["compared"]
@@ -865,9 +923,9 @@ def one_line(counts, outside, tolerance, margin, overall_off=False, off=None):
 # ---------------------------------------------------------------- which reference
 
 
-def classes_of(folder):
+def classes_of(folder: Path) -> Counter[str]:
     """The machine classes of a reference's ok records."""
-    found = Counter()
+    found: Counter[str] = Counter()
     for path in sorted(Path(folder).glob("cells/*.json")):
         try:
             record = records.load(path)
@@ -878,7 +936,7 @@ def classes_of(folder):
     return found
 
 
-def fitting_references(wanted_classes, exclude=None):
+def fitting_references(wanted_classes: Collection[str], exclude: Path | None = None) -> list[Path]:
     """The reference folders holding records of any of `wanted_classes`, best first."""
     scored = []
     for folder in sorted(REFERENCES.iterdir()) if REFERENCES.is_dir() else []:
@@ -889,13 +947,13 @@ def fitting_references(wanted_classes, exclude=None):
     return [folder for _, folder in sorted(scored, key=lambda x: -x[0])]
 
 
-def this_machine():
+def this_machine() -> tuple[str, dict[str, Any]]:
     """This machine's class for a CPU cell (what the demo profile runs), and its facts."""
     facts = sysinfo.cpu_facts()
     return sysinfo.machine_class(facts, "cpu"), facts
 
 
-def how_to_make_one(machine, legacy=None):
+def how_to_make_one(machine: str, legacy: Path | None = None) -> str:
     """What to do without a reference of `machine`; `legacy`: a format-1 reference folder of the same machine."""
     older = (
         (
@@ -911,14 +969,14 @@ def how_to_make_one(machine, legacy=None):
     )
 
 
-def legacy_reference(facts):
+def legacy_reference(facts: Iterable[Facts]) -> Path | None:
     """A reference folder of the format-1 class these facts reduce to, or None (shared.sysinfo); `facts`: [(a
     record's system facts, its device, its GPUs)] of ok records."""
     legacy = {sysinfo.legacy_class(system, device, gpus) for system, device, gpus in facts}
     return next(iter(fitting_references({c for c in legacy if sysinfo.class_format(c) == 1})), None)
 
 
-def why_refused(record, cell_id, run_id):
+def why_refused(record: Record, cell_id: str, run_id: str | None) -> str | None:
     """Why a record that passed records.read is still not this run's record of `cell_id`, or None: its cell is
     another than its file name says (a record renamed or swapped to stand in for a cell), it comes from another run
     than the one the run's plan names (a record copied in), or a published figure does not follow from its samples
@@ -935,12 +993,12 @@ def why_refused(record, cell_id, run_id):
     return f"inconsistent: {'; '.join(wrong)[:600]}" if wrong else None
 
 
-def read_run(folder):
+def read_run(folder: Path) -> dict[str, Record | Refused]:
     """A run folder's records by cell id; a record that fails the checks (scripts/results/records.py, why_refused)
     stands in as a Refused with the reason and fails its cell. VerifyError for a folder that is not a run."""
     if not (folder / "cells").is_dir():
         raise VerifyError(f"{folder} is not a run folder (no cells/); pass one of results/PROFILE-DATE-TIME")
-    found = {}
+    found: dict[str, Record | Refused] = {}
     for path in sorted(Path(folder).glob("cells/*.json")):
         try:
             found[path.stem] = records.load(path)
@@ -950,23 +1008,23 @@ def read_run(folder):
     common = Counter(r.run_id for r in found.values() if isinstance(r, Record)).most_common(1)
     run_id = planned_run(folder) or (common[0][0] if common else None)
     for cell_id, record in found.items():
-        why = why_refused(record, cell_id, run_id) if sound(record) else None
+        why = why_refused(record, cell_id, run_id) if isinstance(record, Record) else None
         if why:
             found[cell_id] = Refused(why)
     return found
 
 
-def ok_classes(records):
+def ok_classes(records: JudgedRun) -> set[str]:
     """The machine classes of the ok records among `records` ({cell id: record})."""
     return {r.machine_class for r in map(sound, records.values()) if r and r.status == "ok"}
 
 
-def ok_facts(records):
+def ok_facts(records: JudgedRun) -> list[Facts]:
     """[(system facts, device, GPUs)] of the ok records among `records` ({cell id: record}), for legacy_reference."""
     return [(r.system, r.cell.device, r.cell.gpus) for r in map(sound, records.values()) if r and r.status == "ok"]
 
 
-def run_classes(records):
+def run_classes(records: JudgedRun) -> set[str]:
     """The machine classes a run's reference is chosen by: those of its ok records; where none ran ok (a broken
     install: every cell failed, refused or missing), those its other records' facts give, else this machine's. A run
     that is all failures is judged, and fails; it is never 'incomparable'."""
@@ -976,14 +1034,14 @@ def run_classes(records):
     return found or {this_machine()[0]}
 
 
-def latest_run(profile):
+def latest_run(profile: str) -> Path:
     runs = runs_of(RESULTS, profile)
     if not runs:
         raise VerifyError(f"no run of profile {profile!r} under {RESULTS} to compare")
     return runs[-1]
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.results.verify", description=__doc__.split("\n")[0])
     ap.add_argument("--reference", type=Path, help="a reference run folder (default: the one of this machine class)")
     ap.add_argument("--run", type=Path, help="compare this run folder instead of running the profile")
@@ -1029,15 +1087,18 @@ def main(argv=None):
     try:
         measured = None
         if args.reference is None:
-            measured = None if args.run is None else read_run(args.run)
-            machine, facts = this_machine() if args.run is None else (None, None)
-            wanted = {machine} if args.run is None else run_classes(measured)
+            mine: list[Facts]  # whose facts name a legacy reference: this machine's, or the run's ok records'
+            if args.run is None:
+                machine, facts = this_machine()
+                wanted, mine = {machine}, [(facts, "cpu", 1)]
+            else:
+                measured = read_run(args.run)
+                wanted, mine = run_classes(measured), ok_facts(measured)
             fitting = fitting_references(wanted)
             if not fitting:
-                mine = [(facts, "cpu", 1)] if facts else ok_facts(measured)
                 print(
                     f"no reference under {REFERENCES} holds records of {', '.join(sorted(wanted)) or 'this run'}; "
-                    f"{how_to_make_one(machine or next(iter(sorted(wanted)), 'this machine'), legacy_reference(mine))}",
+                    f"{how_to_make_one(next(iter(sorted(wanted)), 'this machine'), legacy_reference(mine))}",
                     file=sys.stderr,
                 )
                 return INCOMPARABLE
