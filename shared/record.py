@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Union
 
 from shared.params import DEFAULT_TUNING
 
@@ -21,6 +22,7 @@ SCHEMA = 1
 STATUSES = ("ok", "failed", "skipped", "timeout")
 UMASK = os.umask(0o022)
 os.umask(UMASK)
+PathArg = Union[str, "os.PathLike[str]"]  # a path as str or Path; a string: os.PathLike is no generic before 3.9
 CELL_KEYS = ("framework", "task", "variant", "precision", "gpus", "device", "data", "scale", "tuning")
 OPTIONAL_CELL_KEYS = {"tuning": DEFAULT_TUNING}  # absent from records written before the axis existed: read so
 
@@ -45,11 +47,11 @@ class RecordError(Exception):
     """A record file that cannot be used: unreadable, truncated, or of a schema this code does not know."""
 
 
-def now():
+def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def git_commit(cwd=None):
+def git_commit(cwd: Optional[PathArg] = None) -> Optional[str]:
     """The commit of the checkout the code runs from, or the ROSETTA_GIT_COMMIT an image was built with."""
     if os.environ.get("ROSETTA_GIT_COMMIT"):
         return os.environ["ROSETTA_GIT_COMMIT"]
@@ -68,8 +70,17 @@ def git_commit(cwd=None):
 
 
 def make_record(
-    cell, status, *, run_id=None, reason=None, log_tail=None, metrics=None, timing=None, system=None, started_at=None
-):
+    cell: Mapping[str, Any],
+    status: str,
+    *,
+    run_id: Optional[str] = None,
+    reason: Optional[str] = None,
+    log_tail: Optional[str] = None,
+    metrics: Optional[Mapping[str, Any]] = None,
+    timing: Optional[Mapping[str, Any]] = None,
+    system: Optional[Mapping[str, Any]] = None,
+    started_at: Optional[str] = None,
+) -> Dict[str, Any]:
     """A complete record; every key of the schema is present so CSV columns never depend on which cells ran."""
     assert status in STATUSES, status
     cell = {**OPTIONAL_CELL_KEYS, **cell}
@@ -90,7 +101,7 @@ def make_record(
     }
 
 
-def write_atomic(path, text):
+def write_atomic(path: PathArg, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the whole new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,11 +119,11 @@ def write_atomic(path, text):
         raise
 
 
-def write_record(path, record):
+def write_record(path: PathArg, record: Mapping[str, Any]) -> None:
     write_atomic(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def read_record(path):
+def read_record(path: PathArg) -> Dict[str, Any]:
     """Load one record; a truncated file or an unknown schema is a RecordError that says what to do."""
     try:
         record = json.loads(Path(path).read_text())
@@ -142,7 +153,7 @@ KINDS = (
 )
 
 
-def not_plain(path, cap=MAX_BYTES):
+def not_plain(path: PathArg, cap: int = MAX_BYTES) -> Optional[str]:
     """Why `path` is not a plain file of at most `cap` bytes (a link, a FIFO, a device, too big), or None; by lstat,
     so nothing is opened or followed."""
     try:
@@ -157,7 +168,7 @@ def not_plain(path, cap=MAX_BYTES):
     return None
 
 
-def read_plain(path, cap=MAX_BYTES):
+def read_plain(path: PathArg, cap: int = MAX_BYTES) -> bytes:
     """The bytes of the plain file `path`: opened without following a link and without blocking (a FIFO swapped in
     after the check is not waited on), at most `cap` bytes; RecordError naming why not."""
     why = not_plain(path, cap)

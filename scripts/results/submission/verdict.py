@@ -96,7 +96,7 @@ def accepted(root: Path | str | None = None, repo: Path | str | None = None) -> 
 
 def files_of(folder: Path) -> dict[str, bytes | None]:
     """{relative path: bytes} of a submission folder's plain files (links and special files are findings elsewhere)."""
-    out = {}
+    out: dict[str, bytes | None] = {}
     for rel in contents(folder):
         try:
             out[rel] = records.read_plain(folder / rel)
