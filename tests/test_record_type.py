@@ -73,7 +73,8 @@ def test_of_keeps_a_record():
 # The readers of scripts/results that take a Record: none of them chains `.get(…) or {}` over a record's blocks. The
 # submission package reads Records too (record.data only where it needs the record as written: a redacted copy,
 # records.inconsistencies); every module of it is listed, so a new one is covered as it is added. records.py's checks
-# (contradictions, figures_that_do_not_follow) judge the dict before a Record exists.
+# (contradictions, figures_that_do_not_follow) judge the dict before a Record exists, after the schema: they index
+# what it guarantees and read each optional block once into a local, never a chain.
 SUBMISSION = ROOT / "scripts" / "results" / "submission"
 READERS = (
     "verify.py",
@@ -81,6 +82,7 @@ READERS = (
     "reference.py",
     "site.py",
     "merge.py",
+    "records.py",
     *sorted(f"submission/{p.name}" for p in SUBMISSION.glob("*.py")),
 )
 

@@ -325,7 +325,7 @@ def contradictions(record: Any) -> list[str]:
     values = [float(v) for v in (held if isinstance(held, list) else []) if number(v)]
     task = cell["task"]
     known = (
-        (record.get("system") or {}).get("params_hash") == params.params_hash(task, cell.get("scale", "full"))
+        system.get("params_hash") == params.params_hash(task, cell.get("scale", "full"))
         if cell.get("scale") in params.SCALES
         else False
     )
@@ -380,6 +380,7 @@ def figures_that_do_not_follow(record: Any) -> list[str]:
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     timing = record.get("timing") if isinstance(record.get("timing"), dict) else {}
     system = record.get("system") if isinstance(record.get("system"), dict) else {}
+    cell = record["cell"]  # the schema (check, before any of this) makes it an object holding every axis but tuning
     held = system.get("calibration")
     calibration = held if isinstance(held, dict) else {}
     held = timing.get("values")
@@ -398,7 +399,7 @@ def figures_that_do_not_follow(record: Any) -> list[str]:
                 f"timing.warmup_windows holds {len(warm)} windows where the warm-up rule makes {split} of "
                 f"the {len(warm) + len(values)} windows warm-up (shared.timing.warm_windows)"
             )
-    task = (record.get("cell") or {}).get("task")
+    task = cell["task"]
     epochs = metrics.get("epoch_seconds")
     train = metrics.get("train_seconds")
     if isinstance(epochs, list) and epochs and number(train) and differs(train, sum(epochs)):
@@ -418,14 +419,14 @@ def figures_that_do_not_follow(record: Any) -> list[str]:
     ):
         steps = steady / median  # every step of the run, at the median window's rate
         batch = steady_rate * steady / round(steps) if round(steps) else 0
-        scale = (record.get("cell") or {}).get("scale", "full")
+        scale = cell["scale"]
         # the task's batch only where the record ran this checkout's task parameters (its params_hash)
         wanted = (
             params.task_params(task, scale).get("batch_size")
             if scale in params.SCALES and system.get("params_hash") == params.params_hash(task, scale)
             else None
         )
-        gpus = (record.get("cell") or {}).get("gpus") or 1
+        gpus = cell["gpus"]  # the schema: at least 1
         if abs(steps - round(steps)) > 1e-6 * steps or round(steps) < 1:
             found.append(
                 f"metrics.steady_state_seconds {steady:.6g} is not a whole number of steps at the median "
@@ -458,7 +459,7 @@ def figures_that_do_not_follow(record: Any) -> list[str]:
             f"({per_sample * used:.6g})"
         )
     gemm = calibration.get("gemm_reduced_flops") or calibration.get("gemm_fp32_flops")
-    devices = metrics.get("devices", 1) if (record.get("cell") or {}).get("device") == "gpu" else 1
+    devices = metrics.get("devices", 1) if cell["device"] == "gpu" else 1
     # Records since the one-denominator rule (shared/peaks.py) carry peak_flops: `efficiency` is of the device's peak,
     # `efficiency_of_gemm` of the framework's own GEMM; older ones have only `efficiency`, of the GEMM. Either share is
     # published only up to 1 (shared.peaks.shares names a larger one `implausible` instead).
