@@ -29,6 +29,7 @@ except ImportError:  # a bare GPU machine's Python (make gpu-check) may lack it:
     jsonschema = None
 
 from scripts.paths import SAFE_ID
+from scripts.plan.matrix import Cell  # a record's cell: the axes its id is made of (shared.record.CELL_KEYS)
 from shared import params, sysinfo, timing
 from shared.record import (
     CELL_KEYS,
@@ -609,21 +610,6 @@ def upgrade(record: Mapping[str, Any]) -> dict:
     if not system.get("machine_class"):
         system["machine_class"] = sysinfo.machine_class(system, cell.get("device"), cell.get("gpus"))
     return up
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A record's cell: the axes its id is made of (shared.record.CELL_KEYS)."""
-
-    framework: str
-    task: str
-    variant: str
-    precision: str
-    gpus: int
-    device: str
-    data: str
-    scale: str
-    tuning: str
 
 
 @dataclass(frozen=True)
