@@ -33,7 +33,7 @@ help:                              ## this list (RUN=… means a run folder, or 
 host: $(HOST_ENV)                  ## the host environment alone (orchestration and test tools)
 
 demo: $(HOST_ENV)                  ## the demo profile: every system on the CPU, synthetic data (PROFILE=demo-full: bf16 too)
-	$(HOST) -m scripts.run --profile $(PROFILE)
+	$(HOST) -m scripts.run --profile $(PROFILE) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
 
 venvs: $(HOST_ENV)                 ## the framework environments the tests use (and the Debian packages they need)
 	$(HOST) -m scripts.launch.venvs --keep-going $(FRAMEWORKS)
@@ -41,11 +41,11 @@ venvs: $(HOST_ENV)                 ## the framework environments the tests use (
 test-unit: $(HOST_ENV)             ## the unit tier: no framework environment, Docker or network (about 2 minutes)
 	@$(call timed,$(PYTEST) -m unit,test-unit)
 
-# FW=ID: the framework and integration tests of one framework (its probe, its cells), for a contributor on one runner
-test: $(HOST_ENV)                  ## unit + framework + integration, no network (builds the environments first; FW=ID)
-	@$(call timed,$(MAKE) --no-print-directory venvs $(if $(FW),FRAMEWORKS=$(FW)) && \
+# FW=ID (or FRAMEWORK=ID, as demo and images take it): the framework and integration tests of one framework (its probe, its cells), for a contributor on one runner
+test: $(HOST_ENV)                  ## unit + framework + integration, no network (builds the environments first; FW=ID or FRAMEWORK=ID)
+	@$(call timed,$(MAKE) --no-print-directory venvs $(if $(or $(FW),$(FRAMEWORK)),FRAMEWORKS=$(or $(FW),$(FRAMEWORK))) && \
 	  $(HOST) -m scripts.launch.syspackages --tests,environments and test packages ready in)
-	@$(call timed,$(PYTEST) -m "not network" $(if $(FW),--framework $(FW)),test)
+	@$(call timed,$(PYTEST) -m "not network" $(if $(or $(FW),$(FRAMEWORK)),--framework $(or $(FW),$(FRAMEWORK))),test)
 
 test-network: $(HOST_ENV)          ## what needs the package index: GPU wheel resolution, CUDA image builds (CI runs it)
 	@$(call timed,$(PYTEST) -m network,test-network)
@@ -60,7 +60,7 @@ bench-mutations: $(HOST_ENV)       ## both mutation benches: does the suite noti
 	$(HOST) -m bench.mutate_safety
 
 matrix: $(HOST_ENV)                ## a profile through containers (default: full), then the merged report
-	$(HOST) -m scripts.run --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE))
+	$(HOST) -m scripts.run --profile $(if $(filter demo,$(PROFILE)),full,$(PROFILE)) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
 
 data: $(HOST_ENV)                  ## the real datasets and the ImageNet weights, downloaded and checked, into data/real
 	$(HOST) -m shared.datasets --root data/real --real

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -155,14 +156,25 @@ def status_of(path: Path) -> str:
 
 
 def describe(record: Mapping[str, Any]) -> str:
+    """One cell's line after its time: the table's number first (the steady state of a training cell, seconds per
+    1,000 images of an extraction), then the time as a user waited for it, then the quality."""
     m = record["metrics"]
     if record["status"] != "ok":
         return (record["reason"] or "").splitlines()[0][:120]
-    key = params.TIME_METRIC[record["cell"]["task"]]
-    quality = params.QUALITY_METRIC.get(record["cell"]["task"])
-    text = f"{key}={m.get(key, float('nan')):.3g}"
-    if quality and m.get(quality) is not None:
-        text += f" {quality}={m[quality]:.3f}"
+    task = record["cell"]["task"]
+    unit, scale = ("min", 60.0) if task == "densenet121" else ("s", 1.0)
+    steady, waited = m.get("steady_state_seconds"), m.get(params.TIME_METRIC[task])
+    if task == "resnet50":
+        text = f"{waited:.3g} s per 1,000 images" if isinstance(waited, (int, float)) else "no time"
+    elif isinstance(steady, (int, float)):
+        text = f"steady state {steady / scale:.3g} {unit}"
+        if isinstance(waited, (int, float)):
+            text += f" (waited {waited:.3g} {unit})"
+    else:
+        text = f"waited {waited:.3g} {unit}" if isinstance(waited, (int, float)) else "no time"
+    quality = params.QUALITY_METRIC.get(task)
+    if quality and isinstance(m.get(quality), (int, float)):
+        text += f", {quality} {m[quality]:.3f}"
     return text
 
 
@@ -216,8 +228,8 @@ def execute(
             finished_cells.append(cell.id)
             on = f" on GPU {','.join(devices)}" if devices else ""
             line = (
-                f"[{done + len(finished_cells)}/{len(plan.cells)}] {cell.id}{on}: {record['status']} in "
-                f"{time.time() - started:.0f} s — {describe(record)}"
+                f"[{done + len(finished_cells)}/{len(plan.cells)}] {cell.id}{on}: {record['status']} — "
+                f"{describe(record)} · cell {time.time() - started:.0f} s"
             )
             if bar is not None:
                 bar.update()
@@ -281,11 +293,20 @@ def plan_for(args: argparse.Namespace, matrix: Matrix) -> tuple[plans.PlanFile, 
         else plans.make(matrix, args.profile, run_dir_for(args.results, args.profile, None).name, executor)
     )
     run_dir = args.results / plan_file.run_id
-    if args.only:
-        cells = tuple(c for c in plan_file.cells if any(text in c.id for text in args.only))
+    if args.only or args.framework:
+        cells = tuple(
+            c
+            for c in plan_file.cells
+            if (not args.only or any(text in c.id for text in args.only))
+            and (not args.framework or c.cell.framework in args.framework)
+        )
         if not cells:
+            asked = [f"--only {text!r}" for text in args.only or ()] + [
+                f"--framework {f}" for f in args.framework or ()
+            ]
             raise RunError(
-                f"--only {' '.join(map(repr, args.only))} matches no cell of profile {plan_file.plan.profile}"
+                f"{' '.join(asked)} matches no cell of profile {plan_file.plan.profile}"
+                f" (its frameworks: {', '.join(sorted({c.cell.framework for c in plan_file.cells}))})"
             )
         plan_file = replace(plan_file, cells=cells, plan=replace(plan_file.plan, cells=tuple(c.cell for c in cells)))
     return plan_file, run_dir
@@ -329,6 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         metavar="TEXT",
         help="run only cells whose id contains this text (repeat it: cells that contain any)",
+    )
+    ap.add_argument(
+        "--framework",
+        action="append",
+        metavar="ID",
+        help="run only this framework's cells (repeat it for several; make demo FRAMEWORK=ID)",
     )
     ap.add_argument(
         "--python",
@@ -389,10 +416,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     cells = time.time() - cells
     outputs = report.write_report(run_dir)
     print(outputs["markdown"].read_text())
-    print(f"records: {run_dir / 'cells'}  table: {outputs['markdown']}  csv: {outputs['csv']}  plot: {outputs['plot']}")
-    print(f"time: set-up {setup:.0f} s (system packages, environments), cells {cells:.0f} s")
     statuses = [status_of(run_dir / "cells" / f"{c.id}.json") for c in plan.cells]
+    print(ending(statuses, run_dir, outputs, setup, cells))
     return 1 if any(s in ("failed", "timeout") for s in statuses) else 0
+
+
+def ending(
+    statuses: Sequence[str | None], run_dir: Path, outputs: Mapping[str, Path], setup: float, cells: float
+) -> str:
+    """The run's last lines: the count of each status (the verdict of the run at a glance), where its files are, how
+    long it took, and the commands a user runs next."""
+    counts = Counter(s or "missing" for s in statuses)
+    line = " · ".join(f"{counts.pop(s, 0)} {s}" for s in ("ok", "skipped", "failed"))
+    line += "".join(f" · {n} {s}" for s, n in sorted(counts.items()))
+    return "\n".join(
+        (
+            f"{len(statuses)} cells: {line}",
+            f"records: {run_dir / 'cells'}  table: {outputs['markdown']}",
+            f"csv: {outputs['csv']}  plot: {outputs['plot']}",
+            f"time: set-up {setup:.0f} s (system packages, environments), cells {cells:.0f} s",
+            "next: make verify RUN=latest   # this run against this machine class's reference (seconds)",
+            "      make site RUN=latest     # the runners side by side and this run's results, in site/",
+        )
+    )
 
 
 if __name__ == "__main__":

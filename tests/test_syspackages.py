@@ -58,6 +58,7 @@ def host(tmp_path, monkeypatch):
         monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin" if system_tools else str(bin_dir))
         monkeypatch.delenv("NO_SYSTEM_PACKAGES", raising=False)
         monkeypatch.setattr(os, "geteuid", lambda: uid)
+        monkeypatch.setattr(syspackages, "LOG", tmp_path / "apt-output.log")
         return log
 
     return make
@@ -120,6 +121,9 @@ def test_root_installs_what_is_missing_in_one_apt_call(host, capsys):
     ]
     out = capsys.readouterr().out
     assert "fake needs rosetta-fake (no rosetta-fake-tool on PATH)" in out and "installing rosetta-fake" in out
+    # apt-get's own output goes to a log the screen names, not between the user and the first cell
+    assert "Setting up rosetta-fake" in syspackages.LOG.read_text() and "Setting up" not in out
+    assert f"apt-get's output: {syspackages.LOG}" in out
     assert syspackages.ensure({"fake": [REQUIREMENT]}) == {}  # now present: nothing asked of apt again
     assert len(log.read_text().splitlines()) == 2
 

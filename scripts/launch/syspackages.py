@@ -26,10 +26,13 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.paths import ROOT
+
+LOG = ROOT / ".venv" / "system-packages.log"  # apt-get's output, kept off the screen (beside the environments)
 
 TESTS = ROOT / "tests" / "apt-packages.txt"
 PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
@@ -160,10 +163,13 @@ def meaningful(line: str) -> bool:
     return bool(text) and not text.startswith(("[notice]", "Progress", "━")) and not set(text) <= set("-=#. ")
 
 
-def tee(argv: Sequence[str], env: Mapping[str, str] | None = None, keep: int = 12) -> tuple[int, str]:
-    """Run `argv` with its output shown as it comes (stdout and stderr together); returns (exit code, the last
-    `keep` meaningful lines). apt-get here, pip and post_install.py in scripts/launch/venvs.py: a failure's cause is in
-    those lines, which the caller puts into the record instead of asking the reader to scroll back."""
+def tee(
+    argv: Sequence[str], env: Mapping[str, str] | None = None, keep: int = 12, log: Path | None = None
+) -> tuple[int, str]:
+    """Run `argv` with its output shown as it comes (stdout and stderr together), or appended to `log` instead of
+    the screen; returns (exit code, the last `keep` meaningful lines). apt-get here, pip and post_install.py in
+    scripts/launch/venvs.py: a failure's cause is in those lines, which the caller puts into the record instead of
+    asking the reader to scroll back."""
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
@@ -176,23 +182,29 @@ def tee(argv: Sequence[str], env: Mapping[str, str] | None = None, keep: int = 1
     )
     last: deque[str] = deque(maxlen=keep)
     assert proc.stdout is not None  # stdout=PIPE
-    with proc.stdout:
+    with proc.stdout, log.open("a") if log else nullcontext(sys.stdout) as out:
         for line in proc.stdout:
-            sys.stdout.write(line)
+            out.write(line)
             if meaningful(line):
                 last.append(line.rstrip())
-    sys.stdout.flush()
+        out.flush()
     return proc.wait(), "\n".join(last)
 
 
-def install(packages: Iterable[str], prefix: Sequence[str]) -> None:
-    """apt-get update, then install `packages` (recommends left out), as root through `prefix`."""
+def install(packages: Iterable[str], prefix: Sequence[str], log: Path | None = None) -> None:
+    """apt-get update, then install `packages` (recommends left out), as root through `prefix`; apt-get's output goes
+    to `log` (hundreds of lines a user need not read before the first cell), its last lines into the error."""
     # Wait for a package manager that holds the lock (unattended upgrades on a fresh machine) instead of failing.
     apt = [*prefix, "env", APT_ENV, "apt-get", "-o", "DPkg::Lock::Timeout=300"]
+    log = log or LOG
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
     for args in (["update", "-q"], ["install", "-y", "-q", "--no-install-recommends", *sorted(packages)]):
-        code, last = tee(apt + args)
+        code, last = tee(apt + args, log=log)
         if code:
-            raise SystemPackageError(f"`{' '.join(apt[len(prefix) :] + args)}` exited {code}:\n{last}")
+            raise SystemPackageError(
+                f"`{' '.join(apt[len(prefix) :] + args)}` exited {code} (all of it: {log}):\n{last}"
+            )
 
 
 def ensure(
@@ -215,7 +227,7 @@ def ensure(
             )
         say(
             f"system packages: installing {' '.join(packages)} with apt-get{' through sudo' if prefix else ''}, "
-            f"for {', '.join(missing)} (NO_SYSTEM_PACKAGES=1 turns this off)"
+            f"for {', '.join(missing)} (NO_SYSTEM_PACKAGES=1 turns this off; apt-get's output: {LOG})"
         )
         started = time.time()
         assert prefix is not None  # installer() gives no prefix only with a reason
