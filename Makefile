@@ -3,7 +3,7 @@
 PYTHON_VERSION ?= 3.11
 HOST := .venv/host/bin/python
 PROFILE ?= demo
-FRAMEWORKS ?= pytorch tensorflow keras-tf jax mxnet-gluon chainer cntk keras2-theano caffe2 r-keras r-mxnet julia-knet
+FRAMEWORKS ?=                       # empty: one framework of each family in matrix.yaml, so every environment
 RUN ?= latest
 # demo, venvs and test install the Debian packages the systems need (docker/FAMILY/apt-packages.txt) as root or through
 # `sudo -n`; NO_SYSTEM_PACKAGES=1 (here or in the environment) installs nothing and skips those systems' cells instead.
@@ -35,7 +35,7 @@ host: $(HOST_ENV)                  ## the host environment alone (orchestration 
 demo: $(HOST_ENV)                  ## the demo profile: every system on the CPU, synthetic data (PROFILE=demo-full: bf16 too)
 	$(HOST) -m scripts.run --profile $(PROFILE) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
 
-venvs: $(HOST_ENV)                 ## the framework environments the tests use (and the Debian packages they need)
+venvs: $(HOST_ENV)                 ## the framework environments the tests use, every family in matrix.yaml (FRAMEWORKS=ids: those)
 	$(HOST) -m scripts.launch.venvs --keep-going $(FRAMEWORKS)
 
 test-unit: $(HOST_ENV)             ## the unit tier: no framework environment, Docker or network (about 2 minutes)

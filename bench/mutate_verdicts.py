@@ -11,6 +11,7 @@ extraction figure from `min`, the barrier-leak threshold ×10) and one or more f
 scripts/results/verify.py, shared/timing.py and the record checks in scripts/results/records.py.
 """
 
+import argparse
 import subprocess
 import sys
 import tempfile
@@ -488,7 +489,10 @@ def survives(copy, path, old, new, tests):
 
 
 def main(argv):
-    chosen = [m for m in MUTATIONS if not argv or any(word in m[0] for word in argv)]
+    ap = argparse.ArgumentParser(prog="./rosetta bench.mutate_verdicts", description=__doc__.split("\n")[0])
+    ap.add_argument("words", nargs="*", help="run only the mutations whose name contains one of these words")
+    words = ap.parse_args(argv).words
+    chosen = [m for m in MUTATIONS if not words or any(word in m[0] for word in words)]
     survived = []
     with tempfile.TemporaryDirectory(prefix="mutate-") as tmp:
         copy = Path(tmp)

@@ -3,6 +3,7 @@ and their flags), every local link resolves, and the README stays a front door (
 committed references)."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -84,22 +85,115 @@ def test_quoted_make_targets_and_variables_exist(doc):
     assert not wrong, wrong
 
 
+OURS = ("scripts", "shared", "runners", "tests", "bench")
+# `python -m` is right only where the command runs in another Python than the host environment's: a runner in its
+# framework's environment or image, the GPU check in a bare GPU machine's own Python. Everything else is ./rosetta.
+OTHER_PYTHONS = ("runners", "scripts.gpu_check")
+TOOL = r"(?:python3? -m|\./rosetta) [\w.]+"
+
+
+def documented_tools():
+    """(document, command, module) for every quoted `./rosetta MODULE …` or `python -m MODULE …` of ours."""
+    for doc in DOCS:
+        for snippet in quoted(doc.read_text()):
+            for command in commands(snippet, TOOL):
+                module = command.split()[1 if command.startswith("./rosetta") else 2]
+                if module.split(".")[0] in OURS:
+                    yield doc, command, module
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_quoted_python_modules_and_flags_exist(doc):
     wrong = []
-    for snippet in quoted(doc.read_text()):
-        for command in commands(snippet, r"python3? -m [\w.]+"):
-            module = command.split()[2]
-            if module.split(".")[0] not in ("scripts", "shared", "runners", "tests"):
-                continue  # pytest, pip, venv: not ours
-            source = module_source(module)
-            if source is None:
-                wrong.append(f"{command!r}: no module {module}")
-                continue
-            for flag in re.findall(r"(?<![\w=-])--[a-z][a-z0-9-]*", command):
-                if f'"{flag}"' not in source and f"'{flag}'" not in source:
-                    wrong.append(f"{command!r}: {module} has no {flag}")
+    for _, command, module in (t for t in documented_tools() if t[0] == doc):
+        source = module_source(module)
+        if source is None:
+            wrong.append(f"{command!r}: no module {module}")
+            continue
+        for flag in re.findall(r"(?<![\w=-])--[a-z][a-z0-9-]*", command):
+            if flag != "--help" and f'"{flag}"' not in source and f"'{flag}'" not in source:
+                wrong.append(f"{command!r}: {module} has no {flag}")
     assert not wrong, wrong
+
+
+def test_the_host_side_tools_are_quoted_the_one_way_that_works_from_a_fresh_shell():
+    """`python -m scripts.…` from a shell without the host environment activated ends in ModuleNotFoundError; the
+    documents say ./rosetta, which finds the environment itself, except where another Python is meant."""
+    wrong = [
+        f"{doc.relative_to(ROOT)}: {command!r}"
+        for doc, command, module in documented_tools()
+        if command.startswith("python") and not module.startswith(OTHER_PYTHONS)
+    ]
+    assert not wrong, "write ./rosetta MODULE instead: " + "; ".join(wrong)
+
+
+def fresh_shell():
+    """The environment of a new login shell: no virtual environment active, no project folder on PATH."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(ROOT), "LANG": "C.UTF-8"}
+
+
+def test_every_documented_tool_answers_help_through_rosetta_from_a_fresh_shell(tmp_path):
+    """Every module the documents run through ./rosetta imports and parses its options in the host environment,
+    started from another folder by a shell that activated nothing. One process runs them all (`--help` each)."""
+    modules = sorted({m for _, c, m in documented_tools() if c.startswith("./rosetta") and m != "pytest"})
+    assert "scripts.run" in modules and "scripts.results.submission" in modules
+    driver = (
+        "import contextlib, io, runpy, sys\n"
+        "bad = []\n"
+        "for m in sys.argv[1:]:\n"
+        "    sys.argv = [m, '--help']\n"
+        "    out = io.StringIO()\n"
+        "    try:\n"
+        "        with contextlib.redirect_stdout(out):\n"
+        "            runpy.run_module(m, run_name='__main__', alter_sys=True)\n"
+        "        bad.append(m + ': no --help')\n"
+        "    except SystemExit as e:\n"
+        "        if e.code not in (0, None) or 'usage:' not in out.getvalue():\n"
+        "            bad.append(f'{m}: exit {e.code}')\n"
+        "    except Exception as e:\n"
+        "        bad.append(f'{m}: {type(e).__name__}: {e}')\n"
+        "print('; '.join(bad)); sys.exit(1 if bad else 0)\n"
+    )
+    script = tmp_path / "help_all.py"
+    script.write_text(driver)
+    proc = subprocess.run(
+        [str(ROOT / "rosetta"), "help_all", *modules],  # -m finds it in its folder, the cwd
+        cwd=tmp_path,
+        env=fresh_shell(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_documented_make_commands_parse_as_written_from_a_fresh_shell():
+    """`make -n` of every quoted make command (its variables as written): the target exists and its recipe
+    expands, without running it."""
+    wrong = []
+    seen = set()
+    for doc in DOCS:
+        for snippet in quoted(doc.read_text()):
+            for command in commands(snippet, r"(?<![\w./-])make\b"):
+                words = []
+                for word in command.split("`")[0].split()[1:]:
+                    if not re.fullmatch(r"[a-z][a-z-]*|[A-Z_]+=[\w./:#-]*", word):
+                        break
+                    words.append(word)
+                if not words or tuple(words) in seen:
+                    continue
+                seen.add(tuple(words))
+                proc = subprocess.run(
+                    ["make", "-n", "--no-print-directory", *words],
+                    cwd=ROOT,
+                    env=fresh_shell(),
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                if proc.returncode:
+                    wrong.append(f"{doc.relative_to(ROOT)}: make {' '.join(words)}: {proc.stderr.strip()[-300:]}")
+    assert len(seen) >= 10 and not wrong, wrong
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -131,7 +225,7 @@ def test_the_readme_results_are_the_committed_references():
 
     text = (ROOT / "README.md").read_text()
     assert glance.replaced(text, glance.block()) == text, (
-        "README.md's results are stale: python -m scripts.results.glance --write"
+        "README.md's results are stale: ./rosetta scripts.results.glance --write"
     )
     assert "Lower is better" in text and "(×1.00)" in text
 

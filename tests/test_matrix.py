@@ -220,3 +220,13 @@ def test_a_tuned_cell_is_its_own_cell_beside_the_default_one_whose_id_is_unchang
     assert "pytorch-cnn-cpu-fp32-1cpu-tuned" in {c.id for c in tuned}
     doc["profiles"]["demo"]["exclude"] = [{"tuning": "tuned", "framework": "lasagne", "reason": "none written"}]
     assert not any(c.framework == "lasagne" and c.tuning == "tuned" for c in expand(parse(doc), "demo").cells)
+
+
+def test_make_venvs_builds_every_family_matrix_yaml_declares():
+    """A new family is built by `make venvs` (and so tested in CI) without a list to edit: no ids means one of each."""
+    from scripts.launch.venvs import one_per_family
+
+    matrix = load()
+    chosen = one_per_family(matrix)
+    assert sorted(fw.family for fw in chosen) == sorted({fw.family for fw in matrix.frameworks.values()})
+    assert [fw.id for fw in chosen][:2] == ["pytorch", "tensorflow"]  # matrix.yaml's order: the same as before

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from scripts.launch import syspackages
 from scripts.paths import ROOT
-from scripts.plan.matrix import Framework, MatrixError, load
+from scripts.plan.matrix import Framework, Matrix, MatrixError, load
 
 VENVS = ROOT / ".venv"
 
@@ -159,9 +159,21 @@ def share_identical_files() -> None:
         subprocess.run([tool, "--quiet", "--ignore-time", "--exclude", r"\.py$", str(VENVS)], check=False)
 
 
+def one_per_family(matrix: Matrix) -> list[Framework]:
+    """The first framework of each family in matrix.yaml's order: building theirs builds every environment."""
+    first: dict[str, Framework] = {}
+    for fw in matrix.frameworks.values():
+        first.setdefault(fw.family, fw)
+    return list(first.values())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.launch.venvs", description=__doc__.split("\n")[0])
-    ap.add_argument("frameworks", nargs="+")
+    ap.add_argument(
+        "frameworks",
+        nargs="*",
+        help="framework ids (matrix.yaml); none: one of each family, so every environment matrix.yaml declares",
+    )
     ap.add_argument(
         "--keep-going",
         action="store_true",
@@ -179,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise MatrixError(
                 f"unknown framework {unknown[0]!r}; declared in matrix.yaml: {', '.join(matrix.frameworks)}"
             )
-        frameworks = [matrix.frameworks[fid] for fid in args.frameworks]
+        frameworks = [matrix.frameworks[fid] for fid in args.frameworks] or one_per_family(matrix)
         absent = prepare_system(frameworks, syspackages.refusal(args.no_system_packages))
         for fw in frameworks:
             try:

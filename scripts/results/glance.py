@@ -20,7 +20,7 @@ from scripts.paths import REFERENCES, ROOT
 from scripts.results.report import load_records, to_frame, value_of
 from shared.params import DEFAULT_TUNING
 
-START, END = "<!-- glance:start (python -m scripts.results.glance --write) -->", "<!-- glance:end -->"
+START, END = "<!-- glance:start (./rosetta scripts.results.glance --write) -->", "<!-- glance:end -->"
 UNITS = {"cnn": "s", "gru": "s", "resnet50": "s / 1,000 images", "densenet121": "min"}
 NAMES = {"cnn": "CNN", "gru": "GRU", "resnet50": "ResNet-50", "densenet121": "DenseNet-121"}
 
