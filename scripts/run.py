@@ -11,6 +11,7 @@ run goes on; records are only ever written whole (temp file + rename), so a kill
 import argparse
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import threading
@@ -42,7 +43,7 @@ from scripts.results.runs import runs_of
 from shared import datasets, params
 from shared.record import RecordError, make_record, write_record
 from shared.runner import tail
-from shared.sysinfo import placement
+from shared.sysinfo import cpu_facts, machine_class, placement
 
 Executor = LocalExecutor | ComposeExecutor | SlurmContainerExecutor  # what launches a cell (executors.py)
 FINISHED = ("ok", "skipped")  # a resumed run redoes failed and timed-out cells, never these
@@ -198,6 +199,29 @@ class GpuPool:
                 self.lock.notify_all()
 
 
+def expected_seconds(plan: Plan, references: Path = RESULTS / "reference") -> dict[str, float]:
+    """{cell id: seconds} that the reference of this host's machine class took for the cells of a CPU `plan` (start
+    to finish, as each record's dates say), for the progress bar's estimate; {} where no reference is of this class
+    (a GPU plan, another CPU) or its records do not read."""
+    if any(c.device != "cpu" for c in plan.cells):
+        return {}
+    here = machine_class(cpu_facts(), "cpu")
+    for folder in sorted(references.glob("*/cells")):
+        found: dict[str, float] = {}
+        for path in folder.glob("*.json"):
+            try:
+                record = records.load(path)
+            except RecordError:
+                continue
+            if record.machine_class != here:
+                break
+            start, end = records.started(record.data)
+            found[record.cell.id] = (end - start).total_seconds()
+        if found:
+            return found
+    return {}
+
+
 def execute(
     plan: Plan,
     executor: Executor,
@@ -216,7 +240,22 @@ def execute(
     if done:
         print(f"resuming {run_dir.name}: {done} of {len(plan.cells)} cells already finished")
     pool = GpuPool(executor.gpu_ids)
-    bar = tqdm(total=len(todo), unit="cell", dynamic_ncols=True, file=sys.stdout, disable=not todo) if tqdm else None
+    # The bar counts the reference's seconds where this machine class has one, so its estimate weighs a slow cell as
+    # the reference did, scaled by how this run has kept pace so far; else it counts cells.
+    reference = expected_seconds(plan)
+    typical = statistics.median(reference.values()) if reference else 1.0
+    weight = {c.id: reference.get(c.id, typical) if reference else 1.0 for c in todo}
+    bar = (
+        tqdm(
+            total=round(sum(weight.values()), 1),
+            dynamic_ncols=True,
+            file=sys.stdout,
+            disable=not todo,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}, about {remaining} left",
+        )
+        if tqdm
+        else None
+    )
     progress, finished_cells = threading.Lock(), []
     not_run = set(unfit) | set(broken)  # once, not per cell: plans of 10,000 cells
 
@@ -232,7 +271,8 @@ def execute(
                 f"{describe(record)} · cell {time.time() - started:.0f} s"
             )
             if bar is not None:
-                bar.update()
+                bar.set_description_str(f"{done + len(finished_cells)}/{len(plan.cells)} cells", refresh=False)
+                bar.update(weight[cell.id])
                 tqdm.write(line, file=sys.stdout)
             else:
                 print(line, flush=True)

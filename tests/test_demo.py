@@ -8,6 +8,7 @@ from conftest import framework_python
 
 from scripts import run
 from scripts.plan.matrix import expand, load
+from scripts.results import records
 
 
 @pytest.mark.framework
@@ -124,3 +125,21 @@ def test_a_cells_line_leads_with_the_tables_number_and_names_the_time_waited():
         "metrics": {"train_minutes": 2.0, "steady_state_seconds": 90.0, "auc": 0.5},
     }
     assert run.describe(record) == "steady state 1.5 min (waited 2 min), auc 0.500"
+
+
+@pytest.mark.unit
+def test_the_progress_estimate_weighs_each_cell_by_the_reference_of_this_machine_class(monkeypatch):
+    """The reference of this host's class gives each cell's seconds (start to finish); another class gives none."""
+    from scripts.paths import RESULTS
+
+    cpu = next((RESULTS / "reference").glob("cpu-*/cells"))
+    klass = records.load(next(cpu.glob("*.json"))).machine_class
+    plan = expand(load(), "demo")
+    monkeypatch.setattr(run, "machine_class", lambda system, device: klass)
+    expected = run.expected_seconds(plan)
+    pytorch_cnn = records.load(cpu / "pytorch-cnn-cpu-fp32-1cpu.json")
+    start, end = records.started(pytorch_cnn.data)
+    assert expected["pytorch-cnn-cpu-fp32-1cpu"] == (end - start).total_seconds() > 0
+    assert len(expected) >= len(plan.cells) - 5
+    monkeypatch.setattr(run, "machine_class", lambda system, device: "cpu:another:f1-m1-s1:avx2:2c")
+    assert run.expected_seconds(plan) == {}
