@@ -248,6 +248,7 @@ def execute(
     bar = (
         tqdm(
             total=round(sum(weight.values()), 1),
+            desc=f"{done}/{len(plan.cells)} cells",
             dynamic_ncols=True,
             file=sys.stdout,
             disable=not todo,
