@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.paths import REFERENCES, ROOT
-from scripts.results.report import load_records, to_frame, value_of
+from scripts.results.report import load_records, spread_marks, to_frame, value_of
 from shared.params import DEFAULT_TUNING
 
 START, END = "<!-- glance:start (./rosetta scripts.results.glance --write) -->", "<!-- glance:end -->"
@@ -47,17 +47,25 @@ TABLES = (
 )
 
 
-def ranked(frame: Any, task: str, precision: str) -> list[tuple[str, float]]:
-    """[(system, value)] of the ok default cells of one column, fastest first (ties by name, so the order is stable);
-    tuned cells are a column of their own (docs/tuned.md)."""
+def ranked(frame: Any, task: str, precision: str) -> list[tuple[str, float, str]]:
+    """[(system, value, spread marks)] of the ok default cells of one column, fastest first (ties by name, so the
+    order is stable); tuned cells are a column of their own (docs/tuned.md). The marks (report.spread_marks) say
+    where a rank is not to be trusted: a noisy cell († over 10 %) may swap places with its neighbours in another run."""
     rows = frame[
         (frame["cell.task"] == task)
         & (frame["cell.precision"] == precision)
         & (frame["status"] == "ok")
         & (frame["cell.tuning"] == DEFAULT_TUNING)
     ]
-    found = [(r["cell.framework"], value_of(r)) for r in rows.to_dict("records")]
-    return sorted(((fw, v) for fw, v in found if isinstance(v, (int, float)) and v > 0), key=lambda p: (p[1], p[0]))
+    found = [(r["cell.framework"], value_of(r), noise(spread_marks(r))) for r in rows.to_dict("records")]
+    kept = [(fw, v, marks) for fw, v, marks in found if isinstance(v, (int, float)) and v > 0]
+    return sorted(kept, key=lambda p: (p[1], p[0]))
+
+
+def noise(marks: str) -> str:
+    """The marks of a cell whose rank is not to be trusted (noise † or still falling ↓), with its spread; '' for a
+    steady cell, whose spread the site and results.md show."""
+    return marks if "†" in marks or "↓" in marks else ""
 
 
 def number(value: float) -> str:
@@ -74,8 +82,8 @@ def table(spec: Table, root: Path = REFERENCES) -> str:
         cells = []
         for column in columns:
             if rank < len(column):
-                system, value = column[rank]
-                cells.append(f"`{system}` {number(value)} (×{value / column[0][1]:.2f})")
+                system, value, marks = column[rank]
+                cells.append(f"`{system}` {number(value)}{marks} (×{value / column[0][1]:.2f})")
             else:
                 cells.append("")
         lines.append(f"| {rank + 1} | " + " | ".join(cells) + " |")
@@ -83,7 +91,8 @@ def table(spec: Table, root: Path = REFERENCES) -> str:
     date = min(frame["started_at"])[:10]
     lines.append("")
     caption = (
-        f"*{spec.title}. Lower is better; (×n) is n times the column's fastest. Machine: {first['machine']}."
+        f"*{spec.title}. Lower is better; (×n) is n times the column's fastest; ±n%† a spread over 10 % (its rank may"
+        f" move), ↓ still falling. Machine: {first['machine']}."
         f" Run {date}; records and versions: [`{spec.reference}`](results/reference/{spec.reference}/results.md)"
         ".*"
     )

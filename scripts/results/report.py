@@ -400,12 +400,7 @@ def cell_text(row: Mapping[str, Any], task: str, footnotes: dict[str, int]) -> s
         text += "*"
     if known(row.get("steady")):
         text += f" / {row['steady']:.3g}"
-    if known(row.get("timing.spread")):
-        text += f" ±{row['timing.spread']:.0%}"
-    if row.get("timing.unstable") is True:
-        text += "†"
-    if stats.still_falling(row.get("timing.values")):
-        text += "↓"
+    text += spread_marks(row)
     peak, gemm, implausible = row.get("eff_peak"), row.get("eff_gemm"), row.get("eff_implausible")
     if implausible:
         text += f" eff implausible ({'; '.join(implausible)})"
@@ -418,6 +413,17 @@ def cell_text(row: Mapping[str, Any], task: str, footnotes: dict[str, int]) -> s
         q = row[f"metrics.{quality}"]
         text += f" ({q:.1%})" if quality == "accuracy" else f" (AUC {q:.3f})"
     return text + speedup_text(row) + note_marks(row, footnotes)
+
+
+def spread_marks(row: Mapping[str, Any]) -> str:
+    """' ±12%†↓': the steady state's spread, † where it is noise (over 10 %), ↓ where the samples still fell while
+    timed; '' for a cell with fewer than five samples that did neither. The table and the README's glance show it."""
+    text = f" ±{row['timing.spread']:.0%}" if known(row.get("timing.spread")) else ""
+    if row.get("timing.unstable") is True:
+        text += "†"
+    if stats.still_falling(row.get("timing.values")):
+        text += "↓"
+    return text
 
 
 def note_marks(row: Mapping[str, Any], footnotes: dict[str, int]) -> str:
