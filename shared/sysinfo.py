@@ -201,10 +201,10 @@ def machine_class(system: Mapping[str, Any], device: str, gpus: int = 1) -> str:
     its generation as the kernel reports it even where a VM masks the model name (family, model, stepping), its best
     instruction set with the flags that tell generations apart, and the CPUs the cell could use
     ('cpu:amd-epyc:f25-m17-s1:avx512-bf16:2c'; a Zen 5 is 'cpu:amd-epyc:f26-m2-s1:avx512-bf16.avxvnni.vp2intersect:2c');
-    for a GPU cell the GPU model, its memory and how many ('gpu:nvidia-h200:141g:x1'). Records of one class are
-    comparable. Facts without the generation (records made before it) give the format-1 class they were made with
-    ('cpu:amd-epyc:avx512-bf16:2c'), which no format-2 class equals: such a reference is made again, never trusted
-    across generations (class_format)."""
+    for a GPU cell the GPU model, its memory in GiB rounded and how many ('gpu:nvidia-h200:140g:x1': 143,771 MiB).
+    Records of one class are comparable. Facts without the generation (records made before it) give the format-1
+    class they were made with ('cpu:amd-epyc:avx512-bf16:2c'), which no format-2 class equals: such a reference is
+    made again, never trusted across generations (class_format)."""
     if device == "gpu":
         facts = (system.get("gpu_facts") or [{}])[0]
         name = facts.get("name") or ((system.get("gpus") or ["unknown"])[0])
