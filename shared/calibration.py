@@ -17,7 +17,7 @@ rest of `shared`.
 
 import statistics
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -139,6 +139,23 @@ def calibrate(family: Any, cfg: "RunConfig", system: Mapping[str, Any]) -> Dict[
         except Exception as e:
             block["note"] = f"{dtype} GEMM failed: {type(e).__name__}: {e}"[:300]
     return {**block, **device_copies(family, cfg)}
+
+
+def outdated(calibration: Optional[Mapping[str, Any]], device: str, precision: str) -> List[str]:
+    """How a record's calibration differs from what `calibrate` measures today, in size or precision ([] where it
+    does not): ['1024² GEMMs, now 8192²', 'tf32 calibrated as float32, now tfloat32']. Efficiencies over another
+    calibration are not today's: the README, the site and verify say so instead of comparing them."""
+    if not calibration:
+        return ["no calibration recorded"]
+    why = []
+    n = N_GPU if device == "gpu" else N
+    if calibration.get("gemm_n") != n:
+        why.append("{}² GEMMs, now {}²".format(calibration.get("gemm_n"), n))
+    want = REDUCED.get(precision)
+    if calibration.get("reduced_dtype") != want:
+        had = calibration.get("reduced_dtype") or "float32"
+        why.append("{} calibrated as {}, now {}".format(precision, had, want or "float32"))
+    return why
 
 
 def efficiency(

@@ -346,3 +346,14 @@ def test_the_glance_marks_every_cell_whose_rank_may_move():
             row = frame[(frame["cell.framework"] == system) & (frame["cell.task"] == task)].iloc[0]
             assert ("†" in marks) == (row["timing.unstable"] is True), (system, task, marks)
     assert "†" in glance.table(spec)  # the committed CPU reference has noisy cells: the loop above saw some
+
+
+def test_a_reference_made_before_todays_calibration_says_so_under_its_table():
+    """The H200 reference calibrated with 1024² GEMMs (now 8192²) and tf32 as float32: its glance caption names both;
+    the CPU reference, calibrated as today, says nothing of the kind."""
+    from scripts.results import glance
+
+    gpu, cpu = (glance.table(spec) for spec in glance.TABLES)
+    assert "Made before today's calibration" in gpu and "1024² GEMMs, now 8192²" in gpu
+    assert "tf32 calibrated as float32, now tfloat32" in gpu
+    assert "calibration" not in cpu

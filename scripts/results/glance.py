@@ -18,6 +18,7 @@ from typing import Any
 
 from scripts.paths import REFERENCES, ROOT
 from scripts.results.report import load_records, spread_marks, to_frame, value_of
+from shared.calibration import outdated
 from shared.params import DEFAULT_TUNING
 
 START, END = "<!-- glance:start (./rosetta scripts.results.glance --write) -->", "<!-- glance:end -->"
@@ -72,9 +73,20 @@ def number(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
+def stale_calibration(loaded: Sequence[Any]) -> list[str]:
+    """How the ok records' calibrations differ from today's (shared/calibration.py's `outdated`), each way once."""
+    found: dict[str, None] = {}
+    for record in loaded:
+        if record.status == "ok":
+            calibration = record.system.get("calibration")
+            found.update(dict.fromkeys(outdated(calibration, record.cell.device, record.cell.precision)))
+    return list(found)
+
+
 def table(spec: Table, root: Path = REFERENCES) -> str:
     folder = root / spec.reference
-    frame = to_frame(load_records([folder]))
+    loaded = load_records([folder])
+    frame = to_frame(loaded)
     columns = [ranked(frame, task, precision) for task, precision in spec.columns]
     head = ["#"] + [f"{NAMES[task]} {precision} ({UNITS[task]})" for task, precision in spec.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" + ":---|" * len(columns)]
@@ -96,6 +108,12 @@ def table(spec: Table, root: Path = REFERENCES) -> str:
         f" Run {date}; records and versions: [`{spec.reference}`](results/reference/{spec.reference}/results.md)"
         ".*"
     )
+    stale = stale_calibration(loaded)
+    if stale:  # its times stand; its efficiencies, and verify's calibrated judgement, are not today's
+        caption = caption[:-1] + (
+            f" Made before today's calibration ({'; '.join(sorted(stale))}): its efficiency figures are not today's,"
+            " and it is made again by the next GPU check.*"
+        )
     lines.extend(textwrap.wrap(caption, 118, break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 
