@@ -184,3 +184,18 @@ def test_the_code_cites_only_pages_that_exist():
         }
     )
     assert sources and not missing, missing
+
+
+def test_the_site_size_docs_state_is_what_make_site_writes(tmp_path):
+    """docs/site.md's size of the site (references and accepted submissions, as `make site` builds it) is the size a
+    build writes today, within 15 % (a build takes some seconds)."""
+    from scripts.results import site
+
+    stated = re.search(r"([\d.]+) MiB and [\d–]+ s for today's (\d+) records", (ROOT / "docs" / "site.md").read_text())
+    assert stated, "docs/site.md no longer states the site's size as 'N MiB and A–B s for today's N records'"
+    built = site.build(tmp_path / "site")
+    size = built["bytes"] / 2**20
+    assert abs(float(stated.group(1)) - size) <= 0.15 * size, (
+        f"docs/site.md says {stated.group(1)} MiB for {stated.group(2)} records; the site is {size:.1f} MiB "
+        f"for {built['records']} records"
+    )
