@@ -13,7 +13,7 @@ PYTEST = $(HOST) -m pytest -n $(strip $(TEST_WORKERS)) --dist loadgroup
 timed = t=$$(date +%s); $(1); rc=$$?; echo "[$(2)] $$(( $$(date +%s) - t )) s"; exit $$rc
 
 .PHONY: help host demo test test-unit test-network lint bench-mutations venvs matrix data weights images setup report verify reference gpu-check gpu-wheels site \
-        submit clean clean-runs
+        screenshots submit clean clean-runs
 .DEFAULT_GOAL := help              # a bare `make` explains itself instead of building anything
 # gpu-check runs in the GPU machine's own Python (PyTorch and JAX for CUDA installed there), not in a venv
 GPU_PYTHON ?= python3
@@ -91,6 +91,9 @@ reference: $(HOST_ENV)             ## run the reference profile and write result
 site: $(HOST_ENV)                  ## the static site in site/: runners side by side, the references (RUN=… adds runs)
 	@$(if $(filter command line,$(origin RUN)),runs=$$($(HOST) -m scripts.results.runs $(RUN)) && ,)$(HOST) -m scripts.results.site \
 	  $(if $(filter command line,$(origin RUN)),$$runs) $(RUNS)
+
+screenshots: $(HOST_ENV)           ## the site's first screen at 1440 and 390 px into docs/images (chromium, chromedriver)
+	$(HOST) -m scripts.results.screenshots
 
 submit: $(HOST_ENV)                ## a run folder as a community submission: make submit RUN=… [NAME=…] [NO_HOSTS=1] [SIGN=KEY]
 	@run=$$($(HOST) -m scripts.results.runs $(RUN)) && $(HOST) -m scripts.results.submission submit $$run \

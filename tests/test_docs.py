@@ -357,3 +357,18 @@ def test_a_reference_made_before_todays_calibration_says_so_under_its_table():
     assert "Made before today's calibration" in gpu and "1024² GEMMs, now 8192²" in gpu
     assert "tf32 calibrated as float32, now tfloat32" in gpu
     assert "calibration" not in cpu
+
+
+def test_the_site_size_docs_state_is_what_make_site_writes(tmp_path):
+    """docs/site.md's size of the site (references and accepted submissions, as `make site` builds it) is the size a
+    build writes today, within 15 % (a build takes some seconds)."""
+    from scripts.results import site
+
+    stated = re.search(r"([\d.]+) MiB and [\d–]+ s for today's (\d+) records", (ROOT / "docs" / "site.md").read_text())
+    assert stated, "docs/site.md no longer states the site's size as 'N MiB and A–B s for today's N records'"
+    built = site.build(tmp_path / "site")
+    size = built["bytes"] / 2**20
+    assert abs(float(stated.group(1)) - size) <= 0.15 * size, (
+        f"docs/site.md says {stated.group(1)} MiB for {stated.group(2)} records; the site is {size:.1f} MiB "
+        f"for {built['records']} records"
+    )

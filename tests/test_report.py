@@ -290,7 +290,7 @@ def test_plot_colours_by_precision_and_keeps_a_slot_for_cells_that_did_not_run()
     fig, ax = plt.subplots()
     report.draw_task(ax, frame, "cnn")
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["jax · fp32", "pytorch · fp32", "pytorch · bf16", "tensorflow · bf16"]
+    assert labels == ["pytorch · bf16", "pytorch · fp32", "jax · fp32", "tensorflow · bf16"]  # fastest first
     texts = [t.get_text() for t in ax.texts]
     assert "FAILED  RuntimeError: boom" in texts and "SKIPPED  no bf16 on this CPU" in texts
     filled = [p.get_facecolor() for p in ax.patches if p.get_width() > 0 and p.get_facecolor()[3] == 1]
@@ -298,6 +298,43 @@ def test_plot_colours_by_precision_and_keeps_a_slot_for_cells_that_did_not_run()
     hatched = [p for p in ax.patches if p.get_hatch() == "////"]
     assert sorted(p.get_width() for p in hatched) == [6.0, 9.0]  # the steady-state bars beside the waited ones
     plt.close(fig)
+
+
+def test_the_plot_puts_the_fastest_first_not_the_alphabet():
+    """results.png's rows per task by the number the tables show (the steady state, lower first), not by name; cells
+    that did not run last; ResNet-50 by its seconds per 1,000 images."""
+    frame = report.to_frame(
+        [
+            record(framework="jax", train_seconds=10.0, steady_state_seconds=9.0),
+            record(framework="cntk", status="failed", reason="RuntimeError: boom"),
+            record(framework="pytorch", train_seconds=20.0, steady_state_seconds=3.0),  # slower as waited
+            record(framework="tensorflow", train_seconds=7.0),  # no steady state: its time as waited
+            record(framework="chainer", precision="bf16", train_seconds=4.0, steady_state_seconds=3.0),
+        ]
+    )
+    rows, labels = report.bar_rows(frame)
+    assert labels == ["chainer · bf16", "pytorch · fp32", "tensorflow · fp32", "jax · fp32", "cntk · fp32"]
+    assert labels != sorted(labels)
+    resnet = report.to_frame(
+        [record(framework=f, task="resnet50", seconds_per_1000_images=v) for f, v in (("jax", 9.0), ("mxnet", 2.0))]
+    )
+    assert list(report.by_speed(resnet)["cell.framework"]) == ["mxnet", "jax"]
+    assert "_v" not in rows and "_none" not in rows
+
+
+def test_the_plot_titles_wrap_and_nothing_is_cut(tmp_path):
+    """A long title wraps in lines of TITLE_CHARS; the saved image is as wide as its widest text (bbox_inches)."""
+    frame = report.to_frame([record(framework=f"framework-{i}", train_seconds=1.0 + i) for i in range(3)])
+    frame["cell.data"] = "synthetic-" + "x" * 150  # a title longer than any line
+    report.plot(frame, tmp_path / "results.png")
+    fig, ax = plt.subplots()
+    report.draw_losses(ax, [("a", [1.0, 0.5])], "y" * 200)
+    assert all(len(line) <= report.TITLE_CHARS for line in ax.get_title(loc="left").splitlines())
+    plt.close(fig)
+    from PIL import Image
+
+    with Image.open(tmp_path / "results.png") as image:
+        assert image.width >= 9 * 120 - 20  # at least the figure: wider where a label needs it, never cropped
 
 
 def test_plot_whiskers_span_the_spread_of_the_timed_passes():

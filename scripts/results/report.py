@@ -24,7 +24,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from textwrap import shorten
+from textwrap import fill, shorten
 from typing import Any
 
 import matplotlib
@@ -70,6 +70,7 @@ PLACEMENT = {
     "device": "the whole set on the device before the clock starts",
 }
 PRECISION_COLOURS = {"fp32": "tab:blue", "tf32": "tab:orange", "amp": "tab:green", "bf16": "tab:red"}
+TITLE_CHARS = 90  # a plot title's line: a 9-inch figure's axes hold about this many characters of 9-point text
 PLOT_CAP = 60  # rows per task panel: 10,000 cells in one canvas would pass Pillow's decompression-bomb limit
 STATUS_COLOURS = {"skipped": "dimgray", "failed": "firebrick", "timeout": "firebrick"}
 MARKS = (
@@ -583,13 +584,26 @@ def markdown(frame: pd.DataFrame) -> str:
 # ---------------------------------------------------------------- plot
 
 
-def bar_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The plot's rows of one task in a stable order (framework, variant, devices, then precision from fp32 to bf16),
-    labelled 'framework · precision', with variant and devices where the task has more than one of them."""
+def by_speed(rows: pd.DataFrame) -> pd.DataFrame:
+    """One task's rows fastest first by the number the tables show (value_of: the steady state, else the time as
+    waited; lower is better); cells that did not run or recorded no time last. Ties, and the cells without a time,
+    in a stable order: framework, variant, devices, then precision from fp32 to bf16."""
     order = {p: i for i, p in enumerate(PRECISION_COLOURS)}
-    rows = rows.assign(_p=rows["cell.precision"].map(order)).sort_values(
-        ["cell.framework", "cell.variant", "cell.gpus", "_p"]
+    values = [value_of(r) for r in rows.to_dict("records")]
+    rows = rows.assign(
+        _p=rows["cell.precision"].map(order),
+        _none=[v is None for v in values],
+        _v=[v if v is not None else 0.0 for v in values],
     )
+    return rows.sort_values(["_none", "_v", "cell.framework", "cell.variant", "cell.gpus", "_p"], kind="stable").drop(
+        columns=["_none", "_v"]
+    )
+
+
+def bar_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The plot's rows of one task fastest first (by_speed), labelled 'framework · precision', with variant and
+    devices where the task has more than one of them."""
+    rows = by_speed(rows)
     where = rows["cell.variant"] + " · " + rows["cell.gpus"].astype(str) + "×" + rows["cell.device"]
     labels = rows["cell.framework"] + (" · " + where if where.nunique() > 1 else "") + " · " + rows["cell.precision"]
     return rows, list(labels)
@@ -682,7 +696,8 @@ def plot(frame: pd.DataFrame, path: str | os.PathLike) -> None:
             what += f", data-parallel over {rows['cell.gpus'].iloc[0]}×{rows['cell.device'].iloc[0]}"
         if len(rows) > PLOT_CAP:
             what += f"; the first {PLOT_CAP} of {len(rows)} cells, every cell is in the tables"
-        ax.set_title(f"{TITLES[task]} ({what})", fontsize=9, loc="left")
+        order = "fastest first" + (" by the steady state" if task in TRAINING_TASKS else "")
+        ax.set_title(fill(f"{TITLES[task]}, {order} ({what})", TITLE_CHARS), fontsize=9, loc="left")
         ax.set_xlabel(TIME_LABEL[TIME_METRIC[task]] + " — lower is better", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(axis="x", alpha=0.3)
@@ -702,7 +717,7 @@ def plot(frame: pd.DataFrame, path: str | os.PathLike) -> None:
         color="dimgray",
     )
     fig.tight_layout(rect=(0, 0.012, 1, 1 - 0.35 / fig.get_figheight()))
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.1)  # nothing cut: a long title widens the image
     plt.close(fig)
 
 
@@ -720,7 +735,7 @@ def draw_losses(ax: Axes, curves: Sequence[tuple[str, list[Any]]], title: str) -
     order, trajectories overlap where the training is the same (dropout masks and float rounding still differ)."""
     for label, losses in curves[:PLOT_CAP]:
         ax.plot(range(1, len(losses) + 1), losses, linewidth=1, alpha=0.8, label=label)
-    ax.set_title(title, fontsize=9, loc="left")
+    ax.set_title(fill(title, TITLE_CHARS), fontsize=9, loc="left")
     ax.set_xlabel("training step (first epoch)", fontsize=8)
     ax.set_ylabel("loss", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -746,7 +761,7 @@ def plot_losses(frame: pd.DataFrame, path: str | os.PathLike) -> bool:
     for ax, ((task, data, scale), curves) in zip(axes[:, 0], panels, strict=False):
         draw_losses(ax, curves, f"{TITLES[task]} ({data} data, {scale} scale): training loss per step")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
     return True
 

@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from textwrap import fill
 from typing import Any
 from urllib.parse import quote
 
@@ -221,22 +222,28 @@ def device_of(rows: Iterable[Mapping[str, Any]]) -> Any:
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: #1b1b1b; background: #fff; }
-header { background: #1f3a5f; color: #fff; padding: .6em 1.2em; overflow-x: auto; white-space: nowrap;
-         scrollbar-width: none; }
-header a { color: #fff; margin-right: 1em; }
-main { padding: 1em 1.2em; max-width: 100%; box-sizing: border-box; overflow-wrap: anywhere; }
+header { background: #1f3a5f; color: #fff; padding: .4em 1.2em; }
+header nav { display: flex; flex-wrap: wrap; gap: .15em 1.4em; }
+header .group { white-space: nowrap; }
+header .group b { font-weight: 600; margin-right: .35em; }
+header a { color: #fff; margin-right: .55em; display: inline-block; }
+header a[aria-current] { font-weight: 700; text-decoration-thickness: 2px; }
+main { padding: 1em 1.2em; max-width: 100%; box-sizing: border-box; overflow-wrap: break-word; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; }
 table { border-collapse: collapse; margin: .5em 0; }
-th, td { border: 1px solid #ccd; padding: .3em .5em; vertical-align: top; text-align: left; }
+th, td { border: 1px solid #ccd; padding: .3em .5em; vertical-align: top; text-align: left; min-width: 12ch; }
 thead th { background: #eef2f7; position: sticky; top: 0; }
+th, .name { overflow-wrap: normal; word-break: keep-all; }
 .muted { color: #666; font-size: .85em; }
 .code { table-layout: fixed; width: 100%; }
-.code td { overflow-wrap: anywhere; }
-.code th.section { width: 8em; }
+.code th.section { width: 9em; }
+.code .label { display: none; }
+.hl { overflow-x: auto; }  /* code too wide for its cell scrolls in its own box, never the page */
 .hl pre { margin: 0; font-size: 12.5px; line-height: 1.35; white-space: pre-wrap; overflow-wrap: anywhere; }
-.notes { font-size: .82em; color: #444; margin-top: .4em; }
+.notes { font-size: .82em; color: #444; margin-top: .4em; overflow-wrap: anywhere; }
 .picks { margin: .6em 0 1em; }
 .picks label { margin-right: .9em; white-space: nowrap; display: inline-block; }
+table.results { display: block; overflow-x: auto; max-width: 100%; }
 .results td a { color: inherit; }
 .results td.num, .results th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .detail { display: none; color: #555; font-size: .82em; }
@@ -245,11 +252,22 @@ main:has(#details:checked) .detail { display: block; }
 .filters select { margin-right: 1em; max-width: 14em; }
 .columns { columns: 14em; } .glossary dt { font-weight: 600; } .glossary dd { margin: 0 0 .5em 1.2em; }
 [hidden] { display: none !important; }
-figure { margin: 1em 0; } figure img { max-width: 100%; }
+figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; }
+@media (max-width: 800px) {
+  /* a phone: the side-by-side tables stack, each row a block headed by its section or concept, each system's cell
+     under it with the system's name as its label; each snippet scrolls sideways in its own box */
+  .code, .code tbody, .code tr { display: block; width: auto; }
+  .code thead { display: none; }
+  .code th.section { display: block; width: auto; background: #eef2f7; font-weight: 600; border-bottom: 0; }
+  .code td { display: block; border-top: 0; }
+  .code tr { margin-bottom: .8em; }
+  .code .hl pre { white-space: pre; overflow-wrap: normal; }
+  .code .label { display: block; font-weight: 600; font-size: .85em; color: #1f3a5f; margin-bottom: .2em; }
+}
 @media (max-width: 700px) {
-  main { padding: .6em; } .sbs, section.group, main > table { overflow-x: auto; } main > table { display: block; }
-  table.results { display: block; overflow-x: auto; }
-  .code { table-layout: auto; } .code td { min-width: 75vw; }
+  main { padding: .6em; } header { padding: .4em .6em; }
+  main > table, .sbs > table:not(.code) { display: block; overflow-x: auto; }
+  .filters label { display: inline-block; margin-bottom: .3em; }
 }
 """
 
@@ -287,15 +305,22 @@ document.querySelectorAll('.filters').forEach(function (form) {
 """
 
 
-def page(title: str, body: str, depth: int = 0) -> str:
+def page(title: str, body: str, depth: int = 0, here: str = "") -> str:
+    """A page of the site: the navigation (every page, in groups that wrap on a narrow window; `here`, the page's
+    own file, marked as the current one), the title and the body."""
     up = "../" * depth
-    nav = " ".join(
-        [f'<a href="{up}index.html">Rosetta</a>']
-        + [f'<a href="{up}rosetta-{t}.html">rosetta: {t}</a>' for t in TASKS]
-        + [f'<a href="{up}code-{t}.html">code: {t}</a>' for t in TASKS]
-        + [f'<a href="{up}results-{t}.html">results: {t}</a>' for t in TASKS]
-        + [f'<a href="{up}lessons.html">lessons</a>']
-    )
+
+    def mark(name: str) -> str:
+        return ' aria-current="page"' if name == here else ""
+
+    groups = [f'<span class="group"><a href="{up}index.html"{mark("index.html")}>Rosetta Stone</a></span>']
+    for kind in ("rosetta", "code", "results"):
+        links = "".join(
+            f'<a href="{up}{kind}-{t}.html" title="{kind}: {t}"{mark(f"{kind}-{t}.html")}>{t}</a>' for t in TASKS
+        )
+        groups.append(f'<span class="group"><b>{kind}:</b>{links}</span>')
+    groups.append(f'<span class="group"><a href="{up}lessons.html"{mark("lessons.html")}>lessons</a></span>')
+    nav = '<nav aria-label="pages">' + "".join(groups) + "</nav>"
     return (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -323,17 +348,26 @@ def pickers(runners: Mapping[str, tuple[Path, list[str]]]) -> tuple[str, str]:
             f'<label for="pick-{package}"><input type="checkbox" class="pick" id="pick-{package}"'
             f"{' checked' if package in picks else ''}> {html.escape(', '.join(fids))}</label>"
         )
-        css.append(f".sbs:has(#pick-{package}:checked) .c-{package} {{ display: table-cell; }}")
-    hide = '.sbs .code td[class^="c-"], .sbs .code th[class^="c-"] { display: none; }'
-    return '<div class="picks">\n' + "\n".join(boxes) + "</div>\n", f"<style>{hide} {' '.join(css)}</style>\n"
+        css.append(f".sbs:not(:has(#pick-{package}:checked)) .c-{package} {{ display: none; }}")
+    return '<div class="picks">\n' + "\n".join(boxes) + "</div>\n", f"<style>{' '.join(css)}</style>\n"
 
 
 def runner_head(runners: Mapping[str, tuple[Path, list[str]]]) -> str:
     return "".join(
         f'<th class="c-{p}">{html.escape(", ".join(fids))}<div class="muted"><a href="src/'
-        f'{path.relative_to(ROOT).as_posix()}.html">{path.relative_to(ROOT).as_posix()}</a></div></th>'
+        f'{path.relative_to(ROOT).as_posix()}.html">{breakable(path.relative_to(ROOT).as_posix())}</a></div></th>'
         for p, (path, fids) in runners.items()
     )
+
+
+def breakable(path: str) -> str:
+    """A file path, escaped, that may wrap after its slashes (and nowhere else): runners/<wbr>r_keras/<wbr>cnn.R."""
+    return "/<wbr>".join(html.escape(part) for part in path.split("/"))
+
+
+def label(fids: Sequence[str]) -> str:
+    """A cell's system names, shown above it where the side-by-side rows stack (a phone) and the header is hidden."""
+    return f'<div class="label name">{html.escape(", ".join(fids))}</div>'
 
 
 def code_page(
@@ -345,7 +379,7 @@ def code_page(
     rows = []
     for name in SECTIONS:
         cells = []
-        for package, (path, _) in runners.items():
+        for package, (path, fids) in runners.items():
             text = parsed[package][name]
             cited = lessons_in(text)
             notes = (
@@ -357,7 +391,7 @@ def code_page(
                 else ""
             )
             cells.append(
-                f'<td class="c-{package}">{highlighted(text, path) if text else "<p class=muted>—</p>"}'
+                f'<td class="c-{package}">{label(fids)}{highlighted(text, path) if text else "<p class=muted>—</p>"}'
                 f'<div class="notes">{notes}</div></td>'
             )
         rows.append(
@@ -381,7 +415,7 @@ def code_page(
             )
         listed = "".join(f"<li>{html.escape(d)}</li>" for d in named) or "<li>none recorded</li>"
         cells.append(
-            f'<td class="c-{package}"><div class="notes">differences the records name:<ul>{listed}</ul>'
+            f'<td class="c-{package}">{label(fids)}<div class="notes">differences the records name:<ul>{listed}</ul>'
             f"{test}</div></td>"
         )
     rows.append(
@@ -400,7 +434,7 @@ def code_page(
         + "\n".join(rows)
         + "</tbody></table></div>"
     )
-    return page(f"{report.TITLES[task]}: the runners side by side", body)
+    return page(f"{report.TITLES[task]}: the runners side by side", body, here=f"code-{task}.html")
 
 
 def rosetta_page(task: str, runners: Mapping[str, tuple[Path, list[str]]]) -> str:
@@ -411,20 +445,20 @@ def rosetta_page(task: str, runners: Mapping[str, tuple[Path, list[str]]]) -> st
     rows = []
     for concept in rosetta.TASK_CONCEPTS[task]:
         cells = []
-        for package in runners:
+        for package, (_path, fids) in runners.items():
             snippets = found[package].get(concept)
             reason = rosetta.EXCEPTIONS.get((package, task, concept))
             text = (
                 "".join(
                     f'<div class="muted"><a href="src/{p.relative_to(ROOT).as_posix()}.html#L-{n}">'
-                    f"{p.relative_to(ROOT).as_posix()}:{n}</a></div>{highlighted(code, p)}"
+                    f"{breakable(p.relative_to(ROOT).as_posix())}:{n}</a></div>{highlighted(code, p)}"
                     for p, n, code in snippets or ()
                 )
                 or f'<p class="muted">{html.escape(reason or "—")}</p>'
             )
-            cells.append(f'<td class="c-{package}">{text}</td>')
+            cells.append(f'<td class="c-{package}">{label(fids)}{text}</td>')
         rows.append(
-            f'<tr id="concept-{concept}"><th class="section">{concept}<div class="muted">'
+            f'<tr id="concept-{concept}"><th class="section"><span class="name">{concept}</span><div class="muted">'
             f"{html.escape(rosetta.CONCEPTS[concept])}</div></th>" + "".join(cells) + "</tr>"
         )
     body = (
@@ -437,7 +471,7 @@ def rosetta_page(task: str, runners: Mapping[str, tuple[Path, list[str]]]) -> st
         f'<table class="code rosetta"><thead><tr><th class="section">concept</th>{runner_head(runners)}</tr>'
         f"</thead>\n<tbody>" + "\n".join(rows) + "</tbody></table></div>"
     )
-    return page(f"{report.TITLES[task]}: the Rosetta index", body)
+    return page(f"{report.TITLES[task]}: the Rosetta index", body, here=f"rosetta-{task}.html")
 
 
 SOURCE_ORDER = {"reference": 0, "community": 1, "run": 2}
@@ -566,7 +600,9 @@ def results_page(task: str, frame: pd.DataFrame, out: Path, plots: list[str]) ->
         for k, vs in filters.items()
     )
     form = f'<form class="filters" hidden onsubmit="return false">{selects}</form>'
-    return page(f"{report.TITLES[task]}: results", "\n".join(parts) + form + "\n".join(tables))
+    return page(
+        f"{report.TITLES[task]}: results", "\n".join(parts) + form + "\n".join(tables), here=f"results-{task}.html"
+    )
 
 
 def href(path: str) -> str:
@@ -596,10 +632,11 @@ def plot(task: str, data: str, scale: str, rows: list[dict[str, Any]], out: Path
     ax.margins(x=0.12)
     unit = "s per 1,000 images" if task == "resnet50" else ("min" if task == "densenet121" else "s") + ", steady state"
     ax.set_xlabel(f"{unit} — lower is better", fontsize=9)
-    ax.set_title(f"{report.TITLES[task]} — {data} data, {scale} scale — {source}", fontsize=10, loc="left")
+    title = f"{report.TITLES[task]} — {data} data, {scale} scale, fastest first — {source}"
+    ax.set_title(fill(title, report.TITLE_CHARS - 10), fontsize=10, loc="left")
     fig.tight_layout()
     name = f"plots/{task}-{data}-{scale}-{re.sub(r'[^a-zA-Z0-9_.-]', '-', source)}.svg"
-    fig.savefig(out / name, format="svg", metadata={"Date": None})
+    fig.savefig(out / name, format="svg", metadata={"Date": None}, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
     plots.append(name)
     return (
@@ -617,7 +654,7 @@ def loss_plot(task: str, data: str, scale: str, rows: list[dict[str, Any]], out:
     report.draw_losses(ax, curves, f"{report.TITLES[task]} — {data} data, {scale} scale: training loss per step")
     fig.tight_layout()
     name = f"plots/{task}-{data}-{scale}-loss.svg"
-    fig.savefig(out / name, format="svg", metadata={"Date": None})
+    fig.savefig(out / name, format="svg", metadata={"Date": None}, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
     plots.append(name)
     return (
@@ -733,7 +770,7 @@ def index_page(
         f"<code>make site</code>.</p>"
         f'<h2>Words used here</h2><dl class="glossary">{glossary}</dl>'
     )
-    return page("The Rosetta Stone of deep-learning frameworks", body)
+    return page("The Rosetta Stone of deep-learning frameworks", body, here="index.html")
 
 
 def lessons_page() -> str:
@@ -745,6 +782,7 @@ def lessons_page() -> str:
         "The seed's lessons learned",
         f"<p>What the original project learnt matching accuracy across "
         f"frameworks; the runners cite them where they apply.</p><ul>{items}</ul>",
+        here="lessons.html",
     )
 
 
