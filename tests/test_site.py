@@ -243,7 +243,21 @@ def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(synthetic_d
     out = tmp_path / "site"
     site.build(out)
     assert "someone-cpu" in (out / "index.html").read_text() and "tampered" not in (out / "index.html").read_text()
-    assert "community/someone-cpu" in (out / "results-cnn.html").read_text()
+    results = (out / "results-cnn.html").read_text()
+    assert "community/someone-cpu" in results
+    # docs/site.md: unsigned submissions are marked, with the commit their runners are from
+    head = submission.summary(community / "someone-cpu")["git_commit"][:10]
+    assert f"community/someone-cpu (unsigned · runners of commit {head})" in results
+    assert "(unsigned · runners of commit" in (out / "index.html").read_text()
+
+
+@pytest.mark.unit
+def test_a_reference_made_before_todays_calibration_is_marked_in_its_column_heads(built):
+    """The H200 reference calibrated with 1024² GEMMs and tf32 as float32: its columns say so; the CPU one's do not."""
+    out, _ = built
+    text = (out / "results-cnn.html").read_text()
+    assert "reference/gpu-nvidia-h200-140g-x1 (calibrated before today: 1024² GEMMs, now 8192²" in text
+    assert "reference/cpu-amd-epyc-f25-m17-s1-avx512-bf16-2c (" not in text
 
 
 @pytest.mark.unit

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.paths import REFERENCES, ROOT
-from scripts.results.report import load_records, spread_marks, to_frame, value_of
-from shared.calibration import outdated
+from scripts.results.report import load_records, spread_marks, stale_calibration, to_frame, value_of
 from shared.params import DEFAULT_TUNING
 
 START, END = "<!-- glance:start (./rosetta scripts.results.glance --write) -->", "<!-- glance:end -->"
@@ -71,16 +70,6 @@ def noise(marks: str) -> str:
 
 def number(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
-
-
-def stale_calibration(loaded: Sequence[Any]) -> list[str]:
-    """How the ok records' calibrations differ from today's (shared/calibration.py's `outdated`), each way once."""
-    found: dict[str, None] = {}
-    for record in loaded:
-        if record.status == "ok":
-            calibration = record.system.get("calibration")
-            found.update(dict.fromkeys(outdated(calibration, record.cell.device, record.cell.precision)))
-    return list(found)
 
 
 def table(spec: Table, root: Path = REFERENCES) -> str:

@@ -45,6 +45,7 @@ from scripts.results import records, stats  # noqa: E402
 from scripts.results.records import Record  # noqa: E402
 from scripts.results.stats import number  # noqa: E402
 from shared import params, peaks, sysinfo  # noqa: E402
+from shared.calibration import outdated  # noqa: E402
 from shared.params import QUALITY_METRIC, TIME_METRIC, TRAINING_TASKS  # noqa: E402
 from shared.record import RecordError  # noqa: E402
 
@@ -414,6 +415,17 @@ def cell_text(row: Mapping[str, Any], task: str, footnotes: dict[str, int]) -> s
         q = row[f"metrics.{quality}"]
         text += f" ({q:.1%})" if quality == "accuracy" else f" (AUC {q:.3f})"
     return text + speedup_text(row) + note_marks(row, footnotes)
+
+
+def stale_calibration(loaded: Sequence[Any]) -> list[str]:
+    """How the ok records' calibrations differ from today's (shared/calibration.py's `outdated`): the README's
+    glance, the site's column heads and verify say it, each way once."""
+    found: dict[str, None] = {}
+    for record in loaded:
+        if record.status == "ok":
+            calibration = record.system.get("calibration")
+            found.update(dict.fromkeys(outdated(calibration, record.cell.device, record.cell.precision)))
+    return list(found)
 
 
 def spread_marks(row: Mapping[str, Any]) -> str:

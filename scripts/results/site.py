@@ -174,6 +174,24 @@ def sources(runs: Iterable[str | os.PathLike] = ()) -> list[tuple[str, str, Path
     return found
 
 
+def source_note(kind: str, folder: Path, got: Sequence[Record]) -> str:
+    """What a reader must know of a source before comparing it, for its column heads and the first page: a community
+    submission is marked unsigned (or by whom it is signed) and the commit its runners are from; a source measured
+    with another calibration than today's says how. '' for a source that needs no note."""
+    notes = []
+    if kind == "community":
+        from scripts.results import submission
+
+        made = submission.summary(folder)
+        notes.append(f"signed by {made['signed_by']}" if made.get("signed_by") else "unsigned")
+        if made.get("git_commit"):
+            notes.append(f"runners of commit {str(made['git_commit'])[:10]}")
+    stale = report.stale_calibration(got)
+    if stale:
+        notes.append("calibrated before today: " + "; ".join(sorted(stale)))
+    return f" ({' · '.join(notes)})" if notes else ""
+
+
 def read_source(folder: Path) -> tuple[list[Record], dict[str, Path]]:
     """(records, {cell id: log path}) of a source folder; unsound records are skipped (the report quarantines)."""
     found = []
@@ -730,13 +748,14 @@ def headline(frame: pd.DataFrame | None) -> list[str]:
 
 def index_page(
     found: Sequence[tuple[str, str, Path]],
-    counts: Sequence[tuple[list[str], int]],
+    counts: Sequence[tuple[list[str], int, str]],
     frame: pd.DataFrame | None = None,
     built_from: Mapping[str, Any] | None = None,
 ) -> str:
     rows = "".join(
-        f"<tr><td>{kind}</td><td>{html.escape(name)}</td><td>{html.escape(', '.join(classes))}</td><td>{n}</td></tr>"
-        for (kind, name, _), (classes, n) in zip(found, counts, strict=False)
+        f"<tr><td>{kind}</td><td>{html.escape(label.split('/', 1)[1])}</td><td>{html.escape(', '.join(classes))}</td>"
+        f"<td>{n}</td></tr>"
+        for (kind, _, _), (classes, n, label) in zip(found, counts, strict=False)
     )
     tasks = "".join(
         f'<li>{report.TITLES[t]}: <a href="rosetta-{t}.html">the Rosetta index</a> (concept by concept) · '
@@ -819,7 +838,7 @@ def build(out: str | os.PathLike, runs: Iterable[str | os.PathLike] = ()) -> dic
     all_records, counts = [], []
     for kind, name, folder in found:
         got, logs = read_source(folder)
-        label = f"{kind}/{name}"
+        label = f"{kind}/{name}{source_note(kind, folder, got)}"
         for record in got:
             cell_id = sanitized(record)
             record_path = out / "records" / kind / name / f"{cell_id}.json"
@@ -842,7 +861,11 @@ def build(out: str | os.PathLike, runs: Iterable[str | os.PathLike] = ()) -> dic
         # the classes the records themselves name, "?" for a runner's record that names none (as written: the site
         # shows what a record says)
         counts.append(
-            (sorted({r.data["system"].get("machine_class") or "?" for r in got if r.data.get("system")}), len(got))
+            (
+                sorted({r.data["system"].get("machine_class") or "?" for r in got if r.data.get("system")}),
+                len(got),
+                label,
+            )
         )
     frame = None
     if all_records:
