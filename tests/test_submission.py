@@ -403,8 +403,28 @@ def copied_samples(folder):
         ),
     )
     reseal(folder)
-    return [f"cells/{target}: its samples are those of cells/{source}, to the last digit: copied numbers", ...]
+    return [f"cells/{target}: its samples are those of cells/{source} times one factor", ...]
     # … and what a CNN's figures lack as a ResNet-50's (images, its unit, its batch): findings of their own
+
+
+def scaled_copy(folder):
+    """The same, every clock of the CNN cell's copy read × (1 + 1e-9): not one sample equal to the last digit, every
+    figure in step with them (a red team's forgery that the comparison of exact values let through)."""
+    source, target = by(folder, "ok", "cnn"), by(folder, "skipped")
+    donor = scale_clocks(json.loads((folder / "cells" / source).read_text()), 1 + 1e-9)
+    edit_json(
+        folder / "cells" / target,
+        lambda r: r.update(
+            status="ok",
+            reason=None,
+            metrics=donor["metrics"],
+            timing=donor["timing"],
+            system={**donor["system"], "params_hash": params.params_hash(r["cell"]["task"], r["cell"]["scale"])},
+        ),
+    )
+    reseal(folder)
+    assert not set(donor["timing"]["values"]) & set(records_of(folder)[source]["timing"]["values"])
+    return [f"cells/{target}: its samples are those of cells/{source} times one factor", ...]
 
 
 def invented_cell(folder):
@@ -422,7 +442,10 @@ def invented_cell(folder):
         ),
     )
     reseal(folder)
-    return [f"plan.json: cell {new_id} is not in profile smoke's plan at commit"]
+    return [  # the twin is the CNN cell's clocks × 0.9: its samples are a copy of them, scaled
+        f"cells/{name}: its samples are those of cells/{new_id}.json times one factor",
+        f"plan.json: cell {new_id} is not in profile smoke's plan at commit",
+    ]
 
 
 def removed_skipped_cell(folder):
@@ -489,6 +512,7 @@ def calibration_below_the_hardware(folder):
         other_run_id,
         other_commit,
         copied_samples,
+        scaled_copy,
         invented_cell,
         removed_skipped_cell,
         negative_sample,
@@ -541,24 +565,32 @@ def test_a_folder_of_garbage_is_rejected_not_crashed_on(tmp_path):
 
 
 def test_the_workflow_checks_every_pull_request_with_the_base_branchs_checker():
-    """The pull request's files are data under pr/ (sparse), the working tree and its scripts/ are the base's."""
+    """pull_request_target: GitHub runs the base branch's workflow file and checker (on pull_request it ran the pull
+    request's own edit of them, which passed). The pull request is git objects only: fetched into the base's checkout,
+    never checked out, never run; its SHAs reach the scripts through env, never spliced into them; the token reads."""
     doc = yaml.safe_load(WORKFLOW.read_text())
     on = doc.pop(True, doc.get("on"))
-    assert on["pull_request"]["paths"] == ["results/community/**"]
+    assert on == {"pull_request_target": {"paths": ["results/community/**"]}}
     assert doc["permissions"] == {"contents": "read"}
     job = doc["jobs"]["check"]
-    assert job["runs-on"] == "ubuntu-24.04"
+    assert job["runs-on"] == "ubuntu-24.04" and "permissions" not in job
     steps = job["steps"]
-    base, pr = (step for step in steps if step.get("uses", "").startswith("actions/checkout@"))
-    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}" and "path" not in base["with"]
-    assert base["with"]["fetch-depth"] == 0 and base["with"]["persist-credentials"] is False
-    assert pr["with"]["ref"] == "${{ github.event.pull_request.head.sha }}" and pr["with"]["path"] == "pr"
-    assert pr["with"]["sparse-checkout"] == "results/community" and pr["with"]["persist-credentials"] is False
-    runs = [step.get("run", "") for step in steps[steps.index(pr) + 1 :]]
-    check = next(run for run in runs if "-m scripts.results.submission check" in run)
-    assert check.startswith(".venv/host/bin/python ") and "--community pr/results/community" in check
-    assert "--ancestor-of HEAD" in check
-    assert not any("pr/" in run.replace("pr/results/community", "") for run in runs)  # nothing of pr/ runs
+    [checkout] = [step for step in steps if "uses" in step]  # the one checkout: the base's
+    assert checkout["uses"].startswith("actions/checkout@")
+    assert checkout["with"] == {
+        "ref": "${{ github.event.pull_request.base.sha }}",
+        "persist-credentials": False,
+        "fetch-depth": 0,
+    }
+    assert [step["run"] for step in steps if "run" in step] == [
+        'git fetch --no-tags --no-recurse-submodules origin "$HEAD_SHA"',
+        "make host PYTHON_VERSION=3",
+        '.venv/host/bin/python -m scripts.results.submission check-pr --base "$BASE_SHA" --head "$HEAD_SHA"',
+    ]
+    assert {key: value for step in steps for key, value in (step.get("env") or {}).items()} == {
+        "HEAD_SHA": "${{ github.event.pull_request.head.sha }}",
+        "BASE_SHA": "${{ github.event.pull_request.base.sha }}",
+    }
 
 
 def test_check_community_reads_another_folder(submitted, capsys):
