@@ -5,10 +5,10 @@
 
 Each mutation is a hand-written one-line (or few-line) edit that removes or weakens one check of
 scripts/results/records.py, scripts/results/merge.py, scripts/results/submission/ or scripts/launch/workflow_trust.py:
-the ones issue 31 found surviving the suite, and one per check added since. Each runs in a throw-away copy of the working tree (a git repository of its
-own, so the submission tests can build their commit), with only the test files that guard that code; a mutation is
-killed when they fail (or time out). Targeted, not exhaustive: a kill rate over these says whether the checks are
-tested, not that the code is.
+the ones issue 31 found surviving the suite, and one per check added since. Each runs in a throw-away copy of the
+working tree (a git repository of its own, so the submission tests can build their commit), with only the test files
+that guard that code; a mutation is killed when they fail (or time out). Targeted, not exhaustive: a kill rate over
+these says whether the checks are tested, not that the code is.
 """
 
 import argparse

@@ -442,7 +442,7 @@ def mutated(tmp_path, file, old, new):
             "on:\n  gollum:\n  workflow_dispatch:",
             [
                 "matrix.yml: job *: started by gollum",
-                "cells.yml: job cell: may run on a self-hosted runner ('${{ matrix.runs-on }}') and is started by gollum",
+                "cells.yml: job cell: may run on a self-hosted runner ('${{ matrix.runs-on }}') and is started by",
                 "matrix.yml: job plan: may run on a self-hosted runner",
                 "matrix.yml: job merge: may run on a self-hosted runner",
             ],

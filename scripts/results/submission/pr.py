@@ -86,8 +86,9 @@ def pr_findings(base: str, head: str, repo: Path | str | None = None) -> tuple[s
             found.append(
                 f"{community}/{name}: exists in the base: a pull request adds a new submission, never edits one"
             )
-    name = next(iter(folders)) if len(folders) == 1 and not found else None
-    return name, (diff if name else []), found
+    if found or len(folders) != 1:
+        return None, [], found
+    return next(iter(folders)), diff, found
 
 
 def write_blobs(files: list[tuple[str, str]], into: Path, repo: Path | str | None = None) -> Path:
