@@ -4,11 +4,11 @@
     python -m bench.mutate_safety --only clock,slot    # those whose name contains "clock" or "slot"
 
 Each mutation is a hand-written one-line (or few-line) edit that removes or weakens one check of
-scripts/results/records.py, scripts/results/merge.py or scripts/results/submission/: the ones issue 31 found surviving
-the suite, and one per check added since. Each runs in a throw-away copy of the working tree (a git repository of its
-own, so the submission tests can build their commit), with only the test files that guard that code; a mutation is
-killed when they fail (or time out). Targeted, not exhaustive: a kill rate over these says whether the checks are
-tested, not that the code is.
+scripts/results/records.py, scripts/results/merge.py, scripts/results/submission/ or scripts/launch/workflow_trust.py:
+the ones issue 31 found surviving the suite, and one per check added since. Each runs in a throw-away copy of the
+working tree (a git repository of its own, so the submission tests can build their commit), with only the test files
+that guard that code; a mutation is killed when they fail (or time out). Targeted, not exhaustive: a kill rate over
+these says whether the checks are tested, not that the code is.
 """
 
 import argparse
@@ -25,6 +25,7 @@ from bench import locate
 
 ROOT = Path(__file__).resolve().parent.parent
 UNTRUSTED, SUBMISSION = "tests/test_untrusted.py", "tests/test_submission.py"
+ACTIONS = "tests/test_github_actions.py"
 
 
 class MutationError(Exception):
@@ -182,7 +183,7 @@ MUTATIONS = (
     M(
         "copied-samples",
         "scripts/results/submission/checks.py",
-        (("            if key in seen:", "            if False:"),),
+        (("        if other is not None:", "        if False:"),),
         (SUBMISSION,),
     ),
     M(
@@ -256,7 +257,7 @@ MUTATIONS = (
         "scripts/results/submission/verdict.py",
         (
             (
-                'if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:',
+                "if other is not None and name in mine and name not in accepted_before:",
                 "if False:",
             ),
         ),
@@ -291,6 +292,101 @@ MUTATIONS = (
         "scripts/results/submission/signing.py",
         (('code, out = ssh_keygen(["-Y", "verify",', 'code, out = 0, "" or ssh_keygen(["-Y", "verify",'),),
         (SUBMISSION,),
+    ),
+    # round three (issue 48): a pull request read from git objects, replays by value, the links left untested
+    M(
+        "pr-only-adds",
+        "scripts/results/submission/pr.py",
+        (('if change.status != "A" or len(parts) < 4 or "/".join(parts[:2]) != community:', "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "pr-plain-files",
+        "scripts/results/submission/pr.py",
+        (("if change.new_mode != PLAIN:", "if False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "pr-one-folder",
+        "scripts/results/submission/pr.py",
+        (("    if len(folders) > 1:", "    if False:"),),
+        (SUBMISSION,),
+    ),
+    M("pr-safe-name", "scripts/results/submission/pr.py", (("if not safe_id(name):", "if False:"),), (SUBMISSION,)),
+    M(
+        "pr-new-folder",
+        "scripts/results/submission/pr.py",
+        (('elif git(["cat-file", "-e", f"{base}:{community}/{name}"], repo)[0] == 0:', "elif False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "pr-folder-checked",
+        "scripts/results/submission/cli.py",
+        (
+            (
+                "return report([folder], base, {n: lines for n, lines in across.items() if lines or n == name})",
+                "return 0",
+            ),
+        ),
+        (SUBMISSION,),
+    ),
+    M(
+        "replay-by-value",
+        "scripts/results/submission/checks.py",
+        (("abs(x - y) <= REPLAY_TOLERANCE * max(abs(x), abs(y))", "x == y"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "replay-across-by-value",
+        "scripts/results/submission/verdict.py",
+        (("same_shape(shape, theirs)", "shape == theirs"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "signature-link",
+        "scripts/results/submission/signing.py",
+        (("if sig.is_symlink() or not sig.is_file():", "if not sig.is_file():"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "accepted-linked",
+        "scripts/results/submission/verdict.py",
+        (("elif now.is_symlink():", "elif False:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "community-removed-reported",
+        "scripts/results/submission/cli.py",
+        (("for name in sorted(set(across) - {f.name for f in folders}):", "for name in []:"),),
+        (SUBMISSION,),
+    ),
+    M(
+        "community-across-joined",
+        "scripts/results/submission/cli.py",
+        (
+            (
+                "found = findings(folder, ancestor_of=ancestor_of) + across.get(folder.name, [])",
+                "found = findings(folder, ancestor_of=ancestor_of)",
+            ),
+        ),
+        (SUBMISSION,),
+    ),
+    M(
+        "hosted-labels-exact",
+        "scripts/launch/workflow_trust.py",
+        (
+            (
+                "or label not in HOSTED for label in labels",
+                'or not re.fullmatch(r"(ubuntu|windows|macos)-[\\w.-]+", label) for label in labels',
+            ),
+        ),
+        (ACTIONS,),
+    ),
+    M(
+        "unknown-triggers",
+        "scripts/launch/workflow_trust.py",
+        (("        if unknown:", "        if False:"),),
+        (ACTIONS,),
     ),
     M(
         "reproduce-within-tolerance",

@@ -421,6 +421,32 @@ def mutated(tmp_path, file, old, new):
             "runs-on:\n      group: gpus",
             ["submissions.yml: job check: may run on a self-hosted runner"],
         ),
+        # a self-hosted label spelled like a GitHub-hosted image: a pull request reaches the runner that carries it
+        (
+            "submissions.yml",
+            "runs-on: ubuntu-24.04",
+            "runs-on: ubuntu-h100-rosetta",
+            ["submissions.yml: job check: may run on a self-hosted runner ('ubuntu-h100-rosetta')"],
+        ),
+        # a trigger the check does not know who can cause (anyone may edit a public wiki): a finding on any runner …
+        (
+            "site.yml",
+            "on:\n  push:",
+            "on:\n  gollum:\n  push:",
+            ["site.yml: job *: started by gollum, an event this check does not know who can cause"],
+        ),
+        # … and never a trusted event for a self-hosted runner
+        (
+            "matrix.yml",
+            "on:\n  workflow_dispatch:",
+            "on:\n  gollum:\n  workflow_dispatch:",
+            [
+                "matrix.yml: job *: started by gollum",
+                "cells.yml: job cell: may run on a self-hosted runner ('${{ matrix.runs-on }}') and is started by",
+                "matrix.yml: job plan: may run on a self-hosted runner",
+                "matrix.yml: job merge: may run on a self-hosted runner",
+            ],
+        ),
         ("images.yml", 'tags: ["v*"]', "{}", ["images.yml: job *: `push` without `branches` or `tags`"]),
         (
             "matrix.yml",
@@ -446,9 +472,19 @@ def test_the_trust_check_refuses_each_path_to_a_self_hosted_runner(tmp_path, cap
 
 
 def test_a_pull_request_on_a_github_hosted_runner_is_fine_and_hosted_labels_are_told_apart():
-    assert not workflow_trust.may_be_self_hosted("ubuntu-24.04")
-    assert not workflow_trust.may_be_self_hosted(["macos-15"])
-    for labels in ("self-hosted", ["ubuntu-24.04", "gpu"], "${{ matrix.runs-on }}", {"group": "g"}, []):
+    for labels in ("ubuntu-24.04", ["macos-15"], "ubuntu-latest", "macos-14-xlarge", "windows-11-arm"):
+        assert not workflow_trust.may_be_self_hosted(labels), labels
+    for labels in (
+        "self-hosted",
+        ["ubuntu-24.04", "gpu"],
+        "${{ matrix.runs-on }}",
+        {"group": "g"},
+        [],
+        "ubuntu-h100-rosetta",  # anyone may give a self-hosted runner a label that looks like a hosted image
+        "ubuntu-24.04-gpu",
+        ["macos-15-m4"],
+        "windows-2022-h100",
+    ):
         assert workflow_trust.may_be_self_hosted(labels), labels
 
 

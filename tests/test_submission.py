@@ -403,8 +403,28 @@ def copied_samples(folder):
         ),
     )
     reseal(folder)
-    return [f"cells/{target}: its samples are those of cells/{source}, to the last digit: copied numbers", ...]
+    return [f"cells/{target}: its samples are those of cells/{source} times one factor", ...]
     # … and what a CNN's figures lack as a ResNet-50's (images, its unit, its batch): findings of their own
+
+
+def scaled_copy(folder):
+    """The same, every clock of the CNN cell's copy read × (1 + 1e-9): not one sample equal to the last digit, every
+    figure in step with them (a red team's forgery that the comparison of exact values let through)."""
+    source, target = by(folder, "ok", "cnn"), by(folder, "skipped")
+    donor = scale_clocks(json.loads((folder / "cells" / source).read_text()), 1 + 1e-9)
+    edit_json(
+        folder / "cells" / target,
+        lambda r: r.update(
+            status="ok",
+            reason=None,
+            metrics=donor["metrics"],
+            timing=donor["timing"],
+            system={**donor["system"], "params_hash": params.params_hash(r["cell"]["task"], r["cell"]["scale"])},
+        ),
+    )
+    reseal(folder)
+    assert not set(donor["timing"]["values"]) & set(records_of(folder)[source]["timing"]["values"])
+    return [f"cells/{target}: its samples are those of cells/{source} times one factor", ...]
 
 
 def invented_cell(folder):
@@ -422,7 +442,10 @@ def invented_cell(folder):
         ),
     )
     reseal(folder)
-    return [f"plan.json: cell {new_id} is not in profile smoke's plan at commit"]
+    return [  # the twin is the CNN cell's clocks × 0.9: its samples are a copy of them, scaled
+        f"cells/{name}: its samples are those of cells/{new_id}.json times one factor",
+        f"plan.json: cell {new_id} is not in profile smoke's plan at commit",
+    ]
 
 
 def removed_skipped_cell(folder):
@@ -489,6 +512,7 @@ def calibration_below_the_hardware(folder):
         other_run_id,
         other_commit,
         copied_samples,
+        scaled_copy,
         invented_cell,
         removed_skipped_cell,
         negative_sample,
@@ -541,24 +565,32 @@ def test_a_folder_of_garbage_is_rejected_not_crashed_on(tmp_path):
 
 
 def test_the_workflow_checks_every_pull_request_with_the_base_branchs_checker():
-    """The pull request's files are data under pr/ (sparse), the working tree and its scripts/ are the base's."""
+    """pull_request_target: GitHub runs the base branch's workflow file and checker (on pull_request it ran the pull
+    request's own edit of them, which passed). The pull request is git objects only: fetched into the base's checkout,
+    never checked out, never run; its SHAs reach the scripts through env, never spliced into them; the token reads."""
     doc = yaml.safe_load(WORKFLOW.read_text())
     on = doc.pop(True, doc.get("on"))
-    assert on["pull_request"]["paths"] == ["results/community/**"]
+    assert on == {"pull_request_target": {"paths": ["results/community/**"]}}
     assert doc["permissions"] == {"contents": "read"}
     job = doc["jobs"]["check"]
-    assert job["runs-on"] == "ubuntu-24.04"
+    assert job["runs-on"] == "ubuntu-24.04" and "permissions" not in job
     steps = job["steps"]
-    base, pr = (step for step in steps if step.get("uses", "").startswith("actions/checkout@"))
-    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}" and "path" not in base["with"]
-    assert base["with"]["fetch-depth"] == 0 and base["with"]["persist-credentials"] is False
-    assert pr["with"]["ref"] == "${{ github.event.pull_request.head.sha }}" and pr["with"]["path"] == "pr"
-    assert pr["with"]["sparse-checkout"] == "results/community" and pr["with"]["persist-credentials"] is False
-    runs = [step.get("run", "") for step in steps[steps.index(pr) + 1 :]]
-    check = next(run for run in runs if "-m scripts.results.submission check" in run)
-    assert check.startswith(".venv/host/bin/python ") and "--community pr/results/community" in check
-    assert "--ancestor-of HEAD" in check
-    assert not any("pr/" in run.replace("pr/results/community", "") for run in runs)  # nothing of pr/ runs
+    [checkout] = [step for step in steps if "uses" in step]  # the one checkout: the base's
+    assert checkout["uses"].startswith("actions/checkout@")
+    assert checkout["with"] == {
+        "ref": "${{ github.event.pull_request.base.sha }}",
+        "persist-credentials": False,
+        "fetch-depth": 0,
+    }
+    assert [step["run"] for step in steps if "run" in step] == [
+        'git fetch --no-tags --no-recurse-submodules origin "$HEAD_SHA"',
+        "make host PYTHON_VERSION=3",
+        '.venv/host/bin/python -m scripts.results.submission check-pr --base "$BASE_SHA" --head "$HEAD_SHA"',
+    ]
+    assert {key: value for step in steps for key, value in (step.get("env") or {}).items()} == {
+        "HEAD_SHA": "${{ github.event.pull_request.head.sha }}",
+        "BASE_SHA": "${{ github.event.pull_request.base.sha }}",
+    }
 
 
 def test_check_community_reads_another_folder(submitted, capsys):
@@ -1033,3 +1065,221 @@ def test_a_pull_request_neither_removes_nor_edits_nor_replays_an_accepted_submis
         mp.setattr(submission.spec, "ALLOWED_SIGNERS", Path("base") / "allowed_signers")
         mp.setattr(submission.spec, "REPO", tmp_path)
         assert submission.against_accepted([pr / NAME, replay]) == found  # the base branch's folder by default
+
+
+# ---------------------------------------------------------------- a pull request, read from git objects (check-pr)
+
+COMMUNITY = "results/community"
+NEW = NAME  # the submission the tests made: its manifest names its folder
+
+
+def plumb(repo, *args, env=None, data=None):
+    done = subprocess.run(["git", *GIT_ID, *args], cwd=repo, input=data, capture_output=True, check=True, env=env)
+    return done.stdout.decode().strip()
+
+
+def commit_on(repo, parent, add=None, remove=(), index=None):
+    """A commit on top of `parent` made with git's plumbing in a private index: the work tree and the branches are
+    left as they are (the module's repository is shared). `add`: {path: (mode, bytes)}, a submodule's bytes its
+    commit; `remove`: paths or folders."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    plumb(repo, "read-tree", parent, env=env)
+    for path in remove:
+        plumb(repo, "rm", "--cached", "-r", "-q", path, env=env)
+    for path, (mode, data) in (add or {}).items():
+        sha = data.decode() if mode == "160000" else plumb(repo, "hash-object", "-w", "--stdin", data=data)
+        plumb(repo, "update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}", env=env)
+    tree = plumb(repo, "write-tree", env=env)
+    return plumb(repo, "commit-tree", tree, "-p", parent, "-m", "a pull request", env=env)
+
+
+def folder_files(folder, name):
+    return {f"{COMMUNITY}/{name}/{rel}": ("100644", (folder / rel).read_bytes()) for rel in submission.contents(folder)}
+
+
+@pytest.fixture(scope="module")
+def pr_base(repo, head, tmp_path_factory):
+    """The base branch of the simulated pull requests: the test repository's HEAD plus results/community with its
+    allowed_signers, README and one accepted submission (the committed example: only its files are compared)."""
+    index = tmp_path_factory.mktemp("index") / "index"
+    return commit_on(
+        repo,
+        head,
+        {
+            f"{COMMUNITY}/allowed_signers": ("100644", b"maintainer@example.org ssh-ed25519 AAAA\n"),
+            f"{COMMUNITY}/README.md": ("100644", b"# community\n"),
+            **folder_files(EXAMPLE, EXAMPLE.name),
+        },
+        index=index,
+    )
+
+
+def honest(submitted):
+    return folder_files(submitted, NEW)
+
+
+def edited_workflow(submitted):
+    return {**honest(submitted), ".github/workflows/submissions.yml": ("100644", b"on: pull_request\n")}, ()
+
+
+def community_linked(submitted):
+    return {COMMUNITY: ("120000", b"/tmp/a-folder-of-my-choosing")}, (COMMUNITY,)
+
+
+def signers_edited(submitted):
+    return {**honest(submitted), f"{COMMUNITY}/allowed_signers": ("100644", b"maintainer@example.org mallory\n")}, ()
+
+
+def link_inside(submitted):
+    return {**honest(submitted), f"{COMMUNITY}/{NEW}/logs/x.log": ("120000", b"/etc/passwd")}, ()
+
+
+def executable_inside(submitted):
+    return {**honest(submitted), f"{COMMUNITY}/{NEW}/logs/x.log": ("100755", b"#!/bin/sh\n")}, ()
+
+
+def submodule_inside(submitted):
+    return {**honest(submitted), f"{COMMUNITY}/{NEW}/logs/x": ("160000", b"1" * 40)}, ()
+
+
+def second_folder(submitted):
+    return {**honest(submitted), **folder_files(submitted, "second")}, ()
+
+
+def existing_edited(submitted):
+    rel = f"{COMMUNITY}/{EXAMPLE.name}/{submission.MANIFEST}"
+    return {**honest(submitted), rel: ("100644", b"{}\n")}, ()
+
+
+def added_to_existing(submitted):
+    return {f"{COMMUNITY}/{EXAMPLE.name}/logs/more.log": ("100644", b"more\n")}, ()
+
+
+def existing_deleted(submitted):
+    return honest(submitted), (f"{COMMUNITY}/{EXAMPLE.name}/{submission.PLAN}",)
+
+
+def unsafe_name(submitted):
+    return folder_files(submitted, "-rf"), ()
+
+
+def nothing(submitted):
+    return {"README.md": ("100644", b"a pull request that is no submission\n")}, ()
+
+
+@pytest.mark.parametrize(
+    "attack, words",
+    [
+        (edited_workflow, ".github/workflows/submissions.yml: edits a path outside a new submission folder"),
+        (community_linked, f"{COMMUNITY}: adds a path outside a new submission folder"),
+        (community_linked, f"{COMMUNITY}/allowed_signers: deletes a path outside"),
+        (signers_edited, f"{COMMUNITY}/allowed_signers: edits a path outside"),
+        (link_inside, f"{COMMUNITY}/{NEW}/logs/x.log: a symbolic link, not a plain file"),
+        (executable_inside, f"{COMMUNITY}/{NEW}/logs/x.log: an executable, not a plain file"),
+        (submodule_inside, f"{COMMUNITY}/{NEW}/logs/x: a submodule, not a plain file"),
+        (second_folder, f"adds 2 folders (second, {NEW}): one submission a pull request"),
+        (existing_edited, f"{COMMUNITY}/{EXAMPLE.name}/{submission.MANIFEST}: edits a path outside"),
+        (added_to_existing, f"{COMMUNITY}/{EXAMPLE.name}: exists in the base"),
+        (existing_deleted, f"{COMMUNITY}/{EXAMPLE.name}/{submission.PLAN}: deletes a path outside"),
+        (unsafe_name, "-rf: not a submission's name"),
+        (nothing, "README.md: edits a path outside"),
+    ],
+    ids=lambda value: getattr(value, "__name__", "words"),
+)
+def test_a_pull_request_that_does_more_than_add_one_new_folder_of_plain_files_is_refused_unread(
+    repo, pr_base, submitted, tmp_path, capsys, attack, words
+):
+    """Each red-team bypass of the workflow's old check, as a real pull request's commit on a base: found in `git diff
+    --raw BASE...HEAD` (what git holds, not a checkout), and the submission is never read."""
+    add, remove = attack(submitted)
+    pr_head = commit_on(repo, pr_base, add, remove, index=tmp_path / "index")
+    name, files, found = submission.pr_findings(pr_base, pr_head)
+    assert name is None and files == [] and any(line.startswith(words) for line in found), "\n".join(found)
+    assert submission.main(["check-pr", "--base", pr_base, "--head", pr_head]) == 1
+    out = capsys.readouterr().out
+    assert f"ERROR {words}" in out and "REJECTED before any of it is read" in out and "accepted" not in out
+
+
+def test_a_pull_request_that_adds_one_new_folder_of_plain_files_is_checked_and_accepted(
+    repo, pr_base, submitted, tmp_path, capsys
+):
+    pr_head = commit_on(repo, pr_base, honest(submitted), index=tmp_path / "index")
+    name, files, found = submission.pr_findings(pr_base, pr_head[:12])
+    assert (name, found) == (NEW, []) and {c.path for c in files} == set(honest(submitted))
+    assert submission.main(["check-pr", "--base", pr_base, "--head", pr_head]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].startswith(f"submission {NEW}: accepted:") and out[-1].endswith("1 accepted, 0 rejected")
+    # the same folder with a skipped cell turned ok by a scaled copy: the base's checker reads it, and refuses it
+    scaled = Path(shutil.copytree(submitted, tmp_path / NEW))
+    scaled_copy(scaled)
+    pr_head = commit_on(repo, pr_base, folder_files(scaled, NEW), index=tmp_path / "index")
+    assert submission.main(["check-pr", "--base", pr_base, "--head", pr_head]) == 1
+    out = capsys.readouterr().out
+    assert "times one factor" in out and out.splitlines()[-1].endswith("0 accepted, 1 rejected")
+
+
+def test_check_pr_holds_the_new_folder_against_the_bases_accepted_submissions(repo, pr_base, tmp_path, capsys):
+    """The base's accepted submissions are read from git objects at --base: a copy of one under a new name, its
+    clocks scaled, is a replay; a base or head that is not a commit here is refused before anything is read."""
+    replay = Path(shutil.copytree(EXAMPLE, tmp_path / "replayed"))
+    name = "jax-cnn-cpu-fp32-1cpu.json"
+    edit_json(replay / "cells" / name, lambda r: scale_clocks(r, 1 + 1e-9))
+    reseal(replay, lambda m: m.update(name="replayed"))
+    pr_head = commit_on(repo, pr_base, folder_files(replay, "replayed"), index=tmp_path / "index")
+    assert submission.main(["check-pr", "--base", pr_base, "--head", pr_head]) == 1
+    out = capsys.readouterr().out
+    assert f"ERROR replayed/cells/{name}: its samples are those of {EXAMPLE.name}/cells/{name} times one factor" in out
+    assert "a submission replayed under another name" in out
+    assert submission.main(["check-pr", "--base", pr_base, "--head", "f" * 40]) == 1
+    assert "not both commits here" in capsys.readouterr().out
+
+
+def test_a_signature_that_is_a_link_is_refused(run_folder, tmp_path, signers):
+    """A link to a signature that verifies (a listed signer's, kept elsewhere) names no one: the file is refused."""
+    alice, _ = signers
+    folder = submission.submit(run_folder, "signed", community=tmp_path / "c1", sign_key=alice)
+    kept = tmp_path / "kept.sig"
+    (folder / submission.SIGNATURE).rename(kept)
+    (folder / submission.SIGNATURE).symlink_to(kept)
+    assert submission.signer(folder) == (None, [f"{submission.SIGNATURE}: not a plain file"])
+    assert f"signed/{submission.SIGNATURE}: not a plain file" in submission.findings(folder)
+
+
+def test_an_accepted_submission_replaced_by_a_link_is_refused(submitted, tmp_path):
+    """The link leads to the very files accepted: only the link itself tells."""
+    base, pr = tmp_path / "base", tmp_path / "pr"
+    shutil.copytree(submitted, base / NAME)
+    pr.mkdir()
+    (pr / NAME).symlink_to(base / NAME)
+    assert submission.against_accepted([pr / NAME], base) == {
+        NAME: [f"{NAME}: an accepted submission replaced by a link"]
+    }
+
+
+def test_check_community_reports_each_finding_against_the_accepted_ones(repo, submitted, tmp_path, capsys):
+    """`check --community DIR`, layer by layer: a folder of DIR is held against REPO's accepted submissions (removed,
+    edited) and the verdict counts what that finds, even where the folder's own checks find nothing; DIR that is the
+    accepted folder itself is not held against itself."""
+    accepted_here = repo / COMMUNITY / NAME
+    shutil.copytree(submitted, accepted_here)
+    try:
+        pr = tmp_path / "pr"
+        pr.mkdir()
+        assert submission.main(["check", "--community", str(pr)]) == 1  # removed
+        out = capsys.readouterr().out.splitlines()
+        assert out[-2].startswith(f"ERROR {NAME}: removed") and out[-1] == (
+            "0 submission(s) checked: 0 accepted, 1 rejected (1 accepted one(s) removed)"
+        )
+        shutil.copytree(submitted, pr / NAME)
+        assert submission.main(["check", "--community", str(pr)]) == 0  # the same files
+        capsys.readouterr()
+        edit_json(pr / NAME / "cells" / by(pr / NAME, "ok", "cnn"), lambda r: r["metrics"].update(accuracy=0.95))
+        reseal(pr / NAME)
+        assert submission.findings(pr / NAME) == []  # its own checks pass: only the accepted one tells
+        assert submission.main(["check", "--community", str(pr)]) == 1
+        out = capsys.readouterr().out.splitlines()
+        assert out[-3].startswith(f"ERROR {NAME}: changes the accepted submission (cells/")
+        assert out[-1] == "1 submission(s) checked: 0 accepted, 1 rejected"
+        assert submission.main(["check", "--community", str(repo / COMMUNITY)]) == 0  # the accepted folder itself
+    finally:
+        shutil.rmtree(accepted_here)

@@ -2,11 +2,13 @@
 
     python -m scripts.results.submission submit results/demo-20261204-101500 [--name NAME] [--no-hosts]
     python -m scripts.results.submission check results/community/NAME [DIR …]    # no DIR: every submission there
+    python -m scripts.results.submission check-pr --base SHA --head SHA         # CI: a pull request, from git
 
 The modules, by concern: spec.py (what a submission folder holds, the repository it is checked against), package.py
 (building one from a run folder), checks.py and derived.py (the checks), verdict.py (findings, accepted), code.py
-(git: the runner-code hash, CommitTrust), machine.py, signing.py and cli.py. `accepted(root)` and `findings(folder)`
-are the API the static site reads submissions through; the names below are the package's public ones.
+(git: the runner-code hash, CommitTrust), pr.py (a pull request read from git objects), machine.py, signing.py and
+cli.py. `accepted(root)` and `findings(folder)` are the API the static site reads submissions through; the names below
+are the package's public ones.
 """
 
 from scripts.results import records
@@ -24,7 +26,7 @@ from scripts.results.submission.checks import (
     read_manifest,
     short_training,
 )
-from scripts.results.submission.cli import PROOF, check_main, describe, main
+from scripts.results.submission.cli import PROOF, check_main, check_pr_main, describe, main, report
 from scripts.results.submission.code import (
     CommitTrust,
     checkout_code_hash,
@@ -57,6 +59,7 @@ from scripts.results.submission.package import (
     seal,
     submit,
 )
+from scripts.results.submission.pr import Change, accepted_at, changes, pr_findings, write_blobs
 from scripts.results.submission.signing import sign, signer, ssh_keygen
 from scripts.results.submission.spec import (
     ALLOWED_SIGNERS,
@@ -95,10 +98,12 @@ __all__ = [
     "REPO",
     "SCHEMA",
     "SIGNATURE",
+    "Change",
     "CommitTrust",
     "RecordError",
     "SubmissionError",
     "accepted",
+    "accepted_at",
     "against_accepted",
     "check_calibration",
     "check_code",
@@ -109,8 +114,10 @@ __all__ = [
     "check_machine",
     "check_main",
     "check_plan",
+    "check_pr_main",
     "check_records",
     "check_status",
+    "changes",
     "checkout_code_hash",
     "commit_trust",
     "committed_code_hash",
@@ -133,10 +140,12 @@ __all__ = [
     "machine_of",
     "main",
     "physical_ceiling",
+    "pr_findings",
     "read_manifest",
     "records",
     "redact_json",
     "redactor",
+    "report",
     "run_commit",
     "run_to_submit",
     "runner_code_at",
@@ -152,4 +161,5 @@ __all__ = [
     "submit",
     "summary",
     "tree_hash",
+    "write_blobs",
 ]

@@ -5,6 +5,7 @@ line each naming the file and why; verdict.findings runs them all."""
 import json
 import math
 import re
+import statistics
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path, PurePosixPath
@@ -280,15 +281,47 @@ def check_image_hashes(manifest: dict[str, Any], recs: Records) -> list[str]:
     ]
 
 
+# Two cells' samples are one run's when, sorted and divided by their median, they agree within this (relative): a copy
+# scaled by any factor (× (1 + 1e-9), ×2) keeps that shape, while honest samples of two cells never share it.
+REPLAY_TOLERANCE = 1e-6
+
+
+def shape(values: list[float]) -> tuple[float, ...]:
+    """Samples sorted and divided by their median: the same for every copy of them scaled by one factor."""
+    ordered = sorted(values)
+    middle = statistics.median(ordered)
+    return tuple(v / middle for v in ordered)
+
+
+def same_shape(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether two shapes (of as many samples) are one within REPLAY_TOLERANCE, sample by sample."""
+    return len(a) == len(b) and all(
+        abs(x - y) <= REPLAY_TOLERANCE * max(abs(x), abs(y)) for x, y in zip(a, b, strict=True)
+    )
+
+
+def replayed_samples(record: Record) -> tuple[float, ...] | None:
+    """The shape of an ok record's samples (at least two, all finite and positive), else None: nothing to compare."""
+    values = samples(record) if record.status == "ok" else []
+    if len(values) < 2 or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+        return None
+    return shape(values)
+
+
 def check_copies(recs: Records) -> list[str]:
-    """No two ok records share their samples: a cell turned ok with another cell's numbers."""
-    seen: dict[str, str] = {}
+    """No two ok records share their samples up to one common factor: a cell turned ok with another cell's numbers,
+    to the last digit or scaled."""
+    seen: list[tuple[tuple[float, ...], str]] = []
     found = []
     for rel, record in sorted(recs.items()):
-        values = samples(record) if record.status == "ok" else []
-        if len(values) >= 2:
-            key = json.dumps(values)
-            if key in seen:
-                found.append(f"{rel}: its samples are those of {seen[key]}, to the last digit: copied numbers")
-            seen.setdefault(key, rel)
+        mine = replayed_samples(record)
+        if mine is None:
+            continue
+        other = next((where for theirs, where in seen if same_shape(mine, theirs)), None)
+        if other is not None:
+            found.append(
+                f"{rel}: its samples are those of {other} times one factor (sorted, divided by their median, within "
+                f"{REPLAY_TOLERANCE:g}): copied numbers"
+            )
+        seen.append((mine, rel))
     return found

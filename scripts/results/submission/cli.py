@@ -1,15 +1,19 @@
 """Community results: a run folder packaged as a submission, and the checker that accepts or rejects one.
 
 The command line: `submit RUN` packages a run folder, `check [DIR …]` prints one line per finding, one per
-submission and a total (MLPerf's submission checker's form); exit 0 only when every submission is accepted."""
+submission and a total (MLPerf's submission checker's form); exit 0 only when every submission is accepted.
+`check-pr --base SHA --head SHA` is CI's: the pull request read from git objects (pr.py), then its one new folder."""
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from scripts.results.submission import spec
+from scripts.results.submission.code import full_commit
 from scripts.results.submission.package import submit
+from scripts.results.submission.pr import accepted_at, pr_findings, write_blobs
 from scripts.results.submission.spec import HOST_PLACEHOLDER, SubmissionError, shown
 from scripts.results.submission.verdict import against_accepted, findings, submissions, summary
 
@@ -34,11 +38,17 @@ def describe(manifest: dict[str, Any]) -> str:
 
 def check_main(folders: list[Path], ancestor_of: str | None = None, community: Path | None = None) -> int:
     folders = [Path(f) for f in folders] or submissions(community)
-    print(f"What this check proves: {PROOF}.")
-    rejected = 0
     base = spec.REPO / spec.ALLOWED_SIGNERS.parent
     # a pull request's folder (--community) against the base branch's accepted submissions
     across = against_accepted(folders, base) if community and Path(community).resolve() != base.resolve() else {}
+    return report(folders, ancestor_of, across)
+
+
+def report(folders: list[Path], ancestor_of: str | None, across: dict[str, list[str]]) -> int:
+    """Print the verdict on each of `folders` (its findings, and `across`'s: against_accepted's) and the total; a name
+    of `across` that is not among `folders` is an accepted submission the pull request removed."""
+    print(f"What this check proves: {PROOF}.")
+    rejected = 0
     for name in sorted(set(across) - {f.name for f in folders}):
         for line in across[name]:
             print(f"ERROR {shown(line)}")
@@ -63,6 +73,29 @@ def check_main(folders: list[Path], ancestor_of: str | None = None, community: P
         + (f" ({removed} accepted one(s) removed)" if removed else "")
     )
     return 1 if rejected else 0
+
+
+def check_pr_main(base: str, head: str) -> int:
+    """CI's check of a pull request, from git objects (pr.py): it must add one new folder of plain files under
+    results/community and nothing else; then that folder, written out from its blobs, is checked against the
+    accepted submissions at `base` (also from git objects), its commit on `base`'s history. Git: spec.REPO's."""
+    name, files, found = pr_findings(base, head)
+    for line in found:
+        print(f"ERROR {shown(line)}")
+    if name is None:
+        print(
+            f"pull request {shown(head)[:12]}: REJECTED before any of it is read, {len(found)} finding(s): a "
+            f"submission's pull request adds one new folder {spec.ALLOWED_SIGNERS.parent}/NAME/ of plain files, "
+            "and changes nothing else"
+        )
+        return 1
+    base = full_commit(base) or base
+    with tempfile.TemporaryDirectory(prefix="rosetta-pr-") as tmp:
+        accepted_before = accepted_at(base, Path(tmp) / "base")
+        prefix = len(spec.ALLOWED_SIGNERS.parent.as_posix()) + len(name) + 2
+        folder = write_blobs([(c.path[prefix:], c.new_blob) for c in files], Path(tmp) / "pr" / name)
+        across = against_accepted([*submissions(accepted_before), folder], accepted_before)
+        return report([folder], base, {n: lines for n, lines in across.items() if lines or n == name})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,9 +126,20 @@ def main(argv: list[str] | None = None) -> int:
         help="without folders: check every submission under DIR "
         "(CI: the pull request's results/community, checked by this checkout's checker)",
     )
+    p = sub.add_parser(
+        "check-pr",
+        help="CI: a pull request, from git objects: it adds one new submission folder of plain files and nothing "
+        "else, and the checker accepts that submission (exit 0 only then)",
+    )
+    p.add_argument("--base", required=True, metavar="SHA", help="the base branch's commit (this checkout's history)")
+    p.add_argument(
+        "--head", required=True, metavar="SHA", help="the pull request's head commit (fetched, not checked out)"
+    )
     args = ap.parse_args(argv)
     if args.command == "check":
         return check_main(args.folders, args.ancestor_of, args.community)
+    if args.command == "check-pr":
+        return check_pr_main(args.base, args.head)
     try:
         target = submit(args.run, args.name, args.no_hosts, sign_key=args.sign)
     except SubmissionError as e:

@@ -11,6 +11,7 @@ from scripts.paths import SAFE_ID
 from scripts.results import records
 from scripts.results.submission import spec
 from scripts.results.submission.checks import (
+    REPLAY_TOLERANCE,
     check_code,
     check_copies,
     check_digests,
@@ -20,12 +21,13 @@ from scripts.results.submission.checks import (
     check_status,
     layout,
     read_manifest,
+    replayed_samples,
+    same_shape,
 )
 from scripts.results.submission.code import CommitTrust, commit_trust
 from scripts.results.submission.derived import check_calibration, check_consistency, check_plan
 from scripts.results.submission.signing import signer
 from scripts.results.submission.spec import MANIFEST, contents, shown
-from scripts.results.verify import samples
 from shared.record import RecordError
 
 
@@ -109,7 +111,7 @@ def against_accepted(folders: list[Path], base: Path | str | None = None) -> dic
     """{folder name: [findings]} of a pull request's submission folders against the base branch's accepted ones
     (`base`, default spec.REPO's results/community): an accepted submission is neither removed nor changed by a pull
     request (a maintainer's commit to the base branch does that), and a new submission holds no ok cell whose samples
-    are another submission's to the last digit (a replay under a new name)."""
+    are another submission's times one factor (checks.same_shape: a replay under a new name, scaled or not)."""
     base = Path(base or spec.REPO / spec.ALLOWED_SIGNERS.parent)
     accepted_before = {f.name: f for f in submissions(base) if not f.is_symlink()}
     mine = {f.name: f for f in folders}
@@ -131,7 +133,7 @@ def against_accepted(folders: list[Path], base: Path | str | None = None) -> dic
                     f"{name}: changes the accepted submission ({', '.join(changed[:5])}"
                     f"{' …' if len(changed) > 5 else ''}): accepted results are not edited"
                 )
-    seen: dict[str, str] = {}
+    seen: list[tuple[tuple[float, ...], str]] = []
     for name, folder in sorted(
         {**accepted_before, **mine}.items(), key=lambda item: (item[0] not in accepted_before, item[0])
     ):
@@ -142,17 +144,17 @@ def against_accepted(folders: list[Path], base: Path | str | None = None) -> dic
             else []
         ):
             try:
-                record = records.load(path)
+                shape = replayed_samples(records.load(path))
             except RecordError:
                 continue
-            values = samples(record) if record.status == "ok" else []
-            if len(values) < 2:
+            if shape is None:
                 continue
-            key, where = json.dumps(values), f"{name}/cells/{path.name}"
-            if key in seen and seen[key].split("/")[0] != name and name in mine and name not in accepted_before:
+            where = f"{name}/cells/{path.name}"
+            other = next((w for theirs, w in seen if w.split("/")[0] != name and same_shape(shape, theirs)), None)
+            if other is not None and name in mine and name not in accepted_before:
                 found[name].append(
-                    f"{where}: its samples are those of {seen[key]}, to the last digit: a submission "
-                    "replayed under another name"
+                    f"{where}: its samples are those of {other} times one factor (sorted, divided by their median, "
+                    f"within {REPLAY_TOLERANCE:g}): a submission replayed under another name"
                 )
-            seen.setdefault(key, where)
+            seen.append((shape, where))
     return found

@@ -45,7 +45,8 @@ def figures(cfg, started):
     batch = p["batch_size"] * (cfg.gpus if cfg.task == "densenet121" else 1)
     train_samples = p.get("train_samples") or 50 * batch  # full scale: the whole data set, not a parameter
     steps = max(1, train_samples // batch)
-    windows = [v * scale / 10 for v in (3.0, 1.4, 1.5, 1.6, 1.5, 1.45)]
+    # each task its own shape too (one sample moved), not only its own scale: a copy scaled by one factor is refused
+    windows = [v * scale / 10 for v in (3.0, 1.4, 1.5, 1.6 + TASKS.index(cfg.task) / 50, 1.5, 1.45)]
     epoch = float(sum(windows[1:]) / len(windows[1:]) * steps + 0.02)
     epochs = [epoch + 0.2] + [epoch] * (p.get("epochs", 1) - 1)
     metrics = train_metrics(
