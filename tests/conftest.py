@@ -100,6 +100,7 @@ SCOPE_SECONDS = {
     "tests/test_demo.py::test_smoke_profile_end_to_end": 120,
     "site": 90,  # the unit tier's dearest: tests/test_site.py builds the site once and reads it page by page
     "tiers": 30,  # tests/test_tiers.py collects the whole suite three times
+    "toy": 40,  # tests/test_contributing.py: a copy of the repository, its checks, and a toy CNN trained in NumPy
 }
 PREFIX_SECONDS = {
     # DenseNet-121 on two CPU devices: a process each, its train step compiled (TensorFlow, Keras, JAX: 110-170 s)
