@@ -7,8 +7,8 @@ contract, and the side-by-side pages.
 Nothing here reads CONTRIBUTING.md: each edit below cites the step it follows. A step the checklist lacks is an edit
 the test must make without a step to cite, and a check that fails in the copy where the edit is left out: the
 checklist then gets the step (as it got the compose anchors and twins service, compose.gpu.yaml for a CPU-only family,
-tests/test_matrix.py's CPU-only systems and the calibration GEMM). The unit tier: NumPy, toy's one framework, is in
-the host environment."""
+tests/test_matrix.py's CPU-only systems and the calibration GEMM). The integration tier: NumPy, toy's one framework,
+is in the host environment, but training the toy CNN in NumPy and the copy's checks take about a minute."""
 
 import json
 import os
@@ -24,7 +24,7 @@ from conftest import ROOT
 from shared import canonical, datasets
 
 # One worker builds the copy once for the module's tests (tests/conftest.py schedules the group whole).
-pytestmark = [pytest.mark.unit, pytest.mark.xdist_group("toy")]
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("toy")]
 
 TOY = ROOT / "tests" / "data" / "toy-framework"
 HOST_PYTHON = Path(sys.executable)
