@@ -102,7 +102,8 @@ def check_values(plan_file: PlanFile, where: str = "the plan") -> PlanFile:
     one and every image the matrix's form of a name (IMAGE): a plan file is untrusted, and these values become a
     runner's loop count, a scheduler's time limit, a GPU request and the image a node pulls."""
     plan = plan_file.plan
-    bad = [] if number_in(plan.repeats, REPEATS, True) else [("repeats", plan.repeats, f"a whole number in {REPEATS}")]
+    bad: list[tuple[str, Any, str]] = []
+    bad += [] if number_in(plan.repeats, REPEATS, True) else [("repeats", plan.repeats, f"a whole number in {REPEATS}")]
     bad += (
         []
         if number_in(plan.timeout_s, TIMEOUT_S, False)
