@@ -134,9 +134,13 @@ def test_scripts_cell_never_launches_an_image_without_an_expected_code_hash(tmp_
 def test_launchers_refuse_a_plan_whose_values_are_not_the_matrixs(tmp_path, capsys):
     path = write_doc(tmp_path / "plan.json", plan_doc(repeats=4))  # in range, but not the smoke profile's
     run = tmp_path / "run"
-    assert cell_command.main([str(path), "--index", "0", "--run-dir", str(run)]) == 2
+    argv = [str(path), "--index", "0", "--run-dir", str(run), "--runtime", "apptainer", "--data-root", str(tmp_path)]
+    assert cell_command.main(argv) == 2  # (apptainer, no data: were the plan taken, the cell would fail at once)
     assert "repeats 4 is not profile smoke's" in capsys.readouterr().err and not run.exists()
-    assert slurm.main([str(path), "--dry-run", "--run-dir", str(run)]) == 2
+    assert (
+        slurm.main([str(path), "--dry-run", "--run-dir", str(run), "--runtime", "pyxis", "--data-root", "/nonexistent"])
+        == 2
+    )
     assert "repeats 4 is not profile smoke's" in capsys.readouterr().err and not run.exists()
     out = tmp_path / "jobs.yaml"
     argv = [str(path), "--image-prefix", "r.example/", "--data-claim", "d", "--results-claim", "r", "--out", str(out)]
