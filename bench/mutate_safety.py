@@ -26,6 +26,7 @@ from bench import locate
 ROOT = Path(__file__).resolve().parent.parent
 UNTRUSTED, SUBMISSION = "tests/test_untrusted.py", "tests/test_submission.py"
 ACTIONS = "tests/test_github_actions.py"
+PLANS = "tests/test_trust_plans.py"  # issue 48: plans, merge's plan, plain files beside records
 
 
 class MutationError(Exception):
@@ -98,6 +99,13 @@ MUTATIONS = (
         "scripts/results/records.py",
         (("elif wanted and all(differs(", "elif False and all(differs("),),
     ),
+    M(
+        "confined-parent",
+        "scripts/results/records.py",
+        (("if path == root or root not in path.parents:", "if path == root:"),),
+        (PLANS,),
+    ),
+    M("size-cap-read-side", "shared/record.py", (("    if len(data) > cap:", "    if False:"),), (PLANS,)),
     # ---- merge.py: one cell per slot, the plan, the order of attempts
     M(
         "plan-run-id",
@@ -125,6 +133,152 @@ MUTATIONS = (
         "host-given-attempt",
         "scripts/results/merge.py",
         (("return (attempt or 0, *records.started", "return (0, *records.started"),),
+    ),
+    M(
+        "merge-plan-plain-file",
+        "scripts/results/merge.py",
+        (("    data = records.read_plain(path)", "    data = Path(path).read_bytes()"),),
+        (PLANS,),
+    ),
+    M(
+        "merge-run-plan-first",
+        "scripts/results/merge.py",
+        (
+            (
+                'chosen = plan or (run_dir / "plan.json" if os.path.lexists(run_dir / "plan.json") else None)',
+                "chosen = plan",
+            ),
+        ),
+        (PLANS,),
+    ),
+    M(
+        "merge-plan-of-another-run",
+        "scripts/results/merge.py",
+        (("    if run_id is not None and named != {run_id}:", "    if False:"),),
+        (PLANS,),
+    ),
+    M(
+        "merge-run-id-alphabet",
+        "scripts/results/merge.py",
+        (("if run_id is not None and not safe_id(run_id):", "if False:"),),
+        (PLANS,),
+    ),
+    M(
+        "merge-skips-quarantine",
+        "scripts/results/merge.py",
+        (
+            (
+                'if file.name in SKIP or {"attempts", "quarantine"} & set(inside):',
+                'if file.name in SKIP or {"attempts"} & set(inside):',
+            ),
+        ),
+        (PLANS,),
+    ),
+    M(
+        "merge-index-attempt",
+        "scripts/results/merge.py",
+        (
+            (
+                "if current is not None and order(current, index.get(cid)) > order(record, attempt):",
+                "if current is not None and order(current, None) > order(record, attempt):",
+            ),
+        ),
+        (PLANS,),
+    ),
+    M(
+        "merge-bad-current-quarantined",
+        "scripts/results/merge.py",
+        (("        records.quarantine(run_dir, target, str(e))", "        pass"),),
+        (PLANS,),
+    ),
+    # ---- plans: untrusted wherever read (scripts/plan/planfile.py and the launchers that read them)
+    M(
+        "plan-repeats-range",
+        "scripts/plan/planfile.py",
+        (("if number_in(plan.repeats, REPEATS, True)", "if True"),),
+        (PLANS,),
+    ),
+    M(
+        "plan-timeout-finite",
+        "scripts/plan/planfile.py",
+        (("if number_in(plan.timeout_s, TIMEOUT_S, False)", "if True"),),
+        (PLANS,),
+    ),
+    M(
+        "plan-image-registry",
+        "scripts/plan/planfile.py",
+        (
+            (
+                'IMAGE = re.compile(r"rosetta/[a-z0-9][a-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*")',
+                'IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*")',
+            ),
+        ),
+        (PLANS,),
+    ),
+    M(
+        "plan-against-matrix-values",
+        "scripts/plan/planfile.py",
+        (("        if getattr(plan, key) != getattr(derived, key):", "        if False:"),),
+        (PLANS,),
+    ),
+    M(
+        "plan-against-matrix-cells",
+        "scripts/plan/planfile.py",
+        (("        if planned != wanted:", "        if False:"),),
+        (PLANS,),
+    ),
+    M(
+        "cell-needs-code-hash",
+        "scripts/cell.py",
+        (("        if expected is None:", "        if False:"),),
+        (PLANS,),
+    ),
+    M(
+        "cell-plan-against-matrix",
+        "scripts/cell.py",
+        (("plans.check_against(plans.read(args.plan), load(args.matrix), str(args.plan))", "plans.read(args.plan)"),),
+        (PLANS,),
+    ),
+    M(
+        "slurm-plan-against-matrix",
+        "scripts/launch/slurm.py",
+        (("plans.check_against(plans.read(args.plan), load(), str(args.plan))", "plans.read(args.plan)"),),
+        (PLANS,),
+    ),
+    M(
+        "k8s-plan-against-matrix",
+        "scripts/launch/k8s.py",
+        (("plans.check_against(plans.read(args.plan), load(), str(args.plan))", "plans.read(args.plan)"),),
+        (PLANS,),
+    ),
+    M(
+        "slurm-resolve-before-check",
+        "scripts/launch/slurm.py",
+        (
+            (
+                "plan_path, run_dir = Path(plan_path).resolve(), Path(run_dir).resolve()\ncheck_sbatch(extra, run_dir)",
+                "check_sbatch(extra, run_dir)\nplan_path, run_dir = Path(plan_path).resolve(), Path(run_dir).resolve()",
+            ),
+        ),
+        (PLANS,),
+    ),
+    M(
+        "reference-plain-copy",
+        "scripts/results/reference.py",
+        (
+            (
+                '            raise ValueError(f"{run_dir / name}: {why}; a reference copies plain files only")',
+                "            pass",
+            ),
+            ("        data = verify.records.read_plain(source)", "        data = Path(source).read_bytes()"),
+        ),
+        (PLANS,),
+    ),
+    M(
+        "theano-cache-per-cell",
+        "scripts/launch/executors.py",
+        (('            **cache_env(cache, os.environ.get("THEANO_FLAGS", "")),', ""),),
+        (PLANS,),
     ),
     # ---- submission/: what a submission proves
     M(
@@ -179,6 +333,12 @@ MUTATIONS = (
             ),
         ),
         (SUBMISSION,),
+    ),
+    M(
+        "plan-whole-compared",
+        "scripts/results/submission/derived.py",
+        (("        if doc.get(key) != derived.get(key)", "        if False"),),
+        (PLANS,),
     ),
     M(
         "copied-samples",

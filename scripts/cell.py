@@ -61,9 +61,15 @@ def executor_for(
     runtime = plan_file.plan.executor if runtime == "plan" else runtime
     one = one_cell(plan_file, planned)
     if runtime in ("pyxis", "apptainer"):
-        hashes = wanted_hashes(one, load(matrix_path))
+        expected = wanted_hashes(one, load(matrix_path)).get(planned.image)
+        if expected is None:  # run_cell checks the record's code hash only against one it is given
+            raise ExecutorError(
+                f"cell {planned.id}: no expected code hash for its image {planned.image!r} (matrix.yaml at "
+                f"{matrix_path} builds no such image), so nothing would check the code it ran; write the plan "
+                "again from this checkout with `python -m scripts.plan`, or pass the matrix it was made from (--matrix)"
+            )
         return SlurmContainerExecutor(
-            runtime, {planned.id: planned.image}, prefix, code_hashes={planned.id: hashes.get(planned.image)}
+            runtime, {planned.id: planned.image}, prefix, code_hashes={planned.id: expected}
         ), None
     if runtime == "compose":
         return ComposeExecutor.for_plan(one, load(matrix_path)), None
@@ -89,11 +95,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="how to start the runner: the plan's executor, or a Slurm site's container runtime",
     )
     ap.add_argument("--image-prefix", default="", help="pyxis: registry prefix of the images; apptainer: .sif folder")
-    ap.add_argument("--matrix", type=Path, default=ROOT / "matrix.yaml", help="for the local environments only")
+    ap.add_argument(
+        "--matrix",
+        type=Path,
+        default=ROOT / "matrix.yaml",
+        help="the matrix the plan is checked against (its images' code hashes, the local environments)",
+    )
     args = ap.parse_args(argv)
     os.environ.setdefault("ROSETTA_HOST", platform.node())  # the record's host, also inside a container
     try:
-        plan_file = plans.read(args.plan)
+        plan_file = plans.check_against(plans.read(args.plan), load(args.matrix), str(args.plan))
         index = args.index if args.index is not None or args.cell else index_from_environment()
         planned = plan_file.find(index=index, cell_id=args.cell)
         run_dir = args.run_dir or RESULTS / plan_file.run_id

@@ -118,6 +118,15 @@ def collect_from_own_folder(out: str | Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def cache_env(cache: Path, theano_flags: str = "") -> dict[str, str]:
+    """The environment that gives a cell the compile cache `cache` of its own: ROSETTA_CACHE_DIR, under which the
+    Theano runners put base_compiledir (runners/lasagne/__init__.py, runners/keras2/__init__.py), and
+    THEANO_FLAGS' base_compiledir itself, last, so that it wins over one the host's THEANO_FLAGS set (Theano keeps a
+    key's last value). One cache shared by every cell would let any cell write compiled C that later cells load."""
+    flag = f"base_compiledir={cache / 'theano'}"
+    return {"ROSETTA_CACHE_DIR": str(cache), "THEANO_FLAGS": f"{theano_flags},{flag}" if theano_flags else flag}
+
+
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -142,11 +151,14 @@ class LocalExecutor:
     def launch(
         self, cell: Cell, out: Path, log: Path, run: RunSettings, devices: Sequence[str] = ()
     ) -> subprocess.Popen[bytes]:
+        cache = prepare_own_folder(out) / "cache"  # this cell's own, new and empty (as compose's tmpfs at /cache)
+        cache.mkdir()
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(self.root), *map(str, self.site)]),
             "PYTHONUNBUFFERED": "1",
             "ROSETTA_EXECUTOR": self.name,
+            **cache_env(cache, os.environ.get("THEANO_FLAGS", "")),
         }
         if devices:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
@@ -157,7 +169,8 @@ class LocalExecutor:
         kill_group(proc)
 
     def collect(self, out: Path) -> None:
-        """The runner wrote `out` itself."""
+        """The runner wrote `out` itself; its compile cache goes (own_folder)."""
+        shutil.rmtree(own_folder(out), ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from scripts.launch import preflight
 from scripts.launch.executors import RunSettings, runner_args
 from scripts.paths import ROOT
 from scripts.plan import planfile as plans
+from scripts.plan.matrix import MatrixError, load
 from shared.record import git_commit, make_record, write_atomic, write_record
 
 OLDEST = (1, 25)  # Indexed Jobs are GA from 1.24 (KEP-2214), but the tests' schemas start at 1.25
@@ -489,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bad = [a for a in args.gpu_arch if not re.fullmatch(r"sm_\d{2,3}", a)]
         if bad:
             raise K8sError(f"--gpu-arch {bad[0]}: expected an architecture like sm_90 (compute capability 9.0)")
-        plan_file = plans.read(args.plan)
+        plan_file = plans.check_against(plans.read(args.plan), load(), str(args.plan))
         images = {c.image for c in plan_file.cells}
         digests = (
             read_digests(args.digests, images) if args.digests else local_digests(args.image_prefix, sorted(images))
@@ -504,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         docs = manifests(plan_file, target)
-    except (plans.PlanError, K8sError) as e:
+    except (plans.PlanError, K8sError, MatrixError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.out:

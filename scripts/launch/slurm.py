@@ -148,8 +148,10 @@ def submit(
     The plan's ids are checked first: each becomes part of an #SBATCH line; so are the extra options and the run
     folder, which become #SBATCH lines and shell words too."""
     plans.check_ids(plan_file)
-    check_sbatch(extra, run_dir)
+    # resolved first, then checked: what goes into the #SBATCH lines is the resolved path, and a link named plainly
+    # may point at a folder whose name holds a newline (a new shell line when the script runs)
     plan_path, run_dir = Path(plan_path).resolve(), Path(run_dir).resolve()
+    check_sbatch(extra, run_dir)
     minutes = math.ceil(plan_file.plan.timeout_s / 60) + SLACK_MINUTES
     groups: dict[int, list[int]] = {}
     for index, planned in enumerate(plan_file.cells):
@@ -217,8 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="write the scripts, submit nothing")
     args = ap.parse_args(argv)
     try:
-        plan_file = plans.read(args.plan)
-        run_dir = args.run_dir or RESULTS / plan_file.run_id
+        plan_file = plans.check_against(plans.read(args.plan), load(), str(args.plan))
+        run_dir = (args.run_dir or RESULTS / plan_file.run_id).resolve()
+        check_sbatch(args.sbatch, run_dir)  # before anything is made there
         if args.parallel < 1:
             raise SlurmError(f"--parallel {args.parallel}: run at least one task at a time")
         if not args.dry_run:

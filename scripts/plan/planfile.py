@@ -12,11 +12,12 @@ runs it.
 
 import argparse
 import json
+import math
 import re
 import sys
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import yaml
 
 from scripts.paths import ROOT, safe_id
-from scripts.plan.matrix import SYSTEM, Cell, Matrix, MatrixError, Plan, expand, load
+from scripts.plan.matrix import EXECUTORS, SYSTEM, Cell, Matrix, MatrixError, Plan, expand, load
 from shared.params import TUNINGS
 from shared.record import RecordError, read_plain, write_atomic
 
@@ -75,13 +76,61 @@ class PlanFile:
         return self.cells[index]
 
 
-IMAGE = re.compile(r"[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*")
+# An image is the matrix's own name for it, rosetta/FAMILY:VARIANT (matrix.py: Variant.image), never a registry's: the
+# registry is the operator's (--image-prefix), so a plan naming `attacker.example/evil:latest` is refused on reading.
+IMAGE = re.compile(r"rosetta/[a-z0-9][a-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*")
+# The ranges a plan's numbers must lie in, wherever a plan is made or read (check_values): matrix.yaml's own values are
+# far inside them (repeats 1-5, timeouts of 4-180 minutes, 1-8 GPUs); a value outside is an edited plan.
+REPEATS = (1, 100)  # timed repeats of a cell
+TIMEOUT_S = (1.0, 2 * 24 * 3600.0)  # a cell's timeout in seconds, finite: 1 s to 2 days
+GPUS = (1, 64)  # a cell's GPUs (or processes, on the CPU)
+
+
+def number_in(value: Any, bounds: tuple, whole: bool) -> bool:
+    """True for a finite number (an integer where `whole`; never a bool) within `bounds`, both ends included."""
+    kinds = (int,) if whole else (int, float)
+    return (
+        isinstance(value, kinds)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and bounds[0] <= value <= bounds[1]
+    )
+
+
+def check_values(plan_file: PlanFile, where: str = "the plan") -> PlanFile:
+    """A PlanError unless the plan's numbers are finite and in range (REPEATS, TIMEOUT_S, GPUS), its executor a known
+    one and every image the matrix's form of a name (IMAGE): a plan file is untrusted, and these values become a
+    runner's loop count, a scheduler's time limit, a GPU request and the image a node pulls."""
+    plan = plan_file.plan
+    bad: list[tuple[str, Any, str]] = []
+    bad += [] if number_in(plan.repeats, REPEATS, True) else [("repeats", plan.repeats, f"a whole number in {REPEATS}")]
+    bad += (
+        []
+        if number_in(plan.timeout_s, TIMEOUT_S, False)
+        else [("timeout_s", plan.timeout_s, f"seconds in {TIMEOUT_S}")]
+    )
+    bad += [] if plan.executor in EXECUTORS else [("executor", plan.executor, f"one of {', '.join(EXECUTORS)}")]
+    bad += [] if safe_id(plan.profile) else [("profile", plan.profile, "a name of the safe alphabet")]
+    for planned in plan_file.cells:
+        if not number_in(planned.cell.gpus, GPUS, True):
+            bad.append((f"cell {planned.id}'s gpus", planned.cell.gpus, f"a whole number in {GPUS}"))
+        if not (planned.image == "" and planned.cell.variant == SYSTEM) and not IMAGE.fullmatch(str(planned.image)):
+            bad.append((f"cell {planned.id}'s image", planned.image, "rosetta/FAMILY:VARIANT, the matrix's name"))
+        for key in ("gpu_archs", "ptx", "cuda"):
+            if not all(safe_id(v) for v in getattr(planned, key)):
+                bad.append((f"cell {planned.id}'s {key}", getattr(planned, key), "names of the safe alphabet"))
+    if bad:
+        what, value, wanted = bad[0]
+        raise PlanError(
+            f"{where}: {what} {value!r} is not {wanted}; write the plan again with `python -m scripts.plan`"
+        )
+    return plan_file
 
 
 def check_ids(plan_file: PlanFile, where: str = "the plan") -> PlanFile:
-    """A PlanError unless the run id and every cell's axes, image and service are of the safe alphabet: they become
-    file names, Slurm directives, ConfigMap lines, pod arguments and labels, where a newline or a `$(…)` would be
-    a new shell line or command (a plan file is untrusted input like a record)."""
+    """A PlanError unless the run id and every cell's axes and service are of the safe alphabet: they become file
+    names, Slurm directives, ConfigMap lines, pod arguments and labels, where a newline or a `$(…)` would be a new
+    shell line or command (a plan file is untrusted input like a record); then check_values (numbers, images)."""
     if not safe_id(plan_file.run_id):
         raise PlanError(
             f"{where}: run id {plan_file.run_id!r} is not of letters, digits and ._- (at most 128, "
@@ -92,15 +141,13 @@ def check_ids(plan_file: PlanFile, where: str = "the plan") -> PlanFile:
         bad = [(k, v) for k, v in vars(cell).items() if k != "gpus" and not safe_id(v)]
         bad += [("gpus", cell.gpus)] if not isinstance(cell.gpus, int) or isinstance(cell.gpus, bool) else []
         bad += [("tuning", cell.tuning)] if cell.tuning not in TUNINGS else []
-        no_image = cell.variant == SYSTEM and planned.image == ""
-        bad += [("image", planned.image)] if not (no_image or IMAGE.fullmatch(str(planned.image))) else []
         bad += [("service", planned.service)] if not safe_id(planned.service) else []
         if bad:
             raise PlanError(
                 f"{where}: a cell's {bad[0][0]} {bad[0][1]!r} is not of the safe alphabet; write the "
                 "plan again with `python -m scripts.plan`"
             )
-    return plan_file
+    return check_values(plan_file, where)
 
 
 def make(matrix: Matrix, profile: str, run_id: str | None = None, executor: str | None = None) -> PlanFile:
@@ -108,23 +155,56 @@ def make(matrix: Matrix, profile: str, run_id: str | None = None, executor: str 
     service."""
     plan = expand(matrix, profile, executor)
     run_id = run_id or f"{profile}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-
-    def planned(cell):
-        fw = matrix.frameworks[cell.framework]
-        if cell.variant == SYSTEM:
-            return PlannedCell(cell, "", f"{cell.framework}-{cell.task}")
-        variant = fw.variants[cell.variant]
-        return PlannedCell(
-            cell,
-            variant.image(fw.family),
-            f"{cell.framework}-{cell.task}",
-            variant.gpu_archs,
-            variant.ptx,
-            variant.cuda,
-        )
-
-    cells = tuple(planned(c) for c in plan.cells)
+    cells = tuple(planned_cell(matrix, c) for c in plan.cells)
     return check_ids(PlanFile(plan, run_id, cells), "the run id given")
+
+
+def planned_cell(matrix: Matrix, cell: Cell) -> PlannedCell:
+    """`cell` with the image, service and architectures the matrix gives it; KeyError for a framework or variant the
+    matrix does not hold."""
+    fw = matrix.frameworks[cell.framework]
+    if cell.variant == SYSTEM:
+        return PlannedCell(cell, "", f"{cell.framework}-{cell.task}")
+    variant = fw.variants[cell.variant]
+    return PlannedCell(
+        cell, variant.image(fw.family), f"{cell.framework}-{cell.task}", variant.gpu_archs, variant.ptx, variant.cuda
+    )
+
+
+def check_against(plan_file: PlanFile, matrix: Matrix, where: str = "the plan") -> PlanFile:
+    """A PlanError unless everything the matrix decides is the matrix's: the profile's repeats and timeout under the
+    plan's executor, and each cell's image, service and architectures (planned_cell). What a launcher checks before
+    it starts anything (scripts.cell, Slurm, Kubernetes): a plan may hold fewer cells than its profile (`--only`, a
+    retry), or a cell of the matrix's frameworks and variants outside it, but no value the matrix does not give.
+    The submission checker compares the whole plan, cells included (submission/derived.py: check_plan)."""
+    plan = plan_file.plan
+    fix = (
+        f"write the plan again from this checkout's matrix.yaml with `python -m scripts.plan --profile {plan.profile}`"
+    )
+    try:
+        derived = expand(matrix, plan.profile, plan.executor)
+    except MatrixError as e:
+        raise PlanError(f"{where}: matrix.yaml cannot re-derive it ({e}); {fix}") from None
+    for key in ("executor", "repeats", "timeout_s"):
+        if getattr(plan, key) != getattr(derived, key):
+            raise PlanError(
+                f"{where}: {key} {getattr(plan, key)!r} is not profile {plan.profile}'s in matrix.yaml "
+                f"({getattr(derived, key)!r}); {fix}"
+            )
+    for planned in plan_file.cells:
+        try:
+            wanted = planned_cell(matrix, planned.cell)
+        except KeyError:
+            raise PlanError(
+                f"{where}: cell {planned.id} is of no framework and variant of matrix.yaml; {fix}"
+            ) from None
+        if planned != wanted:
+            raise PlanError(
+                f"{where}: cell {planned.id} names image {planned.image!r}, service {planned.service!r}, "
+                f"architectures {planned.gpu_archs + planned.ptx + planned.cuda}; matrix.yaml gives {wanted.image!r}, "
+                f"{wanted.service!r}, {wanted.gpu_archs + wanted.ptx + wanted.cuda}; {fix}"
+            )
+    return plan_file
 
 
 def to_json(plan_file: PlanFile) -> str:
@@ -176,6 +256,11 @@ def read(path: str | Path) -> PlanFile:
         doc = document(path)
     except (RecordError, ValueError) as e:
         raise PlanError(f"{path}: not a readable plan file ({e}); write one with `python -m scripts.plan`") from e
+    return parse(doc, path)
+
+
+def parse(doc: Any, path: str | Path) -> PlanFile:
+    """The PlanFile of a plan file's JSON (document()), checked as read() checks it; `path` names it in errors."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise PlanError(
             f"{path}: plan schema {doc.get('schema') if isinstance(doc, dict) else None!r}, this code "
@@ -194,9 +279,8 @@ def read(path: str | Path) -> PlanFile:
             )
             for c in doc["cells"]
         )
-        plan = Plan(
-            doc["profile"], doc["executor"], int(doc["repeats"]), float(doc["timeout_s"]), tuple(c.cell for c in cells)
-        )
+        # the numbers as written (no int() or float() first: "5", 5.9 or true is no count), checked by check_ids
+        plan = Plan(doc["profile"], doc["executor"], doc["repeats"], doc["timeout_s"], tuple(c.cell for c in cells))
         bad = [c for c, planned in zip(doc["cells"], cells, strict=False) if c["id"] != planned.id]
         if bad:
             raise PlanError(
@@ -209,7 +293,8 @@ def read(path: str | Path) -> PlanFile:
                 f"{path}: cells {', '.join(twice)} appear more than once (a cell id names no data kind or "
                 f"scale, so a plan holds one of each); the plan was edited by hand"
             )
-        return check_ids(PlanFile(plan, doc["run_id"], cells), str(path))
+        check_ids(PlanFile(plan, doc["run_id"], cells), str(path))
+        return PlanFile(replace(plan, timeout_s=float(plan.timeout_s)), doc["run_id"], cells)
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(
             f"{path}: malformed plan ({type(e).__name__}: {e}); write it again with `python -m scripts.plan`"

@@ -10,8 +10,8 @@ number the host side gave it, never by what the record says: the folder a schedu
 artifact of run attempt N; Slurm's `JOB_TASK`, by job id; `attempt-N`), kept in RUN/attempts.json; only records that no
 folder numbers are ordered by their start times (compared as times, a host's clock being all there is). Records are
 copied whole, never edited (docs/design.md, "Result record"): each still says which host and GPUs ran it. The run's
-plan.json (copied from the first source that has one, or --plan) lets the report name the cells that have no record
-at all.
+plan.json (--plan, else the run folder's own, else the one its sources hold; read as a plain file: pick_plan) lets the
+report name the cells that have no record at all.
 
 Every source is untrusted (scripts/results/records.py): a record that breaks the schema, whose run id is not the plan's
 or whose cell the plan does not hold, is copied to RUN/quarantine/ with its reason and the merge goes on; the report
@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -139,11 +138,12 @@ def keep_attempt(run_dir: Path, record: Record, attempt: int | None) -> None:
 
 
 def numbers(run_dir: Path) -> dict[str, int]:
-    """{cell id: attempt number} of the records in cells/ (RUN/attempts.json; what the merge wrote, or empty)."""
+    """{cell id: attempt number} of the records in cells/ (RUN/attempts.json; what the merge wrote, or empty). Read as a
+    plain file (records.read_plain): a link or a FIFO planted there counts as no index."""
     try:
-        index = json.loads((run_dir / "attempts.json").read_text())
+        index = json.loads(records.read_plain(run_dir / "attempts.json").decode())
         return {k: v for k, v in index.items() if isinstance(k, str) and isinstance(v, int)}
-    except (OSError, ValueError, AttributeError):
+    except (RecordError, ValueError, AttributeError, RecursionError):
         return {}
 
 
@@ -185,28 +185,88 @@ def merge_one(
     return "superseded" if current is not None else "new"
 
 
-def expected(
-    run_dir: Path, plan: str | Path | None
-) -> tuple[str | None, set[str] | None, tuple[PlannedCell, ...] | None]:
-    """(run id, {cell id}, the planned cells in order) the records must belong to, from the run's plan; None for
-    what the plan does not say (no plan, or a bare list of ids from an earlier version: then only the cells are
-    checked)."""
-    path = plan or (run_dir / "plan.json" if (run_dir / "plan.json").exists() else None)
-    if path is None:
-        return None, None, None
+def read_plan(path: Path) -> tuple[bytes, dict[str, Any]]:
+    """(the bytes, the JSON object) of a plan file, read as untrusted input (records.read_plain: a plain file of at
+    most 8 MiB, never a link, FIFO or device, so nothing here waits on a writer); RecordError naming why not."""
+    data = records.read_plain(path)
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(data.decode())
+    except (ValueError, RecursionError) as e:
+        raise RecordError(f"{path}: not JSON ({str(e)[:200]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        raise RecordError(f"{path}: not a plan (an object with a list of cells)")
+    return data, doc
+
+
+def run_of(run_dir: Path) -> tuple[str | None, str]:
+    """(the run id `run_dir` already holds, what says so): its plan.json's, else its records' (cells/*.json) where
+    they agree on one; (None, "") for a new folder. A MergeError where the folder's own plan cannot be read."""
+    if os.path.lexists(run_dir / "plan.json"):
+        try:
+            return read_plan(run_dir / "plan.json")[1].get("run_id"), f"{run_dir}/plan.json"
+        except RecordError as e:
+            raise MergeError(f"the run's own plan is not usable ({e}); remove it and merge with --plan") from e
+    ids = set()
+    for path in sorted((run_dir / "cells").glob("*.json")):
+        try:
+            ids.add(records.load(path).run_id)
+        except RecordError:
+            continue  # merge_one quarantines it when its cell comes
+    return (ids.pop(), f"the records in {run_dir}/cells") if len(ids) == 1 else (None, "")
+
+
+def pick_plan(run_dir: Path, paths: Sequence[Path], plan: Path | None) -> tuple[bytes, dict[str, Any]] | None:
+    """The plan the records are checked against, as (bytes, JSON): --plan, else the run's own plan.json, else the one
+    plan.json its sources hold. Any of them that is not a plain JSON file is refused (MergeError), and so is one of
+    another run than the folder's (run_of: its plan, its records) or the sources' plans naming several runs: a plan
+    of run B beside B's records would otherwise let them into run A."""
+    found = sorted({p for path in paths if path.is_dir() for p in path.rglob("plan.json")})
+    chosen = plan or (run_dir / "plan.json" if os.path.lexists(run_dir / "plan.json") else None)
+    candidates = [chosen] if chosen else found
+    if not candidates:
+        return None
+    read = []
+    for path in candidates:
+        try:
+            read.append(read_plan(Path(path)))
+        except RecordError as e:
+            raise MergeError(f"{e}; pass the run's plan.json with --plan") from e
+    run_id, where = run_of(run_dir)
+    named = {doc.get("run_id") for _, doc in read}
+    if len(named) > 1:
+        raise MergeError(
+            f"the sources' plans name several runs ({', '.join(sorted(map(str, named)))}): merge each run into its "
+            "own folder, or name the run's plan with --plan"
+        )
+    if run_id is not None and named != {run_id}:
+        raise MergeError(
+            f"{candidates[0]}: a plan of run {next(iter(named))!r}, but {where} say run {run_id!r}: merge "
+            "another run's records into its own folder"
+        )
+    return read[0]
+
+
+def expected(
+    run_dir: Path, plan: tuple[bytes, dict[str, Any]] | None
+) -> tuple[str | None, set[str] | None, tuple[PlannedCell, ...] | None]:
+    """(run id, {cell id}, the planned cells in order) the records must belong to, from the run's plan (pick_plan);
+    None for what the plan does not say (no plan, or a bare list of ids from an earlier version: then only the
+    cells are checked)."""
+    if plan is None:
+        return None, None, None
+    doc = plan[1]
+    try:
         ids = {c["id"] if isinstance(c, dict) else c for c in doc["cells"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise MergeError(f"{path}: not a readable plan file ({e}); pass the run's plan.json with --plan") from e
+    except (KeyError, TypeError) as e:
+        raise MergeError(f"not a readable plan file ({e}); pass the run's plan.json with --plan") from e
     run_id = doc.get("run_id")
     if run_id is not None and not safe_id(run_id):
         raise MergeError(
-            f"{path}: run id {run_id!r} is not of the safe alphabet; this plan was not written by "
+            f"run id {run_id!r} of the plan is not of the safe alphabet; this plan was not written by "
             "`python -m scripts.plan`"
         )
     try:
-        planned = plans.read(path).cells
+        planned = plans.parse(doc, "the run's plan").cells
     except plans.PlanError:
         planned = None  # a bare list of ids: the file name and the artifact still name each slot
     return run_id, ids, planned
@@ -227,10 +287,8 @@ def merge(run_dir: str | Path, paths: Sequence[str | Path], plan: str | Path | N
     this run is quarantined (counted as such), never fatal."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    plan = plan or next(
-        (p for path in map(Path, paths) if path.is_dir() for p in sorted(path.rglob("plan.json"))), None
-    )
-    run_id, cell_ids, planned = expected(run_dir, plan)
+    chosen = pick_plan(run_dir, [Path(p) for p in paths], Path(plan) if plan else None)
+    run_id, cell_ids, planned = expected(run_dir, chosen)
     counts = {"new": 0, "same": 0, "superseded": 0, "older": 0, "quarantined": 0}
     index = numbers(run_dir)
     before = dict(index)
@@ -244,8 +302,8 @@ def merge(run_dir: str | Path, paths: Sequence[str | Path], plan: str | Path | N
             counts["quarantined"] += 1
     if index != before:  # once per merge, not once per record: a GitHub run numbers every record
         write_atomic(run_dir / "attempts.json", json.dumps(index, indent=1, sort_keys=True) + "\n")
-    if plan is not None and not (run_dir / "plan.json").exists():
-        shutil.copyfile(plan, run_dir / "plan.json")
+    if chosen is not None and not os.path.lexists(run_dir / "plan.json"):
+        records.write_replacing(run_dir / "plan.json", "", binary=chosen[0])  # the bytes checked, not the path again
     return counts
 
 

@@ -15,6 +15,7 @@ classes are refused, as are runs with failed cells (a reference must be a health
 """
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -233,26 +234,44 @@ def add(run_dir: Path, allow_failed: bool = False) -> Path:
         shutil.rmtree(extra)
     extra.mkdir(parents=True)
     for path in cells:
-        shutil.copyfile(path, extra / path.name)
+        copy_plain(path, extra / path.name)
     readme = target / "README.md"
     kept = readme.read_text().split(RUNS_MARK)[0].rstrip("\n") if readme.exists() else ""
     readme.write_text(kept + "\n" + between_runs_line(target))
     return target
 
 
+def copy_plain(source: Path, target: Path) -> None:
+    """Copy `source` as a plain file only (records.read_plain: never through a link, from a FIFO or a device, and at
+    most 8 MiB), writing the bytes read; ValueError naming it otherwise: a link to a secret would put the secret's
+    text under results/reference, which is committed."""
+    try:
+        data = verify.records.read_plain(source)
+    except verify.RecordError as e:
+        raise ValueError(f"{e}; a reference copies plain files only") from None
+    verify.records.write_replacing(target, "", binary=data)
+
+
 def copy(run_dir: Path, allow_failed: bool = False) -> Path:
-    """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one."""
+    """Copy a finished run into results/reference/CLASS; returns the folder. ValueError when it cannot be one, a
+    file of the run that is not a plain file included (copy_plain), checked before anything is removed."""
     cells, records, classes = checked(run_dir, allow_failed)
     target = target_for(next(iter(classes)))
+    for name in ("plan.json", "barriers.json", "gpu-check.json"):
+        why = (
+            verify.records.not_plain(run_dir / name) if name == "plan.json" or os.path.lexists(run_dir / name) else None
+        )
+        if why:
+            raise ValueError(f"{run_dir / name}: {why}; a reference copies plain files only")
     if target.exists():
         shutil.rmtree(target)
     (target / "cells").mkdir(parents=True)
     for path in cells:
-        shutil.copyfile(path, target / "cells" / path.name)
-    shutil.copyfile(run_dir / "plan.json", target / "plan.json")
+        copy_plain(path, target / "cells" / path.name)
+    copy_plain(run_dir / "plan.json", target / "plan.json")
     for name in ("barriers.json", "gpu-check.json"):  # make gpu-check's barrier self-tests and summary
-        if (run_dir / name).is_file():
-            shutil.copyfile(run_dir / name, target / name)
+        if os.path.lexists(run_dir / name):
+            copy_plain(run_dir / name, target / name)
     write_tables(target)
     (target / "README.md").write_text(describe(records, run_dir, classes))
     return target

@@ -97,7 +97,8 @@ def check_calibration(recs: Records) -> list[str]:
 
 
 def check_plan(folder: Path, manifest: dict[str, Any], repo: Path | str) -> tuple[list[str], dict[str, str] | None]:
-    """plan.json is what the profile expands to at the stated commit: no cell added, removed or changed. Returns
+    """plan.json is what the profile expands to at the stated commit, whole: no cell added, removed or changed, and
+    every other value (repeats, timeout_s, executor, …) the commit's own. Returns
     (findings, {task:scale: params hash} at the commit, or None)."""
     try:
         doc = plans.document(folder / PLAN)
@@ -130,5 +131,12 @@ def check_plan(folder: Path, manifest: dict[str, Any], repo: Path | str) -> tupl
         f"{PLAN}: cell {i} differs from profile {profile}'s plan at commit {manifest['git_commit'][:12]}"
         for i in sorted(set(cells) & set(wanted))
         if cells[i] != wanted[i]
+    ]
+    # the whole plan, not only its cells: repeats, timeout, executor, schema, any key the commit's code does not write
+    found += [
+        f"{PLAN}: {key} {doc.get(key)!r} is not profile {profile}'s plan's at commit {manifest['git_commit'][:12]} "
+        f"({derived.get(key)!r})"
+        for key in sorted((set(doc) | set(derived)) - {"cells"})
+        if doc.get(key) != derived.get(key)
     ]
     return found, hashes
