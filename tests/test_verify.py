@@ -1164,6 +1164,7 @@ def test_a_second_run_made_before_the_first_or_by_other_code_confirms_nothing(ho
     run = run_from({i: scaled(r, 2.0) if i == REGRESSED else r for i, r in honest.items()}, tmp_path / "run")
     for name, second in (
         ("earlier", {REGRESSED: honest[REGRESSED]}),
+        ("earlier, its own", later({REGRESSED: honest[REGRESSED]}, hours=-24)),  # its own run id and samples
         ("other code", {REGRESSED: {**later({REGRESSED: honest[REGRESSED]})[REGRESSED], "git_commit": "0123abcd"}}),
     ):
         code, rows, verdict = verify_confirmed(REFERENCE, run, run_from(second, tmp_path / name), capsys)
