@@ -8,7 +8,7 @@ Prints one line per mutation and the kill rate; exit 1 when any survived. The li
 names (the rank test's α, the rank test on too few samples, the whole-run limit and its "too slow" side, accuracy
 flagging only drops, the data-kind check, the per-cell sample count, the steady state from the minimum window, the
 extraction figure from `min`, the barrier-leak threshold ×10) and one or more for every other threshold and branch of
-scripts/results/verify.py, shared/timing.py and the record checks in scripts/results/records.py.
+scripts/results/verify.py and evidence.py, shared/timing.py and the record checks in scripts/results/records.py.
 """
 
 import argparse
@@ -25,6 +25,7 @@ from bench import locate  # noqa: E402  (run as a script: bench/ is not on the p
 VERIFY = ["tests/test_verify.py", "tests/test_report.py"]
 TIMING = ["tests/test_timing.py", "tests/test_record_consistency.py", "tests/test_gpu_check.py"]
 RECORDS = ["tests/test_record_consistency.py", "tests/test_verify.py"]
+EVIDENCE = ["tests/test_evidence.py", *VERIFY]  # the evidence a record's author could write (issue 48) first
 
 # (name, file, the line's text as it is, as mutated, the tests that guard it)
 MUTATIONS = [
@@ -145,8 +146,8 @@ MUTATIONS = [
     (
         "calibration-excuses-more-than-the-cells-show",
         "scripts/results/verify.py",
-        "return min(calibrated, max(raw, 1.0)) if calibrated > 1 else calibrated",
-        "return calibrated",
+        "return min(calibrated / CALIBRATION_NOISE, max(raw, 1.0)) if calibrated > 1 else calibrated",
+        "return calibrated / CALIBRATION_NOISE if calibrated > 1 else calibrated",
         VERIFY,
     ),
     (
@@ -318,10 +319,10 @@ MUTATIONS = [
         TIMING,
     ),
     # scripts/results/verify.py: like with like (the cores' distance)
-    ("apart-1.6", "scripts/results/verify.py", "APART = 1.4 ", "APART = 1.6 ", VERIFY),
+    ("apart-1.6", "scripts/results/evidence.py", "APART = 1.4 ", "APART = 1.6 ", VERIFY),
     (
         "distance-moved-as-one",
-        "scripts/results/verify.py",
+        "scripts/results/evidence.py",
         "return where.pop() if len(where) == 1 else None",
         "return sorted(where)[0]",
         VERIFY,
@@ -350,14 +351,14 @@ MUTATIONS = [
     ),
     (
         "sample-distance-one-edge",
-        "scripts/results/verify.py",
+        "scripts/results/evidence.py",
         "return [a if a == b else None for a, b in zip(where, where[1:], strict=False)]",
         "return where[:-1]",
         VERIFY,
     ),
     (
         "edges-head-not-tail",
-        "scripts/results/verify.py",
+        "scripts/results/evidence.py",
         "for t in trips[-(count + 1):]]",
         "for t in trips[:count + 1]]",
         VERIFY,
@@ -401,14 +402,14 @@ MUTATIONS = [
     ),
     (
         "confirmed-by-an-earlier-run",
-        "scripts/results/verify.py",
+        "scripts/results/evidence.py",
         'if records.moment(second.started_at, "started_at") < records.moment(first.finished_at, "finished_at"):',
         "if False:",
         VERIFY,
     ),
     (
         "confirmed-by-other-code",
-        "scripts/results/verify.py",
+        "scripts/results/evidence.py",
         "if None not in commits and commits[0] != commits[1]:",
         "if False:",
         VERIFY,
@@ -440,6 +441,99 @@ MUTATIONS = [
         "        values.append(t())\n        edge()\n",
         "        values.append(t())\n",
         TIMING,
+    ),
+    # scripts/results/evidence.py: the evidence a record's author could write (issue 48)
+    (
+        "edge-round-trip-floor-ignored",
+        "scripts/results/evidence.py",
+        "FLOOR_NS <= t <= CEILING_NS",
+        "t <= CEILING_NS",
+        EVIDENCE,
+    ),
+    (
+        "edge-round-trip-ceiling-ignored",
+        "scripts/results/evidence.py",
+        "FLOOR_NS <= t <= CEILING_NS",
+        "FLOOR_NS <= t",
+        EVIDENCE,
+    ),
+    ("edges-without-probe-believed", "scripts/results/evidence.py", "if len(probe) < 2:", "if False:", EVIDENCE),
+    (
+        "edges-apart-against-the-probe-believed",
+        "scripts/results/evidence.py",
+        "if all(t and t > APART * edge_line for t in sides) and all(t <= APART * probe_line for t in probe):",
+        "if False:",
+        EVIDENCE,
+    ),
+    (
+        "edge-finding-excuses-anyway",
+        "scripts/results/verify.py",
+        "finding = checks.round_trip_finding(record, comparable_runs(runs, cell_id)) if record and ok else None",
+        "finding = None",
+        EVIDENCE,
+    ),
+    (
+        "edge-line-from-the-judged-run",
+        "scripts/results/verify.py",
+        "    floor = edge_floor(records)\n    if not floor",
+        "    floor = edge_floor(records + [measured])\n    if not floor",
+        EVIDENCE,
+    ),
+    (
+        "edge-nearer-keeps-its-value",
+        "scripts/results/verify.py",
+        'NEAREST = {"nearer": "near"}',
+        "NEAREST = {}",
+        EVIDENCE,
+    ),
+    (
+        "moved-sample-keeps-its-value",
+        "scripts/results/verify.py",
+        'scaled(measured, "near", ours)',
+        "scaled(measured, None, ours)",
+        EVIDENCE,
+    ),
+    (
+        "confirm-same-run-id",
+        "scripts/results/evidence.py",
+        "if second.run_id is not None and second.run_id == other.run_id:",
+        "if False:",
+        EVIDENCE,
+    ),
+    (
+        "confirm-copied-samples",
+        "scripts/results/evidence.py",
+        "if set(mine) & set(theirs):",
+        "if False:",
+        EVIDENCE,
+    ),
+    (
+        "confirm-scaled-copy",
+        "scripts/results/evidence.py",
+        "if max(ratios) - min(ratios) <= SCALED_COPY * max(ratios):",
+        "if False:",
+        EVIDENCE,
+    ),
+    (
+        "confirm-reference-not-compared",
+        "scripts/results/evidence.py",
+        'others = [("the run judged", first)] + [("the reference", of(r)) for r in reference]',
+        'others = [("the run judged", first)]',
+        EVIDENCE,
+    ),
+    (
+        "calibration-noise-explains",
+        "scripts/results/verify.py",
+        "return min(calibrated / CALIBRATION_NOISE, max(raw, 1.0)) if calibrated > 1 else calibrated",
+        "return min(calibrated, max(raw, 1.0)) if calibrated > 1 else calibrated",
+        EVIDENCE,
+    ),
+    (
+        "quality-margin-cap-doubled",
+        "scripts/results/verify.py",
+        "not 0 <= args.quality_margin <= QUALITY_MARGIN",
+        "not 0 <= args.quality_margin <= 2 * QUALITY_MARGIN",
+        EVIDENCE,
     ),
 ]
 

@@ -30,6 +30,11 @@ SECONDS = 0.2  # one measurement: about 700,000 round trips near, 400,000 apart
 BETWEEN_SECONDS = 0.01  # one measurement between two timed windows: short, as it adds to the cell's time …
 CHUNK = 256  # … and robust: the median of its chunks of this many round trips, so that a framework thread still
 #                    spinning after its window, which takes a CPU from the probe now and then, lifts a few chunks only
+# What either probe can read (ns per round trip); a value outside is no distance (scripts/results/evidence.py).
+FLOOR_NS = 150.0  # below: a round trip is the ball's line crossing twice (C: 52 ns near here) plus a Python loop of
+#                   a dozen bytecodes on each side; the fastest ever recorded is 200 ns (Python 3.11, near)
+CEILING_NS = 10000.0  # above: two sockets apart is under 2 µs; beyond it the scheduler took a core from the probe
+#                       (a time slice: milliseconds), so the value measures the scheduler, not the cores' distance
 
 
 def cpus() -> Optional[List[int]]:

@@ -100,3 +100,19 @@ def test_a_server_whose_other_end_cannot_pin_itself_answers_none_and_stops_askin
         [sys.executable, "-c", code], input="\n\n\n", capture_output=True, text=True, cwd=ROOT, timeout=30
     )
     assert proc.returncode == 0 and proc.stdout.split() == ["null"] * 3, proc.stderr
+
+
+def test_every_round_trip_the_committed_records_hold_lies_within_what_the_probe_can_read():
+    """placement.FLOOR_NS and CEILING_NS bound what verify believes (scripts/results/evidence.py): every round trip of
+    every committed record (the references and the honest runs under tests/data, at window edges and around the
+    work) lies within them, the lowest 200 ns and the highest under 1 µs."""
+    found = []
+    for path in [*ROOT.glob("results/reference/**/*.json"), *ROOT.glob("tests/data/**/*.json")]:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict) or not isinstance(record.get("timing"), dict):
+            continue
+        where = (record.get("system") or {}).get("placement") or {}
+        trips = (record["timing"].get("round_trips_ns") or []) + [where.get("before_ns"), where.get("after_ns")]
+        found += [t for t in trips if isinstance(t, (int, float))]
+    assert len(found) > 5000
+    assert placement.FLOOR_NS < min(found) and max(found) < placement.CEILING_NS / 10, (min(found), max(found))

@@ -35,7 +35,16 @@ from tabulate import tabulate
 from scripts.paths import REFERENCES, RESULTS
 from scripts.plan.matrix import Cell
 from scripts.plan.planfile import planned_ids, planned_run
+from scripts.results import evidence as checks
 from scripts.results import records, report, stats
+from scripts.results.evidence import (
+    distance,
+    edge_floor,
+    edges,
+    floor_of,
+    round_trips,
+    sample_distances,
+)
 from scripts.results.records import Record
 from scripts.results.runs import runs_of, start_run
 from shared import params, sysinfo
@@ -47,11 +56,12 @@ WAITED_TOLERANCE = 2.0  # the time as waited beyond this (normalised) adds a not
 OVERALL_TOLERANCE = 1.25  # the unexplained overall factor (same machine class) beyond this either way is off
 QUALITY_MARGIN = 0.05  # accuracy or AUC may differ from the reference's by this much
 ALPHA = 0.05  # the one-sided rank test's significance level (the ratio's own direction)
-APART = 1.4  # a round trip beyond this × the cell's lowest is its cores apart (shared/placement.py)
 STRATUM_RUN = 3  # a run's samples at one distance give its figure there (at_one_distance) from this many
 CALIBRATION_NOISE = 1.05  # calibrations within this of the reference's explain nothing (its honest runs: ≤ ×1.03)
 MIN_OVERALL_CELLS = 5  # fewer comparable cells estimate no overall factor: one cell's ratio would hide itself
 INCOMPARABLE = 3  # exit code: nothing to compare with
+CLOSE = {"nearer": "as near as these"}  # evidence.side's words in a row
+NEAREST = {"nearer": "near"}  # cores nearer than the reference saw them are judged at its nearest: no excuse
 
 RecordLike = Record | Mapping[str, Any]  # a record as verify's helpers take it: a Record, or a record dict (of)
 Run = Mapping[str, RecordLike]  # one run's records by cell id
@@ -341,12 +351,6 @@ def positive(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def round_trips(record: RecordLike | None) -> list[float]:
-    """The round trips between the cell's first two cores just before and after its work (ns; shared/placement.py)."""
-    where = of(record).facts("placement") if record is not None else {}
-    return [v for v in (where.get("before_ns"), where.get("after_ns")) if isinstance(v, (int, float))]
-
-
 def placement_words(expected: RecordLike | None, measured: RecordLike | None, where: str | None = None) -> str:
     """For a cell off in time: how far apart the machine's cores were around it, beside the reference's, and which
     of the reference's samples it was judged against (`where`: at_distance's words); a round trip well above the
@@ -362,66 +366,20 @@ def placement_words(expected: RecordLike | None, measured: RecordLike | None, wh
     )
 
 
-def floor_of(records: Iterable[RecordLike]) -> float | None:
-    """The lowest round trip the records of one cell measured (one environment, one interpreter: shared/placement.py
-    compares round trips only within one), or None."""
-    trips = [t for r in records for t in round_trips(r) if t > 0 and math.isfinite(t)]
-    return min(trips) if trips else None
-
-
-def distance(record: RecordLike, floor: float | None) -> str | None:
-    """ "near" or "apart" where both round trips around the record's work say the same, relative to `floor` (beyond
-    ×APART of it is apart); None where they disagree (the host moved the cores during the cell) or were not
-    measured."""
-    trips = round_trips(record)
-    if len(trips) < 2 or not floor:
-        return None
-    where = {"apart" if t > APART * floor else "near" for t in trips}
-    return where.pop() if len(where) == 1 else None
-
-
-def edges(record: RecordLike | None) -> list[float | None]:
-    """The round trips measured at the edges of the record's samples, outside the clock (timing.round_trips_ns:
-    one per edge of the windows or passes its timing block lists, shared/timing.py): len(samples) + 1 values, or []
-    where they were not measured or do not fit."""
-    if record is None:
-        return []
-    trips, count = of(record).timing.round_trips_ns, len(samples(record))
-    if not count or len(trips) != timed(record) + 1:
-        return []
-    return [
-        t if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0 else None
-        for t in trips[-(count + 1) :]
-    ]
-
-
-def edge_floor(records: Iterable[RecordLike]) -> float | None:
-    """The lowest round trip measured at the window edges of the records of one cell (edges), or None: floor_of's
-    twin for the edges, which the probe between windows measures its own way (shared/placement.py)."""
-    return min((t for r in records for t in edges(r) if t), default=None)
-
-
-def sample_distances(record: RecordLike, floor: float | None) -> list[str | None]:
-    """Where the cores were while each sample of the record was timed: "near" or "apart" where the round trips at
-    both its edges say the same (relative to `floor`, edge_floor of the cell's records), else None; [] where the
-    record measured no edges."""
-    if not floor:
-        return []
-    where = [None if t is None else "apart" if t > APART * floor else "near" for t in edges(record)]
-    return [a if a == b else None for a, b in zip(where, where[1:], strict=False)]
-
-
 def by_sample(
-    records: list[Record], measured: Record, pooled: list[float] | None
+    records: list[Record], measured: Record, pooled: list[float] | None, believed: bool = True
 ) -> tuple[list[float], list[float], str] | None:
     """Like with like sample by sample (the records measured the cores' distance at every window edge): every sample
     of either side divided by the median of the reference's samples at its distance and multiplied by the pooled
-    median, where the reference has MIN_SAMPLES or more at that distance; a sample at no one distance (the cores
-    moved during it), or at one the reference lacks, keeps its value. Nothing is dropped, and a distance can buy at
-    most the reference's own ratio between its two modes. (reference samples, measured samples, words), or None
-    where the measured record has no edges or the reference no stratum."""
-    floor = edge_floor(records + [measured])
-    if not floor or not edges(measured) or not pooled:
+    median, where the reference has MIN_SAMPLES or more at that distance; a measured sample at no one distance (the
+    cores moved during it) is judged as one near, at the nearer mode (a sample timed partly near is no slower than
+    that mode, and the label then buys nothing); a reference sample so, or one at a distance the reference lacks,
+    keeps its value. Nothing is dropped, and a distance can buy at most the reference's own ratio between its two
+    modes. "Near" is drawn from the reference's edges alone (edge_floor). Where the record's round trips are no
+    evidence (not `believed`: evidence.round_trip_finding), every sample is judged as one near. (reference samples,
+    measured samples, words), or None where the measured record has no edges or the reference no stratum."""
+    floor = edge_floor(records)
+    if not floor or not (edges(measured) or not believed) or not pooled:
         return None
     strata: dict[str, list[float]] = {}
     for r in records:
@@ -433,26 +391,30 @@ def by_sample(
         return None
     middle = statistics.median(pooled)
 
-    def scaled(record):
+    def scaled(record, moved=None, sides=None):
+        sides = sides if sides is not None else sample_distances(record, floor)
         return [
             v * middle / medians[where] if where in medians else v
-            for v, where in zip(samples(record), sample_distances(record, floor), strict=False)
+            for v, where in zip(samples(record), (NEAREST.get(w, w) or moved for w in sides), strict=False)
         ]
 
-    ours = sample_distances(measured, floor)
+    ours = sample_distances(measured, floor) if believed else [None] * len(samples(measured))
     reference = [v for r in records for v in (scaled(r) if edges(r) else samples(r))]
     counts = Counter(where or "moved" for where in ours)
-    told = ", ".join(f"{counts[w]} {w}" for w in ("near", "apart", "moved") if counts[w])
-    lacking = [w for w in ("near", "apart") if counts[w] and w not in medians]
+    told = ", ".join(f"{counts[w]} {w}" for w in ("near", "nearer", "apart", "moved") if counts[w])
+    told += " (judged as near)" if (counts["moved"] or counts["nearer"]) and "near" in medians else ""
+    told = told if believed else f"none believed: {told}"
+    lacking = [w for w in ("nearer", "near", "apart") if counts[w] and (w in NEAREST or w not in medians)]
     return (
         reference,
-        scaled(measured),
+        scaled(measured, "near", ours),
         (
             f"each sample judged against the reference's at its cores' distance ({told}; the reference has "
             f"{' and '.join(sorted(medians))})"
             + (
-                f"; the reference has no samples with its cores {lacking[0]}: those "
-                "are judged as they are; run the cell again"
+                f"; the reference has no samples with its cores {CLOSE.get(lacking[0], lacking[0])}: those "
+                + ("are judged as near" if lacking[0] == "nearer" else "are judged as they are")
+                + "; run the cell again"
                 if lacking
                 else ""
             )
@@ -485,14 +447,14 @@ def at_distance(
                 "judged against every pooled sample"
             ),
         )
-    floor = floor_of(records + [measured])
-    where = distance(measured, floor)
+    floor = floor_of(records)  # the reference's alone: a record's own round trips set no line it is judged by
+    where = NEAREST.get(distance(measured, floor) or "", distance(measured, floor))
     if where is None:
         return pooled, None, None
     same = [v for r in records if distance(r, floor) == where for v in samples(r)]
     if len(same) >= MIN_SAMPLES:
         return same, None, f"judged against the reference's {len(same)} samples with its cores {where} too"
-    return pooled, None, f"the reference has no samples with its cores {where}: run the cell again"
+    return pooled, None, f"the reference has no samples with its cores {CLOSE.get(where, where)}: run the cell again"
 
 
 @dataclass(frozen=True)
@@ -504,6 +466,7 @@ class Evidence:
     time: float | None = None  # the median steady state of the reference's runs, for a cell without samples
     where: str | None = None  # which of the reference's samples `pooled` is (at_distance), named in an off row
     own: list | None = None  # the measured samples as judged (at_distance: sample by sample where both can)
+    finding: str | None = None  # why the record's round trips are no evidence (evidence.round_trip_finding)
 
 
 def evidence(
@@ -511,8 +474,17 @@ def evidence(
 ) -> Evidence:
     """The Evidence `measured` (a record of `cell_id`) is judged with: the reference's `runs`, their `pooled`
     samples and `between`-run factors by cell id (pooled_samples, between_runs)."""
-    against, own, where = at_distance(runs, cell_id, measured, pooled.get(cell_id))
-    return Evidence(against, between.get(cell_id), reference_time(runs, cell_id), where, own)
+    record = sound(measured)
+    ok = record is not None and record.status == "ok"
+    finding = checks.round_trip_finding(record, comparable_runs(runs, cell_id)) if record and ok else None
+    sampled = (
+        by_sample(comparable_runs(runs, cell_id), record, pooled.get(cell_id), False) if record and finding else None
+    )
+    if finding:  # no excuse from its cores' distance: as near, where the reference has samples near; else pooled
+        against, own, where = sampled or (pooled.get(cell_id), None, None)
+    else:
+        against, own, where = at_distance(runs, cell_id, measured, pooled.get(cell_id))
+    return Evidence(against, between.get(cell_id), reference_time(runs, cell_id), where, own, finding)
 
 
 def judge(
@@ -544,6 +516,8 @@ def judge(
     p = stats.rank_test(pooled, m_samples, factor, normalised) if normalised else None
     found: list[tuple[Outcome, str | None]] = []
     notes = []
+    if known.finding:
+        notes.append(f"its round trips are no evidence of its cores' distance: {known.finding}")
     if normalised is not None and (normalised > tolerance or normalised < 1 / tolerance):
         faster = normalised < 1
         if p is not None and p >= ALPHA:
@@ -636,10 +610,11 @@ def within(calibrated: float, raw: float) -> float:
     """What the cells are judged with, divided out of each: the calibration's factor `calibrated`, but where it says
     the machine is slower, no more slowness than the cells show overall (`raw`): a run as fast as the reference whose
     calibration says ×1.24 slower would otherwise have every cell judged ×1.24 faster, and a cell ×1.8 slower pass
-    at ×1.45. Where it says faster, all of it: a faster machine's cells must be faster, which only tightens the
-    check on slower cells. The whole run's own check (unexplained = raw ÷ calibrated, ×OVERALL_TOLERANCE) uses the
-    calibration as measured."""
-    return min(calibrated, max(raw, 1.0)) if calibrated > 1 else calibrated
+    at ×1.45; and less its own noise (×CALIBRATION_NOISE, which explains nothing): a calibration lowered ×1.3 with
+    every cell would otherwise excuse a cell ×2.0 slower (judged ×1.50). Where it says faster, all of it: a faster
+    machine's cells must be faster, which only tightens the check on slower cells. The whole run's own check
+    (unexplained = raw ÷ calibrated, ×OVERALL_TOLERANCE) uses the calibration as measured."""
+    return min(calibrated / CALIBRATION_NOISE, max(raw, 1.0)) if calibrated > 1 else calibrated
 
 
 def comparable(expected: RecordLike | None, measured: Judged) -> bool:
@@ -708,21 +683,6 @@ def compare(
     return rows, counts, len(reference) - len(expected_ids), overall
 
 
-def not_a_rerun(first: Judged, second: Judged) -> str | None:
-    """Why `second` cannot confirm or clear `first` (two records of one cell), or None: a second run is one made
-    after the first ended, by the same code. An earlier run, the reference's own records, or a run of another commit
-    (an older, faster install) would clear a regression it never saw."""
-    first, second = sound(first), sound(second)
-    if first is None or second is None:
-        return None
-    if records.moment(second.started_at, "started_at") < records.moment(first.finished_at, "finished_at"):
-        return f"it started {second.started_at}, before the run judged ended ({first.finished_at})"
-    commits = first.git_commit, second.git_commit
-    if None not in commits and commits[0] != commits[1]:
-        return f"it ran commit {commits[1]}, the run judged {commits[0]}"
-    return None
-
-
 def confirm(
     rows: list[list[Any]],
     counts: Tally,
@@ -735,16 +695,18 @@ def confirm(
     first: JudgedRun | None = None,
 ) -> list[str]:
     """Judge again, on `second` (a second run's records: {cell id: record}), every cell `compare` found slower or
-    faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is comparable
-    and within (no time outcome), and a re-run of the first (`first`: the judged run's records; not_a_rerun): then it is
-    "unconfirmed", named in its row and the verdict line, and no longer a failure. A regression of the install
+    faster, with the first run's explained factor. A time verdict stands unless the second run of the cell is
+    comparable and within (no time outcome), and a re-run of the first (`first`: the judged run's records;
+    evidence.not_a_rerun, against them and the reference's `runs`): then it is "unconfirmed", named in its row and
+    the verdict line, and no longer a failure. A regression of the install
     reproduces; a transient of the machine (another tenant on the host's cores) mostly does not. Updates `rows`,
     `counts` and `overall["off"]` in place; returns the unconfirmed cells' ids."""
     runs, pooled, between = runs or [reference], overall["pooled"], overall["between"]
     by_id = {row[0]: row for row in rows}
     for outcome in ("slower", "faster"):
         for cell_id in list(overall["off"][outcome]):
-            unfit = not_a_rerun(first.get(cell_id) if first else None, second.get(cell_id))
+            theirs = [r[cell_id] for r in runs if cell_id in r]
+            unfit = checks.not_a_rerun(sound(first.get(cell_id)) if first else None, sound(second.get(cell_id)), theirs)
             if unfit:
                 by_id[cell_id][-1] += f"; the second run is no re-run of this one ({unfit}): no confirmation"
                 continue
@@ -808,10 +770,12 @@ def overall_line(overall: Mapping[str, Any], same_class: bool = True) -> tuple[s
             f"{key} ×{value:.2f} slower" if value >= 1 else f"{key} ×{1 / value:.2f} faster"
             for key, value in sorted(parts.items())
         )
-        close = abs(math.log(calibrated / explained)) <= math.log(CALIBRATION_NOISE)  # within its own noise
         line += (
             f"its own calibration explains ×{explained:.2f} ({says}), divided out"
-            if close
+            if calibrated <= 1
+            else f"its own calibration explains ×{calibrated:.2f} ({says}), ×{explained:.2f} divided out (its own "
+            f"×{CALIBRATION_NOISE:g} noise explains nothing)"
+            if explained >= calibrated / CALIBRATION_NOISE * (1 - 1e-9)
             else f"its own calibration says ×{calibrated:.2f} ({says}) but the cells show ×{raw:.2f}: cells "
             f"judged with ×{explained:.2f} divided out (a calibration excuses no more slowness than the "
             "cells show)"
