@@ -1240,3 +1240,47 @@ def test_a_count_verify_does_not_keep_is_an_error_not_a_zero():
     with pytest.raises(KeyError, match="verify counts no 'slowr'"):
         counts["slowr"]
     assert {str(o) for o in verify.Outcome} >= {"ok", "slower", "faster", "quality", "failed", "missing", "refused"}
+
+
+def test_a_reference_of_another_class_sharing_no_cell_is_incomparable_not_a_failure(tmp_path, capsys):
+    """`make verify RUN=latest REFERENCE=results/reference/gpu-…` on a CPU run: every reference cell is missing from
+    the run, which said "FAIL: 22 missing" (exit 1); it is another machine, so exit 3 naming both classes."""
+    gpu = REFERENCE.parent / "gpu-nvidia-h200-140g-x1"
+    assert verify.main(["--reference", str(gpu), "--run", str(REFERENCE)]) == verify.INCOMPARABLE
+    out = capsys.readouterr().out
+    assert "INCOMPARABLE" in out and "gpu:nvidia-h200:140g:x1" in out and "cpu:amd-epyc" in out
+
+
+def test_a_run_calibrated_otherwise_than_its_reference_is_incomparable_not_judged(reference, tmp_path, capsys):
+    """A reference made with 1024² GEMMs judged by a run calibrated with 2048² (or tf32 cells calibrated as float32)
+    compares unlike figures: verify says it cannot judge, exit 3, and how to make the reference again."""
+    other = {}
+    for cell_id, record in reference.items():
+        record = json.loads(json.dumps(record))
+        if record["status"] == "ok":
+            record["system"]["calibration"]["gemm_n"] = 2048
+        other[cell_id] = record
+    run = run_from(other, tmp_path / "run")
+    assert verify.main(["--reference", str(REFERENCE), "--run", str(run)]) == verify.INCOMPARABLE
+    out = capsys.readouterr().out
+    assert "calibrated differently" in out and "2048² GEMMs, now 1024²" in out and "make reference" in out
+
+
+def test_a_row_judged_at_its_cores_distance_shows_the_reference_at_that_distance(reference):
+    """cntk-gru's reference pooled 0.166 (near) with 0.28 (apart); a run all apart at 0.302 was shown as 0.166 → 0.302
+    ×1.06 ok. Judged at its distance, the row's reference is the figure at that distance: measured ÷ reference is the
+    ratio the row shows."""
+    cell_id = next(i for i, r in reference.items() if r["status"] == "ok" and len(r["timing"]["values"]) >= 5)
+    expected = reference[cell_id]
+    pooled = list(expected["timing"]["values"])
+    measured = scaled(expected, 1.8)  # its cores apart: ×1.8 raw, ×1.06 against the reference's samples apart
+    own = [v * 1.06 for v in pooled]  # its samples as judged at that distance (what by_sample gives)
+    verdict = verify.judge(
+        expected, measured, 1.0, verify.TIME_TOLERANCE, 0.05, verify.Evidence(pooled=pooled, own=own)
+    )
+    assert verdict.ratio == pytest.approx(1.06, rel=0.02)
+    assert verdict.measured_time / verdict.reference_time == pytest.approx(verdict.raw_ratio)
+    assert verdict.reference_time == pytest.approx(verify.steady(measured) / 1.06, rel=0.02)
+    # judged without distance, the reference column is the pooled median, as before
+    plain = verify.judge(expected, measured, 1.0, verify.TIME_TOLERANCE, 0.05)
+    assert plain.reference_time == pytest.approx(statistics.median(pooled))

@@ -48,6 +48,7 @@ from scripts.results.evidence import (
 from scripts.results.records import Record
 from scripts.results.runs import runs_of, start_run
 from shared import params, sysinfo
+from shared.calibration import outdated
 from shared.record import RecordError
 from shared.timing import MIN_SAMPLES
 
@@ -512,6 +513,8 @@ def judge(
         ratio = stats.ratio_estimate(m_samples, pooled)
     else:
         ratio = m_time / e_time if e_time else None
+    if known.own and ratio:  # judged like with like at the cores' distance: the row shows the reference's figure
+        e_time = m_time / ratio  # at that distance, so its ratio follows from its columns (not the pooled median)
     normalised = ratio / factor if ratio else None
     p = stats.rank_test(pooled, m_samples, factor, normalised) if normalised else None
     found: list[tuple[Outcome, str | None]] = []
@@ -1005,6 +1008,48 @@ def latest_run(profile: str) -> Path:
     return runs[-1]
 
 
+# The table's columns with their units: the times are the median post-warm-up sample (seconds per training step, or
+# per ResNet-50 pass); where a cell was judged at its cores' distance, the reference's is its figure at that distance.
+HEADERS = [
+    "cell",
+    "reference (s/step or pass)",
+    "measured (s/step or pass)",
+    "ratio (×)",
+    "÷ explained (×)",
+    "tolerance (×)",
+    "rank test p",
+    "quality (acc./AUC)",
+    "verdict",
+]
+
+
+def class_mismatch(reference: JudgedRun, measured: JudgedRun) -> str | None:
+    """Why a reference named on the command line cannot judge a run: none of its ok records is of a class the run's
+    are (a CPU run against the H200's), or they were calibrated otherwise (another GEMM size or precision:
+    shared/calibration.py's `outdated` differs, so the calibrated judgement would compare unlike figures). None where
+    it can."""
+    ours, theirs = run_classes(measured), ok_classes(reference)
+    if theirs and not ours & theirs and not set(measured) & set(reference):  # shared cells: compare names each one
+        return f"the reference holds {', '.join(sorted(theirs))}; the run is {', '.join(sorted(ours))}"
+    if theirs and not ours & theirs:
+        return None
+    differ = set()
+    for cell_id, judged in measured.items():
+        mine, base = sound(judged), sound(reference.get(cell_id))
+        if mine and base and mine.status == base.status == "ok":
+            a = outdated(base.facts("calibration"), base.cell.device, base.cell.precision)
+            b = outdated(mine.facts("calibration"), mine.cell.device, mine.cell.precision)
+            if a != b:
+                differ.update(a or b)
+    if differ:
+        return (
+            f"the reference and the run were calibrated differently ({'; '.join(sorted(differ))}): their calibrated "
+            "figures do not compare; make the reference again on this machine class (make reference, or make "
+            "gpu-check then ./rosetta scripts.results.reference --from RUN)"
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scripts.results.verify", description=__doc__.split("\n")[0])
     ap.add_argument("--reference", type=Path, help="a reference run folder (default: the one of this machine class)")
@@ -1078,6 +1123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2  # the run could not start; it said why
             args.run = latest_run(args.profile)
         measured = measured if measured is not None else read_run(args.run)
+        mismatch = class_mismatch(reference, measured)
+        if mismatch:
+            print(f"INCOMPARABLE: {args.run} cannot be judged against {args.reference}: {mismatch}")
+            return INCOMPARABLE
         rows, counts, outside, overall = compare(
             reference, measured, planned_ids(args.run), args.time_tolerance, args.quality_margin, runs, args.partial
         )
@@ -1112,17 +1161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         tabulate(
             rows,
-            headers=[
-                "cell",
-                "reference",
-                "measured",
-                "ratio",
-                "÷ explained",
-                "tolerance",
-                "rank test p",
-                "quality",
-                "verdict",
-            ],
+            headers=HEADERS,
             floatfmt=".3g",
             missingval="—",
         )
