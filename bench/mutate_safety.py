@@ -25,6 +25,7 @@ from bench import locate
 
 ROOT = Path(__file__).resolve().parent.parent
 UNTRUSTED, SUBMISSION = "tests/test_untrusted.py", "tests/test_submission.py"
+SCHEMA_TYPES = "tests/test_schema_types.py"
 
 
 class MutationError(Exception):
@@ -96,6 +97,102 @@ MUTATIONS = (
         "inconsistent-steady-batch",
         "scripts/results/records.py",
         (("elif wanted and all(differs(", "elif False and all(differs("),),
+    ),
+    # ---- records.py: the schema types and ranges every field a reader reads (issue 48)
+    M(
+        "schema-cpu-mhz-untyped",
+        "scripts/results/records.py",
+        (('"cpu_mhz": _number(0, MHZ),', '"cpu_mhz": {},'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-number-ranges",
+        "scripts/results/records.py",
+        (
+            (
+                'return {"type": ["number", "null"], "minimum": low, "maximum": high}',
+                'return {"type": ["number", "null"]}',
+            ),
+        ),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-counts-signed",
+        "scripts/results/records.py",
+        (
+            (
+                'return {"type": ["integer", "null"], "minimum": 0, "maximum": high}',
+                'return {"type": ["integer", "null"]}',
+            ),
+        ),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-gpu-facts-typed",
+        "scripts/results/records.py",
+        (('"gpu_facts": _list(GPU_FACTS, 4096),', '"gpu_facts": {"type": ["array", "null"]},'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-non-finite-named",
+        "scripts/results/records.py",
+        (("    if infinite:\n", "    if False:\n"),),
+        ("tests/test_record_consistency.py",),
+    ),
+    M(
+        "gpu-facts-required",
+        "scripts/results/records.py",
+        (('"required": ["gpu_facts"],', '"required": [],'),),
+        (SCHEMA_TYPES,),
+    ),
+    M("gpu-facts-non-empty", "scripts/results/records.py", (('"minItems": 1,', ""),), (SCHEMA_TYPES,)),
+    M(
+        "gpu-facts-named",
+        "scripts/results/records.py",
+        (('"required": list(GPU_FACTS_REQUIRED),', '"required": [],'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "gpu-facts-memory-positive",
+        "scripts/results/records.py",
+        (('"memory_mib": {"type": "integer", "minimum": 1},', '"memory_mib": {"type": "integer"},'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "gpu-facts-only-when-failed",
+        "scripts/results/records.py",
+        (('"properties": {"status": {"const": "ok"}, "cell"', '"properties": {"status": {"const": "failed"}, "cell"'),),
+        (SCHEMA_TYPES,),
+    ),
+    # ---- shared/peaks.py: no peak, never an error, whatever a record's facts hold
+    M(
+        "peaks-positive-facts",
+        "shared/peaks.py",
+        (("return value if math.isfinite(value) and value > 0 else None", "return value"),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "peaks-gpu-facts-shape",
+        "shared/peaks.py",
+        (
+            (
+                "first = facts[0] if isinstance(facts, list) and facts and isinstance(facts[0], Mapping) else {}",
+                "first = (facts or [{}])[0]",
+            ),
+        ),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "peaks-finite-peak",
+        "shared/peaks.py",
+        (("return peak if math.isfinite(peak) else None", "return peak"),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "peaks-shares-of-numbers",
+        "shared/peaks.py",
+        (("if positive(achieved) and positive(denominator):", "if achieved and denominator:"),),
+        (SCHEMA_TYPES,),
     ),
     # ---- merge.py: one cell per slot, the plan, the order of attempts
     M(
