@@ -628,11 +628,11 @@ def inconsistencies(record: Any) -> list[str]:
 
 def schema_problem(record: Any) -> str | None:
     """What of `record` breaks the schema, as "field: message"; None where nothing does. A NaN or an infinity is named
-    first, in those words (the schema's ranges refuse an infinity too, but only as out of range; NaN, which compares
-    false both ways, not at all)."""
+    first, in `contradictions`' words (the schema's ranges refuse an infinity too, but only as out of range; NaN,
+    which compares false both ways, not at all)."""
     infinite = non_finite(record)
     if infinite:
-        return "; ".join(f"{path} is not a finite number" for path in infinite)[:600]
+        return f"inconsistent: {'; '.join(f'{path} is not a finite number' for path in infinite)[:600]}"  # as before
     error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(record)) if VALIDATOR else None
     return (
         None if error is None else f"{'/'.join(map(str, error.absolute_path)) or '(the record)'}: {error.message[:300]}"
