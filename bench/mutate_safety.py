@@ -191,7 +191,7 @@ MUTATIONS = (
     M(
         "peaks-shares-of-numbers",
         "shared/peaks.py",
-        (("if positive(achieved) and positive(denominator):", "if achieved and denominator:"),),
+        (("got, bottom = positive(achieved), positive(denominator)", "got, bottom = achieved, denominator"),),
         (SCHEMA_TYPES,),
     ),
     # ---- merge.py: one cell per slot, the plan, the order of attempts

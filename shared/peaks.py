@@ -149,8 +149,9 @@ def shares(achieved: Optional[float], peak: Optional[float], gemm: Optional[floa
         ("efficiency", peak, "the device's peak"),
         ("efficiency_of_gemm", gemm, "its own GEMM"),
     ):
-        if positive(achieved) and positive(denominator):
-            share = achieved / denominator
+        got, bottom = positive(achieved), positive(denominator)
+        if got and bottom:
+            share = got / bottom
             if share > 1:
                 implausible.append(f"{share:.0%} of {words}")
             else:
