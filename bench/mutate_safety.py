@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 UNTRUSTED, SUBMISSION = "tests/test_untrusted.py", "tests/test_submission.py"
 ACTIONS = "tests/test_github_actions.py"
 PLANS = "tests/test_trust_plans.py"  # issue 48: plans, merge's plan, plain files beside records
+SCHEMA_TYPES = "tests/test_schema_types.py"
 
 
 class MutationError(Exception):
@@ -106,6 +107,102 @@ MUTATIONS = (
         (PLANS,),
     ),
     M("size-cap-read-side", "shared/record.py", (("    if len(data) > cap:", "    if False:"),), (PLANS,)),
+    # ---- records.py: the schema types and ranges every field a reader reads (issue 48)
+    M(
+        "schema-cpu-mhz-untyped",
+        "scripts/results/records.py",
+        (('"cpu_mhz": _number(0, MHZ),', '"cpu_mhz": {},'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-number-ranges",
+        "scripts/results/records.py",
+        (
+            (
+                'return {"type": ["number", "null"], "minimum": low, "maximum": high}',
+                'return {"type": ["number", "null"]}',
+            ),
+        ),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-counts-signed",
+        "scripts/results/records.py",
+        (
+            (
+                'return {"type": ["integer", "null"], "minimum": 0, "maximum": high}',
+                'return {"type": ["integer", "null"]}',
+            ),
+        ),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-gpu-facts-typed",
+        "scripts/results/records.py",
+        (('"gpu_facts": _list(GPU_FACTS, 4096),', '"gpu_facts": {"type": ["array", "null"]},'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "schema-non-finite-named",
+        "scripts/results/records.py",
+        (("    if infinite:\n", "    if False:\n"),),
+        ("tests/test_record_consistency.py",),
+    ),
+    M(
+        "gpu-facts-required",
+        "scripts/results/records.py",
+        (('"required": ["gpu_facts"],', '"required": [],'),),
+        (SCHEMA_TYPES,),
+    ),
+    M("gpu-facts-non-empty", "scripts/results/records.py", (('"minItems": 1,', ""),), (SCHEMA_TYPES,)),
+    M(
+        "gpu-facts-named",
+        "scripts/results/records.py",
+        (('"required": list(GPU_FACTS_REQUIRED),', '"required": [],'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "gpu-facts-memory-positive",
+        "scripts/results/records.py",
+        (('"memory_mib": {"type": "integer", "minimum": 1},', '"memory_mib": {"type": "integer"},'),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "gpu-facts-only-when-failed",
+        "scripts/results/records.py",
+        (('"properties": {"status": {"const": "ok"}, "cell"', '"properties": {"status": {"const": "failed"}, "cell"'),),
+        (SCHEMA_TYPES,),
+    ),
+    # ---- shared/peaks.py: no peak, never an error, whatever a record's facts hold
+    M(
+        "peaks-positive-facts",
+        "shared/peaks.py",
+        (("return value if math.isfinite(value) and value > 0 else None", "return value"),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "peaks-gpu-facts-shape",
+        "shared/peaks.py",
+        (
+            (
+                "first = facts[0] if isinstance(facts, list) and facts and isinstance(facts[0], Mapping) else {}",
+                "first = (facts or [{}])[0]",
+            ),
+        ),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "peaks-finite-peak",
+        "shared/peaks.py",
+        (("return peak if math.isfinite(peak) else None", "return peak"),),
+        (SCHEMA_TYPES,),
+    ),
+    M(
+        "peaks-shares-of-numbers",
+        "shared/peaks.py",
+        (("got, bottom = positive(achieved), positive(denominator)", "got, bottom = achieved, denominator"),),
+        (SCHEMA_TYPES,),
+    ),
     # ---- merge.py: one cell per slot, the plan, the order of attempts
     M(
         "plan-run-id",

@@ -435,6 +435,42 @@ MUTATIONS = [
         "    except ZeroDivisionError:\n",
         VERIFY,
     ),
+    # shared/timing.py: the stopwatch's path for a barrier that returns early (its audit, outside the interval)
+    (
+        "stopwatch-audits-another-interval",
+        "shared/timing.py",
+        "_audit.append((elapsed[0], sync()))",
+        "_audit.append((1.0, sync()))",
+        ["tests/test_timing.py"],
+    ),
+    (
+        "stopwatch-sync-inside-the-interval",
+        "shared/timing.py",
+        "_audit.append((elapsed[0], sync()))",
+        "_audit.append((elapsed[0], sync())); elapsed[0] = time.perf_counter() - start",
+        ["tests/test_timing.py"],
+    ),
+    (
+        "stopwatch-no-closing-barrier",
+        "shared/timing.py",
+        "    yield lambda: elapsed[0]\n    barrier()\n",
+        "    yield lambda: elapsed[0]\n",
+        ["tests/test_timing.py"],
+    ),
+    (
+        "stopwatch-audit-skipped",
+        "shared/timing.py",
+        "    if sync is not None:\n",
+        "    if False:\n",
+        ["tests/test_timing.py"],
+    ),
+    (
+        "stopwatch-opening-barrier-in-the-interval",
+        "shared/timing.py",
+        "    barrier()\n    start = time.perf_counter()\n",
+        "    start = time.perf_counter()\n    barrier()\n",
+        ["tests/test_timing.py"],
+    ),
     (
         "probe-before-the-last-pass",
         "shared/timing.py",

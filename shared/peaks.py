@@ -8,6 +8,7 @@ much of the device. Either share above 100 % is implausible (a clock that stops 
 is flagged, never shown as an efficiency. Runs on Python 3.6 like the rest of `shared`.
 """
 
+import math
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -57,6 +58,34 @@ def number(text: Any) -> Optional[float]:
         return None
 
 
+def positive(value: Any) -> Optional[float]:
+    """`value` as a float where it is a finite number above 0, else None: a fact a record left out, wrote as null or
+    as another type (a clock of "fast") gives no peak, never an error (the schema refuses such a record; this is the
+    second line)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond a float's range
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def cpu_flags(system: Mapping[str, Any]) -> List[str]:
+    """The record's CPU flags: [] where it has none or something other than a list of them."""
+    flags = system.get("cpu_flags")
+    return [f for f in flags if isinstance(f, str)] if isinstance(flags, list) else []
+
+
+def clock_and_cores(system: Mapping[str, Any]) -> Tuple[Optional[float], Optional[float]]:
+    """(MHz, usable cores) from the record's facts, each None where it has no usable one: the kernel's maximum clock
+    where it reports one, else the clock it reports; the usable cores, else all of them."""
+    return (
+        positive(system.get("cpu_max_mhz")) or positive(system.get("cpu_mhz")),
+        positive(system.get("cpu_usable")) or positive(system.get("cpu_count")),
+    )
+
+
 def cpu_flops_per_cycle(system: Mapping[str, Any]) -> int:
     """fp32 FLOPs a core retires per cycle: the generation table, else two FMA units of the widest vector the flags
     name (AVX-512: 16 lanes, AVX2/FMA: 8, else 4): an upper bound for a core with one FMA unit."""
@@ -64,7 +93,7 @@ def cpu_flops_per_cycle(system: Mapping[str, Any]) -> int:
     for vendor, fam, lowest, per_cycle in CPU_CORE_FLOPS:
         if system.get("cpu_vendor") == vendor and family == fam and model is not None and model >= lowest:
             return per_cycle
-    flags = set(system.get("cpu_flags") or ())
+    flags = set(cpu_flags(system))
     lanes = 16 if "avx512f" in flags else 8 if ("avx2" in flags or "fma" in flags) else 4
     return 2 * lanes * 2
 
@@ -74,23 +103,27 @@ def cpu_peak(system: Mapping[str, Any], precision: str = "fp32") -> Optional[flo
     the record's facts; the clock is the kernel's maximum (cpufreq) where it reports one, else the clock it reports
     (`cpu MHz`: a VM's nominal clock, which boost may pass: then cells show as implausible). None without a clock
     (records made before the clock facts) or for a precision the core has no faster unit for (amp)."""
-    mhz = system.get("cpu_max_mhz") or system.get("cpu_mhz")
-    cores = system.get("cpu_usable") or system.get("cpu_count")
+    mhz, cores = clock_and_cores(system)
     if not mhz or not cores or precision not in ("fp32", "tf32", "bf16"):
         return None
-    factor = 2 if precision == "bf16" and "avx512_bf16" in (system.get("cpu_flags") or ()) else 1
+    factor = 2 if precision == "bf16" and "avx512_bf16" in cpu_flags(system) else 1
     if precision == "bf16" and factor == 1:
         return None
-    return float(cores) * float(mhz) * 1e6 * cpu_flops_per_cycle(system) * factor
+    peak = cores * mhz * 1e6 * cpu_flops_per_cycle(system) * factor
+    return peak if math.isfinite(peak) else None
 
 
 def device_peak(
     system: Mapping[str, Any], device: str, precision: str, devices: int = 1
 ) -> Tuple[Optional[float], str]:
     """(peak FLOP/s of the cell's devices, in words where it comes from) or (None, why not)."""
+    if not isinstance(system, Mapping):
+        system = {}
     if device == "gpu":
-        facts = (system.get("gpu_facts") or [{}])[0]
-        name = facts.get("name") or ((system.get("gpus") or [None])[0])
+        facts, gpus = system.get("gpu_facts"), system.get("gpus")
+        first = facts[0] if isinstance(facts, list) and facts and isinstance(facts[0], Mapping) else {}
+        named = [first.get("name"), *(gpus[:1] if isinstance(gpus, list) else [])]
+        name = next((n for n in named if isinstance(n, str) and n), None)
         peak = gpu_peak(name, precision) if name else None
         return (
             (peak * devices, f"{name} datasheet, dense {precision}")
@@ -98,16 +131,13 @@ def device_peak(
             else (None, f"no published {precision} peak for {name or 'this GPU'} in shared/peaks.py")
         )
     peak = cpu_peak(system, precision)
+    mhz, cores = clock_and_cores(system)
     if not peak:
-        return None, "no CPU clock in the record" if not (
-            system.get("cpu_max_mhz") or system.get("cpu_mhz")
-        ) else f"no {precision} unit on this CPU"
-    clock = "max" if system.get("cpu_max_mhz") else "reported"
-    return peak, (
-        f"{system.get('cpu_usable') or system.get('cpu_count')} cores × "
-        f"{system.get('cpu_max_mhz') or system.get('cpu_mhz')} MHz ({clock}) × "
-        f"{cpu_flops_per_cycle(system)} FLOP/cycle"
-    )
+        if not mhz:
+            return None, "no CPU clock in the record"
+        return None, "no CPU core count in the record" if not cores else f"no {precision} unit on this CPU"
+    clock = "max" if positive(system.get("cpu_max_mhz")) else "reported"
+    return peak, f"{cores:g} cores × {mhz:g} MHz ({clock}) × {cpu_flops_per_cycle(system)} FLOP/cycle"
 
 
 def shares(achieved: Optional[float], peak: Optional[float], gemm: Optional[float]) -> Dict[str, Any]:
@@ -119,8 +149,9 @@ def shares(achieved: Optional[float], peak: Optional[float], gemm: Optional[floa
         ("efficiency", peak, "the device's peak"),
         ("efficiency_of_gemm", gemm, "its own GEMM"),
     ):
-        if achieved and denominator:
-            share = achieved / denominator
+        got, bottom = positive(achieved), positive(denominator)
+        if got and bottom:
+            share = got / bottom
             if share > 1:
                 implausible.append(f"{share:.0%} of {words}")
             else:

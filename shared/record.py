@@ -18,7 +18,8 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 from shared.params import DEFAULT_TUNING
 
-SCHEMA = 1
+SCHEMA = 2  # 2: every fact a reader reads typed and ranged (cpu_mhz, the GPU facts, …), the keys as in 1
+READABLE = (1, 2)  # the versions the readers read: a record of 1 holds the same keys, checked by the same types
 STATUSES = ("ok", "failed", "skipped", "timeout")
 UMASK = os.umask(0o022)
 os.umask(UMASK)
@@ -131,9 +132,9 @@ def read_record(path: PathArg) -> Dict[str, Any]:
         raise RecordError(f"{path}: not a readable result record ({e}); delete it to re-run that cell") from e
     if not isinstance(record, dict):
         raise RecordError(f"{path}: a record is a JSON object, this is a {type(record).__name__}")
-    if record.get("schema") != SCHEMA:
+    if record.get("schema") not in READABLE:
         raise RecordError(
-            f"{path}: record schema {record.get('schema')!r}, this code reads schema {SCHEMA}; "
+            f"{path}: record schema {record.get('schema')!r}, this code reads schemas {', '.join(map(str, READABLE))}; "
             "merge it with the version of the project that wrote it, or re-run the cell"
         )
     return record

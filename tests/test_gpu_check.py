@@ -108,6 +108,15 @@ def fake_gpu_machine(tmp_path, monkeypatch):
     python = tmp_path / "python3"
     python.write_text(f'#!/bin/sh\ncd {ROOT / "tests" / "fake"} && exec {sys.executable} "$@"\n')
     python.chmod(0o755)
+    # nvidia-smi of one H100: the GPU facts an ok GPU record must carry (records.GPU_FACTS_REQUIRED)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(
+        '#!/bin/sh\ncase "$*" in\n  *driver_version,*|*=name*) echo "NVIDIA H100 80GB HBM3, 81559, 1980, 2619, 9.0, '
+        '550.54.15" ;;\n  *driver_version*) echo 550.54.15 ;;\n  *) echo 0 ;;\nesac\n'
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("ROSETTA_GPU_IDS_AVAILABLE", "0")
     monkeypatch.setitem(datasets.FULL_SIZE, "cifar10", {"train": 640, "test": 128})
     monkeypatch.setitem(datasets.FULL_SIZE, "imdb", {"train": 640, "test": 128})
@@ -206,6 +215,7 @@ def test_chainer_that_cannot_run_in_that_python_is_skipped_with_its_error(tmp_pa
     error, not failed, and the others run; without its source archive the cell fails, saying how."""
     monkeypatch.undo()  # the fixture's "Chainer runs" stand-ins, and the rest …
     monkeypatch.setenv("ROSETTA_GPU_IDS_AVAILABLE", "0")  # … set again but for the probe
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")  # the fake nvidia-smi
     monkeypatch.setitem(datasets.FULL_SIZE, "cifar10", {"train": 640, "test": 128})
     monkeypatch.setitem(datasets.FULL_SIZE, "imdb", {"train": 640, "test": 128})
     monkeypatch.setattr(records, "OWN_RECORDS_ONLY", False)

@@ -38,7 +38,14 @@ def record(
         run_id="full-1",
         reason=None if status == "ok" else "CUDA error: out of memory",
         metrics=metrics or {"train_seconds": 10.0, "accuracy": 0.9},
-        system={**SYSTEM, "host": host, "gpu_ids": gpu_ids, **({"gpus": [gpu]} if gpu else {})},
+        system={
+            **SYSTEM,
+            "host": host,
+            "gpu_ids": gpu_ids,
+            **({"gpus": [gpu]} if gpu else {}),
+            # an ok GPU record carries its GPU's facts (records.GPU_FACTS_REQUIRED)
+            "gpu_facts": [{"name": gpu or SYSTEM["gpus"][0], "memory_mib": 81559, "driver": SYSTEM["driver"]}],
+        },
         started_at=started,
     )
     r["finished_at"] = started.replace("10:00", "10:05")

@@ -979,12 +979,13 @@ def test_a_malformed_manifest_plan_or_fact_is_a_finding_not_a_crash(copy, change
 
 
 def test_a_fact_of_a_type_no_reader_expects_is_a_refused_record(tmp_path):
-    """A GPU's memory as text ("141g") raised a TypeError out of records.read while the class was derived."""
+    """A GPU's memory as text ("141g") raised a TypeError out of records.read while the class was derived; the schema
+    now refuses it first, naming the field."""
     source = next((ROOT / "results" / "reference" / "gpu-nvidia-h200-140g-x1" / "cells").glob("*.json"))
     record = json.loads(source.read_text())
     record["system"]["gpu_facts"][0]["memory_mib"] = "141g"
     (tmp_path / source.name).write_text(json.dumps(record))
-    with pytest.raises(submission.RecordError, match="malformed"):
+    with pytest.raises(submission.RecordError, match="system/gpu_facts/0/memory_mib: '141g' is not of type"):
         submission.records.read(tmp_path / source.name)
 
 

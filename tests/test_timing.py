@@ -268,3 +268,43 @@ def test_one_loss_definition_from_every_steps_loss():
     assert metrics.loss_metrics(losses, 4) == {"final_loss": 11.5, "loss_curve": [0.0, 1.0, 2.0, 3.0]}
     assert len(metrics.loss_metrics(range(1000), 500)["loss_curve"]) == metrics.LOSS_CURVE_STEPS
     assert metrics.loss_metrics([], 4) == {"final_loss": None, "loss_curve": []}
+
+
+def test_the_stopwatch_closes_on_its_barrier_and_audits_an_early_return_outside_the_interval(monkeypatch):
+    """The stopwatch's path for a barrier that returns early (shared/timing.py, stopwatch): a barrier at each edge,
+    the closing one's wait inside the interval and the opening one's not; then, after the interval closed, a device
+    synchronize whose seconds the audit keeps beside that interval, so a barrier that returned before the device was
+    done shows as a leak and one that waited does not. On the CPU (nothing to synchronize) nothing is audited."""
+    clock = FakeClock(monkeypatch)
+    monkeypatch.setattr(timing, "_audit", [])
+    waits = iter(
+        [0.25, 0.5] * 2
+    )  # the opening barrier waits for work queued before the clock, the closing for the body's
+
+    def barrier():
+        clock.barriers += 1
+        clock.now += next(waits)
+
+    leftover = iter(
+        [0.03125, 0.0625]
+    )  # what a device synchronize right after the closing barrier still finds to wait for
+
+    def sync():
+        seconds = next(leftover)
+        clock.now += seconds
+        return seconds
+
+    monkeypatch.setattr(timing, "device_sync", lambda: sync)
+    for _ in range(2):
+        with timing.stopwatch(barrier) as t:
+            clock.now += 2.0
+        assert t() == 2.5  # the body and the closing barrier: not the opening barrier, not the synchronize after
+    assert clock.barriers == 4
+    assert timing._audit == [(2.5, 0.03125), (2.5, 0.0625)]
+    audit = timing.barrier_audit()  # 2 % of 2.5 s is 0.05 s: 0.031 s left over is noise, 0.062 s a leak
+    assert audit == {"checks": 2, "max_after_seconds": 0.0625, "median_after_seconds": 0.046875, "leaks": 1}
+    monkeypatch.setattr(timing, "_audit", [])
+    monkeypatch.setattr(timing, "device_sync", lambda: None)  # the CPU
+    with timing.stopwatch(clock.barrier) as t:
+        clock.now += 1.0
+    assert t() == 1.0 and timing._audit == [] and timing.barrier_audit() is None

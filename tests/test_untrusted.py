@@ -37,6 +37,9 @@ CELL = Cell("pytorch", "cnn", "cu130", "fp32", 1, "gpu", "synthetic", "tiny")
 OTHER = Cell("jax", "cnn", "cuda", "fp32", 1, "gpu", "synthetic", "tiny")
 
 
+H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "driver": "550.54.15", "compute_capability": "9.0"}
+
+
 def honest(cell=CELL, started="2026-12-03T10:00:00+00:00", host="node-a", status="ok"):
     r = make_record(
         vars(cell),
@@ -44,7 +47,7 @@ def honest(cell=CELL, started="2026-12-03T10:00:00+00:00", host="node-a", status
         run_id="full-1",
         reason=None if status == "ok" else "CUDA error",
         metrics={"train_seconds": 10.0, "accuracy": 0.9},
-        system={"cpu": "AMD EPYC", "cpu_count": 2, "host": host, "gpus": ["NVIDIA H100"]},
+        system={"cpu": "AMD EPYC", "cpu_count": 2, "host": host, "gpus": ["NVIDIA H100"], "gpu_facts": [H100]},
         started_at=started,
     )
     r["finished_at"] = started.replace("10:00", "10:05")
@@ -623,10 +626,25 @@ _text = st.text(max_size=40) | st.sampled_from(
 )
 # Numbers a reader accepts: NaN and infinity are refused on reading (records.contradictions; tested on their own
 # above and in test_record_consistency), so records holding them would only be filtered out here
-_num = st.none() | st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(10**9), 10**9)
+_num = st.none() | st.floats(0, 1e9) | st.integers(0, 10**9)  # within the schema's ranges (records.SCHEMA)
 _share = st.none() | st.floats(0, 1)
-_int = st.none() | st.integers(-(10**6), 10**6)
+_int = st.none() | st.integers(0, 10**6)
 _short = st.none() | st.text(max_size=30)
+
+
+_gpu_fact = st.fixed_dictionaries(
+    {"name": st.text(min_size=1, max_size=30), "memory_mib": st.integers(1, 2**20), "driver": st.text(min_size=1)},
+    optional={"compute_capability": _short, "max_sm_clock_mhz": _int},
+)
+
+
+def _ranged(block, key):
+    """None, or a number within the range records.SCHEMA gives metrics/timing/system `key` (its edges included)."""
+    rule = records.SCHEMA["properties"][block]["properties"][key]
+    low, high = rule["minimum"], rule["maximum"]
+    return (
+        st.none() | st.floats(low, high) | st.sampled_from([low, high]) | st.integers(int(low), int(min(high, 10**9)))
+    )
 
 
 def _optional(**fields):
@@ -653,7 +671,9 @@ def any_record(draw):
     finished = started + _timedelta(seconds=draw(st.integers(0, 10**5)))
     metrics = draw(
         _optional(
-            **{key: _share if key in ("accuracy", "auc") else _num for key in records.NUMBER_METRICS},
+            **{
+                key: _share if key in ("accuracy", "auc") else _ranged("metrics", key) for key in records.NUMBER_METRICS
+            },
             **{key: _int for key in records.INTEGER_METRICS},
             weights=_short,
             data_placement=_short,
@@ -663,7 +683,7 @@ def any_record(draw):
     )
     timing = draw(
         _optional(
-            **{key: _num for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
+            **{key: _ranged("timing", key) for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
             values=st.none()
             | st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5), max_size=6),
             unit=_short,
@@ -688,8 +708,14 @@ def any_record(draw):
             cudnn=_short | _int,
             memory_gib=_num,
             calibration=st.none() | _optional(gemm_fp32_flops=_num, gemm_reduced_flops=_num),
+            gpu_facts=st.none() | st.lists(_gpu_fact, max_size=2),
+            cpu_mhz=_ranged("system", "cpu_mhz"),
+            cpu_max_mhz=_ranged("system", "cpu_max_mhz"),
         )
     )
+    status = draw(st.sampled_from(["ok", "failed", "skipped", "timeout"]))
+    if status == "ok" and cell["device"] == "gpu" and not system.get("gpu_facts"):
+        system["gpu_facts"] = [draw(_gpu_fact)]  # an ok GPU record carries its GPUs' facts (the schema's allOf)
     if system.get("machine_class") is not None:
         # the class its facts give, as a runner writes it (any other is refused on reading)
         from shared import sysinfo
@@ -699,7 +725,7 @@ def any_record(draw):
         "schema": 1,
         "run_id": draw(st.none() | _ids),
         "cell": cell,
-        "status": draw(st.sampled_from(["ok", "failed", "skipped", "timeout"])),
+        "status": status,
         "reason": draw(st.none() | _text),
         "log_tail": draw(st.none() | _text),
         "metrics": metrics,

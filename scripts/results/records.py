@@ -35,13 +35,11 @@ from shared.record import (
     CELL_KEYS,
     MAX_BYTES,  # noqa: F401  (re-exported: the size cap, as tests/test_untrusted.py names it)
     OPTIONAL_CELL_KEYS,
+    READABLE,
     STATUSES,
     RecordError,
     not_plain,
     read_plain,
-)
-from shared.record import (
-    SCHEMA as RECORD_SCHEMA,
 )
 from shared.timing import warm_windows
 
@@ -67,28 +65,64 @@ def write_replacing(path: str | os.PathLike, text: str, binary: bytes | None = N
 CLOCK_SKEW = timedelta(minutes=10)  # how far in the future a host's clock may run before it is a lie
 
 _id = {"type": "string", "pattern": SAFE_ID}
-_number = {"type": ["number", "null"]}
 _text = {"type": ["string", "null"], "maxLength": 200_000}
 _short = {"type": ["string", "null"], "maxLength": 200}
-_integer = {"type": ["integer", "null"]}
-NUMBER_METRICS = (
+_path = {"type": ["string", "null"], "maxLength": 4096}  # an interpreter's path, a linker's flags
+# Sane ranges, so that a figure a reader computes with is a number of the size it can be: JSON Schema's minimum and
+# maximum also refuse infinity (NaN, which compares false both ways, is refused by `contradictions`).
+SECONDS = 1e9  # about 31 years: longer than any cell, any epoch, any warm-up
+RATE = 1e15  # samples per second
+FLOPS = 1e30  # FLOP/s, FLOPs per sample, a calibration's bytes per second
+SIGNED = 1e15  # a loss, a feature mean: any sign, never astronomic
+COUNT = 2**53  # the largest integer a float holds exactly
+MHZ = 1e6
+
+
+def _number(low: float, high: float) -> dict:
+    """A number within [low, high], or null."""
+    return {"type": ["number", "null"], "minimum": low, "maximum": high}
+
+
+def _count(high: float = COUNT) -> dict:
+    """A whole number within [0, high], or null."""
+    return {"type": ["integer", "null"], "minimum": 0, "maximum": high}
+
+
+def _list(items: dict, most: int) -> dict:
+    """A list of at most `most` items of `items`, or null."""
+    return {"type": ["array", "null"], "items": items, "maxItems": most}
+
+
+_strings = _list({"type": "string", "maxLength": 200}, 4096)
+_text_map = {  # an object of short strings (an environment, a package's version per name)
+    "type": ["object", "null"],
+    "additionalProperties": {"type": ["string", "null"], "maxLength": 2000},
+    "maxProperties": 1000,
+}
+# Each metric by its kind: a time, a share, a rate, a signed figure, a count (the figures a reader computes with)
+SECONDS_METRICS = (
     "train_seconds",
     "steady_state_seconds",
     "seconds_per_1000_images",
-    "accuracy",
-    "auc",
-    "achieved_flops",
-    "efficiency",
-    "samples_per_second",
-    "steady_samples_per_second",
     "warmup_seconds",
     "train_minutes",
     "compile_seconds",
-    "final_loss",
-    "input_wait_fraction",
     "input_wait_seconds",
-    "feature_mean",
-    "model_flops_per_sample",
+)
+SHARE_METRICS = ("input_wait_fraction",)
+QUALITY_METRICS = ("accuracy", "auc")  # within [0, 1] too, which `contradictions` refuses in its own words
+RATE_METRICS = ("samples_per_second", "steady_samples_per_second")
+FLOPS_METRICS = ("achieved_flops", "peak_flops", "model_flops_per_sample")
+EFFICIENCY_METRICS = ("efficiency", "efficiency_of_gemm")  # a share of a peak; an older record's may pass 1
+SIGNED_METRICS = ("final_loss", "feature_mean")
+NUMBER_METRICS = (
+    SECONDS_METRICS
+    + SHARE_METRICS
+    + QUALITY_METRICS
+    + RATE_METRICS
+    + FLOPS_METRICS
+    + EFFICIENCY_METRICS
+    + SIGNED_METRICS
 )
 INTEGER_METRICS = (
     "auc_classes",
@@ -104,6 +138,51 @@ INTEGER_METRICS = (
     "test_samples",
     "train_samples",
 )
+VERSIONS = (  # what a runner reports of its software, each a short string or null
+    "framework_version",
+    "python",
+    "cuda",
+    "driver",
+    "os",
+    "executor",
+    "image",
+    "gpu_ids",
+    "backend",
+    "backend_version",
+    "cuda_build",
+    "cudnn_build",
+    "cupy_version",
+    "cxx",
+    "flax_version",
+    "jaxlib_version",
+    "julia_version",
+    "keras_version",
+    "knet_version",
+    "numpy_version",
+    "optax_version",
+    "pygpu_version",
+    "r_version",
+    "reticulate_version",
+    "theano_version",
+    "blas",
+    "cntk_device",
+    "theano_device",
+    "mkl_debug_cpu_type",
+)
+# The facts an ok GPU record must carry of its GPUs (shared.sysinfo.gpu_facts, from nvidia-smi): its machine class is
+# derived from the name and memory (shared.sysinfo.machine_class), its peak from the name (shared.peaks)
+GPU_FACTS_REQUIRED = ("name", "memory_mib", "driver")
+GPU_FACTS = {
+    "type": "object",
+    "properties": {
+        "name": _short,
+        "memory_mib": _count(2**40),
+        "max_sm_clock_mhz": _count(MHZ),
+        "max_memory_clock_mhz": _count(MHZ),
+        "compute_capability": _short,
+        "driver": _short,
+    },
+}
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "rosetta result record",
@@ -111,7 +190,7 @@ SCHEMA = {
     "additionalProperties": False,
     "required": ["schema", "run_id", "cell", "status", "started_at", "finished_at"],
     "properties": {
-        "schema": {"const": RECORD_SCHEMA},
+        "schema": {"enum": list(READABLE)},
         "run_id": {"type": ["string", "null"], "pattern": SAFE_ID},
         "cell": {
             "type": "object",
@@ -132,41 +211,52 @@ SCHEMA = {
         "status": {"enum": list(STATUSES)},
         "reason": _text,
         "log_tail": _text,
-        # Typed wherever the host side reads a field (report, site, verify, submission): a runner may add keys, but
-        # a known key of the wrong type (a string spread, integer cpu_flags, objects in differences) is refused.
+        # Typed, with a sane range, wherever a reader reads a field (report, site, verify, submission, shared/peaks.py,
+        # gpu_check) and wherever a runner writes one (shared/sysinfo.py, shared/timing.py): a runner may add keys,
+        # but a known key of the wrong type or out of range ("fast" for cpu_mhz, a negative count) is refused.
         "metrics": {
             "type": "object",
             "properties": {
-                **{key: _number for key in NUMBER_METRICS},
-                **{key: _integer for key in INTEGER_METRICS},
-                **{key: _short for key in ("data_placement", "input_pipeline", "weights")},
-                "epoch_seconds": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000},
-                "differences": {
-                    "type": ["array", "null"],
-                    "items": {"type": "string", "maxLength": 2000},
-                    "maxItems": 1000,
-                },
-                "loss_curve": {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 10_000},
+                **{key: _number(0, SECONDS) for key in SECONDS_METRICS},
+                **{key: _number(0, 1) for key in SHARE_METRICS},
+                **{key: _number(-SIGNED, SIGNED) for key in QUALITY_METRICS},
+                **{key: _number(0, RATE) for key in RATE_METRICS},
+                **{key: _number(0, FLOPS) for key in FLOPS_METRICS},
+                **{key: _number(0, 1e6) for key in EFFICIENCY_METRICS},
+                **{key: _number(-SIGNED, SIGNED) for key in SIGNED_METRICS},
+                **{key: _count() for key in INTEGER_METRICS},
+                **{key: _short for key in ("data_placement", "input_pipeline", "weights", "init", "peak_source")},
+                "epoch_seconds": _list({"type": "number", "minimum": 0, "maximum": SECONDS}, 100_000),
+                "differences": _list({"type": "string", "maxLength": 2000}, 1000),
+                "implausible": _list({"type": "string", "maxLength": 2000}, 100),
+                "loss_curve": _list({"type": "number", "minimum": -SIGNED, "maximum": SIGNED}, 10_000),
             },
         },
         "timing": {
             "type": "object",
             "properties": {
-                **{key: _number for key in ("min", "median", "max", "q1", "q3", "spread", "warmup")},
-                **{
-                    key: {"type": ["array", "null"], "items": {"type": "number"}, "maxItems": 100_000}
-                    for key in ("values", "warmup_windows")
-                },
+                **{key: _number(0, SECONDS) for key in ("min", "median", "max", "q1", "q3", "warmup")},
+                "spread": _number(0, 1e6),  # IQR / median
+                # a sample of 0 s or less is `contradictions`' to refuse, with its own words
+                **{key: _list({"type": "number", "maximum": SECONDS}, 100_000) for key in ("values", "warmup_windows")},
                 "unit": _short,
-                "repeats": _integer,
-                "window_steps": _integer,
+                "repeats": _count(),
+                "window_steps": _count(),
                 "unstable": {"type": ["boolean", "null"]},
                 "warm": {"type": ["boolean", "null"]},
-                "barrier_audit": {"type": ["object", "null"]},
+                "barrier_audit": {  # shared.timing.barrier_audit
+                    "type": ["object", "null"],
+                    "properties": {
+                        "checks": _count(),
+                        "leaks": _count(),
+                        "max_after_seconds": _number(0, SECONDS),
+                        "median_after_seconds": _number(0, SECONDS),
+                    },
+                },
                 # the cores' distance at each window edge (shared/placement.py): None where the probe could not answer
                 "round_trips_ns": {
                     "type": ["array", "null"],
-                    "items": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                    "items": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": SECONDS * 1e9},
                     "maxItems": 100_001,
                 },
             },
@@ -175,54 +265,67 @@ SCHEMA = {
             "type": "object",
             "properties": {
                 "host": {"type": ["string", "null"], "pattern": SAFE_ID},
-                "cpu": _text,
-                "cpu_count": _integer,
-                "cpu_usable": _integer,
-                "cpu_physical_cores": _integer,
-                "cpu_flags": {
-                    "type": ["array", "null"],
-                    "items": {"type": "string", "maxLength": 100},
-                    "maxItems": 1000,
+                "cpu": {"type": ["string", "null"], "maxLength": 1000},
+                # shared.sysinfo.cpu_facts: the generation as /proc/cpuinfo says it (text; a number where a runner
+                # wrote one), the clocks in MHz, the cores (usable: a cgroup's quota may be a fraction)
+                **{
+                    key: {"type": ["string", "integer", "null"], "maxLength": 100, "minimum": 0, "maximum": COUNT}
+                    for key in ("cpu_vendor", "cpu_family", "cpu_model_number", "cpu_stepping")
                 },
+                "cpu_mhz": _number(0, MHZ),
+                "cpu_max_mhz": _number(0, MHZ),
+                "cpu_count": _count(10**6),
+                "cpu_physical_cores": _count(10**6),
+                "cpu_usable": _number(0, 10**6),
+                "cpu_flags": _list({"type": "string", "maxLength": 100}, 1000),
                 # what verify and the report's ‡ compare by: shared.sysinfo.machine_class's alphabet, params_hash's hex
                 "machine_class": {"type": ["string", "null"], "pattern": "^[a-z0-9?][a-z0-9?:._-]{0,199}\\Z"},
                 "params_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{12}\\Z"},
                 "code_hash": {"type": ["string", "null"], "pattern": "^[0-9a-f]{16}\\Z"},
-                "gpus": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
-                "gpu_sm_counts": {"type": ["array", "null"], "items": {"type": "integer"}},
-                "gpu_facts": {"type": ["array", "null"], "items": {"type": "object"}},
-                "devices": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 200}},
-                "memory_gib": _number,
-                "cudnn": {"type": ["string", "integer", "null"], "maxLength": 200},
-                **{
-                    key: _short
-                    for key in (
-                        "framework_version",
-                        "python",
-                        "cuda",
-                        "driver",
-                        "os",
-                        "executor",
-                        "image",
-                        "gpu_ids",
-                        "backend",
-                    )
+                "gpus": _strings,
+                "gpu_sm_counts": _list({"type": "integer", "minimum": 0, "maximum": 10**6}, 4096),
+                "gpu_facts": _list(GPU_FACTS, 4096),
+                "devices": _strings,
+                "memory_gib": _number(0, 1e9),
+                "cudnn": {"type": ["string", "integer", "null"], "maxLength": 200, "minimum": 0, "maximum": COUNT},
+                **{key: _short for key in VERSIONS},
+                **{key: _path for key in ("interpreter", "compiledir", "blas_ldflags")},
+                "mkldnn": {"type": ["boolean", "null"]},
+                "switches": {"type": ["object", "null"], "maxProperties": 1000},
+                "build": {  # shared/buildinfo.py: what the environment carries
+                    "type": ["object", "null"],
+                    "properties": {
+                        **{key: _strings for key in ("cuda", "cudnn", "nccl", "gpu_archs", "ptx")},
+                        "frameworks": _text_map,
+                        "kernels": {"type": ["object", "null"], "maxProperties": 1000},
+                        "min_driver": _short,
+                    },
                 },
-                "switches": {"type": ["object", "null"]},
-                "build": {"type": ["object", "null"]},
+                "threads": {  # shared/threads.py: the thread counts the rule gave and who set them
+                    "type": ["object", "null"],
+                    "properties": {
+                        "affinity": _list({"type": "integer", "minimum": 0, "maximum": 10**6}, 10**6),
+                        "env": _text_map,
+                        "set_by": _text_map,
+                        "inter_op": _count(10**6),
+                        "intra_op": _count(10**6),
+                        "usable_cpus": _count(10**6),
+                    },
+                },
                 "placement": {
                     "type": ["object", "null"],
                     "properties": {  # shared/placement.py
-                        "before_ns": _number,
-                        "after_ns": _number,
-                        "cpus": {"type": ["array", "null"], "items": {"type": "integer"}, "maxItems": 2},
+                        "before_ns": _number(0, SECONDS * 1e9),
+                        "after_ns": _number(0, SECONDS * 1e9),
+                        "cpus": _list({"type": "integer", "minimum": 0, "maximum": 10**6}, 2),
                     },
                 },
                 "calibration": {
                     "type": ["object", "null"],
                     "properties": {
-                        **{key: _number for key in ("gemm_fp32_flops", "gemm_reduced_flops", "host_copy_bytes_per_s")},
-                        "gemm_n": _integer,
+                        **{key: _number(0, FLOPS) for key in ("gemm_fp32_flops", "gemm_reduced_flops")},
+                        "host_copy_bytes_per_s": _number(0, FLOPS),
+                        "gemm_n": _count(10**6),
                         "note": _text,
                         "reduced_dtype": _short,
                     },
@@ -233,6 +336,37 @@ SCHEMA = {
         "finished_at": {"type": "string", "maxLength": 40},
         "git_commit": {"type": ["string", "null"], "pattern": "^[0-9a-f]{4,40}\\Z"},
     },
+    # An ok record of a GPU cell carries its GPUs' facts: what its machine class and its peak are derived from
+    "allOf": [
+        {
+            "if": {
+                "required": ["status", "cell"],
+                "properties": {"status": {"const": "ok"}, "cell": {"properties": {"device": {"const": "gpu"}}}},
+            },
+            "then": {
+                "required": ["system"],
+                "properties": {
+                    "system": {
+                        "required": ["gpu_facts"],
+                        "properties": {
+                            "gpu_facts": {
+                                "type": "array",
+                                "minItems": 1,
+                                "items": {
+                                    "required": list(GPU_FACTS_REQUIRED),
+                                    "properties": {
+                                        "name": {"type": "string", "minLength": 1},
+                                        "memory_mib": {"type": "integer", "minimum": 1},
+                                        "driver": {"type": "string", "minLength": 1},
+                                    },
+                                },
+                            }
+                        },
+                    }
+                },
+            },
+        }
+    ],
 }
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA) if jsonschema else None
 # Without jsonschema no record can be checked, so none is read, unless the one process that may read records without it
@@ -493,7 +627,12 @@ def inconsistencies(record: Any) -> list[str]:
 
 
 def schema_problem(record: Any) -> str | None:
-    """What of `record` breaks the schema, as "field: message"; None where nothing does."""
+    """What of `record` breaks the schema, as "field: message"; None where nothing does. A NaN or an infinity is named
+    first, in `contradictions`' words (the schema's ranges refuse an infinity too, but only as out of range; NaN,
+    which compares false both ways, not at all)."""
+    infinite = non_finite(record)
+    if infinite:
+        return f"inconsistent: {'; '.join(f'{path} is not a finite number' for path in infinite)[:600]}"  # as before
     error = jsonschema.exceptions.best_match(VALIDATOR.iter_errors(record)) if VALIDATOR else None
     return (
         None if error is None else f"{'/'.join(map(str, error.absolute_path)) or '(the record)'}: {error.message[:300]}"
@@ -560,10 +699,11 @@ def parse(data: bytes, where: str) -> dict[str, Any]:
         raise RecordError(f"{where}: not a readable result record ({e}); delete it to re-run that cell") from e
     if not isinstance(record, dict):
         raise RecordError(f"{where}: a record is a JSON object, this is a {type(record).__name__}")
-    if record.get("schema") != RECORD_SCHEMA:
+    if record.get("schema") not in READABLE:
         raise RecordError(
-            f"{where}: record schema {record.get('schema')!r}, this code reads schema {RECORD_SCHEMA}; "
-            "merge it with the version of the project that wrote it, or re-run the cell"
+            f"{where}: record schema {record.get('schema')!r}, this code reads schemas "
+            f"{', '.join(map(str, READABLE))}; merge it with the version of the project that wrote it, or re-run "
+            "the cell"
         )
     return record
 
