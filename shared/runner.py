@@ -105,6 +105,7 @@ def parser(frameworks: Iterable[str]) -> argparse.ArgumentParser:
         type=one_of(params.PRECISIONS),
         choices=params.PRECISIONS,
         default=env("ROSETTA_PRECISION", "fp32"),
+        help="fp32, tf32 (GPU matmuls), amp (float16 autocast) or bf16; ROSETTA_PRECISION, default fp32",
     )
     p.add_argument(
         "--gpus",
@@ -113,15 +114,25 @@ def parser(frameworks: Iterable[str]) -> argparse.ArgumentParser:
         help="devices for data-parallel tasks (on CPU: processes), 1 or more",
     )
     p.add_argument(
-        "--device", type=one_of(params.DEVICES), choices=params.DEVICES, default=env("ROSETTA_DEVICE", "gpu")
+        "--device",
+        type=one_of(params.DEVICES),
+        choices=params.DEVICES,
+        default=env("ROSETTA_DEVICE", "gpu"),
+        help="where the cell runs (ROSETTA_DEVICE; default gpu): a gpu cell on a machine without one fails",
     )
-    p.add_argument("--scale", type=one_of(params.SCALES), choices=params.SCALES, default=env("ROSETTA_SCALE", "full"))
+    p.add_argument(
+        "--scale",
+        type=one_of(params.SCALES),
+        choices=params.SCALES,
+        default=env("ROSETTA_SCALE", "full"),
+        help="the work: full (the original's sizes), demo (two CPU cores), tiny (the tests); ROSETTA_SCALE",
+    )
     p.add_argument(
         "--variant",
         default=env("ROSETTA_VARIANT", "local"),
         help="image variant (CUDA/cuDNN combination) the cell runs in",
     )
-    p.add_argument("--run-id", default=None)
+    p.add_argument("--run-id", default=None, help="the run the record belongs to (the orchestrator sets it)")
     p.add_argument("--repeats", type=at_least_one, default=5, help="timed repeats where a task repeats (resnet50)")
     p.add_argument(
         "--tuning",

@@ -2,6 +2,7 @@
 and their flags), every local link resolves, and the README stays a front door (short, its results made from the
 committed references). It is also readable: no paragraph or list item is over 150 words."""
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -132,39 +133,74 @@ def fresh_shell():
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(ROOT), "LANG": "C.UTF-8"}
 
 
-def test_every_documented_tool_answers_help_through_rosetta_from_a_fresh_shell(tmp_path):
-    """Every module the documents run through ./rosetta imports and parses its options in the host environment,
-    started from another folder by a shell that activated nothing. One process runs them all (`--help` each)."""
-    modules = sorted({m for _, c, m in documented_tools() if c.startswith("./rosetta") and m != "pytest"})
-    assert "scripts.run" in modules and "scripts.results.submission" in modules
-    driver = (
-        "import contextlib, io, runpy, sys\n"
-        "bad = []\n"
-        "for m in sys.argv[1:]:\n"
-        "    sys.argv = [m, '--help']\n"
-        "    out = io.StringIO()\n"
-        "    try:\n"
-        "        with contextlib.redirect_stdout(out):\n"
-        "            runpy.run_module(m, run_name='__main__', alter_sys=True)\n"
-        "        bad.append(m + ': no --help')\n"
-        "    except SystemExit as e:\n"
-        "        if e.code not in (0, None) or 'usage:' not in out.getvalue():\n"
-        "            bad.append(f'{m}: exit {e.code}')\n"
-        "    except Exception as e:\n"
-        "        bad.append(f'{m}: {type(e).__name__}: {e}')\n"
-        "print('; '.join(bad)); sys.exit(1 if bad else 0)\n"
-    )
-    script = tmp_path / "help_all.py"
-    script.write_text(driver)
+CLIS = sorted(
+    # shared/runner.py's parser is the runners' (`python -m runners`): it runs there, not as a module of its own
+    "runners" if p.name == "runner.py" else p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+    for folder in ("scripts", "shared")
+    for p in (ROOT / folder).glob("*.py")
+    if "argparse.ArgumentParser" in p.read_text()
+)
+# Runs each module's --help in one process (imports shared between them: a process per module cost 2 s each), and
+# writes {module: [exit code or the error, what it printed]} as JSON.
+HELP_DRIVER = """
+import contextlib, io, json, runpy, sys
+out_path, found = sys.argv[1], {}
+for m in sys.argv[2:]:
+    sys.argv = [m, "--help"]
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_module(m, run_name="__main__", alter_sys=True)
+        found[m] = ["no --help: it ran", out.getvalue()]
+    except SystemExit as e:
+        found[m] = [e.code or 0, out.getvalue()]
+    except Exception as e:
+        found[m] = [type(e).__name__ + ": " + str(e), out.getvalue()]
+open(out_path, "w").write(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory):
+    """{module: (exit code or error, --help's text)} of every documented tool and every CLI of scripts/ and shared/,
+    run through ./rosetta from another folder by a shell that activated nothing (no venv on PATH)."""
+    folder = tmp_path_factory.mktemp("helps")
+    (folder / "help_all.py").write_text(HELP_DRIVER)
+    documented = {m for _, c, m in documented_tools() if c.startswith("./rosetta") and m != "pytest"}
     proc = subprocess.run(
-        [str(ROOT / "rosetta"), "help_all", *modules],  # -m finds it in its folder, the cwd
-        cwd=tmp_path,
+        [str(ROOT / "rosetta"), "help_all", str(folder / "found.json"), *sorted(documented | set(CLIS))],
+        cwd=folder,  # -m finds help_all.py in its folder, the cwd
         env=fresh_shell(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {m: tuple(v) for m, v in json.loads((folder / "found.json").read_text()).items()}
+
+
+def test_every_documented_tool_answers_help_through_rosetta_from_a_fresh_shell(helps):
+    """Every module the documents run through ./rosetta imports and parses its options in the host environment."""
+    documented = sorted({m for _, c, m in documented_tools() if c.startswith("./rosetta") and m != "pytest"})
+    assert "scripts.run" in documented and "scripts.results.submission" in documented
+    bad = {m: helps[m][0] for m in documented if helps[m][0] != 0 or "usage:" not in helps[m][1]}
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("module", CLIS)
+def test_every_command_line_option_says_what_it_does(module, helps):
+    """`--help` documents every option: an option line with no text beside or under it is a missing help=."""
+    code, text = helps[module]
+    assert code == 0, code
+    lines = text.splitlines()
+    bare = [
+        line.strip()
+        for i, line in enumerate(lines)
+        if re.match(r"^  -\S.*?$", line)
+        and not re.search(r"\S\s{2,}\S", line.strip())
+        and not re.match(r"^\s{10,}\S", lines[i + 1] if i + 1 < len(lines) else "")
+    ]
+    assert bare == [], f"{module} --help: no help text for {bare}"
 
 
 def test_documented_make_commands_parse_as_written_from_a_fresh_shell():
@@ -280,35 +316,6 @@ def test_the_readme_results_are_the_committed_references():
         "README.md's results are stale: ./rosetta scripts.results.glance --write"
     )
     assert "Lower is better" in text and "(×1.00)" in text
-
-
-CLIS = sorted(
-    p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
-    for folder in ("scripts", "shared")
-    for p in (ROOT / folder).glob("*.py")
-    if "argparse.ArgumentParser" in p.read_text()
-)
-
-
-@pytest.mark.parametrize("module", CLIS)
-def test_every_command_line_option_says_what_it_does(module):
-    """`--help` documents every option: an option line with no text beside or under it is a missing help=."""
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.splitlines()
-    bare = [
-        line.strip()
-        for i, line in enumerate(lines)
-        if re.match(r"^  -\S.*?$", line)
-        and not re.search(r"\S\s{2,}\S", line.strip())
-        and not re.match(r"^\s{10,}\S", lines[i + 1] if i + 1 < len(lines) else "")
-    ]
-    assert bare == [], f"{module} --help: no help text for {bare}"
 
 
 def test_the_code_cites_only_pages_that_exist():
