@@ -249,8 +249,6 @@ def test_local_links_resolve(doc):
 # 523, 889 and 1,634). CHANGELOG.md is a log of entries, not prose to read through, so it is left out.
 MAX_WORDS = 150
 PROSE = [p for p in DOCS if p.name != "CHANGELOG.md"] + [ROOT / "bench" / "README.md"]
-# Pages whose rewrite is under way elsewhere (issue 49): skipped until it lands, then this set is removed.
-NOT_YET = {"docs/security.md", "docs/verify.md", "docs/site.md", "results/community/README.md"}
 LIST_ITEM = re.compile(r"\s*(?:[-*]|\d+\.)\s")
 
 
@@ -291,8 +289,6 @@ def test_paragraphs_and_list_items_are_at_most_150_words(doc):
     """A wall of text loses the reader: split a long paragraph at its seams (short paragraphs, bolded lead-ins,
     sub-headings, lists), and a long list item into sub-items."""
     name = doc.relative_to(ROOT).as_posix()
-    if name in NOT_YET:
-        pytest.skip(f"{name} is being rewritten to paragraphs of at most {MAX_WORDS} words (issue 49); not yet checked")
     long = [f"{name}: {first!r}… ({n} words)" for first, n in prose_blocks(doc.read_text()) if n > MAX_WORDS]
     assert not long, f"over {MAX_WORDS} words: " + "; ".join(long)
 
