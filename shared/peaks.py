@@ -114,9 +114,12 @@ def cpu_peak(system: Mapping[str, Any], precision: str = "fp32") -> Optional[flo
 
 
 def device_peak(
-    system: Mapping[str, Any], device: str, precision: str, devices: int = 1
+    system: Mapping[str, Any], device: str, precision: str, devices: int = 1, measured: Optional[float] = None
 ) -> Tuple[Optional[float], str]:
-    """(peak FLOP/s of the cell's devices, in words where it comes from) or (None, why not)."""
+    """(peak FLOP/s of the cell's devices, in words where it comes from) or (None, why not). `measured`: the best
+    GEMM rate any cell measured on this machine in the cell's compute precision; a CPU's peak is never below it. A
+    VM reports its nominal clock (`cpu MHz`, no cpufreq maximum), which boost passes: 114 of 147 CPU reference records
+    measured a GEMM above the peak of that clock, and their fastest cells read as "implausible"."""
     if not isinstance(system, Mapping):
         system = {}
     if device == "gpu":
@@ -137,24 +140,30 @@ def device_peak(
             return None, "no CPU clock in the record"
         return None, "no CPU core count in the record" if not cores else f"no {precision} unit on this CPU"
     clock = "max" if positive(system.get("cpu_max_mhz")) else "reported"
-    return peak, f"{cores:g} cores × {mhz:g} MHz ({clock}) × {cpu_flops_per_cycle(system)} FLOP/cycle"
+    words = f"{cores:g} cores × {mhz:g} MHz ({clock}) × {cpu_flops_per_cycle(system)} FLOP/cycle"
+    best = positive(measured)
+    if best and best > peak:
+        return best, f"the best GEMM measured on this machine, {best / 1e9:.0f} GFLOP/s, above {words}"
+    return peak, words
 
 
 def shares(achieved: Optional[float], peak: Optional[float], gemm: Optional[float]) -> Dict[str, Any]:
-    """{efficiency (of the device's peak), efficiency_of_gemm (of its own GEMM), implausible: [words]}: a share
-    above 1 is named in `implausible` and not given as an efficiency (None)."""
+    """{efficiency (of the device's peak), efficiency_of_gemm (of its own GEMM), implausible: [words]}: a share of
+    the peak above 1 is named in `implausible` and not given as an efficiency (None): no kernel passes the device's
+    limit, so the clock or the work is wrong. A share of its own GEMM above 1 is given as it is: a model's kernels
+    may beat one square GEMM of the framework (TensorFlow's CNN ran at 131 % of its 1024² GEMM on two Zen 4 cores)."""
     out: Dict[str, Any] = {"efficiency": None, "efficiency_of_gemm": None}
     implausible: List[str] = []
-    for key, denominator, words in (
-        ("efficiency", peak, "the device's peak"),
-        ("efficiency_of_gemm", gemm, "its own GEMM"),
-    ):
-        got, bottom = positive(achieved), positive(denominator)
-        if got and bottom:
-            share = got / bottom
-            if share > 1:
-                implausible.append(f"{share:.0%} of {words}")
-            else:
-                out[key] = share
+    got = positive(achieved)
+    bottom = positive(peak)
+    if got and bottom:
+        share = got / bottom
+        if share > 1:
+            implausible.append(f"{share:.0%} of the device's peak")
+        else:
+            out["efficiency"] = share
+    own = positive(gemm)
+    if got and own:
+        out["efficiency_of_gemm"] = got / own
     out["implausible"] = implausible
     return out

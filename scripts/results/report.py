@@ -247,10 +247,38 @@ def times_of(row: Mapping[str, Any]) -> tuple[float | None, float | None, tuple[
     return user, steady, (min(times) * epochs / unit, max(times) * epochs / unit)
 
 
-def efficiency_of(row: Mapping[str, Any]) -> tuple[float | None, float | None, list[str]]:
+def own_gemm(row: Mapping[str, Any]) -> float | None:
+    """The FLOP/s of the GEMM a row's own calibration measured in its compute precision (the reduced one where the
+    cell has one), None where it has none."""
+    return next(
+        (
+            row[f"system.calibration.{k}"]
+            for k in ("gemm_reduced_flops", "gemm_fp32_flops")
+            if known(row.get(f"system.calibration.{k}"))
+        ),
+        None,
+    )
+
+
+def best_gemms(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, Any], float]:
+    """{(machine class, precision): the best GEMM any ok CPU cell of that class measured in that precision}: what a
+    CPU is known to reach, below which its peak is never put (shared.peaks.device_peak's `measured`)."""
+    best: dict[tuple[Any, Any], float] = {}
+    for row in rows:
+        gemm = own_gemm(row)
+        if row.get("status") == "ok" and row.get("cell.device") == "cpu" and gemm:
+            key = (machine_class_of(row), row.get("cell.precision"))
+            best[key] = max(best.get(key, 0.0), gemm)
+    return best
+
+
+def efficiency_of(
+    row: Mapping[str, Any], best: Mapping[tuple[Any, Any], float] | None = None
+) -> tuple[float | None, float | None, list[str]]:
     """(share of the device's peak, share of the framework's own GEMM, [implausible shares in words]) of an ok row,
     recomputed from its achieved FLOP/s and its own facts (shared.peaks), so records written before the peak table
-    get the same denominator; (None, None, []) where the record has no achieved rate."""
+    get the same denominator, and a CPU's peak is never below the best GEMM measured on its machine class (`best`,
+    best_gemms); (None, None, []) where the record has no achieved rate."""
     achieved = row.get("metrics.achieved_flops")
     if row.get("status") != "ok" or not known(achieved):
         return None, None, []
@@ -261,15 +289,9 @@ def efficiency_of(row: Mapping[str, Any]) -> tuple[float | None, float | None, l
     }
     gpu = row["cell.device"] == "gpu"
     devices = row["metrics.devices"] if gpu and known(row.get("metrics.devices")) else 1
-    gemm = next(
-        (
-            system.get(f"calibration.{k}")
-            for k in ("gemm_reduced_flops", "gemm_fp32_flops")
-            if known(system.get(f"calibration.{k}"))
-        ),
-        None,
-    )
-    peak, _ = peaks.device_peak(system, row["cell.device"], row["cell.precision"], devices)
+    gemm = own_gemm(row)
+    measured = max(gemm or 0.0, (best or {}).get((machine_class_of(row), row.get("cell.precision")), 0.0))
+    peak, _ = peaks.device_peak(system, row["cell.device"], row["cell.precision"], devices, measured or None)
     got = peaks.shares(achieved, peak, gemm * devices if gemm else None)
     return got["efficiency"], got["efficiency_of_gemm"], got["implausible"]
 
@@ -297,8 +319,9 @@ def to_frame(records: list[Record] | list[dict]) -> pd.DataFrame:
     frame["machine"] = [machine_of(r) for r in rows]
     frame["machine_class"] = [machine_class_of(r) for r in rows]
     frame["software"] = [software_of(r) for r in rows]
+    best = best_gemms(rows)
     frame[["eff_peak", "eff_gemm", "eff_implausible"]] = pd.DataFrame(
-        [efficiency_of(r) for r in rows], index=frame.index, dtype=object
+        [efficiency_of(r, best) for r in rows], index=frame.index, dtype=object
     )
     frame[["time", "steady", "spread"]] = pd.DataFrame([times_of(r) for r in rows], index=frame.index, dtype=object)
     frame["quality_note"] = quality_notes(frame)
