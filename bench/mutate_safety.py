@@ -200,8 +200,24 @@ MUTATIONS = (
     M(
         "peaks-shares-of-numbers",
         "shared/peaks.py",
-        (("got, bottom = positive(achieved), positive(denominator)", "got, bottom = achieved, denominator"),),
+        (
+            ("got = positive(achieved)", "got = achieved"),
+            ("bottom = positive(peak)", "bottom = peak"),
+            ("own = positive(gemm)", "own = gemm"),
+        ),
         (SCHEMA_TYPES,),
+    ),
+    M(  # issue 49: a CPU's peak is never below the best GEMM measured on it (no honest cell "implausible")
+        "peaks-gemm-floor",
+        "shared/peaks.py",
+        (("if best and best > peak:", "if False:"),),
+        ("tests/test_flops.py", "tests/test_report.py"),
+    ),
+    M(
+        "report-best-gemm-of-the-class",
+        "scripts/results/report.py",
+        (("best[key] = max(best.get(key, 0.0), gemm)", "pass"),),
+        ("tests/test_report.py",),
     ),
     # ---- merge.py: one cell per slot, the plan, the order of attempts
     M(

@@ -571,6 +571,22 @@ MUTATIONS = [
         "not 0 <= args.quality_margin <= 2 * QUALITY_MARGIN",
         EVIDENCE,
     ),
+    # issue 49: a reference that cannot judge the run says so (exit 3), and the row's ratio follows from its columns
+    (
+        "reference-of-another-class-judged",
+        "scripts/results/verify.py",
+        "if theirs and not ours & theirs and not set(measured) & set(reference):",
+        "if False:",
+        VERIFY,
+    ),
+    ("calibrated-otherwise-judged", "scripts/results/verify.py", "if a != b:", "if False:", VERIFY),
+    (
+        "row-shows-the-pooled-median",
+        "scripts/results/verify.py",
+        "if known.own and ratio:",
+        "if False:",
+        VERIFY,
+    ),
 ]
 
 
