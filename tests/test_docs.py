@@ -375,3 +375,22 @@ def test_the_site_size_docs_state_is_what_make_site_writes(tmp_path):
         f"docs/site.md says {stated.group(1)} MiB for {stated.group(2)} records; the site is {size:.1f} MiB "
         f"for {built['records']} records"
     )
+
+
+def test_machine_classes_the_documents_quote_are_those_the_code_computes():
+    """docs/methodology.md said `gpu:nvidia-h200:141g:x1` where sysinfo computes 140g from the H200's 143,771 MiB:
+    every class string a document quotes is one that shared.sysinfo.machine_class gives a committed reference's
+    records (their own facts, not the key they carry)."""
+    from scripts.paths import REFERENCES
+    from scripts.results import records
+    from shared import sysinfo
+
+    computed = set()
+    for path in REFERENCES.glob("*/cells/*.json"):
+        record = records.load(path)
+        computed.add(sysinfo.machine_class(dict(record.system), record.cell.device, record.cell.gpus))
+    quoted_classes = {
+        found for doc in DOCS for found in re.findall(r"\b(?:cpu|gpu):[a-z0-9.-]+(?::[a-z0-9.-]+)+", doc.read_text())
+    }
+    assert "gpu:nvidia-h200:140g:x1" in quoted_classes
+    assert quoted_classes <= computed, sorted(quoted_classes - computed)

@@ -252,6 +252,19 @@ def test_accepted_submissions_are_a_source_and_rejected_ones_are_not(synthetic_d
 
 
 @pytest.mark.unit
+def test_the_committed_community_example_says_its_runners_are_not_todays(built):
+    """It was made at an older commit whose Keras ResNet-50 runners differ (81.8 against 45.1 s per 1,000 images on
+    one machine class): its columns name the commit and how many runner files changed since."""
+    out, _ = built
+    text = (out / "results-resnet50.html").read_text()
+    assert re.search(
+        r"community/example-[\w-]+ \(unsigned · runners of commit [0-9a-f]{10} · \d+ runner files "
+        r"changed since\)",
+        text,
+    )
+
+
+@pytest.mark.unit
 def test_a_reference_made_before_todays_calibration_is_marked_in_its_column_heads(built):
     """The H200 reference calibrated with 1024² GEMMs and tf32 as float32: its columns say so; the CPU one's do not."""
     out, _ = built

@@ -184,8 +184,14 @@ def source_note(kind: str, folder: Path, got: Sequence[Record]) -> str:
 
         made = submission.summary(folder)
         notes.append(f"signed by {made['signed_by']}" if made.get("signed_by") else "unsigned")
-        if made.get("git_commit"):
-            notes.append(f"runners of commit {str(made['git_commit'])[:10]}")
+        commit = submission.full_commit(made.get("git_commit"))
+        if commit:
+            notes.append(f"runners of commit {commit[:10]}")
+            # what it ran is not what the site shows beside it: how many of the code-hash files differ since
+            code, out = submission.git(["diff", "--name-only", commit, "HEAD", "--", "runners", "shared"])
+            changed = len(out.decode().split()) if code == 0 else 0
+            if changed:
+                notes.append(f"{changed} runner files changed since")
     stale = report.stale_calibration(got)
     if stale:
         notes.append("calibrated before today: " + "; ".join(sorted(stale)))
