@@ -163,26 +163,32 @@ def highlighted(text: str, path: str | os.PathLike) -> str:
 # ---------------------------------------------------------------- results: sources, columns
 
 
-def sources(runs: Iterable[str | os.PathLike] = ()) -> list[tuple[str, str, Path]]:
-    """[(kind, name, folder)]: the references, the accepted community submissions, the run folders given."""
-    found = [("reference", p.name, p) for p in sorted(REFERENCES.glob("*")) if (p / "cells").is_dir()]
+Source = tuple[str, str, Path, Mapping[str, Any] | None]
+
+
+def sources(runs: Iterable[str | os.PathLike] = ()) -> list[Source]:
+    """[(kind, name, folder, summary)]: the references, the accepted community submissions (with the checker's
+    summary of each, signer included: read once), the run folders given; summary None but for submissions."""
+    found: list[Source] = [
+        ("reference", p.name, p, None) for p in sorted(REFERENCES.glob("*")) if (p / "cells").is_dir()
+    ]
     if COMMUNITY.is_dir():
         from scripts.results import submission
 
-        found += [("community", name, Path(folder)) for name, folder, _ in submission.accepted(COMMUNITY)]
-    found += [("run", Path(r).name, Path(r)) for r in runs]
+        found += [("community", name, Path(folder), made) for name, folder, made in submission.accepted(COMMUNITY)]
+    found += [("run", Path(r).name, Path(r), None) for r in runs]
     return found
 
 
-def source_note(kind: str, folder: Path, got: Sequence[Record]) -> str:
+def source_note(made: Mapping[str, Any] | None, got: Sequence[Record]) -> str:
     """What a reader must know of a source before comparing it, for its column heads and the first page: a community
     submission is marked unsigned (or by whom it is signed) and the commit its runners are from; a source measured
-    with another calibration than today's says how. '' for a source that needs no note."""
+    with another calibration than today's says how. `made`: a submission's summary (sources), None for the rest;
+    '' for a source that needs no note."""
     notes = []
-    if kind == "community":
+    if made is not None:
         from scripts.results import submission
 
-        made = submission.summary(folder)
         notes.append(f"signed by {made['signed_by']}" if made.get("signed_by") else "unsigned")
         commit = submission.full_commit(made.get("git_commit"))
         if commit:
@@ -753,7 +759,7 @@ def headline(frame: pd.DataFrame | None) -> list[str]:
 
 
 def index_page(
-    found: Sequence[tuple[str, str, Path]],
+    found: Sequence[Source],
     counts: Sequence[tuple[list[str], int, str]],
     frame: pd.DataFrame | None = None,
     built_from: Mapping[str, Any] | None = None,
@@ -761,7 +767,7 @@ def index_page(
     rows = "".join(
         f"<tr><td>{kind}</td><td>{html.escape(label.split('/', 1)[1])}</td><td>{html.escape(', '.join(classes))}</td>"
         f"<td>{n}</td></tr>"
-        for (kind, _, _), (classes, n, label) in zip(found, counts, strict=False)
+        for (kind, *_), (classes, n, label) in zip(found, counts, strict=False)
     )
     tasks = "".join(
         f'<li>{report.TITLES[t]}: <a href="rosetta-{t}.html">the Rosetta index</a> (concept by concept) · '
@@ -842,9 +848,9 @@ def build(out: str | os.PathLike, runs: Iterable[str | os.PathLike] = ()) -> dic
     files = runner_files()
     found = sources(runs)
     all_records, counts = [], []
-    for kind, name, folder in found:
+    for kind, name, folder, made in found:
         got, logs = read_source(folder)
-        label = f"{kind}/{name}{source_note(kind, folder, got)}"
+        label = f"{kind}/{name}{source_note(made, got)}"
         for record in got:
             cell_id = sanitized(record)
             record_path = out / "records" / kind / name / f"{cell_id}.json"
