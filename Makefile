@@ -33,7 +33,7 @@ help:                              ## this list (RUN=… means a run folder, or 
 host: $(HOST_ENV)                  ## the host environment alone (orchestration and test tools)
 
 demo: $(HOST_ENV)                  ## the demo profile: every system on the CPU, synthetic data (PROFILE=demo-full: bf16 too)
-	$(HOST) -m scripts.run --profile $(PROFILE) $(if $(FRAMEWORK),--framework $(FRAMEWORK))
+	$(HOST) -m scripts.run --profile $(PROFILE) $(foreach f,$(FRAMEWORK),--framework $(f))
 
 venvs: $(HOST_ENV)                 ## the framework environments the tests use, every family in matrix.yaml (FRAMEWORKS=ids: those)
 	$(HOST) -m scripts.launch.venvs --keep-going $(FRAMEWORKS)
@@ -85,8 +85,8 @@ verify: $(HOST_ENV)                ## run the demo and compare with this machine
 	@$(if $(filter command line,$(origin RUN)),run=$$($(HOST) -m scripts.results.runs $(RUN)) && ,)$(HOST) -m scripts.results.verify \
 	  $(if $(filter command line,$(origin RUN)),--run $$run) $(if $(REFERENCE),--reference $(REFERENCE))
 
-reference: $(HOST_ENV)             ## run the reference profile and write results/reference/MACHINE-CLASS for verify
-	$(HOST) -m scripts.results.reference
+reference: $(HOST_ENV)             ## run the reference profile and write results/reference/MACHINE-CLASS for verify (FRAMEWORK="ID …": fold new systems in; ADD=1: a further run)
+	$(HOST) -m scripts.results.reference $(if $(ADD),--add) $(foreach f,$(FRAMEWORK),--framework $(f))
 
 site: $(HOST_ENV)                  ## the static site in site/: runners side by side, the references (RUN=… adds runs)
 	@$(if $(filter command line,$(origin RUN)),runs=$$($(HOST) -m scripts.results.runs $(RUN)) && ,)$(HOST) -m scripts.results.site \

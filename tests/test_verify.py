@@ -941,6 +941,48 @@ def test_make_reference_then_add_keeps_the_second_run_beside_the_first(tmp_path,
         make_reference.add(first)
 
 
+def test_a_new_system_joins_the_reference_with_its_own_run_and_the_others_keep_their_samples(tmp_path, monkeypatch):
+    """`reference --framework ID` folds a run of one new system into the reference of its class: its cells and planned
+    cells join, every other cell keeps its record, the README names the run; a run holding another system's cells, a
+    second fold of the same run and a class without a reference are refused."""
+    from scripts.results import reference as make_reference
+
+    monkeypatch.setattr(verify, "REFERENCES", tmp_path / "reference")
+    plan = json.loads((REFERENCE / "plan.json").read_text())
+    before = {i: r for i, r in records_by_id(REFERENCE).items() if not i.startswith("caffe2-")}
+    first = run_from(before, tmp_path / "first", plan=None)
+    (first / "plan.json").write_text(
+        json.dumps({**plan, "cells": [c for c in plan["cells"] if c["framework"] != "caffe2"]})
+    )
+    target = make_reference.copy(first)
+    second = json.loads((SECOND_RUN / "plan.json").read_text())
+    new = tmp_path / "reference-caffe2"
+    run_from({i: r for i, r in records_by_id(SECOND_RUN).items() if i.startswith("caffe2-")}, new)
+    (new / "plan.json").write_text(
+        json.dumps({**second, "cells": [c for c in second["cells"] if c["framework"] == "caffe2"]})
+    )
+    with pytest.raises(ValueError, match="not of exactly paddle"):
+        make_reference.extend(new, ["paddle"])
+    assert make_reference.extend(new, ["caffe2"]) == target
+    held = records_by_id(target)
+    assert {i for i in held if i.startswith("caffe2-")} == {"caffe2-cnn-cpu-fp32-1cpu", "caffe2-resnet50-cpu-fp32-1cpu"}
+    assert all(held[i] == before[i] for i in before)
+    planned = json.loads((target / "plan.json").read_text())
+    assert [c["id"] for c in planned["cells"]] == [c["id"] for c in plan["cells"] if c["framework"] != "caffe2"] + [
+        "caffe2-cnn-cpu-fp32-1cpu",
+        "caffe2-resnet50-cpu-fp32-1cpu",
+    ]
+    assert planned["run_id"] == plan["run_id"]
+    readme = (target / "README.md").read_text()
+    assert f"`caffe2`: 2 cells from run {new.name}" in readme and readme.count(make_reference.EXTENDED_MARK) == 1
+    assert "| caffe2 " in (target / "results.md").read_text()
+    with pytest.raises(ValueError, match="already in the reference"):
+        make_reference.extend(new, ["caffe2"])
+    monkeypatch.setattr(verify, "REFERENCES", tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="no reference of .* to extend"):
+        make_reference.extend(new, ["caffe2"])
+
+
 # ---------------------------------------------------------------- the machine class (shared.sysinfo.machine_class)
 
 ZEN4 = {

@@ -4,6 +4,12 @@ to results/reference/MACHINE-CLASS/ with a README that says what and where.
     python -m scripts.results.reference                    # run the profile, then copy (make reference)
     python -m scripts.results.reference --from results/reference-20261204-120000   # copy a finished run only
     python -m scripts.results.reference --add              # run it again and keep it beside the first (runs/RUN_ID/)
+    python -m scripts.results.reference --framework paddle # a new system's cells into the reference (then --add it)
+
+A system added to the matrix joins an existing reference with `--framework ID` (repeat it for several): the reference
+profile runs for those frameworks alone, their cells replace theirs in cells/ and plan.json, and the README names the
+run and the day; `--add --framework ID` keeps further runs of them under runs/RUN_ID/, as for the whole profile. The
+other systems keep the samples they had: a reference extends on the same machine class only.
 
 One run shows a cell's noise within a run (its samples); a healthy install also moves between runs (a CNTK GRU at half
 speed in one run of two), which only further runs show: `--add` keeps them under runs/RUN_ID/ and verify pools each
@@ -21,7 +27,8 @@ import statistics
 import sys
 import textwrap
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -241,6 +248,53 @@ def add(run_dir: Path, allow_failed: bool = False) -> Path:
     return target
 
 
+EXTENDED_MARK = "Cells added since:"
+
+
+def extend(run_dir: Path, frameworks: Collection[str], allow_failed: bool = False) -> Path:
+    """Fold the cells of `frameworks` from `run_dir` into the existing reference of its machine class: their records
+    replace theirs in cells/, their planned cells theirs in plan.json, and the README names the run; returns the
+    folder. ValueError where there is no reference of that class, or the run holds a cell of another framework (it
+    would replace a system's samples that nobody asked to replace) or none of one asked for."""
+    cells, records, classes = checked(run_dir, allow_failed)
+    klass = next(iter(classes))
+    target = target_for(klass)
+    if not (target / "cells").is_dir():
+        raise ValueError(f"no reference of {klass} to extend; make one first (make reference)")
+    held = {r.cell.framework for r in records}
+    if held - set(frameworks) or set(frameworks) - held:
+        raise ValueError(
+            f"{run_dir} holds cells of {', '.join(sorted(held))}, not of exactly {', '.join(sorted(frameworks))}: "
+            "extend a reference from a run of the new frameworks alone (--framework ID)"
+        )
+    theirs = {r.run_id for r in verify.records_by_id(target).values()}
+    if {r.run_id for r in records} & theirs:
+        raise ValueError(f"{run_dir} is already in the reference")
+    plan, extra = plans.read(target / "plan.json"), plans.read(run_dir / "plan.json")
+    if (extra.plan.profile, extra.plan.repeats) != (plan.plan.profile, plan.plan.repeats):
+        raise ValueError(f"{run_dir} ran profile {extra.plan.profile} with other settings than the reference's")
+    for path in (target / "cells").glob("*.json"):
+        if verify.records.load(path).cell.framework in held:
+            path.unlink()
+    for path in cells:
+        copy_plain(path, target / "cells" / path.name)
+    kept = tuple(c for c in plan.cells if c.cell.framework not in held) + extra.cells
+    plans.write(
+        target / "plan.json", replace(plan, cells=kept, plan=replace(plan.plan, cells=tuple(c.cell for c in kept)))
+    )
+    write_tables(target)
+    readme = (target / "README.md").read_text().split(RUNS_MARK)[0].rstrip("\n")
+    head, _, added = readme.partition(EXTENDED_MARK)
+    lines = [line for line in added.strip().splitlines() if not any(f"`{f}`" in line for f in held)]
+    lines.append(
+        f"- {', '.join(f'`{f}`' for f in sorted(held))}: {len(records)} cells from run {run_dir.name} on "
+        f"{datetime.now(UTC):%Y-%m-%d} (same machine class; the other systems keep their samples)"
+    )
+    readme = head.rstrip("\n") + f"\n\n{EXTENDED_MARK}\n" + "\n".join(lines) + "\n"
+    (target / "README.md").write_text(readme + "\n" + between_runs_line(target))
+    return target
+
+
 def copy_plain(source: Path, target: Path) -> None:
     """Copy `source` as a plain file only (records.read_plain: never through a link, from a FIFO or a device, and at
     most 8 MiB), writing the bytes read; ValueError naming it otherwise: a link to a secret would put the secret's
@@ -294,13 +348,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="keep the run beside the reference's first (runs/RUN_ID/): how far cells move between runs",
     )
+    ap.add_argument(
+        "--framework",
+        action="append",
+        metavar="ID",
+        help="a system new to the matrix: run (or take from --from) its cells alone and fold them into the reference "
+        "(repeat it for several; with --add: a further run of them)",
+    )
     args = ap.parse_args(argv)
     if args.source is None:
-        if start_run(["--profile", PROFILE]) == 2:
+        if start_run(["--profile", PROFILE] + [f"--framework={f}" for f in args.framework or ()]) == 2:
             return 2
         args.source = runs_of(RESULTS, PROFILE)[-1]
     try:
-        target = (add if args.add else copy)(args.source, args.allow_failed)
+        if args.framework and not args.add:
+            target = extend(args.source, args.framework, args.allow_failed)
+        else:
+            target = (add if args.add else copy)(args.source, args.allow_failed)
     except (ValueError, verify.RecordError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
