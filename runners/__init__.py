@@ -17,6 +17,7 @@ FRAMEWORKS = {
     "keras-jax": ("keras", {"KERAS_BACKEND": "jax"}),
     "keras-torch": ("keras", {"KERAS_BACKEND": "torch"}),
     "jax": ("jax", {}),
+    "paddle": ("paddle", {}),  # PaddlePaddle 3.x dygraph (paddle.nn.Layer), to_static as its tuned path
     "mxnet-gluon": ("mxnet_gluon", {}),  # one MXNet install, two APIs: imperative-then-hybridized Gluon …
     "mxnet-module": ("mxnet_module", {}),  # … and the symbolic graph + Module of the seed's era
     "chainer": ("chainer", {}),

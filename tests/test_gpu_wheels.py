@@ -13,6 +13,11 @@ from test_gpu_images import BUILT, BUNDLED, CUDNN, RUNTIME, gpu_variants, matche
 
 from scripts.launch import wheelhouse
 
+# GPU variants whose framework wheel comes from the framework's own package index, never PyPI (the file's
+# --extra-index-url): resolving them needs that index, which our machines cannot reach; the unit tier still checks
+# their declared CUDA and cuDNN against their pins (tests/test_gpu_images.py).
+OWN_INDEX = {("paddle", "cu126"): "https://www.paddlepaddle.org.cn/packages/stable/cu126/"}
+
 
 def resolve(variant):
     """pip's resolution of a variant's pins for the image's Python and glibc (metadata only: nothing downloaded
@@ -49,6 +54,15 @@ def resolve(variant):
     return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(out.stdout)["install"]}
 
 
+@pytest.mark.unit
+def test_an_own_index_variant_names_its_index_in_its_requirements():
+    """A variant left out of the PyPI resolution for its own index says so where pip reads it, so an image build
+    that reaches the index installs from there (and one that does not fails naming it)."""
+    for key, index in OWN_INDEX.items():
+        variant = gpu_variants()[key]
+        assert f"--extra-index-url {index}" in (ROOT / variant.requirements).read_text().splitlines(), key
+
+
 @pytest.mark.network
 def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
     """What `make images PROFILE=full` downloads: each GPU variant's pins resolve to wheels for its image's Python,
@@ -56,7 +70,10 @@ def test_every_gpu_variant_resolves_from_pypi_to_what_it_declares():
     # The bundling legacy wheels (CNTK's Python 3.6, Caffe2's 3.8) are left out: pip here cannot judge those old
     # Pythons' markers, and their images build in CI from the same pins (Caffe2) or the build says (CNTK).
     # PyTorch's cu130 and its cuDNN sibling are built (and inspected) by the test below.
-    wheel_route = {k: v for k, v in gpu_variants().items() if k not in BUNDLED and k not in BUILT}
+    # Paddle's CUDA builds are on Paddle's own index alone (docker/paddle/requirements-cuda.txt): not a PyPI question.
+    wheel_route = {
+        k: v for k, v in gpu_variants().items() if k not in BUNDLED and k not in BUILT and k not in OWN_INDEX
+    }
     variants = {k: v for k, v in wheel_route.items() if not wheelhouse.sdist_requirements(ROOT / v.requirements)}
     variants.update(
         {

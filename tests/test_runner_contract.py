@@ -324,6 +324,8 @@ TUNED_MAINS = [
     ("keras-jax", "cnn"),
     ("keras-torch", "cnn"),
     ("keras-torch", "gru"),
+    ("paddle", "cnn"),
+    ("paddle", "gru"),
 ]
 
 
