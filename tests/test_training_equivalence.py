@@ -109,9 +109,9 @@ def update_errors(out, start, expected, step):
 
 
 # the runners with a tuned path (docs/tuned.md)
-TUNED = [(f, t) for f in ("pytorch", "jax", "keras-tf", "keras-jax", "keras-torch") for t in ("cnn", "gru")] + [
-    ("tensorflow", "cnn")
-]
+TUNED = [
+    (f, t) for f in ("pytorch", "lightning", "jax", "keras-tf", "keras-jax", "keras-torch") for t in ("cnn", "gru")
+] + [("tensorflow", "cnn")]
 
 
 @pytest.mark.framework
