@@ -160,12 +160,15 @@ class EpochOrder(torch.utils.data.Sampler):
 
 def train_loader(x_train, y_train, batch_size):
     """The training set in the shared order (no shuffling of the loader's own); host batches are page-locked where a
-    GPU reads them, and Lightning copies each to the device asynchronously."""
+    GPU reads them, and Lightning copies each to the device asynchronously. The loader draws each epoch's base seed
+    from a generator of its own, not from torch's global one, whose stream stays the dropout masks' alone: the same
+    masks as the PyTorch runner's, which has no DataLoader."""
     return torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(x_train, y_train),
         sampler=EpochOrder(len(x_train), batch_size),
         batch_size=None,
         pin_memory=x_train.device.type == "cpu" and torch.cuda.is_available(),
+        generator=torch.Generator(),
     )
 
 
