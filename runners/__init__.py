@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 # Ids name the API as well as the library (docs/design.md): the three Keras ids share one package and pick the backend.
 FRAMEWORKS = {
     "pytorch": ("pytorch", {}),
+    "lightning": ("lightning", {}),  # PyTorch Lightning's LightningModule + Trainer, in the pytorch family's install
     "tensorflow": ("tensorflow", {}),
     "keras-tf": ("keras", {"KERAS_BACKEND": "tensorflow"}),
     "keras-jax": ("keras", {"KERAS_BACKEND": "jax"}),

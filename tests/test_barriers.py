@@ -88,3 +88,44 @@ def test_caffe2_barrier_fetches_the_last_operators_output():
 def test_cntk_barrier_reads_the_parameter_updated_last():
     out = probe("cntk", CNTK_PROBE)
     assert_tracks_each_step(out["barrier"], out["direct"])
+
+
+# Lightning's clock lives in a Callback (runners.lightning.EpochTimer) inside `trainer.fit`: this probe swaps the
+# barrier `sync` hands the timer for one that records, at each call, the optimizer steps taken so far and fc1's bias,
+# trains the cnn two epochs of six steps in windows of two, and reads what torch.cuda.synchronize would have been
+# called with for a GPU device.
+LIGHTNING_PROBE = """
+import json, sys, types
+sys.path.insert(0, {root!r})
+import torch
+import runners.lightning as RL
+from runners.lightning import EpochTimer, Weights, train_loader, trainer
+from runners.lightning import cnn
+torch.manual_seed(0)
+model, events = cnn.build_model(dropout=False), []
+cuda_sync, synced = RL.sync, []
+torch.cuda.synchronize = lambda device=None: synced.append(str(device))
+cuda_sync(torch.device("cuda", 0))()
+def recording(device):
+    return lambda: events.append([fit.global_step, float(model.net.fc1.bias.detach().double().sum()), device.type])
+RL.sync = recording
+weights = Weights(lambda net: float(net.fc1.bias.detach().double().sum()))
+fit = trainer(types.SimpleNamespace(device="cpu", gpus=1), "32-true", [weights, EpochTimer(window=2)], max_epochs=2)
+x, y = torch.rand(24, 3, 32, 32), torch.randint(0, 10, (24,))
+fit.fit(model, train_loader(x, y, 4))
+print(json.dumps({{"events": events, "after": weights.after, "synced": synced}}))
+"""
+
+
+def test_lightning_timer_closes_each_window_on_the_barrier_after_its_steps():
+    out = probe("lightning", LIGHTNING_PROBE)
+    assert out["synced"] == ["cuda:0"], out  # on a GPU the barrier is torch.cuda.synchronize of the cell's device
+    steps = [step for step, _, _ in out["events"]]
+    # Each epoch: its start, the first step apart (warm-up), every window of two, its end: once each, no more.
+    assert steps == [0, 1, 3, 5, 6, 6, 8, 10, 12, 12], steps
+    assert {device for _, _, device in out["events"]} == {"cpu"}, out
+    # At each barrier after a step the model holds that step's update: the barrier follows the optimizer step.
+    for step, bias, _ in out["events"]:
+        if step:
+            assert bias == pytest.approx(out["after"][step - 1], rel=1e-12), (step, bias, out["after"])
+    assert len(set(out["after"])) == len(out["after"]), out["after"]  # and every step changed it

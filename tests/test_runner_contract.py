@@ -317,6 +317,7 @@ def test_a_framework_that_cannot_be_imported_is_a_failed_record_with_the_import_
 # steps_per_execution, which its torch backend refuses; JAX's chunked steps) is proven here.
 TUNED_MAINS = [
     ("pytorch", "gru"),
+    ("lightning", "cnn"),  # torch.compile'd LightningModule through Trainer.fit
     ("tensorflow", "cnn"),
     ("jax", "cnn"),
     ("jax", "gru"),

@@ -110,7 +110,9 @@ def update_errors(out, start, expected, step):
 
 # the runners with a tuned path (docs/tuned.md)
 TUNED = [
-    (f, t) for f in ("pytorch", "jax", "keras-tf", "keras-jax", "keras-torch", "paddle") for t in ("cnn", "gru")
+    (f, t)
+    for f in ("pytorch", "lightning", "jax", "keras-tf", "keras-jax", "keras-torch", "paddle")
+    for t in ("cnn", "gru")
 ] + [("tensorflow", "cnn")]
 
 
