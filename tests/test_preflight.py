@@ -23,6 +23,7 @@ TO_AMPERE = {"mxnet-gluon", "mxnet-module"}
 TO_VOLTA = {"caffe2"}
 FROM_TURING = {
     "pytorch": {"cu130", "cu130-cudnn928"},
+    "lightning": {"cu130", "cu130-cudnn928"},  # the pytorch family's images
     "jax": {"cuda"},
     "keras-tf": {"cuda"},
     "keras-jax": {"cuda"},
